@@ -1,0 +1,1 @@
+"""toposcope.advisor: loaders -> model -> policies -> recommendations -> actuators (issue 4/6)."""

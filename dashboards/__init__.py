@@ -1,0 +1,1 @@
+"""toposcope.dashboards: the Dash app and the Grafana dashboards generated as code."""

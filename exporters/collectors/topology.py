@@ -1,0 +1,91 @@
+"""``topology`` collector: NUMA nodes, distances, packages and PCI/GPU locality as info series.
+
+These series are what PromQL joins on: ``toposcope_numa_node_info`` ties a NUMA node to its
+package and CPUs, ``toposcope_gpu_locality_info`` ties a GPU's PCI address to its NUMA node
+(from sysfs, so it exists even where NVML does not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import Metric
+
+from toposcope.catalogue import spec
+from toposcope.cpulist import format_cpulist
+from toposcope.exporters.context import CollectorContext, HostTopology
+from toposcope.exporters.registry import CollectorEntry
+
+#: PCI base classes worth publishing: mass storage, network, display, bridges are skipped
+#: (too many), processing accelerators and InfiniBand/fabric (0x0c06) kept.
+_PUBLISHED_PCI_BASE_CLASSES = frozenset({0x01, 0x02, 0x03, 0x12})
+_PUBLISHED_PCI_CLASSES = frozenset({0x0C06})
+
+
+def _label(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+class TopologyCollector:
+    """Publishes the host topology; values are 1 (info) or SLIT distances."""
+
+    def __init__(self, topology: HostTopology) -> None:
+        self._topology = topology
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield node, distance, package, CPU-count, PCI and GPU locality families."""
+        topo = self._topology.get()
+        node_info = spec("toposcope_numa_node_info").family()
+        distance = spec("toposcope_numa_distance").family()
+        online = spec("toposcope_cpus_online").family()
+        for node in topo.numa_nodes:
+            node_info.add_metric(
+                [str(node.id), _label(node.package), format_cpulist(node.cpus)], 1.0
+            )
+            online.add_metric([str(node.id)], float(len(node.cpus)))
+            for peer, value in sorted(node.distances.items()):
+                distance.add_metric([str(node.id), str(peer)], float(value))
+        package_info = spec("toposcope_package_info").family()
+        for package in topo.packages:
+            package_info.add_metric([str(package.id), format_cpulist(package.cpus)], 1.0)
+        pci_info = spec("toposcope_pci_device_info").family()
+        for device in topo.pci_devices:
+            if (
+                device.class_id >> 8 not in _PUBLISHED_PCI_BASE_CLASSES
+                and device.class_id not in _PUBLISHED_PCI_CLASSES
+            ):
+                continue
+            pci_info.add_metric(
+                [
+                    device.bus_id,
+                    f"0x{device.vendor:04x}",
+                    f"0x{device.device:04x}",
+                    f"0x{device.class_id:04x}",
+                    _label(device.numa_node),
+                    format_cpulist(device.local_cpus),
+                ],
+                1.0,
+            )
+        node_package = topo.node_to_package()
+        gpu_info = spec("toposcope_gpu_locality_info").family()
+        for gpu in topo.gpus:
+            package = node_package.get(gpu.numa_node) if gpu.numa_node is not None else None
+            gpu_info.add_metric(
+                [
+                    str(gpu.index),
+                    gpu.pci_bus_id or "",
+                    _label(gpu.numa_node),
+                    format_cpulist(gpu.local_cpus),
+                    _label(package),
+                ],
+                1.0,
+            )
+        yield from (node_info, distance, online, package_info, pci_info, gpu_info)
+
+
+ENTRY = CollectorEntry(
+    name="topology",
+    default_enabled=True,
+    factory=lambda ctx: TopologyCollector(ctx.topology),
+    description="NUMA nodes, distances, packages, PCI and GPU locality (sysfs)",
+)

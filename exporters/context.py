@@ -1,0 +1,50 @@
+"""What every collector factory receives: the configuration and shared, cached sources.
+
+The host topology is shared because several collectors need the CPU -> NUMA node map
+(numa_cpu, workloads) and it is costly to rebuild on every scrape on big machines. It is
+re-read when ``devices/system/cpu/online`` or the NUMA node list changes (CPU hotplug,
+memory hot-add), which is checked cheaply on every access.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from toposcope.config import ExporterConfig
+from toposcope.topology.model import Topology
+from toposcope.topology.sysfs import build_from_sysfs, node_dirs, read_text
+
+
+class HostTopology:
+    """The host's topology from sysfs, rebuilt only when CPUs or nodes come or go."""
+
+    def __init__(self, config: ExporterConfig) -> None:
+        self._paths = config.paths
+        self._lock = threading.Lock()
+        self._key: tuple[str | None, tuple[int, ...]] | None = None
+        self._topology: Topology | None = None
+
+    def _change_key(self) -> tuple[str | None, tuple[int, ...]]:
+        online = read_text(self._paths.sysfs / "devices" / "system" / "cpu" / "online")
+        return online, tuple(node_dirs(self._paths.sysfs))
+
+    def get(self) -> Topology:
+        """The current topology; raises ``SourceError`` when sysfs cannot be read."""
+        with self._lock:
+            key = self._change_key()
+            if self._topology is None or key != self._key:
+                self._topology = build_from_sysfs(self._paths.sysfs, self._paths.procfs)
+                self._key = key
+            return self._topology
+
+
+@dataclass
+class CollectorContext:
+    """Configuration plus the shared sources handed to every collector factory."""
+
+    config: ExporterConfig
+    topology: HostTopology = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.topology = HostTopology(self.config)

@@ -1,0 +1,1 @@
+"""toposcope.sim: a simulated heterogeneous cluster for demos, tests and benchmarks."""

@@ -1,0 +1,97 @@
+"""The ``toposcope`` command: one entry point, one module per subcommand.
+
+Subcommand modules are imported only when used, so that the core never imports the
+exporter, advisor or dashboards at start-up (imports go one way: they depend on the core).
+Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Exit codes: 0 ok, 1 findings (a command that reports problems found some), 2 usage or
+configuration errors (a malformed file, a root that does not exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from toposcope import __version__
+from toposcope.errors import ConfigError, SourceError, UsageError
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+#: subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "topology": ("toposcope.topology.cli", "show this machine's (or a snapshot's) topology"),
+    "exporter": ("toposcope.exporters.cli", "serve /metrics (NUMA, cross-socket, workloads, GPUs)"),
+    "docs": ("toposcope.docs", "generate reference documentation (docs/metrics.md)"),
+}
+
+
+class SubcommandModule(Protocol):
+    """What a subcommand module provides."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Declare the subcommand's options."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Carry the subcommand out and return its exit code."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, SubcommandModule]]:
+    """The top-level parser with every subcommand's options declared."""
+    parser = _Parser(prog="toposcope", description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--version", action="version", version=f"toposcope {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="logging verbosity (default: info)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    modules: dict[str, SubcommandModule] = {}
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = cast(SubcommandModule, importlib.import_module(module_name))
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sub_parser)
+        modules[name] = module
+    return parser, modules
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, run the subcommand and map errors to exit codes."""
+    parser, modules = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return modules[args.command].run(args)
+    except (UsageError, ConfigError) as exc:
+        print(f"toposcope {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SourceError as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        print(f"toposcope {args.command}: error: {exc}{cause}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Configuration values passed explicitly to the parts that need them (no globals).
+
+:class:`HostPaths` says where the host's sysfs, procfs and root filesystem are, like
+node_exporter's ``--path.sysfs``, ``--path.procfs`` and ``--path.rootfs``; tests point it at
+fixture trees. :class:`WorkloadSettings` bounds what the workloads collector tracks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toposcope.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    """Roots of the filesystems the sources read.
+
+    ``rootfs`` is where absolute paths found inside procfs (cgroup mount points from
+    ``mountinfo``) are resolved; ``sysfs`` and ``procfs`` default to ``rootfs/sys`` and
+    ``rootfs/proc``.
+    """
+
+    sysfs: Path = Path("/sys")
+    procfs: Path = Path("/proc")
+    rootfs: Path = Path("/")
+
+    @classmethod
+    def under(cls, root: str | os.PathLike[str]) -> HostPaths:
+        """Paths for a whole snapshot tree that holds ``sys/`` and ``proc/`` (``--root DIR``)."""
+        base = Path(root)
+        return cls(sysfs=base / "sys", procfs=base / "proc", rootfs=base)
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` when the sysfs root does not exist (a typo, not a host)."""
+        if not self.sysfs.is_dir():
+            raise ConfigError(f"sysfs root {self.sysfs} does not exist or is not a directory")
+        if not self.procfs.exists():
+            # Some snapshot trees (hwloc's) have no proc/; sources treat it as empty.
+            return
+
+    def in_rootfs(self, absolute: str) -> Path:
+        """Resolve an absolute host path (as written in mountinfo) under ``rootfs``."""
+        return self.rootfs / absolute.lstrip("/")
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    """What the workloads collector tracks and how much of it.
+
+    ``mode`` is ``cgroup`` (one workload per leaf cgroup that has processes: containers,
+    pods, systemd services, Slurm jobs) or ``process`` (one per top-level process tree).
+    ``include``/``exclude`` are regular expressions matched against the cgroup path (or the
+    process ``comm`` in process mode). ``max_workloads`` caps cardinality; workloads beyond it
+    are counted in ``toposcope_workloads_dropped_total``. ``min_cpu_seconds`` skips idle
+    noise such as getty or sshd.
+    """
+
+    mode: str = "cgroup"
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = (r"^/?$", r"^/init\.scope$", r"^/user\.slice/.*")
+    max_workloads: int = 200
+    min_cpu_seconds: float = 0.0
+    gpu_device_pattern: str = r"^/dev/nvidia(\d+)$"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("cgroup", "process"):
+            raise ConfigError(f"workload mode must be 'cgroup' or 'process', not {self.mode!r}")
+        if self.max_workloads < 1:
+            raise ConfigError("max_workloads must be at least 1")
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    """Everything the exporter's collectors are built from."""
+
+    paths: HostPaths = field(default_factory=HostPaths)
+    hostname: str = ""
+    workloads: WorkloadSettings = field(default_factory=WorkloadSettings)
+    nvml: str = "auto"
+    cross_socket_source: str = "auto"
+    pcm_url: str | None = None

@@ -1,0 +1,278 @@
+"""The typed, immutable topology model every part of toposcope reasons about.
+
+A :class:`Topology` is a machine: packages (sockets) holding NUMA nodes holding CPUs, the
+NUMA distance matrix, PCI devices with their NUMA node and local CPUs, the GPUs among them
+and the GPU-to-GPU link matrix (``nvidia-smi topo -m`` vocabulary). Builders in this package
+fill it from sysfs, hwloc XML, ``nvidia-smi topo -m`` text or NVML; nothing here reads the
+outside world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from toposcope.cpulist import format_cpulist
+
+
+class LinkType(str, Enum):
+    """GPU-to-GPU connection classes, best first, as ``nvidia-smi topo -m`` names them.
+
+    ``NV`` stands for any number of bonded NVLinks (``NV1`` ... ``NV18``); the count is kept
+    in :attr:`GpuLink.link` text.
+    """
+
+    NVLINK = "NV"
+    PIX = "PIX"
+    PXB = "PXB"
+    PHB = "PHB"
+    NODE = "NODE"
+    SYS = "SYS"
+
+    @property
+    def rank(self) -> int:
+        """Lower is better: 0 for NVLink, 5 for a path across sockets (SYS)."""
+        return list(LinkType).index(self)
+
+
+def link_type(link: str) -> LinkType:
+    """Classify a link label such as ``"NV12"``, ``"PIX"`` or legacy ``"SOC"`` (= SYS)."""
+    text = link.strip().upper()
+    if text.startswith("NV"):
+        return LinkType.NVLINK
+    if text == "SOC":
+        return LinkType.SYS
+    return LinkType(text)
+
+
+PCI_VENDOR_NVIDIA = 0x10DE
+PCI_VENDOR_AMD = 0x1002
+#: PCI class ids (base class + subclass) of display controllers: VGA and 3D controllers.
+GPU_PCI_CLASSES = frozenset({0x0300, 0x0302, 0x0380})
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """One logical CPU (hardware thread, hwloc's PU)."""
+
+    id: int
+    package: int | None
+    core: int | None
+    numa_node: int | None
+    online: bool = True
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    """One NUMA node: its CPUs (may be empty) and local memory (may be 0).
+
+    ``distances`` maps peer node id to the SLIT distance (10 = local); empty when the
+    platform publishes none.
+    """
+
+    id: int
+    package: int | None
+    cpus: tuple[int, ...]
+    memory_bytes: int
+    distances: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def cpu_less(self) -> bool:
+        """True for memory-only nodes (CXL, HBM, NVIDIA GPU memory on POWER9)."""
+        return not self.cpus
+
+
+@dataclass(frozen=True)
+class Package:
+    """One processor package (socket) and the CPUs it holds."""
+
+    id: int
+    cpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    """A PCI function with its locality.
+
+    ``class_id`` is the 16-bit base class + subclass (``0x0302`` = 3D controller);
+    ``numa_node`` is ``None`` when no locality could be determined.
+    """
+
+    bus_id: str
+    vendor: int
+    device: int
+    class_id: int
+    numa_node: int | None
+    local_cpus: tuple[int, ...]
+
+    @property
+    def is_gpu(self) -> bool:
+        """True for display/3D controllers from NVIDIA or AMD."""
+        return self.class_id in GPU_PCI_CLASSES and self.vendor in (
+            PCI_VENDOR_NVIDIA,
+            PCI_VENDOR_AMD,
+        )
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU with its locality; ``index`` follows PCI bus order, as nvidia-smi numbers GPUs."""
+
+    index: int
+    pci_bus_id: str | None
+    numa_node: int | None
+    local_cpus: tuple[int, ...]
+    vendor: int | None = None
+    model: str | None = None
+    uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """The connection between two GPUs as ``nvidia-smi topo -m`` reports it (``NV12``, ``PIX``...)."""
+
+    gpu: int
+    peer_gpu: int
+    link: str
+
+    @property
+    def type(self) -> LinkType:
+        """The link's class, for ranking (NVLink best, SYS worst)."""
+        return link_type(self.link)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A whole machine's topology as one immutable value.
+
+    ``source`` says where it came from (``sysfs:/``, ``hwloc-xml:FILE``, ...) so that reports
+    can tell a measured topology from an imported one.
+    """
+
+    packages: tuple[Package, ...] = ()
+    numa_nodes: tuple[NumaNode, ...] = ()
+    cpus: tuple[Cpu, ...] = ()
+    pci_devices: tuple[PciDevice, ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    gpu_links: tuple[GpuLink, ...] = ()
+    source: str = ""
+
+    def numa_node(self, node_id: int) -> NumaNode | None:
+        """Return the NUMA node with OS index ``node_id``, or ``None``."""
+        for node in self.numa_nodes:
+            if node.id == node_id:
+                return node
+        return None
+
+    def cpu_to_node(self) -> dict[int, int]:
+        """Map every CPU listed under a NUMA node to that node's id."""
+        return {cpu: node.id for node in self.numa_nodes for cpu in node.cpus}
+
+    def node_to_package(self) -> dict[int, int]:
+        """Map NUMA node ids to package ids where known."""
+        return {n.id: n.package for n in self.numa_nodes if n.package is not None}
+
+    def online_cpus(self) -> tuple[int, ...]:
+        """CPUs that are online (all listed CPUs when online state is unknown)."""
+        return tuple(c.id for c in self.cpus if c.online)
+
+    def gpu_link(self, gpu: int, peer: int) -> GpuLink | None:
+        """Return the link between two GPUs if the topology knows it."""
+        for link in self.gpu_links:
+            if link.gpu == gpu and link.peer_gpu == peer:
+                return link
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape other parts and the tests rely on.
+
+        Keys: ``packages[{id,cpus}]``, ``numa_nodes[{id,package,cpus,memory_bytes,distances}]``
+        (``distances`` is the row ordered like ``numa_nodes``; empty when unknown),
+        ``pci_devices[{bus_id,vendor,device,class,numa_node,local_cpus}]`` (ids as ``0x``
+        hexadecimal strings), ``gpus[{index,pci_bus_id,numa_node,local_cpus}]`` and
+        ``gpu_links[{gpu,peer_gpu,link}]``.
+        """
+        node_ids = [n.id for n in self.numa_nodes]
+        return {
+            "packages": [{"id": p.id, "cpus": list(p.cpus)} for p in self.packages],
+            "numa_nodes": [
+                {
+                    "id": n.id,
+                    "package": n.package,
+                    "cpus": list(n.cpus),
+                    "memory_bytes": n.memory_bytes,
+                    "distances": (
+                        [n.distances.get(peer) for peer in node_ids] if n.distances else []
+                    ),
+                }
+                for n in self.numa_nodes
+            ],
+            "pci_devices": [
+                {
+                    "bus_id": d.bus_id,
+                    "vendor": f"0x{d.vendor:04x}",
+                    "device": f"0x{d.device:04x}",
+                    "class": f"0x{d.class_id:04x}",
+                    "numa_node": d.numa_node,
+                    "local_cpus": list(d.local_cpus),
+                }
+                for d in self.pci_devices
+            ],
+            "gpus": [
+                {
+                    "index": g.index,
+                    "pci_bus_id": g.pci_bus_id,
+                    "numa_node": g.numa_node,
+                    "local_cpus": list(g.local_cpus),
+                }
+                for g in self.gpus
+            ],
+            "gpu_links": [
+                {"gpu": link.gpu, "peer_gpu": link.peer_gpu, "link": link.link}
+                for link in self.gpu_links
+            ],
+        }
+
+    def to_text(self) -> str:
+        """A human-readable summary, like a condensed ``lstopo`` plus ``nvidia-smi topo -m``."""
+        lines = [f"Topology from {self.source or 'unknown source'}"]
+        gib = 1024**3
+        for pkg in self.packages:
+            lines.append(f"Package {pkg.id}: cpus {format_cpulist(pkg.cpus) or '-'}")
+        for node in self.numa_nodes:
+            kind = " (memory only)" if node.cpu_less else ""
+            pkg_text = "-" if node.package is None else str(node.package)
+            lines.append(
+                f"  NUMA node {node.id}{kind}: package {pkg_text}, "
+                f"cpus {format_cpulist(node.cpus) or '-'}, memory {node.memory_bytes / gib:.1f} GiB"
+            )
+        if any(n.distances for n in self.numa_nodes):
+            ids = [n.id for n in self.numa_nodes]
+            lines.append("NUMA distances:")
+            lines.append("        " + "".join(f"{i:>6}" for i in ids))
+            for node in self.numa_nodes:
+                row = "".join(f"{node.distances.get(i, '-'):>6}" for i in ids)
+                lines.append(f"  {node.id:>4}  {row}")
+        for gpu in self.gpus:
+            node_text = "-" if gpu.numa_node is None else str(gpu.numa_node)
+            lines.append(
+                f"GPU {gpu.index}: {gpu.pci_bus_id or '?'} NUMA node {node_text}, "
+                f"cpus {format_cpulist(gpu.local_cpus) or '-'}"
+                + (f" ({gpu.model})" if gpu.model else "")
+            )
+        if self.gpu_links:
+            indices = sorted({link.gpu for link in self.gpu_links})
+            lines.append("GPU links:")
+            lines.append("        " + "".join(f"{'GPU' + str(i):>7}" for i in indices))
+            for gpu_index in indices:
+                cells = []
+                for peer in indices:
+                    link = self.gpu_link(gpu_index, peer)
+                    cells.append("X" if gpu_index == peer else (link.link if link else "-"))
+                lines.append(f"  GPU{gpu_index:<3} " + "".join(f"{c:>7}" for c in cells))
+        others = [d for d in self.pci_devices if not d.is_gpu]
+        if others:
+            lines.append(f"Other PCI devices: {len(others)}")
+        return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from toposcope.config import ExporterConfig
 from toposcope.topology.model import Topology
@@ -39,12 +40,34 @@ class HostTopology:
             return self._topology
 
 
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding GPU memory, as the GPU driver (NVML) reports it."""
+
+    pid: int
+    gpu: int
+    used_bytes: int | None
+
+
+class GpuProcessSource(Protocol):
+    """Lists processes using GPUs; the NVML source implements it, the workloads collector reads it."""
+
+    def gpu_processes(self) -> list[GpuProcess]:
+        """Processes on every healthy GPU; empty when there is no GPU."""
+        ...
+
+
 @dataclass
 class CollectorContext:
-    """Configuration plus the shared sources handed to every collector factory."""
+    """Configuration plus the shared sources handed to every collector factory.
+
+    ``gpu_processes`` is set when a GPU source is configured, so that the workloads collector
+    can attribute GPU memory to workloads without importing NVML itself.
+    """
 
     config: ExporterConfig
     topology: HostTopology = field(init=False)
+    gpu_processes: GpuProcessSource | None = None
 
     def __post_init__(self) -> None:
         self.topology = HostTopology(self.config)

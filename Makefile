@@ -1,0 +1,45 @@
+# toposcope: the two commands are `make up` (run the stack here) and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test up down status lint typecheck unit os-deps venv docs bench clean
+
+$(STAMP): pyproject.toml
+	./deploy/bootstrap.sh venv
+
+venv: $(STAMP)
+
+os-deps:
+	./deploy/bootstrap.sh os-deps
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check toposcope exporters advisor dashboards sim bench deploy tests
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP) os-deps
+	$(VENV)/bin/pytest -q
+
+test: $(STAMP) os-deps lint typecheck unit
+
+docs: $(STAMP)
+	$(VENV)/bin/toposcope docs metrics --output docs/metrics.md
+
+up: $(STAMP) os-deps
+	$(PY) deploy/stack.py up
+
+down:
+	@if [ -x $(PY) ]; then $(PY) deploy/stack.py down; else echo "nothing to stop"; fi
+
+status: $(STAMP)
+	$(PY) deploy/stack.py status
+
+bench: $(STAMP) os-deps
+	$(PY) bench/exporter_host.py
+
+clean: down
+	rm -rf .run

@@ -1,0 +1,201 @@
+"""Assemble the exporter: build the selected collectors, serve them over HTTP or print once.
+
+The HTTP side follows node_exporter: ``/metrics`` serves every enabled collector and accepts
+``collect[]=NAME`` / ``exclude[]=NAME`` query parameters to scrape a subset; ``/`` is a small
+landing page; ``/-/healthy`` answers 200. Every request uses an explicit
+:class:`~prometheus_client.CollectorRegistry` (no process-wide default registry).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from socketserver import ThreadingMixIn
+from typing import Any
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+
+from toposcope import __version__
+from toposcope.catalogue import spec
+from toposcope.config import ExporterConfig
+from toposcope.errors import ConfigError, UsageError
+from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.registry import CollectorEntry
+from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
+
+LOG = logging.getLogger("toposcope.exporter")
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class BuildInfoCollector:
+    """Publishes ``toposcope_exporter_build_info`` (version and reported hostname)."""
+
+    def __init__(self, hostname: str) -> None:
+        self.hostname = hostname
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the single build-info sample."""
+        family = spec("toposcope_exporter_build_info").family()
+        family.add_metric([__version__, self.hostname], 1.0)
+        yield family
+
+
+def build_runner(
+    config: ExporterConfig,
+    entries: Sequence[CollectorEntry],
+    context: CollectorContext | None = None,
+) -> ScrapeRunner:
+    """Build each selected collector once.
+
+    A collector whose construction fails because of bad configuration stops start-up
+    (:class:`ConfigError`); any other failure (a missing library, an unreadable source) is
+    kept as a :class:`BrokenCollector`, so the scrape shows it failing while the other
+    collectors serve.
+    """
+    ctx = context if context is not None else CollectorContext(config)
+    built: list[NamedCollector] = []
+    for entry in entries:
+        try:
+            collector = entry.factory(ctx)
+        except (ConfigError, UsageError):
+            raise
+        except Exception as exc:
+            LOG.error("collector=%s cannot start: %s: %s", entry.name, type(exc).__name__, exc)
+            built.append(NamedCollector(entry.name, BrokenCollector(exc)))
+            continue
+        built.append(NamedCollector(entry.name, collector))
+    return ScrapeRunner(built)
+
+
+def render(runner: ScrapeRunner, hostname: str) -> bytes:
+    """One scrape of ``runner`` in the Prometheus text format (used by ``--print`` and HTTP)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(runner)
+    registry.register(BuildInfoCollector(hostname))
+    return generate_latest(registry)
+
+
+def _landing_page(runner: ScrapeRunner) -> bytes:
+    items = "".join(f"<li>{html.escape(name)}</li>" for name in runner.names())
+    body = (
+        "<!doctype html><html><head><title>toposcope exporter</title></head><body>"
+        f"<h1>toposcope exporter {html.escape(__version__)}</h1>"
+        '<p><a href="metrics">/metrics</a> (use <code>collect[]=NAME</code> or '
+        "<code>exclude[]=NAME</code> to scrape a subset)</p>"
+        f"<p>Enabled collectors:</p><ul>{items}</ul></body></html>"
+    )
+    return body.encode()
+
+
+def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable[bytes]]:
+    """The exporter's WSGI application."""
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            query = parse_qs(environ.get("QUERY_STRING", ""))
+            include = query.get("collect[]", [])
+            exclude = query.get("exclude[]", [])
+            unknown = sorted(set(include) - set(runner.names()))
+            if unknown:
+                start_response("400 Bad Request", [("Content-Type", "text/plain")])
+                return [f"unknown collector(s): {', '.join(unknown)}\n".encode()]
+            chosen = runner.subset(include, exclude) if include or exclude else runner
+            output = render(chosen, hostname)
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+            return [output]
+        if path in ("/-/healthy", "/-/ready"):
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"OK\n"]
+        if path == "/":
+            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+            return [_landing_page(runner)]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found\n"]
+
+    return app
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _DualStackServer(_ThreadingWSGIServer):
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        LOG.debug("http %s", format % args)
+
+
+def parse_listen(address: str) -> tuple[str, int]:
+    """Split ``HOST:PORT`` (``:PORT`` = all interfaces, ``[::1]:PORT`` for IPv6)."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep:
+        raise UsageError(f"listen address {address!r} must be HOST:PORT or :PORT")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise UsageError(f"listen address {address!r} has no numeric port") from None
+    if not 0 <= port <= 65535:
+        raise UsageError(f"port {port} out of range")
+    return host.strip("[]"), port
+
+
+class ExporterServer:
+    """A running HTTP server for the exporter, stoppable from another thread."""
+
+    def __init__(self, runner: ScrapeRunner, hostname: str, address: str) -> None:
+        host, port = parse_listen(address)
+        server_class: type[WSGIServer] = _ThreadingWSGIServer
+        if host == "" and socket.has_ipv6:
+            server_class = _DualStackServer
+            host = "::"
+        elif host == "":
+            host = "0.0.0.0"
+        elif ":" in host:
+            server_class = _DualStackServer
+        try:
+            self.httpd = make_server(
+                host,
+                port,
+                make_wsgi_app(runner, hostname),
+                server_class=server_class,
+                handler_class=_QuietHandler,
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot listen on {address}: {exc.strerror or exc}") from exc
+        self.thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when started on port 0)."""
+        return int(self.httpd.server_address[1])
+
+    def serve_forever(self) -> None:
+        """Serve until :meth:`shutdown` is called."""
+        self.httpd.serve_forever(poll_interval=0.5)
+
+    def start(self) -> None:
+        """Serve in a daemon thread (tests, the simulator)."""
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True, name="http")
+        self.thread.start()
+
+    def shutdown(self) -> None:
+        """Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self.thread is not None:
+            self.thread.join(timeout=5)

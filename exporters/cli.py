@@ -1,0 +1,175 @@
+"""``toposcope exporter``: serve /metrics for this host (or a snapshot), or print one scrape.
+
+Flags follow node_exporter where they mean the same (``--path.sysfs``, ``--path.procfs``,
+``--path.rootfs``, ``--collector.NAME`` / ``--no-collector.NAME``); ``--root DIR`` sets all
+three for a snapshot tree holding ``sys/`` and ``proc/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+from pathlib import Path
+from types import FrameType
+
+from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
+from toposcope.exporters import DEFAULT_PORT
+from toposcope.exporters.app import ExporterServer, build_runner, render
+from toposcope.exporters.collectors import default_table
+from toposcope.exporters.context import CollectorContext
+
+LOG = logging.getLogger("toposcope.exporter")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the exporter's options, including one on/off flag pair per collector."""
+    parser.add_argument(
+        "--listen",
+        "--web.listen-address",
+        dest="listen",
+        default=f":{DEFAULT_PORT}",
+        metavar="ADDR:PORT",
+        help=f"address to serve /metrics on (default :{DEFAULT_PORT}, all interfaces)",
+    )
+    parser.add_argument("--root", metavar="DIR", help="snapshot root holding sys/ and proc/")
+    parser.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs mount")
+    parser.add_argument("--path.procfs", dest="path_procfs", metavar="DIR", help="procfs mount")
+    parser.add_argument(
+        "--path.rootfs", dest="path_rootfs", metavar="DIR", help="root for cgroup/resctrl mounts"
+    )
+    parser.add_argument(
+        "--collectors",
+        metavar="LIST",
+        help="comma-separated collectors to run instead of the defaults",
+    )
+    table = default_table()
+    for entry in table:
+        state = "on" if entry.default_enabled else "off"
+        parser.add_argument(
+            f"--collector.{entry.name}",
+            dest="enable",
+            action="append_const",
+            const=entry.name,
+            help=f"enable {entry.name}: {entry.description} (default {state})",
+        )
+        parser.add_argument(
+            f"--no-collector.{entry.name}",
+            dest="disable",
+            action="append_const",
+            const=entry.name,
+            help=argparse.SUPPRESS,
+        )
+    parser.add_argument("--print", action="store_true", help="print one scrape and exit")
+    parser.add_argument("--hostname", default="", help="hostname to report (default: this host)")
+    parser.add_argument(
+        "--nvml",
+        default="auto",
+        metavar="auto|off|fake|fake:FILE",
+        help="GPU backend: real NVML if it loads (auto), none, or the fake NVML",
+    )
+    parser.add_argument(
+        "--cross-socket-source",
+        default="auto",
+        choices=["auto", "uncore", "resctrl", "pcm", "estimate", "off"],
+        help="where inter-socket traffic comes from (default: best available)",
+    )
+    parser.add_argument("--pcm-url", metavar="URL", help="Intel pcm-sensor-server endpoint")
+    parser.add_argument(
+        "--workloads.mode",
+        dest="workloads_mode",
+        default="cgroup",
+        choices=["cgroup", "process"],
+        help="a workload is a cgroup with processes, or a top-level process tree",
+    )
+    parser.add_argument(
+        "--workloads.max",
+        dest="workloads_max",
+        type=int,
+        default=WorkloadSettings.max_workloads,
+        help="most workloads exported (the rest are counted as dropped)",
+    )
+    parser.add_argument(
+        "--workloads.include",
+        dest="workloads_include",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="only cgroups (or commands) matching; repeatable",
+    )
+    parser.add_argument(
+        "--workloads.exclude",
+        dest="workloads_exclude",
+        action="append",
+        default=None,
+        metavar="REGEX",
+        help="skip cgroups (or commands) matching; repeatable (replaces the defaults)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> ExporterConfig:
+    """Turn parsed arguments into an :class:`ExporterConfig` (validated)."""
+    if args.root:
+        paths = HostPaths.under(args.root)
+    else:
+        rootfs = Path(args.path_rootfs or "/")
+        paths = HostPaths(
+            sysfs=Path(args.path_sysfs) if args.path_sysfs else rootfs / "sys",
+            procfs=Path(args.path_procfs) if args.path_procfs else rootfs / "proc",
+            rootfs=rootfs,
+        )
+    paths.check()
+    exclude = (
+        tuple(args.workloads_exclude)
+        if args.workloads_exclude is not None
+        else WorkloadSettings.exclude
+    )
+    workloads = WorkloadSettings(
+        mode=args.workloads_mode,
+        include=tuple(args.workloads_include),
+        exclude=exclude,
+        max_workloads=args.workloads_max,
+    )
+    return ExporterConfig(
+        paths=paths,
+        hostname=args.hostname or socket.gethostname(),
+        workloads=workloads,
+        nvml=args.nvml,
+        cross_socket_source=args.cross_socket_source,
+        pcm_url=args.pcm_url,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one scrape, or serve until SIGINT/SIGTERM."""
+    config = config_from_args(args)
+    table = default_table()
+    only = [n.strip() for n in args.collectors.split(",") if n.strip()] if args.collectors else None
+    entries = table.select(only, args.enable or (), args.disable or ())
+    context = CollectorContext(config)
+    runner = build_runner(config, entries, context)
+    if args.print:
+        sys.stdout.write(render(runner, config.hostname).decode())
+        return 0
+    server = ExporterServer(runner, config.hostname, args.listen)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        LOG.info("received signal %d, shutting down", signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    LOG.info(
+        "serving /metrics on %s (port %d) with collectors %s",
+        args.listen,
+        server.port,
+        ",".join(runner.names()),
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+    return 0

@@ -1,0 +1,113 @@
+"""Start and stop real services (Prometheus, exporters) on loopback for integration tests.
+
+Ports are chosen by binding port 0; readiness is polled with a deadline, never slept for.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def require_binary(name: str) -> str:
+    """Path of an OS binary the test needs; fail (not skip) when `make test` did not install it."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed; `make test` installs it (deploy/bootstrap.sh)")
+    return path
+
+
+def http_get(url: str, timeout: float = 5.0) -> bytes:
+    """GET ``url`` and return the body (raises on HTTP errors)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        body: bytes = response.read()
+        return body
+
+
+def poll(check: Callable[[], Any], deadline_s: float = 30.0, interval_s: float = 0.2) -> Any:
+    """Call ``check`` until it returns a truthy value or the deadline passes (then fail)."""
+    end = time.monotonic() + deadline_s
+    last_error: Exception | None = None
+    while time.monotonic() < end:
+        try:
+            value = check()
+        except (urllib.error.URLError, ConnectionError, OSError, ValueError) as exc:
+            last_error = exc
+            value = None
+        if value:
+            return value
+        time.sleep(interval_s)
+    pytest.fail(f"condition not met within {deadline_s}s (last error: {last_error})")
+
+
+@contextmanager
+def running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a process for the duration of the block; terminate, then kill, afterwards."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+class Prometheus:
+    """A real Prometheus on loopback with a temporary config and TSDB."""
+
+    def __init__(self, workdir: Path, scrape_configs: list[dict[str, Any]]) -> None:
+        self.binary = require_binary("prometheus")
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": scrape_configs,
+        }
+        self.config_file = workdir / "prometheus.yml"
+        self.config_file.write_text(json.dumps(config))
+
+    @contextmanager
+    def run(self) -> Iterator[Prometheus]:
+        """Start Prometheus and wait until it is ready."""
+        argv = [
+            self.binary,
+            f"--config.file={self.config_file}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--rules.alert.resend-delay=1s",
+        ]
+        with running(argv, self.workdir / "prometheus.log"):
+            poll(lambda: http_get(f"{self.url}/-/ready"))
+            yield self
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Instant query through the HTTP API; returns the result vector."""
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        answer = json.loads(http_get(url))
+        assert answer["status"] == "success", answer
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        return result

@@ -19,7 +19,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check toposcope exporters advisor dashboards sim bench deploy tests
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy
+	MYPY=$(VENV)/bin/mypy ./deploy/mypy-tree.sh
 
 unit: $(STAMP) os-deps
 	$(VENV)/bin/pytest -q

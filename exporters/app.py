@@ -136,7 +136,7 @@ class _DualStackServer(_ThreadingWSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         LOG.debug("http %s", format % args)
 
 

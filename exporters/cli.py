@@ -20,6 +20,8 @@ from toposcope.exporters import DEFAULT_PORT
 from toposcope.exporters.app import ExporterServer, build_runner, render
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.gpu_source import NVML_MODES_HELP, attach_gpu_source, close_gpu_source
+from toposcope.exporters.runner import ScrapeRunner
 
 LOG = logging.getLogger("toposcope.exporter")
 
@@ -67,8 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nvml",
         default="auto",
-        metavar="auto|off|fake|fake:FILE",
-        help="GPU backend: real NVML if it loads (auto), none, or the fake NVML",
+        metavar="MODE",
+        help=f"GPU backend: {NVML_MODES_HELP} (default auto: real NVML when it loads)",
     )
     parser.add_argument(
         "--cross-socket-source",
@@ -149,11 +151,19 @@ def run(args: argparse.Namespace) -> int:
     only = [n.strip() for n in args.collectors.split(",") if n.strip()] if args.collectors else None
     entries = table.select(only, args.enable or (), args.disable or ())
     context = CollectorContext(config)
-    runner = build_runner(config, entries, context)
-    if args.print:
-        sys.stdout.write(render(runner, config.hostname).decode())
-        return 0
-    server = ExporterServer(runner, config.hostname, args.listen)
+    attach_gpu_source(context)
+    try:
+        runner = build_runner(config, entries, context)
+        if args.print:
+            sys.stdout.write(render(runner, config.hostname).decode())
+            return 0
+        return _serve(runner, config.hostname, args.listen)
+    finally:
+        close_gpu_source(context)
+
+
+def _serve(runner: ScrapeRunner, hostname: str, listen: str) -> int:
+    server = ExporterServer(runner, hostname, listen)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         LOG.info("received signal %d, shutting down", signum)
@@ -162,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     LOG.info(
         "serving /metrics on %s (port %d) with collectors %s",
-        args.listen,
+        listen,
         server.port,
         ",".join(runner.names()),
     )

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from toposcope.config import ExporterConfig
 from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs, node_dirs, read_text
+
+if TYPE_CHECKING:
+    from toposcope.exporters.gpu_source import GpuSource
 
 
 class HostTopology:
@@ -50,7 +53,7 @@ class GpuProcess:
 
 
 class GpuProcessSource(Protocol):
-    """Lists processes using GPUs; the NVML source implements it, the workloads collector reads it."""
+    """Lists processes using GPUs: the NVML source provides it, the workloads collector reads it."""
 
     def gpu_processes(self) -> list[GpuProcess]:
         """Processes on every healthy GPU; empty when there is no GPU."""
@@ -62,12 +65,15 @@ class CollectorContext:
     """Configuration plus the shared sources handed to every collector factory.
 
     ``gpu_processes`` is set when a GPU source is configured, so that the workloads collector
-    can attribute GPU memory to workloads without importing NVML itself.
+    can attribute GPU memory to workloads without importing NVML itself. ``nvml`` is the
+    shared NVML layer that ``attach_gpu_source`` (``toposcope.exporters.gpu_source``) puts
+    there for the ``gpu`` collector.
     """
 
     config: ExporterConfig
     topology: HostTopology = field(init=False)
     gpu_processes: GpuProcessSource | None = None
+    nvml: GpuSource | None = None
 
     def __post_init__(self) -> None:
         self.topology = HostTopology(self.config)

@@ -2,7 +2,8 @@
 
 Like node_exporter's ``registerCollector``, each collector module contributes one entry:
 a name (which becomes ``--collector.<name>`` / ``--no-collector.<name>``), whether it is on
-by default, and a factory taking the :class:`~toposcope.exporters.context.CollectorContext`. The table is
+by default, and a factory taking the
+:class:`~toposcope.exporters.context.CollectorContext`. The table is
 a value that tests build fresh; there is no import-time side effect.
 """
 

@@ -22,7 +22,7 @@ def extract_snapshot(tarball: Path, dest: Path) -> Path:
     with tarfile.open(tarball, "r:bz2") as archive:
         members = archive.getmembers()
         tops = {m.name.split("/", 1)[0] for m in members if m.name and m.name != "."}
-        archive.extractall(dest, filter="fully_trusted")
+        archive.extractall(dest, filter="fully_trusted", numeric_owner=True)
     if len(tops) != 1:
         raise AssertionError(f"{tarball.name} has {len(tops)} top-level entries: {sorted(tops)}")
     return dest / tops.pop()

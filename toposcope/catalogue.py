@@ -211,9 +211,7 @@ _SPECS: tuple[MetricSpec, ...] = (
         "Share of the last sample period the memory controller was busy (utilization.memory).",
         "ratio",
     ),
-    _spec(
-        "toposcope_gpu_memory_used_bytes", "gauge", ["gpu"], "Framebuffer memory used.", "bytes"
-    ),
+    _spec("toposcope_gpu_memory_used_bytes", "gauge", ["gpu"], "Framebuffer memory used.", "bytes"),
     _spec(
         "toposcope_gpu_memory_total_bytes",
         "gauge",
@@ -370,6 +368,23 @@ _SPECS: tuple[MetricSpec, ...] = (
         ["recommendation", "kind", "workload"],
         "Expected speed-up of a workload if a recommendation is applied.",
         "ratio",
+        part="advisor",
+    ),
+    _spec(
+        "toposcope_advisor_recommendation_age_seconds",
+        "gauge",
+        ["recommendation", "kind", "workload"],
+        "Time since the advisor first made a recommendation that is still open.",
+        "seconds",
+        part="advisor",
+    ),
+    _spec(
+        "toposcope_advisor_actions_total",
+        "counter",
+        ["kind", "result"],
+        "Actions the advisor's applier carried out, by recommendation kind and result: "
+        "applied, failed (could not be applied), reverted (undone), harmful (applied, then "
+        "measured to slow the workload down).",
         part="advisor",
     ),
 )

@@ -55,7 +55,11 @@ class WorkloadSettings:
     ``include``/``exclude`` are regular expressions matched against the cgroup path (or the
     process ``comm`` in process mode). ``max_workloads`` caps cardinality; workloads beyond it
     are counted in ``toposcope_workloads_dropped_total``. ``min_cpu_seconds`` skips idle
-    noise such as getty or sshd.
+    noise such as getty or sshd. ``gpu_device_pattern`` matches open descriptors' targets
+    (group 1 = the device minor). ``gpu_fds`` turns the ``/proc/PID/fd`` scan for GPU
+    device files on or off; ``numa_maps`` allows the ``/proc/PID/numa_maps`` fallback for
+    memory placement (off on hosts with huge processes: the kernel walks their page tables
+    under the mmap lock to answer).
     """
 
     mode: str = "cgroup"
@@ -64,6 +68,8 @@ class WorkloadSettings:
     max_workloads: int = 200
     min_cpu_seconds: float = 0.0
     gpu_device_pattern: str = r"^/dev/nvidia(\d+)$"
+    gpu_fds: bool = True
+    numa_maps: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("cgroup", "process"):

@@ -20,14 +20,23 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     text = text.strip()
     if not text:
         return ()
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
             continue
-        stride = 1
-        if ":" in part:
-            part, _, stride_text = part.partition(":")
-            stride = int(stride_text.split("/")[0])
+        used = group = 0
+        part = entry
+        if ":" in entry:
+            # Kernel group notation "a-b:used/group": the first `used` CPUs of every
+            # `group` CPUs in a..b (see the kernel's bitmap_parselist).
+            part, _, group_text = entry.partition(":")
+            used_text, _, size_text = group_text.partition("/")
+            try:
+                used, group = int(used_text), int(size_text)
+            except ValueError:
+                raise ValueError(f"malformed cpulist group {entry!r}") from None
+            if not 0 < used <= group:
+                raise ValueError(f"malformed cpulist group {entry!r}")
         if "-" in part:
             lo_text, _, hi_text = part.partition("-")
             try:
@@ -36,7 +45,11 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
                 raise ValueError(f"malformed cpulist range {part!r}") from None
             if hi < lo or lo < 0:
                 raise ValueError(f"malformed cpulist range {part!r}")
-            cpus.update(range(lo, hi + 1, max(stride, 1)))
+            if group:
+                for base in range(lo, hi + 1, group):
+                    cpus.update(range(base, min(base + used, hi + 1)))
+            else:
+                cpus.update(range(lo, hi + 1))
         else:
             try:
                 value = int(part)
@@ -54,18 +67,17 @@ def parse_cpumask(text: str) -> tuple[int, ...]:
     Words are 32 bits wide and the most significant word comes first, as in sysfs
     ``cpumap`` and ``local_cpus`` files. Raises ``ValueError`` on non-hexadecimal words.
     """
-    text = text.strip()
+    text = text.replace("\x00", "").strip()
     if not text:
         return ()
     words = [w.strip() for w in text.split(",")]
     value = 0
-    for word in words:
-        if word.lower().startswith("0x"):
-            word = word[2:]
-        if not word:
-            word = "0"
+    for raw in words:
+        word = raw[2:] if raw.lower().startswith("0x") else raw
+        if len(words) > 1 and len(word) > 8:
+            raise ValueError(f"cpumask word {raw!r} is wider than 32 bits")
         try:
-            value = (value << 32) | int(word, 16)
+            value = (value << 32) | int(word or "0", 16)
         except ValueError:
             raise ValueError(f"malformed cpumask word {word!r}") from None
     return bits_to_cpus(value)

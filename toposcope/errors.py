@@ -24,4 +24,4 @@ class SourceError(ToposcopeError):
 
 
 class NoDataError(ToposcopeError):
-    """The host simply lacks what a collector reads (no GPU, no resctrl); not a failure to log loudly."""
+    """The host lacks what a collector reads (no GPU, no resctrl): not worth a loud log line."""

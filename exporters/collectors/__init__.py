@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from toposcope.exporters.collectors import (
+    cross_socket,
+    gpu,
+    numa_cpu,
+    numa_memory,
+    topology,
+    workloads,
+)
 from toposcope.exporters.registry import CollectorTable
 
 
 def default_table() -> CollectorTable:
     """A fresh table of every collector toposcope ships, in scrape order."""
-    from toposcope.exporters.collectors import topology
-
     return CollectorTable(
         [
             topology.ENTRY,
+            numa_memory.ENTRY,
+            numa_cpu.ENTRY,
+            cross_socket.ENTRY,
+            workloads.ENTRY,
+            gpu.ENTRY,
         ]
     )

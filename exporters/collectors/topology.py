@@ -13,7 +13,7 @@ from prometheus_client.core import Metric
 
 from toposcope.catalogue import spec
 from toposcope.cpulist import format_cpulist
-from toposcope.exporters.context import CollectorContext, HostTopology
+from toposcope.exporters.context import HostTopology
 from toposcope.exporters.registry import CollectorEntry
 
 #: PCI base classes worth publishing: mass storage, network, display, bridges are skipped
@@ -46,8 +46,8 @@ class TopologyCollector:
             for peer, value in sorted(node.distances.items()):
                 distance.add_metric([str(node.id), str(peer)], float(value))
         package_info = spec("toposcope_package_info").family()
-        for package in topo.packages:
-            package_info.add_metric([str(package.id), format_cpulist(package.cpus)], 1.0)
+        for pkg in topo.packages:
+            package_info.add_metric([str(pkg.id), format_cpulist(pkg.cpus)], 1.0)
         pci_info = spec("toposcope_pci_device_info").family()
         for device in topo.pci_devices:
             if (

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from toposcope.catalogue import CATALOGUE
 from toposcope.cli import main
 from toposcope.docs import metrics_markdown
-from tests.helpers import REPO
 
 
 def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

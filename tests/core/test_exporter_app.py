@@ -10,15 +10,14 @@ import pytest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.procs import http_get
 from toposcope.config import ExporterConfig, HostPaths
-from toposcope.errors import NoDataError
+from toposcope.errors import NoDataError, UsageError
 from toposcope.exporters.app import ExporterServer, build_runner, parse_listen, render
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.registry import CollectorEntry, CollectorTable
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
-from toposcope.errors import UsageError
-from tests.procs import http_get
 
 
 class _Failing:
@@ -63,9 +62,10 @@ def test_failing_collector_never_fails_the_scrape() -> None:
     # a failing collector's partial output is discarded, never served half-done
     assert not any(name == "toposcope_partial" for name, _ in values)
     assert ("toposcope_scrape_collector_duration_seconds", (("collector", "bad"),)) in values
-    assert values[
-        ("toposcope_exporter_build_info", (("hostname", "host-a"), ("version", "0.1.0")))
-    ] == 1.0
+    assert (
+        values[("toposcope_exporter_build_info", (("hostname", "host-a"), ("version", "0.1.0")))]
+        == 1.0
+    )
 
 
 def test_collector_that_cannot_start_is_reported_not_fatal() -> None:
@@ -95,7 +95,7 @@ def test_table_selection_rules() -> None:
     assert [e.name for e in table.select()] == ["a", "c"]
     assert [e.name for e in table.select(enable=["b"], disable=["a"])] == ["b", "c"]
     assert [e.name for e in table.select(only=["b"])] == ["b"]
-    with pytest.raises(UsageError, match="unknown collector 'zz'.*known: a, b, c"):
+    with pytest.raises(UsageError, match=r"unknown collector 'zz'.*known: a, b, c"):
         table.select(only=["zz"])
 
 

@@ -13,9 +13,7 @@ from tests.procs import Prometheus, free_port, http_get, poll, running
 pytestmark = pytest.mark.integration
 
 
-def test_prometheus_scrapes_exporter(
-    tmp_path: Path, hwloc_root: Callable[[str], Path]
-) -> None:
+def test_prometheus_scrapes_exporter(tmp_path: Path, hwloc_root: Callable[[str], Path]) -> None:
     root = hwloc_root("64amd64-4s2n4ca2co")
     port = free_port()
     exporter_argv = [
@@ -41,7 +39,11 @@ def test_prometheus_scrapes_exporter(
             assert up[0]["metric"]["instance"] == f"127.0.0.1:{port}"
             nodes = poll(lambda: prom.query("toposcope_numa_node_info"))
             assert sorted(int(s["metric"]["numa_node"]) for s in nodes) == list(range(8))
-            failing = prom.query("toposcope_scrape_collector_success == 0")
-            assert failing == [] or all(
-                s["metric"]["collector"] == "gpu" for s in failing
-            ), failing
+            ok = prom.query("toposcope_scrape_collector_success == 1")
+            # the snapshot has no processes and no GPU: workloads and gpu report no data
+            assert {s["metric"]["collector"] for s in ok} >= {
+                "topology",
+                "numa_memory",
+                "numa_cpu",
+                "cross_socket",
+            }

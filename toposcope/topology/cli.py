@@ -28,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs root")
     parser.add_argument("--path.procfs", dest="path_procfs", metavar="DIR", help="procfs root")
     parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument(
+        "--nvml",
+        default="auto",
+        metavar="auto|off|fake|fake:FILE",
+        help="merge NVML's GPUs and link matrix into a sysfs topology: auto (this host's "
+        "NVML when it loads; not with --root or --path.sysfs), off, or the fake NVML",
+    )
 
 
 def load_topology(args: argparse.Namespace) -> Topology:
@@ -54,7 +61,13 @@ def load_topology(args: argparse.Namespace) -> Topology:
             sysfs=Path(args.path_sysfs or "/sys"), procfs=Path(args.path_procfs or "/proc")
         )
     paths.check()
-    return build_from_sysfs(paths.sysfs, paths.procfs)
+    topology = build_from_sysfs(paths.sysfs, paths.procfs)
+    nvml = getattr(args, "nvml", "off")
+    if nvml == "off" or (nvml == "auto" and (args.root or args.path_sysfs)):
+        return topology
+    from toposcope.exporters.gpu_source import merge_nvml_topology
+
+    return merge_nvml_topology(topology, nvml)
 
 
 def run(args: argparse.Namespace) -> int:

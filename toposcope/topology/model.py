@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from toposcope.cpulist import format_cpulist
 
 
-class LinkType(str, Enum):
+class LinkType(StrEnum):
     """GPU-to-GPU connection classes, best first, as ``nvidia-smi topo -m`` names them.
 
     ``NV`` stands for any number of bonded NVLinks (``NV1`` ... ``NV18``); the count is kept
@@ -49,8 +49,14 @@ def link_type(link: str) -> LinkType:
 
 PCI_VENDOR_NVIDIA = 0x10DE
 PCI_VENDOR_AMD = 0x1002
-#: PCI class ids (base class + subclass) of display controllers: VGA and 3D controllers.
-GPU_PCI_CLASSES = frozenset({0x0300, 0x0302, 0x0380})
+#: PCI class ids (base class + subclass) that are GPUs, per vendor. NVIDIA data-centre GPUs are
+#: 3D controllers (0x0302) and desktop ones VGA (0x0300). AMD compute GPUs are display (0x0380),
+#: 3D (0x0302) or co-processor (0x0b40) functions; AMD VGA (0x0300) is left out because it is
+#: usually the server's onboard video (ATI ES1000 and the like), not a GPU for jobs.
+GPU_PCI_CLASSES: dict[int, frozenset[int]] = {
+    PCI_VENDOR_NVIDIA: frozenset({0x0300, 0x0302, 0x0380}),
+    PCI_VENDOR_AMD: frozenset({0x0302, 0x0380, 0x0B40}),
+}
 
 
 @dataclass(frozen=True)
@@ -109,11 +115,8 @@ class PciDevice:
 
     @property
     def is_gpu(self) -> bool:
-        """True for display/3D controllers from NVIDIA or AMD."""
-        return self.class_id in GPU_PCI_CLASSES and self.vendor in (
-            PCI_VENDOR_NVIDIA,
-            PCI_VENDOR_AMD,
-        )
+        """True for NVIDIA or AMD GPUs (see :data:`GPU_PCI_CLASSES`), not onboard video."""
+        return self.class_id in GPU_PCI_CLASSES.get(self.vendor, frozenset())
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ class Gpu:
 
 @dataclass(frozen=True)
 class GpuLink:
-    """The connection between two GPUs as ``nvidia-smi topo -m`` reports it (``NV12``, ``PIX``...)."""
+    """The connection between two GPUs as ``nvidia-smi topo -m`` reports it (``NV12``, ``PIX``)."""
 
     gpu: int
     peer_gpu: int

@@ -1,16 +1,28 @@
 """Build a :class:`~toposcope.topology.model.Topology` from a sysfs (and procfs) tree.
 
 The root is configurable, like node_exporter's ``--path.sysfs``, so that tests run on real
-machines' snapshots. The rules follow what the kernel and hwloc do on real hardware:
+machines' snapshots. The rules follow what the kernel and hwloc do on real hardware (the
+tests compare the result with hwloc's own output for its regression corpus):
 
-* NUMA nodes come from ``bus/node/devices`` (or ``devices/system/node``); ids may be sparse,
-  nodes may have no CPU (CXL, HBM, NVIDIA GPU memory on POWER9) or no memory.
+* NUMA nodes come from ``bus/node/devices`` (or ``devices/system/node``), restricted to the
+  nodes ``devices/system/node/online`` lists when that file exists; ids may be sparse, nodes
+  may have no CPU (CXL, HBM, NVIDIA GPU memory on POWER9) or no memory.
+* A node whose CPUs overlap those of a node with a lower id is a firmware bug (some old
+  kernels list every CPU under every node); like hwloc, such a node is ignored, with a
+  warning.
 * Only online CPUs belong to a node, a package or a PCI device's locality (hwloc's view).
 * A kernel without NUMA support shows no node directory; the machine is then one node 0
   holding every online CPU and the memory of ``/proc/meminfo``.
+* ``physical_package_id`` of ``-1`` means the CPU is in no known package.
 * A PCI device's ``numa_node`` of ``-1`` (firmware did not say) falls back to its
   ``local_cpus``: when they fall inside exactly one node, that node, as hwloc attaches it.
-* A missing ``distance`` file leaves the node's distances empty.
+* A node's local memory is ``MemTotal`` of its ``meminfo``, hugepages included, as hwloc
+  reports it.
+
+Errors: a root that does not exist, or a CPU set that cannot be parsed (``cpu/online``, a
+node's ``cpulist``/``cpumap``), raises :class:`~toposcope.errors.SourceError` naming the
+file, because every locality decision rests on those sets. A missing or garbled memory
+size, distance row or PCI attribute is logged and left unknown (0, no distances, no node).
 """
 
 from __future__ import annotations
@@ -81,7 +93,11 @@ def cpu_dir(sysfs: Path) -> Path:
 
 
 def node_dirs(sysfs: Path) -> dict[int, Path]:
-    """NUMA node id -> its sysfs directory, for every node present (ids may be sparse)."""
+    """NUMA node id -> its sysfs directory, for every node present (ids may be sparse).
+
+    This lists directories, offline nodes included; :func:`build_from_sysfs` further keeps
+    only the nodes :func:`online_nodes` lists.
+    """
     base = numa_dir(sysfs)
     result: dict[int, Path] = {}
     try:
@@ -95,21 +111,70 @@ def node_dirs(sysfs: Path) -> dict[int, Path]:
     return dict(sorted(result.items()))
 
 
+def _parse_set(path: Path, text: str, mask: bool = False) -> tuple[int, ...]:
+    """Parse a cpulist (or cpumask) read from ``path``; :class:`SourceError` when garbled.
+
+    Trailing NUL bytes, which some snapshot tools leave after the newline, are ignored.
+    """
+    text = text.replace("\x00", "")
+    try:
+        return parse_cpumask(text) if mask else parse_cpulist(text)
+    except ValueError as exc:
+        kind = "cpumask" if mask else "cpulist"
+        raise SourceError(f"malformed {kind} in {path}: {text.strip()[:80]!r}") from exc
+
+
 def online_cpus(sysfs: Path) -> tuple[int, ...] | None:
-    """CPUs listed in ``devices/system/cpu/online``; ``None`` when the file is absent."""
-    text = read_text(sysfs / "devices" / "system" / "cpu" / "online")
+    """CPUs listed in ``devices/system/cpu/online``; ``None`` when the file is absent.
+
+    Raises :class:`SourceError` when the file exists but is not a cpulist.
+    """
+    path = sysfs / "devices" / "system" / "cpu" / "online"
+    text = read_text(path)
     if text is None:
         return None
-    return parse_cpulist(text)
+    return _parse_set(path, text)
 
 
-def node_cpus(node_path: Path) -> tuple[int, ...]:
-    """CPUs the kernel lists for a node (``cpulist``, else the ``cpumap`` mask)."""
-    text = read_text(node_path / "cpulist")
+def online_nodes(sysfs: Path) -> tuple[int, ...] | None:
+    """Node ids listed in ``devices/system/node/online``; ``None`` when the file is absent.
+
+    Offline nodes keep a directory on some kernels; hwloc, like the kernel's allocator,
+    only uses the nodes this file lists. Raises :class:`SourceError` when it is garbled.
+    """
+    path = sysfs / "devices" / "system" / "node" / "online"
+    text = read_text(path)
+    if text is None:
+        return None
+    return _parse_set(path, text)
+
+
+def node_cpus(node_path: Path) -> tuple[int, ...] | None:
+    """CPUs the kernel lists for a node (``cpulist``, else the ``cpumap`` mask).
+
+    ``None`` when the node has neither file; :class:`SourceError` when one is garbled.
+    """
+    path = node_path / "cpulist"
+    text = read_text(path)
     if text is not None:
-        return parse_cpulist(text)
-    mask = read_text(node_path / "cpumap")
-    return parse_cpumask(mask) if mask is not None else ()
+        return _parse_set(path, text)
+    path = node_path / "cpumap"
+    mask = read_text(path)
+    return _parse_set(path, mask, mask=True) if mask is not None else None
+
+
+def node_memory(node_path: Path) -> int:
+    """``MemTotal`` of a node's ``meminfo`` in bytes; 0 (logged) when missing or garbled."""
+    path = node_path / "meminfo"
+    text = read_text(path)
+    if text is None:
+        LOG.debug("no %s; node memory unknown", path)
+        return 0
+    total = parse_meminfo(text).get("MemTotal")
+    if total is None:
+        LOG.warning("no readable MemTotal in %s; node memory taken as 0", path)
+        return 0
+    return total
 
 
 def _read_cpus(sysfs: Path) -> list[Cpu]:
@@ -146,32 +211,60 @@ def _read_cpus(sysfs: Path) -> list[Cpu]:
     return sorted(cpus, key=lambda c: c.id)
 
 
-def _distances(node_path: Path, node_ids: list[int]) -> dict[int, int]:
-    text = read_text(node_path / "distance")
+def _distances(node_path: Path, node_ids: list[int], all_ids: list[int]) -> dict[int, int]:
+    """One node's SLIT row, keyed by peer id; empty (logged) when missing or garbled.
+
+    The kernel writes one entry per online node (``node_ids``), in id order; snapshots
+    edited by hand sometimes keep one entry per node directory (``all_ids``), which is
+    accepted too.
+    """
+    path = node_path / "distance"
+    text = read_text(path)
     if text is None:
         return {}
     try:
-        row = [int(x) for x in text.split()]
+        row = [int(x) for x in text.replace("\x00", "").split()]
     except ValueError:
-        LOG.warning("ignoring malformed NUMA distance file %s", node_path / "distance")
+        LOG.warning("ignoring malformed NUMA distance file %s", path)
         return {}
-    if len(row) != len(node_ids):
-        LOG.warning(
-            "NUMA distance row in %s has %d entries for %d nodes; ignored",
-            node_path / "distance",
-            len(row),
-            len(node_ids),
-        )
-        return {}
-    return dict(zip(node_ids, row, strict=True))
+    for ids in (node_ids, all_ids):
+        if len(row) == len(ids):
+            return {peer: d for peer, d in zip(ids, row, strict=True) if peer in node_ids}
+    LOG.warning(
+        "NUMA distance row in %s has %d entries for %d nodes; ignored",
+        path,
+        len(row),
+        len(node_ids),
+    )
+    return {}
 
 
 def _pci_bus_id(name: str) -> str:
     return name.lower()
 
 
-def read_pci_devices(sysfs: Path, nodes: tuple[NumaNode, ...]) -> tuple[PciDevice, ...]:
-    """Every PCI function under ``bus/pci/devices`` with its NUMA locality resolved."""
+def _pci_local_cpus(entry: Path) -> tuple[int, ...]:
+    """A PCI function's ``local_cpulist`` (else ``local_cpus`` mask); empty when unusable."""
+    for name, mask in (("local_cpulist", False), ("local_cpus", True)):
+        text = read_text(entry / name)
+        if text is None:
+            continue
+        text = text.replace("\x00", "")
+        try:
+            return parse_cpumask(text) if mask else parse_cpulist(text)
+        except ValueError:
+            LOG.warning("ignoring malformed %s", entry / name)
+            return ()
+    return ()
+
+
+def read_pci_devices(
+    sysfs: Path, nodes: tuple[NumaNode, ...], online: set[int] | None = None
+) -> tuple[PciDevice, ...]:
+    """Every PCI function under ``bus/pci/devices`` with its NUMA locality resolved.
+
+    ``online`` restricts local CPUs to online ones (hwloc's view); ``None`` keeps them all.
+    """
     base = sysfs / "bus" / "pci" / "devices"
     try:
         entries = sorted(base.iterdir(), key=lambda p: p.name)
@@ -186,12 +279,9 @@ def read_pci_devices(sysfs: Path, nodes: tuple[NumaNode, ...]) -> tuple[PciDevic
         if vendor is None or device is None or pci_class is None:
             LOG.debug("skipping PCI device %s without vendor/device/class", entry.name)
             continue
-        local_text = read_text(entry / "local_cpulist")
-        if local_text is not None:
-            local = parse_cpulist(local_text)
-        else:
-            mask = read_text(entry / "local_cpus")
-            local = parse_cpumask(mask) if mask is not None else ()
+        local = _pci_local_cpus(entry)
+        if online is not None:
+            local = tuple(c for c in local if c in online)
         node_id = read_int(entry / "numa_node")
         numa_node = node_id if node_id is not None and node_id in known_nodes else None
         if numa_node is None:
@@ -225,12 +315,64 @@ def node_of_cpus(cpus: tuple[int, ...], nodes: tuple[NumaNode, ...]) -> int | No
     return None
 
 
+def _read_nodes(
+    sysfs: Path, online: set[int], cpu_package: dict[int, int | None]
+) -> list[NumaNode]:
+    """The NUMA nodes with online CPUs, memory and distances (empty without NUMA support)."""
+    dirs = node_dirs(sysfs)
+    all_ids = list(dirs)
+    listed = online_nodes(sysfs)
+    if listed is not None:
+        dirs = {node_id: path for node_id, path in dirs.items() if node_id in listed}
+    distance_ids = list(dirs)
+    claimed: set[int] = set()
+    nodes: list[NumaNode] = []
+    for node_id, path in dirs.items():
+        raw = node_cpus(path)
+        if raw is None:
+            LOG.warning("NUMA node %d has neither cpulist nor cpumap in %s; ignored", node_id, path)
+            continue
+        if claimed & set(raw):
+            LOG.warning(
+                "NUMA node %d lists CPUs %s that lower nodes already hold (firmware bug); "
+                "node ignored, as hwloc does",
+                node_id,
+                sorted(claimed & set(raw))[:8],
+            )
+            continue
+        claimed.update(raw)
+        cpus = tuple(c for c in raw if c in online)
+        packages = {cpu_package.get(c) for c in cpus}
+        nodes.append(
+            NumaNode(
+                id=node_id,
+                package=packages.pop() if len(packages) == 1 else None,
+                cpus=cpus,
+                memory_bytes=node_memory(path),
+                distances=_distances(path, distance_ids, all_ids),
+            )
+        )
+    kept = {n.id for n in nodes}
+    if kept != set(distance_ids):
+        nodes = [
+            NumaNode(
+                id=n.id,
+                package=n.package,
+                cpus=n.cpus,
+                memory_bytes=n.memory_bytes,
+                distances={peer: d for peer, d in n.distances.items() if peer in kept},
+            )
+            for n in nodes
+        ]
+    return nodes
+
+
 def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Topology:
     """Build the topology of the machine whose sysfs is rooted at ``sysfs``.
 
     ``procfs`` is only needed for machines without NUMA directories (the memory size of the
     single implicit node comes from ``/proc/meminfo``). Raises :class:`SourceError` when the
-    root does not exist or shows no CPU at all.
+    root does not exist, shows no CPU at all, or holds a CPU set that cannot be parsed.
     """
     sysfs = Path(sysfs)
     if not sysfs.is_dir():
@@ -240,27 +382,9 @@ def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Top
     if not all_cpus:
         raise SourceError(f"no CPU found under {cpu_dir(sysfs)}")
 
-    dirs = node_dirs(sysfs)
-    node_ids = list(dirs)
     cpu_package = {c.id: c.package for c in all_cpus}
-    nodes: list[NumaNode] = []
-    if dirs:
-        for node_id, path in dirs.items():
-            cpus = tuple(c for c in node_cpus(path) if c in online)
-            meminfo_text = read_text(path / "meminfo")
-            memory = parse_meminfo(meminfo_text).get("MemTotal", 0) if meminfo_text else 0
-            packages = {cpu_package.get(c) for c in cpus}
-            package = packages.pop() if len(packages) == 1 else None
-            nodes.append(
-                NumaNode(
-                    id=node_id,
-                    package=package,
-                    cpus=cpus,
-                    memory_bytes=memory,
-                    distances=_distances(path, node_ids),
-                )
-            )
-    else:
+    nodes = _read_nodes(sysfs, online, cpu_package)
+    if not nodes:
         meminfo_text = read_text(Path(procfs) / "meminfo") if procfs is not None else None
         memory = parse_meminfo(meminfo_text).get("MemTotal", 0) if meminfo_text else 0
         packages = {c.package for c in all_cpus if c.online}
@@ -274,9 +398,7 @@ def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Top
         )
     node_tuple = tuple(nodes)
     cpu_node = {cpu: n.id for n in node_tuple for cpu in n.cpus}
-    cpus = tuple(
-        Cpu(c.id, c.package, c.core, cpu_node.get(c.id), c.online) for c in all_cpus
-    )
+    cpus = tuple(Cpu(c.id, c.package, c.core, cpu_node.get(c.id), c.online) for c in all_cpus)
     package_cpus: dict[int, list[int]] = {}
     for cpu in cpus:
         if cpu.online and cpu.package is not None:
@@ -284,7 +406,7 @@ def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Top
     packages_out = tuple(
         Package(id=pid, cpus=tuple(sorted(ids))) for pid, ids in sorted(package_cpus.items())
     )
-    pci = read_pci_devices(sysfs, node_tuple)
+    pci = read_pci_devices(sysfs, node_tuple, online)
     gpu_devices = [d for d in pci if d.is_gpu]
     gpu_devices.sort(key=lambda d: (d.vendor != 0x10DE, d.bus_id))
     gpus = tuple(

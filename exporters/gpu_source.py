@@ -1,0 +1,201 @@
+"""The exporter's GPU side for one ``--nvml`` setting, shared through the collector context.
+
+``--nvml auto`` uses the real bindings when ``libnvidia-ml`` loads (and turns the GPU part
+off with one info line when it does not), ``off`` turns it off, ``fake`` runs the shipped
+DGX A100 description on the fake NVML, ``fake:NAME`` another shipped description and
+``fake:FILE`` any description file. :func:`attach_gpu_source` builds the one
+:class:`GpuSource` of a :class:`~toposcope.exporters.context.CollectorContext`; the ``gpu``
+collector and the workloads collector (through ``ctx.gpu_processes``) then share its NVML
+layer, and :func:`close_gpu_source` stops its threads and shuts NVML down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pynvml
+
+from toposcope.errors import ConfigError, NoDataError
+from toposcope.exporters.context import CollectorContext, GpuProcess
+from toposcope.exporters.sources.fake_nvml import load_fake_nvml
+from toposcope.exporters.sources.nvml import (
+    NvmlDevices,
+    NvmlNotReady,
+    NvmlUnavailable,
+    PcieSampler,
+    XidWatcher,
+)
+from toposcope.topology.model import Topology
+from toposcope.topology.nvml import merge_nvml_gpus
+
+LOG = logging.getLogger("toposcope.exporter.nvml")
+
+NVML_MODES_HELP = "auto, off, fake, fake:NAME (a shipped description) or fake:FILE"
+
+
+def check_mode(mode: str) -> None:
+    """Raise :class:`ConfigError` for an ``--nvml`` value that is none of the known forms."""
+    if mode in ("auto", "off", "fake") or (mode.startswith("fake:") and len(mode) > 5):
+        return
+    raise ConfigError(f"--nvml must be {NVML_MODES_HELP}, not {mode!r}")
+
+
+def open_backend(mode: str, clock: Callable[[], float] | None = None) -> Any:
+    """The bindings module for ``auto``, a fake NVML for ``fake...``, ``None`` for ``off``."""
+    check_mode(mode)
+    if mode == "off":
+        return None
+    if mode == "auto":
+        return pynvml
+    return load_fake_nvml(mode, clock=clock)
+
+
+class GpuSource:
+    """The shared NVML layer (or the reason there is none) and its background threads.
+
+    Implements the context's ``GpuProcessSource`` for the workloads collector. The threads
+    (PCIe sampler, XID watcher) start with :meth:`start_background`, which the ``gpu``
+    collector calls, and stop with :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        mode: str,
+        devices: NvmlDevices | None,
+        reason: str = "",
+        *,
+        pcie_period: float = 1.0,
+        xid_wait_ms: int = 500,
+    ) -> None:
+        self.mode = mode
+        self.devices = devices
+        self.reason = reason
+        self.pcie: PcieSampler | None = None
+        self.xid: XidWatcher | None = None
+        self._pcie_period = pcie_period
+        self._xid_wait_ms = xid_wait_ms
+
+    def require(self) -> NvmlDevices:
+        """The NVML layer; :class:`NoDataError` when GPUs are off or NVML is unavailable."""
+        if self.devices is None:
+            raise NoDataError(self.reason or "NVML is off")
+        return self.devices
+
+    def gpu_processes(self) -> list[GpuProcess]:
+        """Processes on every healthy GPU; empty without NVML."""
+        if self.devices is None:
+            return []
+        return self.devices.gpu_processes()
+
+    def start_background(self) -> None:
+        """Start the PCIe sampler and the XID watcher (once; nothing without NVML)."""
+        if self.devices is None or self.pcie is not None:
+            return
+        self.pcie = PcieSampler(self.devices, period=self._pcie_period)
+        self.xid = XidWatcher(self.devices, wait_ms=self._xid_wait_ms)
+        self.pcie.start()
+        self.xid.start()
+
+    def stop_background(self, timeout: float = 5.0) -> bool:
+        """Stop the threads; ``False`` if one is still stuck inside an NVML call."""
+        stopped = True
+        for worker in (self.pcie, self.xid):
+            if worker is not None:
+                stopped = worker.stop(timeout) and stopped
+        return stopped
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the threads and shut NVML down."""
+        self.stop_background(timeout)
+        if self.devices is not None:
+            self.devices.close()
+
+
+def open_gpu_source(
+    mode: str,
+    *,
+    topology: Callable[[], Topology] | None = None,
+    clock: Callable[[], float] | None = None,
+    backend: Any = None,
+    pcie_period: float = 1.0,
+    xid_wait_ms: int = 500,
+) -> GpuSource:
+    """Build the GPU source for an ``--nvml`` setting and initialise NVML once.
+
+    ``backend`` overrides the one ``mode`` names (tests pass a prepared fake). A malformed
+    fake description raises :class:`ConfigError`; a missing library in ``auto`` mode gives
+    a source without NVML and one info log line.
+    """
+    check_mode(mode)
+    if backend is None:
+        backend = open_backend(mode, clock=None)
+    if backend is None:
+        LOG.info("collector=gpu NVML off (--nvml off): no GPU metrics")
+        return GpuSource(mode, None, "NVML is off (--nvml off)")
+    devices = NvmlDevices(
+        backend, topology=topology, clock=clock if clock is not None else time.monotonic
+    )
+    try:
+        found = devices.ensure_ready()
+    except NvmlUnavailable as exc:
+        LOG.info("collector=gpu %s: no GPU metrics on this host", exc)
+        return GpuSource(mode, None, str(exc))
+    except NvmlNotReady as exc:
+        LOG.warning("collector=gpu %s; will retry", exc)
+        found = []
+    source = GpuSource(mode, devices, pcie_period=pcie_period, xid_wait_ms=xid_wait_ms)
+    if found:
+        LOG.info("collector=gpu NVML (%s) sees %d GPU(s)", mode, len(found))
+    return source
+
+
+def attach_gpu_source(ctx: CollectorContext) -> None:
+    """Give ``ctx`` its GPU source per ``ctx.config.nvml`` (once) and its process source.
+
+    Sets ``ctx.nvml`` (always, once attached) and ``ctx.gpu_processes`` (when NVML is
+    usable), so that the ``gpu`` and workloads collectors share one NVML layer. Call it
+    after building the context and before building the collectors.
+    """
+    if ctx.nvml is not None:
+        return
+    source = open_gpu_source(ctx.config.nvml, topology=ctx.topology.get)
+    install_gpu_source(ctx, source)
+
+
+def install_gpu_source(ctx: CollectorContext, source: GpuSource) -> None:
+    """Put an already built source on ``ctx`` (tests build theirs with a prepared fake)."""
+    ctx.nvml = source
+    ctx.gpu_processes = source if source.devices is not None else None
+
+
+def close_gpu_source(ctx: CollectorContext, timeout: float = 5.0) -> None:
+    """Stop the GPU threads and shut NVML down (exporter shutdown, end of a test)."""
+    if ctx.nvml is not None:
+        ctx.nvml.close(timeout)
+
+
+def merge_nvml_topology(
+    topology: Topology, mode: str, clock: Callable[[], float] | None = None
+) -> Topology:
+    """``topology`` with NVML's GPUs and link matrix merged in (``toposcope topology``).
+
+    In ``auto`` mode a host without NVML keeps its sysfs topology unchanged; with a fake
+    description its GPUs are merged as if they were this host's.
+    """
+    backend = open_backend(mode, clock=clock)
+    if backend is None:
+        return topology
+    devices = NvmlDevices(backend, topology=lambda: topology)
+    try:
+        gpus, links = devices.gpu_topology()
+    except (NvmlUnavailable, NvmlNotReady) as exc:
+        if mode == "auto":
+            LOG.debug("NVML not used for the topology: %s", exc)
+            return topology
+        raise
+    finally:
+        devices.close()
+    return merge_nvml_gpus(topology, gpus, links)

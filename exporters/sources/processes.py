@@ -1,0 +1,421 @@
+"""Readers of ``/proc/PID`` and ``/proc/PID/task/TID``: what processes and threads run where.
+
+The workloads collector walks every thread of every tracked process on each scrape, so the
+hot path is written for speed: paths are plain strings (no :class:`~pathlib.Path` objects),
+files are read with one ``os.read`` into bytes, and ``stat`` lines are split, not matched
+with regular expressions. Units become base units here, once: clock ticks become seconds,
+``numa_maps`` pages become bytes.
+
+A process or thread can exit between listing and reading; every reader lets
+:class:`FileNotFoundError` / :class:`ProcessLookupError` through as :data:`VANISHED` so that
+callers skip that one entry silently. Equivalent commands: ``ps -L -o tid,psr,time``,
+``numastat -p PID``, ``ls -l /proc/PID/fd``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+#: Exceptions meaning "the process or thread is gone": skip it, never log it.
+VANISHED: tuple[type[OSError], ...] = (FileNotFoundError, ProcessLookupError)
+
+#: ``PF_KTHREAD`` in the ``flags`` field of ``stat``: the task is a kernel thread.
+PF_KTHREAD = 0x00200000
+
+#: The kernel's ``USER_HZ``, the unit of utime/stime in ``stat`` (100 on every Linux ABI).
+CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+#: Base page size of the host, the unit of cgroup v1 ``memory.numa_stat``.
+PAGE_SIZE: int = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+# Index of a 1-based stat field in the list split after the closing ")" of comm:
+# field 3 (state) is index 0, so field N is index N - 3.
+_PPID = 4 - 3
+_FLAGS = 9 - 3
+_UTIME = 14 - 3
+_STIME = 15 - 3
+_STARTTIME = 22 - 3
+_PROCESSOR = 39 - 3
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStat:
+    """One line of ``/proc/PID/stat`` or ``/proc/PID/task/TID/stat``, in base units.
+
+    ``cpu_seconds`` is utime + stime (fields 14 and 15) in seconds; ``starttime`` (field 22,
+    in clock ticks since boot) tells a reused pid from the old one; ``processor`` (field 39)
+    is the CPU the task last ran on, ``None`` on kernels that do not report it.
+    """
+
+    pid: int
+    comm: str
+    state: str
+    ppid: int
+    flags: int
+    cpu_seconds: float
+    starttime: int
+    processor: int | None
+
+    @property
+    def kernel_thread(self) -> bool:
+        """True for kernel threads (``PF_KTHREAD``), which no workload owns."""
+        return bool(self.flags & PF_KTHREAD)
+
+
+def parse_stat(data: bytes, clock_ticks: int = CLOCK_TICKS) -> TaskStat:
+    """Parse a ``stat`` line (bytes, as read) into a :class:`TaskStat`.
+
+    ``comm`` may hold spaces and parentheses (``"(a) b)"``), so it is everything between the
+    first ``(`` and the *last* ``)``. Raises ``ValueError`` on a line without that shape.
+    """
+    open_paren = data.find(b"(")
+    close_paren = data.rfind(b")")
+    if open_paren < 0 or close_paren < open_paren:
+        raise ValueError(f"malformed stat line {data[:80]!r}")
+    rest = data[close_paren + 2 :].split()
+    if len(rest) <= _STARTTIME:
+        raise ValueError(f"stat line has only {len(rest) + 2} fields")
+    processor = int(rest[_PROCESSOR]) if len(rest) > _PROCESSOR else None
+    return TaskStat(
+        pid=int(data[:open_paren]),
+        comm=data[open_paren + 1 : close_paren].decode("utf-8", "replace"),
+        state=rest[0].decode("ascii", "replace"),
+        ppid=int(rest[_PPID]),
+        flags=int(rest[_FLAGS]),
+        cpu_seconds=(int(rest[_UTIME]) + int(rest[_STIME])) / clock_ticks,
+        starttime=int(rest[_STARTTIME]),
+        processor=processor,
+    )
+
+
+#: ``(tid, starttime ticks, cpu seconds, last CPU or -1)``: one thread, cheap to build.
+ThreadSample = tuple[int, int, float, int]
+
+
+class ProcessThreads(NamedTuple):
+    """A process's threads as :meth:`ProcFs.threads` reads them, plus its parent and comm."""
+
+    ppid: int
+    comm: str
+    samples: list[ThreadSample]
+
+
+def parse_numa_maps(text: str) -> dict[int, int]:
+    """Sum ``/proc/PID/numa_maps`` into bytes per NUMA node.
+
+    Each mapping line carries ``N<node>=<pages>`` items and ``kernelpagesize_kB=<size>``
+    (4 for base pages, 2048 for huge pages); a line without the page size uses 4 kB. Lines
+    or items that do not parse are skipped, as ``numastat -p`` does. Same figures as
+    ``numastat -p PID``, in bytes.
+    """
+    nodes: dict[int, int] = {}
+    for line in text.splitlines():
+        page_kb = 4
+        counts: list[tuple[int, int]] = []
+        for item in line.split():
+            if item[0] == "N":
+                key, sep, value = item.partition("=")
+                if not sep:
+                    continue
+                try:
+                    counts.append((int(key[1:]), int(value)))
+                except ValueError:
+                    continue
+            elif item.startswith("kernelpagesize_kB="):
+                try:
+                    page_kb = int(item[18:])
+                except ValueError:
+                    counts = []
+                    break
+        for node, pages in counts:
+            if node >= 0 and pages >= 0:
+                nodes[node] = nodes.get(node, 0) + pages * page_kb * 1024
+    return nodes
+
+
+def parse_status(text: str) -> dict[str, str]:
+    """Parse ``/proc/PID/status`` (``Key:\\tvalue`` lines) into a dict of stripped strings."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            values[key] = value.strip()
+    return values
+
+
+@dataclass(frozen=True)
+class ProcCgroup:
+    """One line of ``/proc/PID/cgroup``: hierarchy id, its controllers, and the cgroup path.
+
+    cgroup v2 is hierarchy ``0`` with no controllers; v1 named hierarchies show as
+    ``name=systemd``.
+    """
+
+    hierarchy: int
+    controllers: tuple[str, ...]
+    path: str
+
+
+def parse_proc_cgroup(text: str) -> list[ProcCgroup]:
+    """Parse ``/proc/PID/cgroup`` (``id:controllers:path``); malformed lines are skipped."""
+    entries: list[ProcCgroup] = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        try:
+            hierarchy = int(parts[0])
+        except ValueError:
+            continue
+        controllers = tuple(c for c in parts[1].split(",") if c)
+        entries.append(ProcCgroup(hierarchy, controllers, parts[2]))
+    return entries
+
+
+def parse_nvidia_information(text: str) -> int | None:
+    """The ``Device Minor`` of ``/proc/driver/nvidia/gpus/<bus id>/information``, if present."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "Device Minor":
+            try:
+                return int(value.strip())
+            except ValueError:
+                return None
+    return None
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC
+
+
+def read_small(path: str) -> bytes:
+    """Read a one-record procfs file (``stat``, ``comm``) with a single ``read`` call."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        return os.read(fd, 8192)
+    finally:
+        os.close(fd)
+
+
+def read_all(path: str) -> bytes:
+    """Read a file of any size; procfs may return a seq_file in several chunks."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _is_pid(name: str) -> bool:
+    return name.isdigit()
+
+
+class ProcFs:
+    """Per-process and per-thread readers over a procfs root (``--path.procfs``).
+
+    Every method may raise one of :data:`VANISHED` when the process is gone; callers skip it.
+    """
+
+    def __init__(self, root: Path | str = "/proc", clock_ticks: int = CLOCK_TICKS) -> None:
+        self.root = str(root)
+        self.clock_ticks = clock_ticks
+
+    def pids(self) -> list[int]:
+        """Every process id listed at the procfs root (empty when the root does not exist)."""
+        try:
+            names = os.listdir(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(int(n) for n in names if _is_pid(n))
+
+    def stat(self, pid: int) -> TaskStat:
+        """``/proc/PID/stat``: the process as a whole (CPU time of all its threads)."""
+        return parse_stat(read_small(f"{self.root}/{pid}/stat"), self.clock_ticks)
+
+    def tasks(self, pid: int) -> Iterator[TaskStat]:
+        """``/proc/PID/task/*/stat`` for every thread still alive; vanished threads are skipped.
+
+        Raises one of :data:`VANISHED` only when the whole process is gone.
+        """
+        base = f"{self.root}/{pid}/task/"
+        names = os.listdir(base)
+        ticks = self.clock_ticks
+        for name in names:
+            try:
+                data = read_small(base + name + "/stat")
+            except VANISHED:
+                continue
+            try:
+                yield parse_stat(data, ticks)
+            except ValueError:
+                continue
+
+    def threads(self, pid: int) -> ProcessThreads:
+        """Every live thread of ``pid`` as ``(tid, starttime, cpu_seconds, processor)``.
+
+        The per-scrape hot path: one ``listdir`` and one read per thread, no objects per
+        thread beyond a tuple. ``processor`` is -1 when the kernel does not report it;
+        ``ppid``/``comm`` come from the main thread (-1 and ``""`` if it just exited).
+        Raises one of :data:`VANISHED` only when the whole process is gone.
+        """
+        base = f"{self.root}/{pid}/task/"
+        names = os.listdir(base)
+        ticks = self.clock_ticks
+        main = str(pid)
+        ppid = -1
+        comm = ""
+        samples: list[ThreadSample] = []
+        for name in names:
+            try:
+                fd = os.open(base + name + "/stat", _OPEN_FLAGS)
+            except VANISHED:
+                continue
+            try:
+                data = os.read(fd, 8192)
+            except VANISHED:
+                continue
+            finally:
+                os.close(fd)
+            close = data.rfind(b")")
+            fields = data[close + 2 :].split(None, _PROCESSOR + 1)
+            try:
+                samples.append(
+                    (
+                        int(name),
+                        int(fields[_STARTTIME]),
+                        (int(fields[_UTIME]) + int(fields[_STIME])) / ticks,
+                        int(fields[_PROCESSOR]) if len(fields) > _PROCESSOR else -1,
+                    )
+                )
+                if name == main:
+                    ppid = int(fields[_PPID])
+                    comm = data[data.find(b"(") + 1 : close].decode("utf-8", "replace")
+            except (IndexError, ValueError):
+                continue
+        return ProcessThreads(ppid, comm, samples)
+
+    def comm(self, pid: int) -> str:
+        """``/proc/PID/comm``: the command name (at most 15 bytes, may contain spaces)."""
+        return read_small(f"{self.root}/{pid}/comm").decode("utf-8", "replace").rstrip("\n")
+
+    def cgroups(self, pid: int) -> list[ProcCgroup]:
+        """``/proc/PID/cgroup``: the process's cgroup path in every hierarchy."""
+        return parse_proc_cgroup(read_all(f"{self.root}/{pid}/cgroup").decode("utf-8", "replace"))
+
+    def status(self, pid: int) -> dict[str, str]:
+        """``/proc/PID/status`` as ``{key: value}`` (``Cpus_allowed_list``, ``Uid``, ...)."""
+        return parse_status(read_all(f"{self.root}/{pid}/status").decode("utf-8", "replace"))
+
+    def numa_maps(self, pid: int) -> dict[int, int]:
+        """Resident bytes per NUMA node from ``/proc/PID/numa_maps`` (``numastat -p PID``).
+
+        Costly for large processes: the kernel walks the page tables under the mmap lock.
+        Raises :class:`PermissionError` for another user's process without CAP_SYS_PTRACE.
+        """
+        return parse_numa_maps(read_all(f"{self.root}/{pid}/numa_maps").decode("ascii", "replace"))
+
+    def fd_targets(self, pid: int) -> list[str]:
+        """Targets of ``/proc/PID/fd/*`` that are absolute paths (``/dev/nvidia1``, files).
+
+        Sockets, pipes and anonymous inodes (``socket:[123]``) are left out. Raises
+        :class:`PermissionError` for another user's process when not privileged; a
+        descriptor closed while listing is skipped.
+        """
+        base = f"{self.root}/{pid}/fd/"
+        targets: list[str] = []
+        for name in os.listdir(base):
+            try:
+                target = os.readlink(base + name)
+            except VANISHED:
+                continue
+            if target[:1] == "/":
+                targets.append(target)
+        return targets
+
+    def nvidia_minors(self) -> dict[int, str]:
+        """``/dev/nvidiaN`` minor number -> PCI bus id, from ``/proc/driver/nvidia/gpus``.
+
+        Empty when the NVIDIA driver is not loaded; bus ids are lower case
+        (``0000:3b:00.0``), as in sysfs.
+        """
+        base = Path(self.root) / "driver" / "nvidia" / "gpus"
+        minors: dict[int, str] = {}
+        try:
+            entries = list(base.iterdir())
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return minors
+        for entry in entries:
+            try:
+                text = (entry / "information").read_text(encoding="utf-8", errors="replace")
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue
+            minor = parse_nvidia_information(text)
+            if minor is not None:
+                minors[minor] = entry.name.lower()
+        return minors
+
+
+def gpu_minors(targets: list[str], pattern: re.Pattern[str]) -> set[int]:
+    """Device minors of descriptor targets matching ``pattern`` (group 1 = the number)."""
+    found: set[int] = set()
+    for target in targets:
+        match = pattern.match(target)
+        if match:
+            try:
+                found.add(int(match.group(1)))
+            except (IndexError, ValueError):
+                continue
+    return found
+
+
+@dataclass(frozen=True)
+class ProcessTree:
+    """A top-level process and every descendant (process mode's workload)."""
+
+    root: int
+    comm: str
+    pids: tuple[int, ...]
+
+
+def process_trees(proc: ProcFs, init_pid: int = 1) -> list[ProcessTree]:
+    """Group user-space processes into trees rooted at the children of ``init_pid``.
+
+    Reads ``/proc/PID/stat`` once per process. Kernel threads and ``init_pid`` itself belong
+    to no tree; a process whose parent vanished mid-scan starts its own tree.
+    """
+    stats: dict[int, TaskStat] = {}
+    for pid in proc.pids():
+        try:
+            stat = proc.stat(pid)
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        if stat.kernel_thread or pid == init_pid:
+            continue
+        stats[pid] = stat
+    children: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for pid, stat in stats.items():
+        if stat.ppid in stats:
+            children.setdefault(stat.ppid, []).append(pid)
+        elif stat.ppid != 2:  # children of kthreadd are kernel threads
+            roots.append(pid)
+    trees: list[ProcessTree] = []
+    for root in sorted(roots):
+        members: list[int] = []
+        stack = [root]
+        while stack:
+            pid = stack.pop()
+            members.append(pid)
+            stack.extend(children.get(pid, ()))
+        trees.append(ProcessTree(root, stats[root].comm, tuple(sorted(members))))
+    return trees

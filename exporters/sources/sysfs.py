@@ -1,0 +1,248 @@
+"""Per-scrape readers of sysfs: NUMA node memory, numastat counters and L3 cache domains.
+
+The topology builder (:mod:`toposcope.topology.sysfs`) reads what rarely changes; this
+module reads what changes on every scrape. It reuses that module's helpers (``read_text``,
+``parse_meminfo``, ``node_dirs``) so both agree on paths and units. Units are converted
+here, once: meminfo ``kB`` fields become bytes, hugepage counts become bytes. numastat
+values stay counts of pages, as the kernel reports them.
+
+Malformed lines (a garbled ``numastat`` or ``meminfo`` line) are skipped with a warning
+logged once per file and line, and the rest of the file is still used, so one bad line
+never blanks a node. A file that is missing or unreadable gives ``None``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toposcope.cpulist import parse_cpulist
+from toposcope.topology.sysfs import (
+    cpu_dir,
+    node_dirs,
+    numa_dir,
+    parse_meminfo,
+    read_int,
+    read_text,
+)
+
+LOG = logging.getLogger(__name__)
+
+#: ``node*/numastat`` keys and the ``result`` label each becomes (numastat(8) wording).
+NUMASTAT_RESULTS: Mapping[str, str] = {
+    "numa_hit": "hit",
+    "numa_miss": "miss",
+    "numa_foreign": "foreign",
+    "interleave_hit": "interleave_hit",
+    "local_node": "local",
+    "other_node": "other",
+}
+
+#: ``node*/meminfo`` keys and the ``type`` label of toposcope_numa_memory_pages_bytes.
+MEMINFO_PAGE_TYPES: Mapping[str, str] = {
+    "FilePages": "file",
+    "AnonPages": "anon",
+    "Shmem": "shmem",
+    "Slab": "slab",
+}
+
+_NUMASTAT_LINE_RE = re.compile(r"^([a-z_]+)\s+(\d+)$")
+_HUGEPAGES_DIR_RE = re.compile(r"^hugepages-(\d+)kB$")
+_CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
+
+
+def parse_numastat(text: str) -> tuple[dict[str, int], list[str]]:
+    """Parse ``node*/numastat`` (``numa_hit 420476`` lines) into counts of pages.
+
+    Returns the values and the non-blank lines that were not ``key count`` (for the
+    caller to log); keys are the kernel's (``numa_hit``, ``other_node``, ...).
+    """
+    values: dict[str, int] = {}
+    bad: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        match = _NUMASTAT_LINE_RE.match(line)
+        if match is None:
+            bad.append(line)
+            continue
+        values[match.group(1)] = int(match.group(2))
+    return values, bad
+
+
+def unparsed_meminfo_lines(text: str) -> list[str]:
+    """Non-blank lines of a meminfo text that :func:`parse_meminfo` skips (malformed ones)."""
+    return [line.strip() for line in text.splitlines() if line.strip() and not parse_meminfo(line)]
+
+
+@dataclass(frozen=True)
+class NodeMemory:
+    """Memory of one NUMA node from ``node*/meminfo`` (and its hugepage pools), in bytes.
+
+    ``used_bytes`` is the kernel's ``MemUsed`` (``MemTotal - MemFree``), computed when the
+    line is absent. ``pages_bytes`` maps a page type (``file``, ``anon``, ``shmem``,
+    ``slab``, ``hugepages``) to bytes; types the file does not show are absent. Matches
+    ``numastat -m`` for the same node.
+    """
+
+    node: int
+    total_bytes: int | None
+    free_bytes: int | None
+    used_bytes: int | None
+    pages_bytes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeNumastat:
+    """Page-allocation counters of one NUMA node from ``node*/numastat`` (``numastat -n``).
+
+    ``counts`` maps the ``result`` label (``hit``, ``miss``, ``foreign``, ``local``,
+    ``other``, ``interleave_hit``) to a number of pages since boot; absent keys were not
+    in the file.
+    """
+
+    node: int
+    counts: Mapping[str, int]
+
+
+class SysfsNodes:
+    """Reads NUMA node memory and allocation counters under a sysfs root (``--path.sysfs``)."""
+
+    def __init__(self, sysfs: Path | str) -> None:
+        self.sysfs = Path(sysfs)
+        self._warned: set[tuple[Path, str]] = set()
+
+    def _warn_once(self, path: Path, line: str) -> None:
+        if (path, line) in self._warned:
+            return
+        self._warned.add((path, line))
+        LOG.warning("skipping malformed line in %s: %r", path, line)
+
+    def node_ids(self) -> list[int]:
+        """Online NUMA node ids that have a directory (sorted; empty without NUMA).
+
+        Nodes missing from ``devices/system/node/online`` (offline nodes keep a directory on
+        some kernels) are left out, as the topology leaves them out; without that file, or
+        with a garbled one (warned about once), every directory counts.
+        """
+        ids = list(node_dirs(self.sysfs))
+        online_path = self.sysfs / "devices" / "system" / "node" / "online"
+        text = read_text(online_path)
+        if text is None:
+            return ids
+        try:
+            online = set(parse_cpulist(text))
+        except ValueError:
+            self._warn_once(online_path, text.strip())
+            return ids
+        return [n for n in ids if n in online]
+
+    def _node_path(self, node: int) -> Path | None:
+        path = numa_dir(self.sysfs) / f"node{node}"
+        return path if path.is_dir() else None
+
+    def node_memory(self, node: int) -> NodeMemory | None:
+        """The node's meminfo in bytes; ``None`` when ``meminfo`` is missing or unreadable."""
+        path = self._node_path(node)
+        if path is None:
+            return None
+        meminfo_path = path / "meminfo"
+        text = read_text(meminfo_path)
+        if text is None:
+            LOG.debug("no readable %s", meminfo_path)
+            return None
+        for line in unparsed_meminfo_lines(text):
+            self._warn_once(meminfo_path, line)
+        values = parse_meminfo(text)
+        total = values.get("MemTotal")
+        free = values.get("MemFree")
+        used = values.get("MemUsed")
+        if used is None and total is not None and free is not None:
+            used = total - free
+        pages = {label: values[key] for key, label in MEMINFO_PAGE_TYPES.items() if key in values}
+        huge = self._hugepages_bytes(path, values.get("HugePages_Total"))
+        if huge is not None:
+            pages["hugepages"] = huge
+        return NodeMemory(node, total, free, used, pages)
+
+    def _hugepages_bytes(self, node_path: Path, total_pages: int | None) -> int | None:
+        """Bytes in the node's hugepage pools: sum of ``nr_hugepages`` x size over sizes.
+
+        Falls back to ``0`` when there is no pool directory and meminfo says
+        ``HugePages_Total: 0``; ``None`` when the size cannot be known.
+        """
+        base = node_path / "hugepages"
+        total: int | None = None
+        try:
+            entries = sorted(base.iterdir())
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            entries = []
+        for entry in entries:
+            match = _HUGEPAGES_DIR_RE.match(entry.name)
+            if match is None:
+                continue
+            count = read_int(entry / "nr_hugepages")
+            if count is None:
+                continue
+            total = (total or 0) + count * int(match.group(1)) * 1024
+        if total is None and total_pages == 0:
+            return 0
+        return total
+
+    def node_numastat(self, node: int) -> NodeNumastat | None:
+        """The node's numastat counters; ``None`` when the file is missing or unreadable."""
+        path = self._node_path(node)
+        if path is None:
+            return None
+        numastat_path = path / "numastat"
+        text = read_text(numastat_path)
+        if text is None:
+            LOG.debug("no readable %s", numastat_path)
+            return None
+        values, bad = parse_numastat(text)
+        for line in bad:
+            self._warn_once(numastat_path, line)
+        counts = {NUMASTAT_RESULTS[k]: v for k, v in values.items() if k in NUMASTAT_RESULTS}
+        return NodeNumastat(node, counts)
+
+    def numastat(self) -> dict[int, NodeNumastat]:
+        """numastat of every node that has a readable file, keyed by node id."""
+        result: dict[int, NodeNumastat] = {}
+        for node in self.node_ids():
+            reading = self.node_numastat(node)
+            if reading is not None:
+                result[node] = reading
+        return result
+
+    def l3_cache_cpus(self) -> dict[int, tuple[int, ...]]:
+        """L3 cache id -> the CPUs sharing it, from ``cpu*/cache/index*/{level,id}``.
+
+        This is the domain resctrl numbers ``mon_L3_XX`` by. CPUs whose cache directories
+        have no ``id`` file (kernels before 4.14) are left out, so the map may be empty.
+        """
+        domains: dict[int, set[int]] = {}
+        base = cpu_dir(self.sysfs)
+        try:
+            entries = list(base.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        for entry in entries:
+            match = _CPU_DIR_RE.match(entry.name)
+            if match is None:
+                continue
+            cpu = int(match.group(1))
+            try:
+                caches = list((entry / "cache").iterdir())
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue
+            for cache in caches:
+                if not cache.name.startswith("index") or read_int(cache / "level") != 3:
+                    continue
+                cache_id = read_int(cache / "id")
+                if cache_id is not None:
+                    domains.setdefault(cache_id, set()).add(cpu)
+        return {cache_id: tuple(sorted(cpus)) for cache_id, cpus in sorted(domains.items())}

@@ -1,0 +1,1 @@
+"""Tests of the Prometheus rules and the Alertmanager configuration in alerts/."""

@@ -1,0 +1,1 @@
+"""Tests of the exporter's sources and collectors against fixture trees."""

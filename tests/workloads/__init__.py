@@ -1,0 +1,1 @@
+"""Tests of the workloads collector, its process and cgroup sources, and sim.fsgen."""

@@ -1,0 +1,85 @@
+"""Helpers for the workload tests: fixture roots, copies to mutate, one-shot scrapes."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+
+from tests.helpers import FIXTURES
+from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
+from toposcope.exporters.collectors import workloads
+from toposcope.exporters.context import CollectorContext, GpuProcess
+from toposcope.exporters.registry import Collector
+
+WORKLOAD_FIXTURES = FIXTURES / "workloads"
+V2HOST = WORKLOAD_FIXTURES / "v2host"
+V1HOST = WORKLOAD_FIXTURES / "v1host"
+
+POD_A = "1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab"
+WL_A = f"{POD_A}/a1b2c3d4e5f6"
+WL_B = "9f8e7d6c-5b4a-4c3d-9e2f-fedcba987654/b0b1b2b3b4b5"
+WL_SERVICE = "foo.service"
+WL_DOCKER = "c0ffee000000"
+WL_SLURM = "slurm-job-42"
+WL_SSHD = "sshd.service"
+
+
+class FakeGpuProcesses:
+    """Stands in for NVML's per-process list (an external system), as GpuProcessSource."""
+
+    def __init__(self, processes: Iterable[GpuProcess]) -> None:
+        self.processes = list(processes)
+
+    def gpu_processes(self) -> list[GpuProcess]:
+        return list(self.processes)
+
+
+class _Frozen:
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+def scrape(collector: Collector) -> CollectorRegistry:
+    """Collect once and return a registry serving that one result.
+
+    ``get_sample_value`` runs ``collect()`` on every call; freezing keeps a test's reads
+    on a single scrape (the collector keeps counters across scrapes).
+    """
+    registry = CollectorRegistry()
+    registry.register(_Frozen(list(collector.collect())))
+    return registry
+
+
+def build(
+    root: Path,
+    settings: WorkloadSettings | None = None,
+    gpu_processes: FakeGpuProcesses | None = None,
+) -> Collector:
+    """The workloads collector, built from its registry entry, on a fixture root."""
+    config = ExporterConfig(paths=HostPaths.under(root), workloads=settings or WorkloadSettings())
+    ctx = CollectorContext(config, gpu_processes=gpu_processes)
+    return workloads.ENTRY.factory(ctx)
+
+
+def copy_host(source: Path, dest: Path) -> Path:
+    """A writable copy of a fixture host (symlinks kept as symlinks)."""
+    target = dest / source.name
+    shutil.copytree(source, target, symlinks=True)
+    return target
+
+
+def workload_names(registry: CollectorRegistry) -> set[str]:
+    """The ``workload`` label of every ``toposcope_workload_info`` sample."""
+    names = set()
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name == "toposcope_workload_info":
+                names.add(sample.labels["workload"])
+    return names

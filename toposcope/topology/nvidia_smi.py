@@ -1,0 +1,208 @@
+"""Build a :class:`~toposcope.topology.model.Topology` from ``nvidia-smi topo -m`` text.
+
+``nvidia-smi topo -m`` is the one topology view every NVIDIA driver prints, and people paste
+it into tickets, so reading it lets the advisor reason about GPU placement on machines we
+cannot reach. The text looks like this (cells separated by tabs, or by spaces once copied
+through a terminal; a tty may add ANSI colour codes)::
+
+            GPU0    GPU1    NIC0    CPU Affinity    NUMA Affinity   GPU NUMA ID
+    GPU0     X      NV12    PXB     48-63,176-191   3               N/A
+    GPU1    NV12     X      PXB     48-63,176-191   3               N/A
+    NIC0    PXB     PXB      X
+
+    Legend:
+      X    = Self
+      SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes
+      ...
+    NIC Legend:
+      NIC0: mlx5_0
+
+What is read:
+
+* link cells ``X``, ``NV<n>``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS`` and the pre-2017
+  ``SOC`` (reported as ``SYS``, its later name); every ordered GPU pair gets a
+  :class:`~toposcope.topology.model.GpuLink`, both directions, no self links;
+* ``CPU Affinity`` (a cpulist, or ``N/A``) becomes each GPU's ``local_cpus``;
+  ``NUMA Affinity`` (an int, or ``N/A``; drivers from about R450) its ``numa_node`` (a GPU
+  whose affinity spans several nodes, ``0-1``, gets none);
+  ``GPU NUMA ID`` (R535+, the node holding the GPU's own memory on Grace Hopper, else
+  ``N/A``) adds a memory-only NUMA node;
+* NIC rows and columns (``NIC0``, or ``mlx5_0`` on older drivers) are skipped: they are not
+  GPUs, and without a PCI address they cannot become PCI devices;
+* the legends are ignored.
+
+NUMA nodes are inferred from the affinities: one node per ``NUMA Affinity`` value, holding
+the union of the CPU affinities of its GPUs, plus one memory-only node per ``GPU NUMA ID``.
+Their memory is unknown (0) and there are no packages or distances. Without a ``NUMA
+Affinity`` column no node id can be known, so none is invented. GPUs have no PCI bus id.
+
+Malformed text (no ``GPU0`` header, a row with the wrong number of cells, an unknown link
+label or affinity) raises :class:`~toposcope.errors.ConfigError` with the line number.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from toposcope.cpulist import parse_cpulist
+from toposcope.errors import ConfigError
+from toposcope.topology.model import Gpu, GpuLink, NumaNode, Topology, link_type
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: Header cells: the multi-word column names first, then any single word.
+_HEADER_TOKEN_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
+_GPU_RE = re.compile(r"^GPU(\d+)$")
+_AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_NOT_AVAILABLE = {"N/A", "NA", "-", ""}
+
+
+@dataclass(frozen=True)
+class _Header:
+    """The matrix header: link columns (GPUs and NICs) and affinity columns, in order."""
+
+    line: int
+    links: tuple[str, ...]
+    affinities: tuple[str, ...]
+
+
+def _clean(line: str) -> str:
+    return _ANSI_RE.sub("", line).rstrip("\r\n")
+
+
+def _find_header(lines: list[str], source: str) -> _Header:
+    for number, line in enumerate(lines, start=1):
+        tokens = _HEADER_TOKEN_RE.findall(line)
+        if not tokens or tokens[0] != "GPU0":
+            continue
+        if "X" in tokens:
+            raise ConfigError(
+                f"{source} line {number}: matrix row before any header line (GPU0 GPU1 ...)"
+            )
+        links: list[str] = []
+        affinities: list[str] = []
+        for token in tokens:
+            if token in _AFFINITY_COLUMNS:
+                affinities.append(token)
+            elif affinities:
+                raise ConfigError(
+                    f"{source} line {number}: column {token!r} after the affinity columns"
+                )
+            else:
+                links.append(token)
+        if len(set(links)) != len(links):
+            raise ConfigError(f"{source} line {number}: repeated column in the header")
+        return _Header(number, tuple(links), tuple(affinities))
+    raise ConfigError(
+        f"{source}: no 'nvidia-smi topo -m' matrix found (no header line starting with GPU0)"
+    )
+
+
+def _link_label(cell: str, source: str, number: int) -> str:
+    label = cell.strip().upper()
+    if label == "SOC":
+        return "SYS"
+    try:
+        link_type(label)
+    except ValueError:
+        raise ConfigError(f"{source} line {number}: unknown link type {cell!r}") from None
+    return label
+
+
+def _node_ids(cell: str, column: str, source: str, number: int) -> tuple[int, ...]:
+    """A NUMA id cell: one id, a list of ids (``0-1`` when a GPU spans nodes) or ``N/A``."""
+    if cell.strip().upper() in _NOT_AVAILABLE:
+        return ()
+    try:
+        return parse_cpulist(cell)
+    except ValueError:
+        raise ConfigError(f"{source} line {number}: {column} {cell!r} is not a node id") from None
+
+
+def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topology:
+    """Parse ``nvidia-smi topo -m`` output into GPUs, GPU links and inferred NUMA nodes.
+
+    ``source`` names the input in errors and in :attr:`Topology.source`. Raises
+    :class:`ConfigError` with the line number when the text is not a topology matrix.
+    """
+    lines = [_clean(line) for line in text.splitlines()]
+    header = _find_header(lines, source)
+    width = len(header.links)
+    gpu_columns = {name: i for i, name in enumerate(header.links) if _GPU_RE.match(name)}
+
+    rows: dict[str, tuple[int, list[str]]] = {}
+    for number in range(header.line + 1, len(lines) + 1):
+        line = lines[number - 1]
+        if not line.strip():
+            if rows:
+                break
+            continue
+        if line.strip().rstrip(":").lower().endswith("legend"):
+            break
+        cells = line.split()
+        name, values = cells[0], cells[1:]
+        if name not in header.links:
+            raise ConfigError(f"{source} line {number}: row {name!r} is not in the header")
+        # NIC rows stop after the link columns; GPU rows carry every affinity column.
+        allowed = {width + len(header.affinities)}
+        if name not in gpu_columns:
+            allowed.add(width)
+        if len(values) not in allowed:
+            raise ConfigError(
+                f"{source} line {number}: row {name} has {len(values)} cells, "
+                f"expected {' or '.join(str(n) for n in sorted(allowed))}"
+            )
+        if values[header.links.index(name)].upper() != "X":
+            raise ConfigError(f"{source} line {number}: row {name} has no X on the diagonal")
+        if name in rows:
+            raise ConfigError(f"{source} line {number}: row {name} appears twice")
+        rows[name] = (number, values)
+
+    missing = sorted(set(gpu_columns) - set(rows), key=lambda n: int(n[3:]))
+    if missing:
+        raise ConfigError(f"{source}: no row for {', '.join(missing)}")
+
+    gpus: list[Gpu] = []
+    links: list[GpuLink] = []
+    node_cpus: dict[int, set[int]] = {}
+    memory_nodes: set[int] = set()
+    for name, column in sorted(gpu_columns.items(), key=lambda item: int(item[0][3:])):
+        number, values = rows[name]
+        index = int(name[3:])
+        affinity = dict(zip(header.affinities, values[width:], strict=True))
+        local: tuple[int, ...] = ()
+        cpu_text = affinity.get("CPU Affinity", "N/A")
+        if cpu_text.upper() not in _NOT_AVAILABLE:
+            try:
+                local = parse_cpulist(cpu_text)
+            except ValueError as exc:
+                raise ConfigError(f"{source} line {number}: CPU Affinity: {exc}") from None
+        numa_ids = _node_ids(affinity.get("NUMA Affinity", "N/A"), "NUMA Affinity", source, number)
+        numa = numa_ids[0] if len(numa_ids) == 1 else None
+        if numa is not None:
+            node_cpus.setdefault(numa, set()).update(local)
+        memory_nodes.update(
+            _node_ids(affinity.get("GPU NUMA ID", "N/A"), "GPU NUMA ID", source, number)
+        )
+        gpus.append(Gpu(index=index, pci_bus_id=None, numa_node=numa, local_cpus=local))
+        for peer_name, peer_column in sorted(gpu_columns.items(), key=lambda i: int(i[0][3:])):
+            if peer_column == column:
+                continue
+            label = _link_label(values[peer_column], source, number)
+            links.append(GpuLink(gpu=index, peer_gpu=int(peer_name[3:]), link=label))
+
+    clash = memory_nodes & set(node_cpus)
+    if clash:
+        raise ConfigError(
+            f"{source}: NUMA node(s) {sorted(clash)} are both a CPU affinity and a GPU NUMA ID"
+        )
+    nodes = [
+        NumaNode(id=node_id, package=None, cpus=tuple(sorted(cpus)), memory_bytes=0)
+        for node_id, cpus in node_cpus.items()
+    ] + [NumaNode(id=node_id, package=None, cpus=(), memory_bytes=0) for node_id in memory_nodes]
+    return Topology(
+        numa_nodes=tuple(sorted(nodes, key=lambda n: n.id)),
+        gpus=tuple(gpus),
+        gpu_links=tuple(links),
+        source=source,
+    )

@@ -2,8 +2,8 @@
 
 The HTTP side follows node_exporter: ``/metrics`` serves every enabled collector and accepts
 ``collect[]=NAME`` / ``exclude[]=NAME`` query parameters to scrape a subset; ``/`` is a small
-landing page; ``/-/healthy`` answers 200. Every request uses an explicit
-:class:`~prometheus_client.CollectorRegistry` (no process-wide default registry).
+landing page; ``/-/healthy`` answers 200. Nothing goes through prometheus_client's
+process-wide default registry; the text is written by :mod:`toposcope.exporters.exposition`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.core import Metric
 
 from toposcope import __version__
@@ -26,6 +27,7 @@ from toposcope.catalogue import spec
 from toposcope.config import ExporterConfig
 from toposcope.errors import ConfigError, UsageError
 from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.exposition import render_families
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 
@@ -76,10 +78,7 @@ def build_runner(
 
 def render(runner: ScrapeRunner, hostname: str) -> bytes:
     """One scrape of ``runner`` in the Prometheus text format (used by ``--print`` and HTTP)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(runner)
-    registry.register(BuildInfoCollector(hostname))
-    return generate_latest(registry)
+    return render_families(chain(runner.collect(), BuildInfoCollector(hostname).collect()))
 
 
 def _landing_page(runner: ScrapeRunner) -> bytes:

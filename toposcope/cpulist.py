@@ -17,7 +17,7 @@ def parse_cpulist(text: str) -> tuple[int, ...]:
     Raises ``ValueError`` naming the offending part when the text is malformed.
     """
     cpus: set[int] = set()
-    text = text.strip()
+    text = text.replace("\x00", "").strip()
     if not text:
         return ()
     for raw in text.split(","):

@@ -2,7 +2,7 @@
 
 The topology builder (:mod:`toposcope.topology.sysfs`) reads what rarely changes; this
 module reads what changes on every scrape. It reuses that module's helpers (``read_text``,
-``parse_meminfo``, ``node_dirs``) so both agree on paths and units. Units are converted
+``parse_meminfo_lines``, ``node_dirs``) so both agree on paths and units. Units are converted
 here, once: meminfo ``kB`` fields become bytes, hugepage counts become bytes. numastat
 values stay counts of pages, as the kernel reports them.
 
@@ -24,7 +24,7 @@ from toposcope.topology.sysfs import (
     cpu_dir,
     node_dirs,
     numa_dir,
-    parse_meminfo,
+    parse_meminfo_lines,
     read_int,
     read_text,
 )
@@ -74,11 +74,6 @@ def parse_numastat(text: str) -> tuple[dict[str, int], list[str]]:
     return values, bad
 
 
-def unparsed_meminfo_lines(text: str) -> list[str]:
-    """Non-blank lines of a meminfo text that :func:`parse_meminfo` skips (malformed ones)."""
-    return [line.strip() for line in text.splitlines() if line.strip() and not parse_meminfo(line)]
-
-
 @dataclass(frozen=True)
 class NodeMemory:
     """Memory of one NUMA node from ``node*/meminfo`` (and its hugepage pools), in bytes.
@@ -114,6 +109,7 @@ class SysfsNodes:
 
     def __init__(self, sysfs: Path | str) -> None:
         self.sysfs = Path(sysfs)
+        self._numa_dir = numa_dir(self.sysfs)
         self._warned: set[tuple[Path, str]] = set()
 
     def _warn_once(self, path: Path, line: str) -> None:
@@ -142,7 +138,7 @@ class SysfsNodes:
         return [n for n in ids if n in online]
 
     def _node_path(self, node: int) -> Path | None:
-        path = numa_dir(self.sysfs) / f"node{node}"
+        path = self._numa_dir / f"node{node}"
         return path if path.is_dir() else None
 
     def node_memory(self, node: int) -> NodeMemory | None:
@@ -155,9 +151,9 @@ class SysfsNodes:
         if text is None:
             LOG.debug("no readable %s", meminfo_path)
             return None
-        for line in unparsed_meminfo_lines(text):
+        values, bad = parse_meminfo_lines(text)
+        for line in bad:
             self._warn_once(meminfo_path, line)
-        values = parse_meminfo(text)
         total = values.get("MemTotal")
         free = values.get("MemFree")
         used = values.get("MemUsed")

@@ -18,8 +18,8 @@ from toposcope.exporters.sources.procfs import (
 from toposcope.exporters.sources.sysfs import (
     SysfsNodes,
     parse_numastat,
-    unparsed_meminfo_lines,
 )
+from toposcope.topology.sysfs import parse_meminfo_lines
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -55,7 +55,7 @@ def test_parse_numastat_returns_garbled_lines_and_keeps_the_rest() -> None:
 
 def test_unparsed_meminfo_lines_lists_only_malformed_lines() -> None:
     text = "Node 0 MemTotal: 100 kB\nNode 0 MemFree: lots kB\n\nNode 0 HugePages_Total: 0\n"
-    assert unparsed_meminfo_lines(text) == ["Node 0 MemFree: lots kB"]
+    assert parse_meminfo_lines(text)[1] == ["Node 0 MemFree: lots kB"]
 
 
 def test_parse_proc_stat_converts_ticks_to_seconds() -> None:

@@ -65,19 +65,29 @@ def read_int(path: Path) -> int | None:
         return None
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
+def parse_meminfo_lines(text: str) -> tuple[dict[str, int], list[str]]:
     """Parse ``/proc/meminfo`` or ``node*/meminfo`` into bytes (kB fields) or counts.
 
-    Lines that are not ``Key: value [kB]`` are skipped. HugePages_* counts stay counts.
+    Returns the values and the non-blank lines that are not ``Key: value [kB]`` (for the
+    caller to log). HugePages_* counts stay counts.
     """
     values: dict[str, int] = {}
-    for line in text.splitlines():
-        match = _MEMINFO_RE.match(line.strip())
+    bad: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        match = _MEMINFO_RE.match(line)
         if not match:
+            if line:
+                bad.append(line)
             continue
         key, number = match.group(1), int(match.group(2))
-        values[key] = number * 1024 if line.rstrip().endswith("kB") else number
-    return values
+        values[key] = number * 1024 if line.endswith("kB") else number
+    return values, bad
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """Parse a meminfo text into bytes or counts, skipping malformed lines."""
+    return parse_meminfo_lines(text)[0]
 
 
 def numa_dir(sysfs: Path) -> Path:

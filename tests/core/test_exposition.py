@@ -1,0 +1,62 @@
+"""Our text writer is byte-identical to prometheus_client's for every family we emit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from toposcope.config import ExporterConfig, HostPaths
+from toposcope.exporters.app import build_runner
+from toposcope.exporters.collectors import default_table
+from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.exposition import render_families
+from toposcope.exporters.gpu_source import attach_gpu_source, close_gpu_source
+
+
+class _Fixed:
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.families
+
+
+def reference(families: list[Metric]) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(families))
+    return generate_latest(registry)
+
+
+def test_escaping_and_special_values_match_client_python() -> None:
+    gauge = GaugeMetricFamily("toposcope_x", 'help with \\ and\nnewline "q"', labels=["a", "b"])
+    gauge.add_metric(['quote " back \\ nl \n', "z"], float("nan"))
+    gauge.add_metric(["plain", ""], float("inf"))
+    gauge.add_metric(["neg", "1"], -0.5)
+    counter = CounterMetricFamily("toposcope_y_total", "a counter", labels=["k"])
+    counter.add_metric(["v"], 12345678901234.0)
+    bare = GaugeMetricFamily("toposcope_z", "no labels", value=1e-9)
+    created = CounterMetricFamily("toposcope_w", "with created", labels=[], created=5.0)
+    created.add_metric([], 3.0, created=7.0)
+    families: list[Metric] = [gauge, counter, bare, created]
+    assert render_families(families) == reference(families)
+
+
+def test_full_scrapes_match_client_python(hwloc_root: Callable[[str], Path]) -> None:
+    for fixture in ("64amd64-4s2n4ca2co", "offline-cpu0-node0"):
+        config = ExporterConfig(paths=HostPaths.under(hwloc_root(fixture)), nvml="fake")
+        context = CollectorContext(config)
+        attach_gpu_source(context)
+        try:
+            runner = build_runner(config, default_table().select(), context)
+            families = [
+                f
+                for f in runner.collect()
+                if f.name != "toposcope_scrape_collector_duration_seconds"
+            ]
+        finally:
+            close_gpu_source(context)
+        assert len(families) > 10
+        assert render_families(families) == reference(families)

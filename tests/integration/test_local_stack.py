@@ -1,0 +1,61 @@
+"""``make up`` / ``make down``: the local stack starts real services, reports them, stops them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+from tests.procs import http_get, poll, require_binary
+
+pytestmark = pytest.mark.integration
+
+
+def stack(action: str, run_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TOPOSCOPE_RUN_DIR": str(run_dir)}
+    return subprocess.run(
+        [sys.executable, str(REPO / "deploy" / "stack.py"), action],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_stack_up_status_down(tmp_path: Path) -> None:
+    require_binary("prometheus")
+    require_binary("prometheus-alertmanager")
+    run_dir = tmp_path / "run"
+    try:
+        started = stack("up", run_dir)
+        assert started.returncode == 0, started.stdout + started.stderr
+        urls = json.loads((run_dir / "urls.json").read_text())
+        assert set(urls) >= {"exporter", "prometheus", "alertmanager"}
+        for name in urls:
+            assert name in started.stdout
+        query = urllib.parse.urlencode({"query": 'up{job="toposcope-host"} == 1'})
+        poll(
+            lambda: json.loads(http_get(f"{urls['prometheus']}/api/v1/query?{query}"))["data"][
+                "result"
+            ]
+        )
+        rules = json.loads(http_get(f"{urls['prometheus']}/api/v1/rules"))["data"]["groups"]
+        assert {g["name"] for g in rules} >= {"toposcope-exporter", "toposcope-gpu"}
+        again = stack("up", run_dir)
+        assert "already running" in again.stdout
+        pids = sorted(p.name for p in (run_dir / "pids").glob("*.pid"))
+        assert pids == ["alertmanager.pid", "exporter.pid", "prometheus.pid"]
+        status = stack("status", run_dir)
+        assert status.returncode == 0 and "prometheus" in status.stdout
+    finally:
+        stopped = stack("down", run_dir)
+    assert stopped.returncode == 0
+    assert list((run_dir / "pids").glob("*.pid")) == []
+    assert stack("status", run_dir).returncode == 1

@@ -9,11 +9,15 @@ values and help text. Its output is byte-identical to ``generate_latest`` for th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import cast
 
 from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
+
+#: client_python's own float formatting (``+Inf``, ``NaN``, ``1e+06``), typed for mypy.
+format_value = cast(Callable[[float], str], floatToGoString)
 
 
 class _One:
@@ -57,7 +61,7 @@ def render_families(families: Iterable[Metric]) -> bytes:
                     f'{key}="{_escape_value(value)}"'
                     for key, value in sorted(sample.labels.items())
                 )
-                out.append(f"{sample.name}{{{labels}}} {floatToGoString(sample.value)}\n")
+                out.append(f"{sample.name}{{{labels}}} {format_value(sample.value)}\n")
             else:
-                out.append(f"{sample.name} {floatToGoString(sample.value)}\n")
+                out.append(f"{sample.name} {format_value(sample.value)}\n")
     return "".join(out).encode("utf-8")

@@ -13,4 +13,5 @@ for part in exporters advisor dashboards sim; do
   cp -al "$part" "$tree/toposcope/$part"
 done
 find "$tree" -name __pycache__ -prune -exec rm -rf {} +
-MYPYPATH=$tree "${MYPY:-.venv/bin/mypy}" "$tree/toposcope" bench deploy/stack.py tests
+MYPYPATH=$tree "${MYPY:-.venv/bin/mypy}" "$tree/toposcope" bench deploy/stack.py \
+  deploy/kubernetes/gen_prometheusrule.py tests

@@ -1,7 +1,7 @@
 """Readers of the cgroup filesystems, and the mapping from a cgroup path to a workload.
 
-Mounts are found in ``<procfs>/self/mountinfo`` (never at a fixed path) and resolved under
-``--path.rootfs``, so the same code reads a host's ``/sys/fs/cgroup`` (v2 unified), a v1
+Mounts are found in ``<procfs>/1/mountinfo`` (else ``self``; never at a fixed path) and
+resolved under ``--path.rootfs``, so the same code reads a host's ``/sys/fs/cgroup`` (v2 unified), a v1
 layout (``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/cpu,cpuacct`` ...) or a hybrid one (v1
 controllers plus an empty v2 hierarchy at ``/sys/fs/cgroup/unified``), and fixture trees.
 
@@ -266,19 +266,27 @@ class CpuSet:
 
 
 class Cgroups:
-    """Reads the host's cgroup hierarchies (found through ``<procfs>/self/mountinfo``)."""
+    """Reads the host's cgroup hierarchies (found through ``<procfs>/1/mountinfo``).
+
+    PID 1's mount table is the host's view; in a container with the host's procfs mounted
+    (the Kubernetes DaemonSet), ``self`` would be the container's own mounts. ``self`` is the
+    fallback when PID 1's table cannot be read (no permission, or a snapshot without it).
+    """
 
     def __init__(self, paths: HostPaths, page_size: int = PAGE_SIZE) -> None:
         self.paths = paths
         self.page_size = page_size
 
     def layout(self) -> CgroupLayout:
-        """The current mounts; an empty layout when mountinfo cannot be read."""
-        try:
-            text = read_all(str(self.paths.procfs / "self" / "mountinfo"))
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            return CgroupLayout(None, ())
-        return layout_from_mounts(parse_mountinfo(text.decode("utf-8", "replace")), self.paths)
+        """The current mounts; an empty layout when no mountinfo can be read."""
+        for owner in ("1", "self"):
+            try:
+                text = read_all(str(self.paths.procfs / owner / "mountinfo"))
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue
+            mounts = parse_mountinfo(text.decode("utf-8", "replace"))
+            return layout_from_mounts(mounts, self.paths)
+        return CgroupLayout(None, ())
 
     def procs(
         self, hierarchy: Hierarchy, keep: Callable[[str], bool] | None = None

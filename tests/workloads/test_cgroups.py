@@ -243,3 +243,16 @@ def test_path_mapper_memoises() -> None:
     mapper = PathMapper()
     first = mapper.identify("/system.slice/foo.service")
     assert mapper.identify("/system.slice/foo.service") is first
+
+
+def test_layout_prefers_the_hosts_mount_table_over_the_containers(tmp_path: Path) -> None:
+    # In a DaemonSet with the host's /proc mounted, "self" is the exporter's container: its
+    # table shows a v2 mount, while the host (PID 1) runs hybrid cgroups.
+    (tmp_path / "proc" / "1").mkdir(parents=True)
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "1" / "mountinfo").write_text(HYBRID)
+    (tmp_path / "proc" / "self" / "mountinfo").write_text(V2)
+    paths = HostPaths.under(tmp_path)
+    assert Cgroups(paths).layout().mode == "hybrid"
+    (tmp_path / "proc" / "1" / "mountinfo").unlink()
+    assert Cgroups(paths).layout().mode == "v2"

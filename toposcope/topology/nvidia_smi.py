@@ -29,7 +29,9 @@ What is read:
   ``N/A``) adds a memory-only NUMA node;
 * NIC rows and columns (``NIC0``, or ``mlx5_0`` on older drivers) are skipped: they are not
   GPUs, and without a PCI address they cannot become PCI devices;
-* the legends are ignored.
+* the legends are ignored, and so are lines whose first non-blank character is ``#``
+  (nvidia-smi never prints one; saved samples cite their source in such comment lines, and
+  they may stand anywhere, even between matrix rows).
 
 NUMA nodes are inferred from the affinities: one node per ``NUMA Affinity`` value, holding
 the union of the CPU affinities of its GPUs, plus one memory-only node per ``GPU NUMA ID``.
@@ -70,8 +72,14 @@ def _clean(line: str) -> str:
     return _ANSI_RE.sub("", line).rstrip("\r\n")
 
 
+def _is_comment(line: str) -> bool:
+    return line.lstrip().startswith("#")
+
+
 def _find_header(lines: list[str], source: str) -> _Header:
     for number, line in enumerate(lines, start=1):
+        if _is_comment(line):
+            continue
         tokens = _HEADER_TOKEN_RE.findall(line)
         if not tokens or tokens[0] != "GPU0":
             continue
@@ -133,6 +141,8 @@ def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topolog
     rows: dict[str, tuple[int, list[str]]] = {}
     for number in range(header.line + 1, len(lines) + 1):
         line = lines[number - 1]
+        if _is_comment(line):
+            continue
         if not line.strip():
             if rows:
                 break

@@ -1,0 +1,1 @@
+"""Tests of the deployment files: Kubernetes manifests, systemd unit, Dockerfile."""

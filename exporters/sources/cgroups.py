@@ -1,8 +1,8 @@
 """Readers of the cgroup filesystems, and the mapping from a cgroup path to a workload.
 
 Mounts are found in ``<procfs>/1/mountinfo`` (else ``self``; never at a fixed path) and
-resolved under ``--path.rootfs``, so the same code reads a host's ``/sys/fs/cgroup`` (v2 unified), a v1
-layout (``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/cpu,cpuacct`` ...) or a hybrid one (v1
+resolved under ``--path.rootfs``, so the same code reads a host's ``/sys/fs/cgroup`` (v2
+unified), a v1 layout (``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/cpu,cpuacct`` ...) or a hybrid one (v1
 controllers plus an empty v2 hierarchy at ``/sys/fs/cgroup/unified``), and fixture trees.
 
 Cgroup *paths* are the kernel's names (``/kubepods.slice/...``, as in ``/proc/PID/cgroup``),

@@ -2,8 +2,9 @@
 
 Mounts are found in ``<procfs>/1/mountinfo`` (else ``self``; never at a fixed path) and
 resolved under ``--path.rootfs``, so the same code reads a host's ``/sys/fs/cgroup`` (v2
-unified), a v1 layout (``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/cpu,cpuacct`` ...) or a hybrid one (v1
-controllers plus an empty v2 hierarchy at ``/sys/fs/cgroup/unified``), and fixture trees.
+unified), a v1 layout (``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/cpu,cpuacct`` ...) or a
+hybrid one (v1 controllers plus an empty v2 hierarchy at ``/sys/fs/cgroup/unified``), and
+fixture trees.
 
 Cgroup *paths* are the kernel's names (``/kubepods.slice/...``, as in ``/proc/PID/cgroup``),
 independent of where the hierarchy is mounted. :func:`classify_cgroup` turns one into a

@@ -78,15 +78,27 @@ def running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 class Prometheus:
     """A real Prometheus on loopback with a temporary config and TSDB."""
 
-    def __init__(self, workdir: Path, scrape_configs: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        scrape_configs: list[dict[str, Any]],
+        rule_files: list[str] | None = None,
+        alertmanagers: list[str] | None = None,
+    ) -> None:
         self.binary = require_binary("prometheus")
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = {
+        config: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": scrape_configs,
         }
+        if rule_files:
+            config["rule_files"] = rule_files
+        if alertmanagers:
+            config["alerting"] = {
+                "alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]
+            }
         self.config_file = workdir / "prometheus.yml"
         self.config_file.write_text(json.dumps(config))
 
@@ -111,3 +123,64 @@ class Prometheus:
         assert answer["status"] == "success", answer
         result: list[dict[str, Any]] = answer["data"]["result"]
         return result
+
+
+class Alertmanager:
+    """A real Alertmanager on loopback (gossip off) with a temporary config and data dir."""
+
+    def __init__(self, workdir: Path, config_text: str) -> None:
+        self.binary = require_binary("prometheus-alertmanager")
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_file = workdir / "alertmanager.yml"
+        self.config_file.write_text(config_text)
+
+    @contextmanager
+    def run(self) -> Iterator[Alertmanager]:
+        """Start Alertmanager and wait until it is ready."""
+        argv = [
+            self.binary,
+            f"--config.file={self.config_file}",
+            f"--storage.path={self.workdir / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",
+        ]
+        with running(argv, self.workdir / "alertmanager.log"):
+            poll(lambda: http_get(f"{self.url}/-/ready"))
+            yield self
+
+
+class WebhookReceiver:
+    """Collects the JSON bodies Alertmanager posts to it, on 127.0.0.1 (a thread)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        received: list[dict[str, Any]] = []
+        self.received = received
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                received.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @contextmanager
+    def run(self) -> Iterator[WebhookReceiver]:
+        """Serve until the block ends."""
+        self.thread.start()
+        try:
+            yield self
+        finally:
+            self.server.shutdown()
+            self.server.server_close()

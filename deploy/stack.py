@@ -124,29 +124,44 @@ receivers:
 """
 
 
-def start_alertmanager(ports: dict[str, int]) -> Started:
-    """A real Alertmanager with its data under ``.run/alertmanager``, gossip turned off."""
-    binary = shutil.which("prometheus-alertmanager")
+def _start_server(
+    name: str,
+    binary_name: str,
+    preferred_port: int,
+    config_name: str,
+    config_text: str,
+    extra_args: Callable[[Path], list[str]],
+    ports: dict[str, int],
+) -> Started:
+    """Start a Prometheus-style server: its config and data under ``.run/<name>``."""
+    binary = shutil.which(binary_name)
     if binary is None:
-        raise SystemExit("prometheus-alertmanager is not installed: `make up` installs it")
-    port = pick_port(9093)
-    ports["alertmanager"] = port
-    home = RUN / "alertmanager"
+        raise SystemExit(f"{binary_name} is not installed: `make up` installs it with apt")
+    port = pick_port(preferred_port)
+    ports[name] = port
+    home = RUN / name
     (home / "data").mkdir(parents=True, exist_ok=True)
-    config_file = home / "alertmanager.yml"
-    config_file.write_text(ALERTMANAGER_CONFIG)
+    config_file = home / config_name
+    config_file.write_text(config_text)
     _spawn(
-        "alertmanager",
+        name,
         [
             binary,
             f"--config.file={config_file}",
-            f"--storage.path={home / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
+            *extra_args(home / "data"),
         ],
     )
     url = f"http://127.0.0.1:{port}"
-    return Started("alertmanager", url, f"{url}/-/ready")
+    return Started(name, url, f"{url}/-/ready")
+
+
+def start_alertmanager(ports: dict[str, int]) -> Started:
+    """A real Alertmanager with its data under ``.run/alertmanager``, gossip turned off."""
+    return _start_server(
+        "alertmanager", "prometheus-alertmanager", 9093, "alertmanager.yml", ALERTMANAGER_CONFIG,
+        lambda data: [f"--storage.path={data}", "--cluster.listen-address="], ports,
+    )  # fmt: skip
 
 
 def prometheus_config(ports: dict[str, int]) -> str:
@@ -176,27 +191,10 @@ def prometheus_config(ports: dict[str, int]) -> str:
 
 def start_prometheus(ports: dict[str, int]) -> Started:
     """A real Prometheus with its TSDB under ``.run/prometheus``."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        raise SystemExit("prometheus is not installed: run `make up` (it installs it) or apt")
-    port = pick_port(9090)
-    ports["prometheus"] = port
-    home = RUN / "prometheus"
-    (home / "data").mkdir(parents=True, exist_ok=True)
-    config_file = home / "prometheus.yml"
-    config_file.write_text(prometheus_config(ports))
-    _spawn(
-        "prometheus",
-        [
-            binary,
-            f"--config.file={config_file}",
-            f"--storage.tsdb.path={home / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--web.enable-lifecycle",
-        ],
-    )
-    url = f"http://127.0.0.1:{port}"
-    return Started("prometheus", url, f"{url}/-/ready")
+    return _start_server(
+        "prometheus", "prometheus", 9090, "prometheus.yml", prometheus_config(ports),
+        lambda data: [f"--storage.tsdb.path={data}", "--web.enable-lifecycle"], ports,
+    )  # fmt: skip
 
 
 #: Start order matters: Prometheus' configuration names the other parts' ports.

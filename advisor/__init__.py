@@ -1,1 +1,12 @@
-"""toposcope.advisor: loaders -> model -> policies -> recommendations -> actuators (issue 4/6)."""
+"""toposcope.advisor: loaders -> model -> policies -> recommendations -> formatters/actuators.
+
+* :mod:`.loaders`: where numbers come from (a PromQL API, or exporters scraped directly),
+  one query class per need, built from catalogue names;
+* :mod:`.model`: the cluster as frozen dataclasses (topology, GPUs, workloads, capacity);
+* :mod:`.policies`: the rules (numa-pinning, memory-migration, gpu-placement, job-migration,
+  idle-release, config), each deciding only;
+* :mod:`.recommendations`: the data every policy returns and every consumer reads;
+* :mod:`.formatters`: reports as table, JSON, CSV, Markdown, HTML;
+* :mod:`.actuators` and :mod:`.audit`: the one place that acts, with limits and a log;
+* :mod:`.cli`, :mod:`.place_cli`: ``toposcope advise`` and ``toposcope place``.
+"""

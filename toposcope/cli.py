@@ -28,6 +28,8 @@ EXIT_USAGE = 2
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "topology": ("toposcope.topology.cli", "show this machine's (or a snapshot's) topology"),
     "exporter": ("toposcope.exporters.cli", "serve /metrics (NUMA, cross-socket, workloads, GPUs)"),
+    "advise": ("toposcope.advisor.cli", "recommend (and apply) topology fixes from the metrics"),
+    "place": ("toposcope.advisor.place_cli", "best GPU set for a job of N GPUs"),
     "docs": ("toposcope.docs", "generate reference documentation (docs/metrics.md)"),
 }
 

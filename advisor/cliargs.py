@@ -1,0 +1,104 @@
+"""Command-line options shared by ``toposcope advise`` and ``toposcope place``: where the
+metrics come from (a PromQL API or exporters to scrape) and how to reach them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from toposcope.advisor.actuators import read_token
+from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLoader, ScrapeTarget
+from toposcope.advisor.loaders.base import check_selector
+from toposcope.errors import ConfigError, UsageError
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--prometheus URL | --scrape URL...`` and their connection options."""
+    group = parser.add_argument_group("metrics source (one of)")
+    group.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="PromQL API base URL: Prometheus, VictoriaMetrics, Thanos or Mimir "
+        "(e.g. http://prometheus:9090, http://mimir/prometheus)",
+    )
+    group.add_argument(
+        "--scrape",
+        nargs="+",
+        metavar="[NAME=]URL",
+        help="read exporters' /metrics directly (NAME: the node name to report)",
+    )
+    parser.add_argument(
+        "--bearer-token-file", metavar="FILE", help="bearer token for the PromQL API"
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="extra HTTP header for the PromQL API (repeatable; e.g. X-Scope-OrgID:tenant)",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra query parameter for the PromQL API (repeatable; e.g. dedup=true)",
+    )
+    parser.add_argument(
+        "--selector",
+        default="",
+        metavar="MATCHERS",
+        help='label matchers added to every query, e.g. job="toposcope"',
+    )
+    parser.add_argument(
+        "--node-label",
+        default="auto",
+        metavar="LABEL",
+        help="label naming a series' node (default auto: node, then the exporter's "
+        "hostname, then instance)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds per HTTP request (default 10)"
+    )
+    parser.add_argument(
+        "--retries", type=int, default=2, help="retries of a failed query (default 2)"
+    )
+
+
+def _pairs(items: list[str], sep: str, what: str) -> dict[str, str]:
+    result = {}
+    for item in items:
+        name, found, value = item.partition(sep)
+        if not found or not name.strip():
+            raise UsageError(f"{what} {item!r} is not NAME{sep}VALUE")
+        result[name.strip()] = value.strip()
+    return result
+
+
+def backend_from_args(args: argparse.Namespace) -> MetricsBackend:
+    """The metrics backend the options ask for (:class:`UsageError` unless exactly one)."""
+    if bool(args.prometheus) == bool(args.scrape):
+        raise UsageError("give exactly one of --prometheus URL or --scrape URL...")
+    if args.timeout <= 0 or args.retries < 0:
+        raise UsageError("--timeout must be > 0 and --retries >= 0")
+    check_selector(args.selector)
+    if args.scrape:
+        return ScrapeLoader([ScrapeTarget.parse(t) for t in args.scrape], timeout=args.timeout)
+    token = read_token(Path(args.bearer_token_file)) if args.bearer_token_file else None
+    return PrometheusLoader(
+        args.prometheus,
+        headers=_pairs(args.header, ":", "--header"),
+        bearer_token=token,
+        params=_pairs(args.param, "=", "--param"),
+        timeout=args.timeout,
+        retries=args.retries,
+    )
+
+
+def selector(args: argparse.Namespace) -> str:
+    """The validated ``--selector`` text."""
+    try:
+        return check_selector(args.selector)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc

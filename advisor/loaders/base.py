@@ -1,0 +1,205 @@
+"""What every loader returns and what every metrics backend provides.
+
+A *backend* is where samples come from: a PromQL HTTP API (:class:`PrometheusLoader`) or the
+exporters' ``/metrics`` pages read directly (:class:`ScrapeLoader`). A *query* is one need of
+the advisor (GPU utilization over the window, a workload's memory per NUMA node...), declared
+once as a :class:`Query` with its catalogue metric and how samples are reduced over the
+window. Backends answer queries through :meth:`MetricsBackend.load`, so the model builder and
+the policies never care where the numbers came from.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol
+
+from toposcope.catalogue import MetricSpec, spec
+from toposcope.errors import ConfigError
+
+Reduction = Literal["value", "avg", "min", "max", "count", "rate"]
+QueryType = Literal["instant", "range"]
+
+_DURATION_RE = re.compile(r"^(?:(\d+)(ms|s|m|h|d|w|y))+$")
+_DURATION_PART_RE = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {
+    "ms": 0.001,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+    "y": 31536000.0,
+}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a PromQL duration such as ``"1h"``, ``"90s"`` or ``"1h30m"``.
+
+    Raises :class:`ConfigError` for anything PromQL would reject, so that a typo in
+    ``--window`` is a usage error and not a failed query.
+    """
+    text = text.strip()
+    if not _DURATION_RE.match(text):
+        raise ConfigError(f"{text!r} is not a PromQL duration (examples: 30m, 1h, 1h30m, 2d)")
+    seconds = sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART_RE.findall(text))
+    if seconds <= 0:
+        raise ConfigError(f"duration {text!r} must be longer than zero")
+    return seconds
+
+
+@dataclass(frozen=True)
+class Window:
+    """The look-back window of one advisor run, as PromQL text and in seconds.
+
+    ``end`` is the evaluation time (Unix seconds) or ``None`` for "now" as the backend sees it.
+    """
+
+    text: str
+    seconds: float
+    end: float | None = None
+
+    @classmethod
+    def parse(cls, text: str, end: float | None = None) -> Window:
+        """Build a window from PromQL duration text (``ConfigError`` when malformed)."""
+        return cls(text.strip(), parse_duration(text), end)
+
+    def step_seconds(self, points: int = 60) -> float:
+        """The step of a range query that returns about ``points`` points (at least 1 s)."""
+        return max(1.0, self.seconds / points)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One instant-vector element: its labels (``__name__`` removed) and a finite value."""
+
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class Series:
+    """One range-vector element: its labels and ``(timestamp, value)`` points, finite only."""
+
+    labels: Mapping[str, str]
+    points: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """What a backend answered to one query.
+
+    ``samples`` for instant queries, ``series`` for range queries. ``warnings`` are the
+    backend's own (partial responses, truncated data) plus ours; ``dropped`` counts NaN/Inf
+    samples removed; ``cumulative`` is true when a ``rate`` query was answered with counter
+    totals since the counter's start (the scraper has one sample, no rate).
+    """
+
+    query: str
+    metric: str = ""
+    samples: tuple[Sample, ...] = ()
+    series: tuple[Series, ...] = ()
+    warnings: tuple[str, ...] = ()
+    dropped: int = 0
+    cumulative: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """True when the backend had no series for the query (not an error: missing data)."""
+        return not self.samples and not self.series
+
+
+@dataclass(frozen=True)
+class Query:
+    """One need of the advisor: a catalogue metric reduced over the window.
+
+    Subclasses set ``name`` (used as the key in :class:`LoadedData`), ``metric`` (a catalogue
+    name: the PromQL is built from it, never typed by hand), ``reduction`` and ``query_type``.
+    ``selector`` adds label matchers to every selector (``job="toposcope"``).
+    """
+
+    name: ClassVar[str] = ""
+    metric: ClassVar[str] = ""
+    reduction: ClassVar[Reduction] = "value"
+    query_type: ClassVar[QueryType] = "instant"
+    description: ClassVar[str] = ""
+
+    selector: str = ""
+
+    @property
+    def spec(self) -> MetricSpec:
+        """The catalogue row of the metric this query reads."""
+        return spec(self.metric)
+
+    def promql(self, window: Window) -> str:
+        """The PromQL expression for this query over ``window``."""
+        selector = f"{self.metric}{{{self.selector}}}" if self.selector else self.metric
+        if self.query_type == "range" or self.reduction == "value":
+            return selector
+        if self.reduction == "rate":
+            return f"rate({selector}[{window.text}])"
+        return f"{self.reduction}_over_time({selector}[{window.text}])"
+
+
+class MetricsBackend(Protocol):
+    """Where samples come from: a PromQL API or scraped exporters."""
+
+    @property
+    def source(self) -> str:
+        """A short description for reports (URL or list of scrape URLs)."""
+        ...
+
+    def load(self, query: Query, window: Window) -> QueryResult:
+        """Answer one query over ``window`` (empty result when no series exist)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LoadedData:
+    """Every query's result of one advisor run, keyed by query name, and run-wide notes."""
+
+    source: str
+    window: Window
+    results: Mapping[str, QueryResult]
+    notes: tuple[str, ...] = field(default=())
+
+    def samples(self, name: str) -> tuple[Sample, ...]:
+        """Samples of query ``name`` (empty when it was not loaded or had no series)."""
+        result = self.results.get(name)
+        return result.samples if result else ()
+
+    def series(self, name: str) -> tuple[Series, ...]:
+        """Series of range query ``name`` (empty when not loaded or no series)."""
+        result = self.results.get(name)
+        return result.series if result else ()
+
+    def present_metrics(self) -> frozenset[str]:
+        """Catalogue names of the metrics that had at least one series."""
+        return frozenset(r.metric for r in self.results.values() if r.metric and not r.empty)
+
+
+def finite(value: float) -> bool:
+    """True for values a policy may use (not NaN, not infinite)."""
+    return not (math.isnan(value) or math.isinf(value))
+
+
+def labels_without_name(labels: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``labels`` without ``__name__`` (identity of a sample is its other labels)."""
+    return {k: v for k, v in labels.items() if k != "__name__"}
+
+
+def check_selector(selector: str) -> str:
+    """Validate an extra label-matcher list such as ``job="toposcope",env=~"prod.*"``.
+
+    Only the shape is checked (names, operators, quoted values) so that a mistake is a usage
+    error and never reaches the backend as broken PromQL.
+    """
+    text = selector.strip().strip("{}").strip()
+    if not text:
+        return ""
+    matcher = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
+    if not re.fullmatch(rf"{matcher}(,{matcher})*,?", text):
+        raise ConfigError(f'--selector {selector!r} is not a list of label matchers like job="x"')
+    return text

@@ -1,0 +1,609 @@
+"""The advisor's picture of the cluster: frozen dataclasses built from loader results.
+
+Per node: NUMA nodes (package, CPUs, memory, distances), GPUs (NUMA node, utilization,
+memory, throttling) and the GPU link matrix. Per workload: where its CPU time and memory
+sit per NUMA node, the exporter's locality ratios, the GPUs it holds and their use. From
+these the model answers capacity questions (free memory and CPU load per NUMA node, free
+GPUs) for the policies. Nothing here reads the outside world or decides anything.
+
+Which node a series belongs to: the ``node`` label when present (the simulator's and the
+scraper's ``NAME=URL`` targets set it), else the exporter's reported hostname joined from
+``toposcope_exporter_build_info`` by ``(job, instance)``, else the ``instance`` label.
+``node_label`` forces one label instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from toposcope.advisor.loaders.base import LoadedData, Sample
+from toposcope.cpulist import parse_cpulist
+from toposcope.errors import SourceError
+from toposcope.topology.model import LinkType, link_type
+
+LOG = logging.getLogger("toposcope.advisor.model")
+
+#: SLIT distance assumed between two NUMA nodes when the exporter published none
+DEFAULT_REMOTE_DISTANCE = 21
+LOCAL_DISTANCE = 10
+
+
+@dataclass(frozen=True)
+class NumaNodeState:
+    """One NUMA node of a machine with its capacity (``None``: not published)."""
+
+    id: int
+    package: int | None
+    cpus: tuple[int, ...]
+    cpus_online: int | None = None
+    memory_total_bytes: float | None = None
+    memory_free_bytes: float | None = None
+    distances: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def cpu_count(self) -> int:
+        """Online CPUs when known, else the cpulist's length."""
+        return self.cpus_online if self.cpus_online is not None else len(self.cpus)
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU: identity, locality and use over the window (``None``: no series).
+
+    ``utilization`` is the window's mean, ``utilization_max`` its peak, ``samples`` the
+    sample count and ``covered_seconds`` the span between the first and last sample in the
+    window (how much of the window the data covers). ``clock_events`` maps a throttle
+    reason to the share of the window it was active.
+    """
+
+    index: int
+    numa_node: int | None
+    uuid: str = ""
+    model: str = ""
+    pci_bus_id: str = ""
+    up: bool | None = None
+    utilization: float | None = None
+    utilization_max: float | None = None
+    samples: int | None = None
+    covered_seconds: float | None = None
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+    clock_events: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeModel:
+    """One machine: its NUMA nodes, GPUs and GPU links (``(gpu, peer) -> "NV12"``)."""
+
+    name: str
+    numa_nodes: tuple[NumaNodeState, ...] = ()
+    gpus: tuple[GpuState, ...] = ()
+    links: Mapping[tuple[int, int], str] = field(default_factory=dict)
+
+    def numa(self, node_id: int) -> NumaNodeState | None:
+        """The NUMA node ``node_id`` or ``None``."""
+        return next((n for n in self.numa_nodes if n.id == node_id), None)
+
+    def gpu(self, index: int) -> GpuState | None:
+        """The GPU with index ``index`` or ``None``."""
+        return next((g for g in self.gpus if g.index == index), None)
+
+    def cpu_numa_nodes(self) -> tuple[NumaNodeState, ...]:
+        """NUMA nodes that have CPUs (memory-only nodes cannot run threads)."""
+        return tuple(n for n in self.numa_nodes if n.cpus)
+
+    def distance(self, a: int, b: int) -> int:
+        """SLIT distance from NUMA node ``a`` to ``b`` (10 local; 21 assumed when unknown)."""
+        if a == b:
+            return LOCAL_DISTANCE
+        node = self.numa(a)
+        if node is not None and b in node.distances:
+            return node.distances[b]
+        return DEFAULT_REMOTE_DISTANCE
+
+    def package_of(self, numa_node: int | None) -> int | None:
+        """The package (socket) of a NUMA node, when known."""
+        node = self.numa(numa_node) if numa_node is not None else None
+        return node.package if node else None
+
+    def link(self, a: int, b: int) -> LinkType | None:
+        """The class of the connection between two GPUs.
+
+        From the published link matrix; without one, GPUs on one NUMA node count as
+        ``NODE`` and GPUs on different packages as ``SYS`` (``None`` when nothing is known).
+        """
+        text = self.links.get((a, b)) or self.links.get((b, a))
+        if text:
+            try:
+                return link_type(text)
+            except ValueError:
+                LOG.debug("node %s: unknown GPU link label %r", self.name, text)
+        ga, gb = self.gpu(a), self.gpu(b)
+        if ga is None or gb is None or ga.numa_node is None or gb.numa_node is None:
+            return None
+        if ga.numa_node == gb.numa_node:
+            return LinkType.NODE
+        pa, pb = self.package_of(ga.numa_node), self.package_of(gb.numa_node)
+        if pa is not None and pa == pb:
+            return LinkType.NODE
+        return LinkType.SYS
+
+
+@dataclass(frozen=True)
+class WorkloadModel:
+    """One workload on one node and where it runs.
+
+    ``cpu_by_numa`` is cores used per NUMA node over the window, or CPU seconds since start
+    when ``cpu_cumulative`` (the scraper cannot take a rate). ``threads_by_numa`` counts
+    threads by the NUMA node they last ran on; ``memory_by_numa`` is resident bytes.
+    ``locality`` holds the exporter's own ratios (``cpu``, ``memory``) as evidence.
+    """
+
+    name: str
+    node: str
+    pid: str = ""
+    comm: str = ""
+    cgroup: str = ""
+    pod: str = ""
+    namespace: str = ""
+    container: str = ""
+    cpu_by_numa: Mapping[int, float] = field(default_factory=dict)
+    cpu_cumulative: bool = False
+    threads_by_numa: Mapping[int, int] = field(default_factory=dict)
+    memory_by_numa: Mapping[int, float] = field(default_factory=dict)
+    locality: Mapping[str, float] = field(default_factory=dict)
+    gpus: tuple[int, ...] = ()
+    gpu_memory_bytes: Mapping[int, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``node/workload``: unique across the cluster."""
+        return f"{self.node}/{self.name}"
+
+    def cpu_shares(self) -> dict[int, float]:
+        """Share of CPU per NUMA node: from CPU time when any was used, else from threads."""
+        total = sum(self.cpu_by_numa.values())
+        if total > 0:
+            return {n: v / total for n, v in self.cpu_by_numa.items()}
+        threads = sum(self.threads_by_numa.values())
+        if threads > 0:
+            return {n: v / threads for n, v in self.threads_by_numa.items()}
+        return {}
+
+    def cpu_from_threads(self) -> bool:
+        """True when :meth:`cpu_shares` had to fall back to thread placement."""
+        return sum(self.cpu_by_numa.values()) <= 0 and sum(self.threads_by_numa.values()) > 0
+
+    def memory_shares(self) -> dict[int, float]:
+        """Share of resident memory per NUMA node (empty without memory series)."""
+        total = sum(self.memory_by_numa.values())
+        if total <= 0:
+            return {}
+        return {n: v / total for n, v in self.memory_by_numa.items()}
+
+    @property
+    def memory_bytes(self) -> float:
+        """Resident memory over all NUMA nodes."""
+        return sum(self.memory_by_numa.values())
+
+    def cores_used(self) -> float | None:
+        """Cores the workload kept busy over the window; ``None`` when no rate is known."""
+        if self.cpu_cumulative or not self.cpu_by_numa:
+            return None
+        return sum(self.cpu_by_numa.values())
+
+
+@dataclass(frozen=True)
+class PendingWorkload:
+    """A job waiting for GPUs, as the resource manager reports it (for placement)."""
+
+    name: str
+    gpus_requested: int
+
+
+@dataclass(frozen=True)
+class NumaCapacity:
+    """Free capacity of one NUMA node: CPUs not kept busy, memory free (``None``: unknown).
+
+    ``cores_known`` is false when some workload's CPU use has no rate (scraped counters), so
+    ``cores_used`` undercounts.
+    """
+
+    numa_node: int
+    cpus: int
+    cores_used: float
+    memory_free_bytes: float | None
+    cores_known: bool = True
+
+    @property
+    def cores_free(self) -> float:
+        """CPUs minus the cores the node's workloads keep busy (never below 0)."""
+        return max(0.0, self.cpus - self.cores_used)
+
+
+@dataclass(frozen=True)
+class GpuCapacity:
+    """Whether a GPU is free for a new job, and its free framebuffer memory."""
+
+    gpu: int
+    free: bool
+    holders: tuple[str, ...]
+    memory_free_bytes: float | None
+
+
+@dataclass(frozen=True)
+class ClusterModel:
+    """Every node and workload of one advisor run, with the run's window and data notes.
+
+    ``present`` names the catalogue metrics that had series (policies report missing ones as
+    "cannot decide"); ``notes`` carries loader warnings into the report.
+    """
+
+    nodes: Mapping[str, NodeModel]
+    workloads: tuple[WorkloadModel, ...] = ()
+    window: str = "1h"
+    window_seconds: float = 3600.0
+    source: str = ""
+    present: frozenset[str] = frozenset()
+    notes: tuple[str, ...] = ()
+    pending: tuple[PendingWorkload, ...] = ()
+
+    def node(self, name: str) -> NodeModel | None:
+        """The node called ``name`` or ``None``."""
+        return self.nodes.get(name)
+
+    def workloads_on(self, node: str) -> tuple[WorkloadModel, ...]:
+        """Workloads running on ``node``."""
+        return tuple(w for w in self.workloads if w.node == node)
+
+    def gpu_holders(self, node: str) -> dict[int, list[str]]:
+        """GPU index to the workloads holding it on ``node``."""
+        holders: dict[int, list[str]] = defaultdict(list)
+        for workload in self.workloads_on(node):
+            for gpu in workload.gpus:
+                holders[gpu].append(workload.name)
+        return dict(holders)
+
+    def gpu_capacity(self, node: str) -> dict[int, GpuCapacity]:
+        """Per GPU of ``node``: free when up (or unknown) and held by no workload."""
+        model = self.nodes.get(node)
+        if model is None:
+            return {}
+        holders = self.gpu_holders(node)
+        result = {}
+        for gpu in model.gpus:
+            held = tuple(holders.get(gpu.index, ()))
+            memory_free = (
+                gpu.memory_total_bytes - gpu.memory_used_bytes
+                if gpu.memory_total_bytes is not None and gpu.memory_used_bytes is not None
+                else None
+            )
+            result[gpu.index] = GpuCapacity(
+                gpu.index, gpu.up is not False and not held, held, memory_free
+            )
+        return result
+
+    def free_gpus(self, node: str) -> tuple[int, ...]:
+        """Indexes of the GPUs of ``node`` that a new job could get."""
+        return tuple(sorted(g for g, c in self.gpu_capacity(node).items() if c.free))
+
+    def numa_capacity(self, node: str) -> dict[int, NumaCapacity]:
+        """Per NUMA node of ``node``: CPUs, cores its workloads keep busy, free memory."""
+        model = self.nodes.get(node)
+        if model is None:
+            return {}
+        used: dict[int, float] = defaultdict(float)
+        unknown: set[int] = set()
+        for workload in self.workloads_on(node):
+            cores = workload.cores_used()
+            for numa, share in workload.cpu_shares().items():
+                if cores is None:
+                    unknown.add(numa)
+                else:
+                    used[numa] += share * cores
+        return {
+            n.id: NumaCapacity(
+                n.id, n.cpu_count, used.get(n.id, 0.0), n.memory_free_bytes, n.id not in unknown
+            )
+            for n in model.numa_nodes
+        }
+
+    def has(self, metric: str) -> bool:
+        """True when the catalogue metric ``metric`` had series in this run."""
+        return metric in self.present
+
+
+# building ---------------------------------------------------------------------------------
+class NodeNamer:
+    """Decides which node a sample belongs to (see the module docstring)."""
+
+    def __init__(self, build_info: Iterable[Sample], node_label: str = "auto") -> None:
+        self.node_label = node_label
+        self.hostnames: dict[tuple[str, str], str] = {}
+        for sample in build_info:
+            host = sample.labels.get("hostname", "")
+            if host:
+                key = (sample.labels.get("job", ""), sample.labels.get("instance", ""))
+                self.hostnames[key] = host
+
+    def __call__(self, labels: Mapping[str, str]) -> str:
+        """The node name for a sample's labels."""
+        if self.node_label != "auto":
+            return labels.get(self.node_label, "") or "unknown"
+        if labels.get("node"):
+            return labels["node"]
+        key = (labels.get("job", ""), labels.get("instance", ""))
+        if key in self.hostnames:
+            return self.hostnames[key]
+        return labels.get("instance", "") or "local"
+
+
+def _int(text: str | None) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+@dataclass
+class _NumaAcc:
+    package: int | None = None
+    cpus: tuple[int, ...] = ()
+    cpus_online: int | None = None
+    memory_total_bytes: float | None = None
+    memory_free_bytes: float | None = None
+    distances: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class _GpuAcc:
+    numa_node: int | None = None
+    uuid: str = ""
+    model: str = ""
+    pci_bus_id: str = ""
+    up: bool | None = None
+    utilization: float | None = None
+    utilization_max: float | None = None
+    samples: int | None = None
+    covered_seconds: float | None = None
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+    clock_events: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _WorkloadAcc:
+    name: str
+    node: str
+    identity: dict[str, str] = field(default_factory=dict)
+    cpu: dict[int, float] = field(default_factory=dict)
+    threads: dict[int, int] = field(default_factory=dict)
+    memory: dict[int, float] = field(default_factory=dict)
+    locality: dict[str, float] = field(default_factory=dict)
+    gpus: set[int] = field(default_factory=set)
+    gpu_memory: dict[int, float] = field(default_factory=dict)
+
+
+class _Builder:
+    """Accumulates samples per node, NUMA node, GPU and workload."""
+
+    def __init__(self, data: LoadedData, node_label: str) -> None:
+        self.data = data
+        self.namer = NodeNamer(data.samples("build-info"), node_label)
+        self.numa: dict[str, dict[int, _NumaAcc]] = defaultdict(dict)
+        self.gpus: dict[str, dict[int, _GpuAcc]] = defaultdict(dict)
+        self.links: dict[str, dict[tuple[int, int], str]] = defaultdict(dict)
+        self.workloads: dict[tuple[str, str], _WorkloadAcc] = {}
+
+    def numa_acc(self, labels: Mapping[str, str], key: str = "numa_node") -> _NumaAcc | None:
+        numa_id = _int(labels.get(key))
+        if numa_id is None:
+            return None
+        return self.numa[self.namer(labels)].setdefault(numa_id, _NumaAcc())
+
+    def gpu_acc(self, labels: Mapping[str, str]) -> _GpuAcc | None:
+        index = _int(labels.get("gpu"))
+        if index is None:
+            return None
+        return self.gpus[self.namer(labels)].setdefault(index, _GpuAcc())
+
+    def workload_acc(self, labels: Mapping[str, str]) -> _WorkloadAcc | None:
+        name = labels.get("workload")
+        if not name:
+            return None
+        node = self.namer(labels)
+        return self.workloads.setdefault((node, name), _WorkloadAcc(name, node))
+
+    def topology(self) -> None:
+        for s in self.data.samples("numa-nodes"):
+            acc = self.numa_acc(s.labels)
+            if acc is None:
+                continue
+            acc.package = _int(s.labels.get("package"))
+            try:
+                acc.cpus = parse_cpulist(s.labels.get("cpus", ""))
+            except (ValueError, SourceError):
+                LOG.debug("unusable cpulist %r", s.labels.get("cpus"))
+        for s in self.data.samples("cpus-online"):
+            if (acc := self.numa_acc(s.labels)) is not None:
+                acc.cpus_online = int(s.value)
+        for s in self.data.samples("numa-memory-total"):
+            if (acc := self.numa_acc(s.labels)) is not None:
+                acc.memory_total_bytes = s.value
+        for s in self.data.samples("numa-memory-free"):
+            if (acc := self.numa_acc(s.labels)) is not None:
+                acc.memory_free_bytes = s.value
+        for s in self.data.samples("numa-distance"):
+            peer = _int(s.labels.get("peer_node"))
+            if (acc := self.numa_acc(s.labels)) is not None and peer is not None:
+                acc.distances[peer] = int(s.value)
+
+    def gpu_state(self) -> None:
+        for s in self.data.samples("gpu-locality"):
+            if (acc := self.gpu_acc(s.labels)) is not None:
+                acc.numa_node = _int(s.labels.get("numa_node"))
+                acc.pci_bus_id = s.labels.get("pci_bus_id", "")
+        for s in self.data.samples("gpu-info"):
+            if s.labels.get("GPU_I_ID"):
+                continue  # MIG instances share their parent's locality; placement is per GPU
+            if (acc := self.gpu_acc(s.labels)) is None:
+                continue
+            if acc.numa_node is None:  # sysfs wins over NVML, as in the exporter
+                acc.numa_node = _int(s.labels.get("numa_node"))
+            acc.uuid = s.labels.get("UUID", "")
+            acc.model = s.labels.get("modelName", "")
+            acc.pci_bus_id = s.labels.get("pci_bus_id", "") or acc.pci_bus_id
+        for s in self.data.samples("gpu-up"):
+            if (acc := self.gpu_acc(s.labels)) is not None:
+                acc.up = s.value >= 1
+        for s in self.data.samples("gpu-utilization"):
+            if (acc := self.gpu_acc(s.labels)) is not None:
+                acc.utilization = s.value
+        for s in self.data.samples("gpu-utilization-max"):
+            if (acc := self.gpu_acc(s.labels)) is not None:
+                acc.utilization_max = s.value
+        for s in self.data.samples("gpu-utilization-samples"):
+            if (acc := self.gpu_acc(s.labels)) is not None:
+                acc.samples = int(s.value)
+        for s in self.data.samples("gpu-memory-used"):
+            if (acc := self.gpu_acc(s.labels)) is not None:
+                acc.memory_used_bytes = s.value
+        for s in self.data.samples("gpu-memory-total"):
+            if (acc := self.gpu_acc(s.labels)) is not None:
+                acc.memory_total_bytes = s.value
+        for series in self.data.series("gpu-utilization-history"):
+            if (acc := self.gpu_acc(series.labels)) is not None and series.points:
+                acc.covered_seconds = series.points[-1][0] - series.points[0][0]
+        for s in self.data.samples("gpu-clock-events"):
+            reason = s.labels.get("reason", "")
+            if (acc := self.gpu_acc(s.labels)) is not None and reason:
+                acc.clock_events[reason] = s.value
+        for s in self.data.samples("gpu-links"):
+            a, b = _int(s.labels.get("gpu")), _int(s.labels.get("peer_gpu"))
+            if a is not None and b is not None and a != b:
+                self.links[self.namer(s.labels)][(a, b)] = s.labels.get("link", "")
+
+    def workload_state(self) -> None:
+        for s in self.data.samples("workload-info"):
+            if (acc := self.workload_acc(s.labels)) is not None:
+                for key in ("pid", "comm", "cgroup", "pod", "namespace", "container"):
+                    acc.identity[key] = s.labels.get(key, "")
+        for s in self.data.samples("workload-cpu"):
+            numa_id = _int(s.labels.get("numa_node"))
+            if (acc := self.workload_acc(s.labels)) is not None and numa_id is not None:
+                acc.cpu[numa_id] = s.value
+        for s in self.data.samples("workload-threads"):
+            numa_id = _int(s.labels.get("numa_node"))
+            if (acc := self.workload_acc(s.labels)) is not None and numa_id is not None:
+                acc.threads[numa_id] = int(s.value)
+        for s in self.data.samples("workload-memory"):
+            numa_id = _int(s.labels.get("numa_node"))
+            if (acc := self.workload_acc(s.labels)) is not None and numa_id is not None:
+                acc.memory[numa_id] = s.value
+        for s in self.data.samples("workload-locality"):
+            resource = s.labels.get("resource", "")
+            if (acc := self.workload_acc(s.labels)) is not None and resource:
+                acc.locality[resource] = s.value
+        for s in self.data.samples("workload-gpus"):
+            gpu = _int(s.labels.get("gpu"))
+            if (acc := self.workload_acc(s.labels)) is not None and gpu is not None:
+                acc.gpus.add(gpu)
+        for s in self.data.samples("workload-gpu-memory"):
+            gpu = _int(s.labels.get("gpu"))
+            if (acc := self.workload_acc(s.labels)) is not None and gpu is not None:
+                acc.gpus.add(gpu)
+                acc.gpu_memory[gpu] = s.value
+
+    def node_models(self) -> dict[str, NodeModel]:
+        names = set(self.numa) | set(self.gpus) | set(self.links)
+        names |= {node for node, _ in self.workloads}
+        nodes = {}
+        for name in sorted(names):
+            numa_states = tuple(
+                NumaNodeState(
+                    id=numa_id,
+                    package=acc.package,
+                    cpus=acc.cpus,
+                    cpus_online=acc.cpus_online,
+                    memory_total_bytes=acc.memory_total_bytes,
+                    memory_free_bytes=acc.memory_free_bytes,
+                    distances=dict(acc.distances),
+                )
+                for numa_id, acc in sorted(self.numa.get(name, {}).items())
+            )
+            gpu_states = tuple(
+                GpuState(
+                    index=index,
+                    numa_node=acc.numa_node,
+                    uuid=acc.uuid,
+                    model=acc.model,
+                    pci_bus_id=acc.pci_bus_id,
+                    up=acc.up,
+                    utilization=acc.utilization,
+                    utilization_max=acc.utilization_max,
+                    samples=acc.samples,
+                    covered_seconds=acc.covered_seconds,
+                    memory_used_bytes=acc.memory_used_bytes,
+                    memory_total_bytes=acc.memory_total_bytes,
+                    clock_events=dict(acc.clock_events),
+                )
+                for index, acc in sorted(self.gpus.get(name, {}).items())
+            )
+            nodes[name] = NodeModel(name, numa_states, gpu_states, dict(self.links.get(name, {})))
+        return nodes
+
+    def workload_models(self) -> tuple[WorkloadModel, ...]:
+        result = self.data.results.get("workload-cpu")
+        cumulative = bool(result and result.cumulative)
+        return tuple(
+            WorkloadModel(
+                name=acc.name,
+                node=acc.node,
+                pid=acc.identity.get("pid", ""),
+                comm=acc.identity.get("comm", ""),
+                cgroup=acc.identity.get("cgroup", ""),
+                pod=acc.identity.get("pod", ""),
+                namespace=acc.identity.get("namespace", ""),
+                container=acc.identity.get("container", ""),
+                cpu_by_numa=dict(acc.cpu),
+                cpu_cumulative=cumulative,
+                threads_by_numa=dict(acc.threads),
+                memory_by_numa=dict(acc.memory),
+                locality=dict(acc.locality),
+                gpus=tuple(sorted(acc.gpus)),
+                gpu_memory_bytes=dict(acc.gpu_memory),
+            )
+            for _, acc in sorted(self.workloads.items())
+        )
+
+
+def build_model(
+    data: LoadedData,
+    *,
+    node_label: str = "auto",
+    pending: Iterable[PendingWorkload] = (),
+) -> ClusterModel:
+    """Turn loader results into a :class:`ClusterModel`.
+
+    Samples with unusable labels (a ``numa_node`` that is not a number) are skipped; a node
+    appears as soon as any topology, GPU or workload series names it.
+    """
+    builder = _Builder(data, node_label)
+    builder.topology()
+    builder.gpu_state()
+    builder.workload_state()
+    return ClusterModel(
+        nodes=builder.node_models(),
+        workloads=builder.workload_models(),
+        window=data.window.text,
+        window_seconds=data.window.seconds,
+        source=data.source,
+        present=data.present_metrics(),
+        notes=data.notes,
+        pending=tuple(pending),
+    )

@@ -1,0 +1,95 @@
+"""``toposcope place``: the best GPU sets for a job of N GPUs, from the metrics.
+
+    toposcope place --gpus N [--node NAME] (--prometheus URL | --scrape [NAME=]URL...)
+        [--top 5] [--format table|json]
+
+Free GPUs are those up and held by no workload. Sets are ranked by worst link (NVLink >
+same PCIe switch > same socket > across sockets), then link sum, then fragmentation (see
+docs/policies.md, gpu-placement). Exit codes: 0 a placement was found, 1 no node has N free
+GPUs, 2 usage, configuration or connection errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from toposcope.advisor.cliargs import add_source_arguments, backend_from_args, selector
+from toposcope.advisor.errors import AdvisorError
+from toposcope.advisor.loaders import PLACEMENT_QUERIES, Window, queries
+from toposcope.advisor.policies.gpu_placement import Placement, link_factor, place
+from toposcope.advisor.runner import load_model
+from toposcope.errors import ConfigError, UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--gpus``, ``--node``, ``--top``, ``--format`` and the metrics source."""
+    parser.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs wanted")
+    parser.add_argument("--node", metavar="NAME", help="only this node")
+    parser.add_argument("--top", type=int, default=5, help="placements to show (default 5)")
+    parser.add_argument("--format", choices=["table", "json"], default="table")
+    add_source_arguments(parser)
+
+
+def _table(options: list[Placement], count: int) -> str:
+    head = (
+        "RANK",
+        "NODE",
+        "GPUS",
+        "WORST LINK",
+        "FACTOR",
+        "LINK SUM",
+        "BROKEN",
+        "STRANDED",
+        "NUMA",
+    )
+    rows = [
+        (
+            str(i + 1),
+            p.node,
+            ",".join(map(str, p.gpus)),
+            str(p.worst_link) if p.worst_link else "-",
+            f"{link_factor(p.worst_link):.2f}",
+            str(p.link_sum),
+            str(p.broken_cells),
+            str(p.stranded),
+            ",".join(map(str, p.numa_nodes)) or "-",
+        )
+        for i, p in enumerate(options)
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    lines = [f"best placements for {count} GPU(s):", ""]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Rank placements and print them; 1 when nothing fits."""
+    try:
+        if args.gpus < 1 or args.top < 1:
+            raise UsageError("--gpus and --top must be at least 1")
+        backend = backend_from_args(args)
+        model = load_model(
+            backend,
+            Window.parse("5m"),
+            node_label=args.node_label,
+            needs=queries(selector(args), PLACEMENT_QUERIES),
+        )
+        if args.node and args.node not in model.nodes:
+            known = ", ".join(sorted(model.nodes)) or "none"
+            raise UsageError(f"node {args.node!r} has no GPU series (known nodes: {known})")
+        options = place(model, args.gpus, args.node, top=args.top)
+    except (UsageError, ConfigError, AdvisorError) as exc:
+        print(f"toposcope place: error: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        sys.stdout.write(json.dumps([p.to_dict() for p in options], indent=2) + "\n")
+    elif options:
+        sys.stdout.write(_table(options, args.gpus))
+    if not options:
+        where = f"node {args.node}" if args.node else "any node"
+        print(f"toposcope place: no {args.gpus} free GPU(s) on {where}", file=sys.stderr)
+        return 1
+    return 0

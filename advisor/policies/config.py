@@ -1,0 +1,139 @@
+"""config: host and GPU settings that undo topology work (throttling, NUMA balancing).
+
+Rules.
+
+* GPU throttling: a GPU whose clock-event (throttle) reasons in ``reasons`` were active for
+  at least ``min_active_share`` of the window (``avg_over_time`` of
+  ``toposcope_gpu_clock_event_active``) is reported: cooling, power supply or power cap need a
+  look. There is nothing for a resource manager to do, so the recommendation has no actions.
+* Automatic NUMA balancing (``kernel.numa_balancing``) moving pages and tasks behind pinned
+  workloads' backs: no toposcope metric publishes the setting yet, so the policy says it
+  cannot decide instead of guessing.
+
+Gain model. Throttling: ``active share x throttle_penalty`` (a throttled GPU runs with reduced
+clocks; 0.25 is an assumed mean clock loss while throttled, not a measurement), taking the
+worst reason per GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
+from toposcope.advisor.recommendations import (
+    Evidence,
+    Note,
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Target,
+    make_recommendation,
+)
+from toposcope.catalogue import CATALOGUE, spec
+
+THROTTLE_REASONS = ("hw_thermal", "sw_thermal", "hw_power_brake", "hw_slowdown")
+#: the metric that would tell whether automatic NUMA balancing is on (not in the catalogue yet)
+NUMA_BALANCING_METRIC = "toposcope_numa_balancing_enabled"
+
+
+@dataclass(frozen=True)
+class ConfigSettings(PolicySettings):
+    """Settings of the config policy."""
+
+    reasons: tuple[str, ...] = setting(
+        THROTTLE_REASONS,
+        choices=(
+            "hw_thermal",
+            "sw_thermal",
+            "hw_power_brake",
+            "hw_slowdown",
+            "sw_power_cap",
+            "sync_boost",
+        ),
+        help="clock-event reasons that count as throttling",
+    )
+    min_active_share: float = setting(
+        0.5, gt=0, le=1, help="report a GPU throttled for at least this share of the window"
+    )
+    throttle_penalty: float = setting(
+        0.25, gt=0, le=1, help="assumed speed lost while throttled (clock reduction)"
+    )
+
+
+class Config(Policy[ConfigSettings]):
+    """Report long GPU throttling; check NUMA balancing when a metric exists."""
+
+    name = "config"
+    description = "GPUs throttled for long; automatic NUMA balancing fighting pinning"
+    settings_type = ConfigSettings
+    requires = (spec("toposcope_gpu_clock_event_active"),)
+
+    def evaluate(self, model: ClusterModel) -> Evaluation:
+        """Throttling recommendations (no actions) and the NUMA-balancing note."""
+        notes: list[Note] = []
+        if NUMA_BALANCING_METRIC not in CATALOGUE:
+            notes.append(
+                self.note(
+                    "*",
+                    "numa balancing: no metric publishes kernel.numa_balancing; "
+                    "check `sysctl kernel.numa_balancing` on hosts with pinned workloads",
+                )
+            )
+        if not model.has("toposcope_gpu_clock_event_active"):
+            if any(n.gpus for n in model.nodes.values()):
+                notes.append(self.note("*", "no series for toposcope_gpu_clock_event_active"))
+            return Evaluation(undecided=tuple(notes))
+        recs: list[Recommendation] = []
+        s = self.settings
+        for name, node in sorted(model.nodes.items()):
+            for gpu in node.gpus:
+                active = {r: v for r, v in gpu.clock_events.items() if r in s.reasons and v > 0}
+                if not active:
+                    continue
+                reason = max(sorted(active), key=lambda r: active[r])
+                share = active[reason]
+                if share < s.min_active_share:
+                    continue
+                recs.append(
+                    make_recommendation(
+                        kind=RecommendationKind.CONFIG,
+                        policy=self.name,
+                        target=Target(name, None, (gpu.index,)),
+                        summary=(
+                            f"GPU {gpu.index} on {name} throttled ({reason}) {share:.0%} of "
+                            f"{model.window}: check cooling, power supply and power limit"
+                        ),
+                        current={
+                            "throttle_reasons": {r: round(v, 4) for r, v in sorted(active.items())}
+                        },
+                        proposed={"throttle_reasons": {}, "check": _advice(reason)},
+                        evidence=[
+                            Evidence(
+                                "toposcope_gpu_clock_event_active",
+                                {"node": name, "gpu": str(gpu.index), "reason": r},
+                                v,
+                            )
+                            for r, v in sorted(active.items())
+                        ],
+                        estimated_gain=share * s.throttle_penalty,
+                        gain_model=(
+                            f"active share {share:.3f} x assumed throttle penalty "
+                            f"{s.throttle_penalty:g}"
+                        ),
+                        confidence=0.5,
+                        risk=Risk.LOW,
+                        claims=[f"gpu-config:{name}/{gpu.index}"],
+                    )
+                )
+        return Evaluation(tuple(recs), tuple(notes))
+
+
+def _advice(reason: str) -> str:
+    if reason in ("hw_thermal", "sw_thermal"):
+        return "airflow, fans and inlet temperature of the GPU"
+    if reason == "hw_power_brake":
+        return "power supplies and the BMC's power brake signal"
+    if reason == "sw_power_cap":
+        return "the GPU power limit (nvidia-smi -q -d POWER)"
+    return "GPU clocks and board health (nvidia-smi -q -d PERFORMANCE)"

@@ -1,0 +1,84 @@
+"""One advisor run: load -> model -> policies -> report (krr's runner, without globals).
+
+Everything the run depends on is an argument: the backend, the window, the policy instances,
+the minimum gain. The same function backs the CLI, the tests and, later, the service.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from toposcope import __version__
+from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
+from toposcope.advisor.loaders.queries import load_all, queries
+from toposcope.advisor.model import ClusterModel, PendingWorkload, build_model
+from toposcope.advisor.policies import Policy, evaluate_all
+from toposcope.advisor.recommendations import (
+    Note,
+    Recommendation,
+    Report,
+    RunInfo,
+    filter_min_gain,
+    resolve_conflicts,
+)
+
+
+def load_model(
+    backend: MetricsBackend,
+    window: Window,
+    *,
+    selector: str = "",
+    node_label: str = "auto",
+    pending: Iterable[PendingWorkload] = (),
+    needs: Sequence[Query] | None = None,
+) -> ClusterModel:
+    """Run the queries against ``backend`` and build the model."""
+    data = load_all(backend, window, needs if needs is not None else queries(selector))
+    return build_model(data, node_label=node_label, pending=pending)
+
+
+def assemble(
+    run: RunInfo,
+    found: Iterable[Recommendation],
+    undecided: Iterable[Note],
+    min_gain: float,
+    data_notes: Iterable[str] = (),
+) -> Report:
+    """Filter by ``min_gain``, resolve conflicts (higher gain wins) and build the report."""
+    kept, below = filter_min_gain(found, min_gain)
+    kept, conflicts = resolve_conflicts(kept)
+    notes = [Note("loader", "*", n) for n in data_notes]
+    notes += [*undecided, *conflicts, *below]
+    return Report(run, tuple(sorted(kept, key=lambda r: (-r.estimated_gain, r.id))), tuple(notes))
+
+
+def advise(
+    model: ClusterModel,
+    policies: Sequence[Policy[Any]],
+    *,
+    min_gain: float = 0.05,
+    started: float | None = None,
+) -> Report:
+    """Evaluate ``policies`` on ``model`` and return the report."""
+    begin = started if started is not None else time.time()
+    evaluations = evaluate_all(policies, model)
+    run = RunInfo(
+        started_at=datetime.fromtimestamp(begin, UTC).isoformat(timespec="seconds"),
+        source=model.source,
+        window=model.window,
+        policies=tuple(p.name for p in policies),
+        min_gain=min_gain,
+        duration_seconds=round(time.time() - begin, 3),
+        version=__version__,
+        settings={p.name: p.settings.as_dict() for p in policies},
+    )
+    return assemble(
+        run,
+        [r for e in evaluations for r in e.recommendations],
+        [n for e in evaluations for n in e.undecided],
+        min_gain,
+        model.notes,
+    )

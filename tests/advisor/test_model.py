@@ -1,0 +1,77 @@
+"""Building the model from loader results: node naming, capacity, GPU holders."""
+
+from __future__ import annotations
+
+from tests.advisor.builders import GIB, cluster, pcie4, workload
+from toposcope.advisor.loaders.base import LoadedData, QueryResult, Sample, Window
+from toposcope.advisor.model import build_model
+
+
+def data(**samples: list[tuple[dict[str, str], float]]) -> LoadedData:
+    results = {
+        name.replace("_", "-"): QueryResult(
+            name, "toposcope_x", tuple(Sample(labels, value) for labels, value in items)
+        )
+        for name, items in samples.items()
+    }
+    return LoadedData("test", Window.parse("1h"), results)
+
+
+def test_node_names_come_from_node_label_then_hostname_then_instance() -> None:
+    loaded = data(
+        build_info=[({"job": "t", "instance": "10.0.0.1:9400", "hostname": "gpu-a"}, 1)],
+        numa_nodes=[
+            ({"job": "t", "instance": "10.0.0.1:9400", "numa_node": "0", "cpus": "0-3"}, 1),
+            ({"job": "t", "instance": "10.0.0.2:9400", "numa_node": "0", "cpus": "0-1"}, 1),
+            ({"job": "s", "instance": "x", "node": "sim-1", "numa_node": "0", "cpus": "0"}, 1),
+        ],
+    )
+    assert sorted(build_model(loaded).nodes) == ["10.0.0.2:9400", "gpu-a", "sim-1"]
+    forced = build_model(loaded, node_label="instance")
+    assert sorted(forced.nodes) == ["10.0.0.1:9400", "10.0.0.2:9400", "x"]
+
+
+def test_workloads_gpus_and_links() -> None:
+    labels = {"instance": "h:1", "job": "t"}
+    loaded = data(
+        gpu_info=[
+            ({**labels, "gpu": "0", "numa_node": "1", "UUID": "GPU-a", "GPU_I_ID": ""}, 1),
+            ({**labels, "gpu": "0", "numa_node": "1", "GPU_I_ID": "3"}, 1),
+        ],
+        gpu_locality=[({**labels, "gpu": "0", "numa_node": "0", "pci_bus_id": "0:17"}, 1)],
+        gpu_links=[({**labels, "gpu": "0", "peer_gpu": "1", "link": "NV12"}, 1)],
+        workload_cpu=[
+            ({**labels, "workload": "w", "numa_node": "0"}, 1.5),
+            ({**labels, "workload": "w", "numa_node": "bad"}, 9.0),
+        ],
+        workload_gpus=[({**labels, "workload": "w", "gpu": "0"}, 1)],
+    )
+    model = build_model(loaded)
+    node = model.nodes["h:1"]
+    assert node.gpus[0].numa_node == 0  # sysfs locality wins over NVML's
+    assert node.gpus[0].uuid == "GPU-a"
+    assert node.links == {(0, 1): "NV12"}
+    [w] = model.workloads
+    assert (w.cpu_by_numa, w.gpus, w.cores_used()) == ({0: 1.5}, (0,), 1.5)
+
+
+def test_capacity_views() -> None:
+    model = cluster(
+        [pcie4()],
+        [
+            workload("a", cpu={0: 2.0, 1: 1.0}, memory={0: GIB}, gpus=[0]),
+            workload("b", threads={1: 4}, gpus=[0, 3]),
+        ],
+    )
+    cap = model.numa_capacity("n1")
+    assert cap[0].cores_used == 2.0 and cap[0].cores_free == 6.0 and cap[0].cores_known
+    assert not cap[1].cores_known  # b has threads but no CPU rate
+    assert model.free_gpus("n1") == (1, 2)
+    assert model.gpu_capacity("n1")[0].holders == ("a", "b")
+    assert model.gpu_capacity("n1")[1].memory_free_bytes == 39 * GIB
+
+
+def test_link_fallback_from_numa_nodes() -> None:
+    node = pcie4()
+    bare = type(node)(node.name, node.numa_nodes, node.gpus, {})
+    assert str(bare.link(0, 1)) == "NODE" and str(bare.link(0, 2)) == "SYS"

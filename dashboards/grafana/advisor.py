@@ -1,0 +1,175 @@
+"""Advisor outcomes: the advisor's open recommendations, their expected gain and age, and
+the results of the actions it applied.
+
+These series come from the advisor's own ``/metrics`` (the scrape job ``toposcope-advisor``
+in docs/deploy.md), so ``instance`` is the advisor, not a node; the dashboard has no host
+variable, and the node a recommendation concerns is part of its ``workload``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toposcope.dashboards.grafana.common import (
+    dashboard,
+    instant_table,
+    organize,
+    query,
+    query_variable,
+    row,
+    stat_panel,
+    table_panel,
+    timeseries_panel,
+    to_json,
+)
+
+UID = "toposcope-advisor"
+TITLE = "toposcope / Advisor outcomes"
+
+#: The advisor's scrape jobs (the job selector of ToposcopeAdvisorDown).
+ADVISOR_JOB = 'job=~"toposcope-advisor.*"'
+#: Selects the chosen workloads' recommendations.
+WORKLOADS = 'workload=~"$workload"'
+#: Advisor actions per kind and result in the last hour (a recording rule).
+ACTIONS_1H = "kind_result:toposcope_advisor_actions:increase1h"
+
+
+def build() -> dict[str, Any]:
+    """The advisor outcomes dashboard's JSON model."""
+    builder = dashboard(
+        UID,
+        TITLE,
+        "What the toposcope advisor recommends and what its applied actions did: open "
+        "recommendations by kind and severity, their expected gain and age, and actions "
+        "applied, failed, reverted or measured harmful.",
+        time_from="now-24h",
+    )
+    builder = builder.with_variable(
+        query_variable(
+            "workload",
+            "Workload",
+            "label_values(toposcope_advisor_estimated_gain_ratio, workload)",
+            multi=True,
+            include_all=True,
+            all_value=".*",
+            description="Workloads with open recommendations.",
+        )
+    )
+
+    builder = (
+        builder.with_row(row("Now"))
+        .with_panel(
+            stat_panel(
+                "Advisors up",
+                "Advisor processes Prometheus scrapes successfully "
+                f"(up{{{ADVISOR_JOB}}}); ToposcopeAdvisorDown fires for one down 10 minutes.",
+                query(f"sum(up{{{ADVISOR_JOB}}})"),
+                "none",
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Open recommendations",
+                "Recommendations the advisor has made and that are not applied or dismissed.",
+                query("sum(toposcope_advisor_recommendations)"),
+                "none",
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Actions applied (1 hour)",
+                "Actions the advisor applied in the last hour.",
+                query(f'sum({ACTIONS_1H}{{result="applied"}}) or vector(0)'),
+                "none",
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Actions failed (1 hour)",
+                "Actions that could not be applied in the last hour "
+                "(ToposcopeAdvisorActionFailed).",
+                query(f'sum({ACTIONS_1H}{{result="failed"}}) or vector(0)'),
+                "none",
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Actions reverted (1 hour)",
+                "Applied actions that were undone in the last hour.",
+                query(f'sum({ACTIONS_1H}{{result="reverted"}}) or vector(0)'),
+                "none",
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Actions harmful (1 hour)",
+                "Applied actions measured to slow their workload down in the last hour "
+                "(ToposcopeAdvisorActionHarmful).",
+                query(f'sum({ACTIONS_1H}{{result="harmful"}}) or vector(0)'),
+                "none",
+            )
+        )
+    )
+
+    builder = (
+        builder.with_row(row("Recommendations"))
+        .with_panel(
+            timeseries_panel(
+                "Open recommendations by kind and severity",
+                "Open recommendations over time per kind (numa-pinning, memory-migration, "
+                "gpu-placement, job-migration, idle-release, config) and severity.",
+                [
+                    query(
+                        "sum by (kind, severity) (toposcope_advisor_recommendations)",
+                        "{{kind}} {{severity}}",
+                    )
+                ],
+                "none",
+                stacked=True,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Age of open recommendations",
+                "How long each open recommendation has been waiting; ones promising 10 % or "
+                "more for over 4 hours raise ToposcopeAdvisorHighGainPending.",
+                [
+                    query(
+                        f"toposcope_advisor_recommendation_age_seconds{{{WORKLOADS}}}",
+                        "{{kind}} {{workload}}",
+                    )
+                ],
+                "s",
+                min_value=0,
+            )
+        )
+        .with_panel(
+            table_panel(
+                "Expected gain of open recommendations",
+                "Each open recommendation's expected speed-up of its workload if applied.",
+                [instant_table(f"toposcope_advisor_estimated_gain_ratio{{{WORKLOADS}}}")],
+                transformations=[
+                    organize(
+                        hide=("Time", "__name__", "job"),
+                        order=("recommendation", "kind", "workload", "Value", "instance"),
+                        rename={"Value": "expected gain", "instance": "advisor"},
+                    )
+                ],
+                unit="percentunit",
+                width=24,
+            )
+        )
+    )
+
+    builder = builder.with_row(row("Actions")).with_panel(
+        timeseries_panel(
+            "Actions in the last hour by kind and result",
+            "Advisor actions per kind and result in the sliding last hour "
+            f"({ACTIONS_1H}): applied, failed, reverted, harmful.",
+            [query(f"sum by (kind, result) ({ACTIONS_1H})", "{{kind}} {{result}}")],
+            "none",
+            width=24,
+            min_value=0,
+        )
+    )
+    return to_json(builder)

@@ -1,0 +1,225 @@
+"""Workload locality: where each workload's CPU time and memory are, compared with the NUMA
+node(s) of its GPUs, and the GPU memory and utilization it holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toposcope.dashboards.grafana.common import (
+    INSTANCE,
+    RATE,
+    by_host,
+    dashboard,
+    host_variables,
+    instant_table,
+    organize,
+    query,
+    query_variable,
+    row,
+    stat_panel,
+    table_panel,
+    timeseries_panel,
+    to_json,
+)
+
+UID = "toposcope-workload-locality"
+TITLE = "toposcope / Workload locality"
+
+#: Selects the chosen workloads of the chosen hosts.
+WORKLOADS = f'{INSTANCE}, workload=~"$workload"'
+
+
+def build() -> dict[str, Any]:
+    """The workload locality dashboard's JSON model."""
+    builder = dashboard(
+        UID,
+        TITLE,
+        "Per workload (cgroup or process tree): the share of its CPU time and memory on the "
+        "NUMA node(s) of its GPUs, where its threads run and its memory lives, and the GPU "
+        "memory and utilization it holds.",
+    )
+    variables = [
+        *host_variables(multi=True),
+        query_variable(
+            "workload",
+            "Workload",
+            f"label_values(toposcope_workload_info{{{INSTANCE}}}, workload)",
+            multi=True,
+            include_all=True,
+            all_value=".*",
+            description="Workloads the exporters track on the chosen hosts.",
+        ),
+    ]
+    for variable in variables:
+        builder = builder.with_variable(variable)
+
+    builder = (
+        builder.with_row(row("Locality"))
+        .with_panel(
+            table_panel(
+                "Workloads by worst locality",
+                "Each workload's lower locality ratio of CPU time and memory (1 = all on the "
+                "NUMA node(s) of its GPUs, or its dominant node without GPUs), with its pod, "
+                "container and main process. Sort by the locality column to find the worst.",
+                [
+                    instant_table(
+                        by_host(
+                            f"workload:toposcope_workload_locality:min{{{WORKLOADS}}}"
+                            " * on (job, instance, workload)"
+                            " group_left (pod, namespace, container, comm, pid)"
+                            " toposcope_workload_info"
+                        )
+                    )
+                ],
+                transformations=[
+                    organize(
+                        hide=("Time", "job"),
+                        order=(
+                            "hostname",
+                            "workload",
+                            "Value",
+                            "namespace",
+                            "pod",
+                            "container",
+                            "comm",
+                            "pid",
+                            "instance",
+                        ),
+                        rename={"Value": "locality"},
+                    )
+                ],
+                unit="percentunit",
+                width=24,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "CPU locality per workload",
+                "Share of each workload's CPU time on the NUMA node(s) of its GPUs "
+                '(toposcope_workload_locality_ratio{resource="cpu"}; cumulative since the '
+                "exporter first saw the workload, so it moves slowly).",
+                [
+                    query(
+                        f'toposcope_workload_locality_ratio{{{WORKLOADS}, resource="cpu"}}',
+                        "{{workload}}",
+                    )
+                ],
+                "percentunit",
+                min_value=0,
+                max_value=1,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Memory locality per workload",
+                "Share of each workload's resident memory on the NUMA node(s) of its GPUs "
+                '(toposcope_workload_locality_ratio{resource="memory"}).',
+                [
+                    query(
+                        f'toposcope_workload_locality_ratio{{{WORKLOADS}, resource="memory"}}',
+                        "{{workload}}",
+                    )
+                ],
+                "percentunit",
+                min_value=0,
+                max_value=1,
+            )
+        )
+    )
+
+    builder = (
+        builder.with_row(row("CPU and memory per NUMA node"))
+        .with_panel(
+            timeseries_panel(
+                "Memory per NUMA node",
+                "Each workload's resident memory on each NUMA node "
+                "(cgroup memory.numa_stat or numa_maps).",
+                [
+                    query(
+                        f"toposcope_workload_memory_bytes{{{WORKLOADS}}}",
+                        "{{workload}} node {{numa_node}}",
+                    )
+                ],
+                "bytes",
+                stacked=True,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "CPU per NUMA node",
+                "CPUs each workload keeps busy on each NUMA node (CPU seconds per second, "
+                "attributed to the node of the CPU each thread last ran on).",
+                [
+                    query(
+                        f"rate(toposcope_workload_cpu_seconds_total{{{WORKLOADS}}}[{RATE}])",
+                        "{{workload}} node {{numa_node}}",
+                    )
+                ],
+                "short",
+                stacked=True,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Threads per NUMA node",
+                "Each workload's threads by the NUMA node of the CPU each last ran on.",
+                [
+                    query(
+                        f"toposcope_workload_threads{{{WORKLOADS}}}",
+                        "{{workload}} node {{numa_node}}",
+                    )
+                ],
+                "none",
+                stacked=True,
+            )
+        )
+        .with_panel(
+            stat_panel(
+                "Workloads not exported",
+                "Workloads the exporters skipped because --workloads.max was reached; raise "
+                "it if this is not 0.",
+                query(f"sum(toposcope_workloads_dropped_total{{{INSTANCE}}})"),
+                "none",
+                width=12,
+                height=8,
+            )
+        )
+    )
+
+    builder = (
+        builder.with_row(row("GPUs per workload"))
+        .with_panel(
+            timeseries_panel(
+                "GPU memory per workload",
+                "GPU memory used by each workload's processes on each GPU (NVML per-process "
+                "memory, summed).",
+                [
+                    query(
+                        f"toposcope_workload_gpu_memory_used_bytes{{{WORKLOADS}}}",
+                        "{{workload}} GPU {{gpu}}",
+                    )
+                ],
+                "bytes",
+                stacked=True,
+            )
+        )
+        .with_panel(
+            timeseries_panel(
+                "Utilization of each workload's GPUs",
+                "Mean 5-minute utilization of the GPUs each workload holds "
+                "(workload:toposcope_gpu_utilization:avg5m); low values while a workload "
+                "holds GPUs mean idle allocations.",
+                [
+                    query(
+                        f"workload:toposcope_gpu_utilization:avg5m{{{WORKLOADS}}}",
+                        "{{workload}}",
+                    )
+                ],
+                "percentunit",
+                min_value=0,
+                max_value=1,
+            )
+        )
+    )
+    return to_json(builder)

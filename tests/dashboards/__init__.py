@@ -1,0 +1,1 @@
+"""Tests of the Grafana dashboards generated in dashboards/grafana/."""

@@ -4,6 +4,8 @@ Starts every part of toposcope on this machine as child processes that outlive t
 with configuration, data and logs under the git-ignored ``.run/`` folder:
 
 * the toposcope exporter for this host;
+* the simulated cluster (``toposcope sim --scenario builtin:demo``) with its file_sd targets
+  and the resource-manager API (token in ``.run/sim/token``);
 * a real Alertmanager (Debian's ``prometheus-alertmanager``), with one local receiver so that
   alerts show in its UI without notifying anyone;
 * a real Prometheus (Debian's ``prometheus`` package) scraping the exporter, evaluating the
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -164,6 +167,28 @@ def start_alertmanager(ports: dict[str, int]) -> Started:
     )  # fmt: skip
 
 
+def start_sim(ports: dict[str, int]) -> Started:
+    """The simulated cluster (``builtin:demo``) with its API token and file_sd targets."""
+    port = pick_port(9850)
+    ports["sim"] = port
+    home = RUN / "sim"
+    home.mkdir(parents=True, exist_ok=True)
+    token_file = home / "token"
+    if not token_file.exists():
+        token_file.touch(mode=0o600)
+        token_file.write_text(secrets.token_urlsafe(24))
+    _spawn(
+        "sim",
+        [
+            str(VENV_BIN / "toposcope"), "sim", "--scenario", "builtin:demo",
+            "--listen", f"127.0.0.1:{port}", "--speed", "60",
+            "--file-sd", str(home / "targets.json"), "--token-file", str(token_file),
+        ],
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    return Started("sim", url, f"{url}/-/ready")
+
+
 def prometheus_config(ports: dict[str, int]) -> str:
     """Prometheus configuration: every toposcope target of the stack, our rules, Alertmanager."""
     config = {
@@ -183,7 +208,17 @@ def prometheus_config(ports: dict[str, int]) -> str:
                         "labels": {"hostname": socket.gethostname()},
                     }
                 ],
-            }
+            },
+            {
+                # one target per simulated node, all on the simulator's port: the node name
+                # becomes the instance, so per-instance rules and dashboards see real nodes
+                "job_name": "toposcope-sim",
+                "file_sd_configs": [{"files": [str(RUN / "sim" / "targets.json")]}],
+                "relabel_configs": [
+                    {"source_labels": ["node"], "target_label": "instance"},
+                    {"source_labels": ["node"], "target_label": "hostname"},
+                ],
+            },
         ],
     }
     return json.dumps(config, indent=2)
@@ -200,6 +235,7 @@ def start_prometheus(ports: dict[str, int]) -> Started:
 #: Start order matters: Prometheus' configuration names the other parts' ports.
 COMPONENTS: list[Callable[[dict[str, int]], Started]] = [
     start_exporter,
+    start_sim,
     start_alertmanager,
     start_prometheus,
 ]

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from toposcope.cpulist import format_cpulist
+from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
 
 CLOCK_TICKS = 100
@@ -417,3 +419,70 @@ def _write_process(
     if gpu_minor is not None:
         _symlink(base / "fd" / "4", "/dev/nvidiactl")
         _symlink(base / "fd" / "5", f"/dev/nvidia{gpu_minor}")
+
+
+# -- helpers for the simulator's node trees ----------------------------------------------------
+
+
+def mountinfo_text(cgroup_version: Literal[1, 2] = 2) -> str:
+    """``/proc/self/mountinfo`` of a host with cgroups v2 (or the v1 hierarchies)."""
+    return _mountinfo(cgroup_version)
+
+
+def numa_stat_text(cgroup_version: Literal[1, 2], per_node_pages: dict[int, int]) -> str:
+    """A cgroup's ``memory.numa_stat`` for the given resident pages per NUMA node."""
+    return _numa_stat(cgroup_version, per_node_pages)
+
+
+def write_topology_sysfs(
+    root: Path, topology: Topology, *, cpu_dir: Path | None = None, pci_dir: Path | None = None
+) -> None:
+    """Write ``topology`` as a sysfs tree under ``root/sys`` that the sysfs builder reads back.
+
+    CPUs (``devices/system/cpu``: ``online``, ``cpuN/topology/{physical_package_id,
+    core_id}``), NUMA nodes (``devices/system/node``: ``online``, ``nodeN/{cpulist,
+    distance, meminfo}``) and PCI functions (``bus/pci/devices/<bdf>/{vendor, device,
+    class, numa_node, local_cpulist}``). When ``cpu_dir`` / ``pci_dir`` are given, those two
+    directories are written there once and linked into ``root/sys`` (the simulator shares
+    them between nodes of one template). ``meminfo`` starts with every byte free.
+    """
+    sys = root / "sys"
+    cpu_target = cpu_dir if cpu_dir is not None else sys / "devices/system/cpu"
+    if not (cpu_target / "online").exists():
+        online = [c.id for c in topology.cpus if c.online] or list(topology.cpu_to_node())
+        _write(cpu_target / "online", format_cpulist(sorted(online)) + "\n")
+        _write(cpu_target / "possible", format_cpulist(sorted(online)) + "\n")
+        for cpu in topology.cpus:
+            topo = cpu_target / f"cpu{cpu.id}" / "topology"
+            _write(topo / "physical_package_id", f"{-1 if cpu.package is None else cpu.package}\n")
+            _write(topo / "core_id", f"{cpu.core if cpu.core is not None else cpu.id}\n")
+    if cpu_dir is not None:
+        _symlink(sys / "devices/system/cpu", str(cpu_dir))
+    pci_target = pci_dir if pci_dir is not None else sys / "bus/pci/devices"
+    if not pci_target.exists():
+        pci_target.mkdir(parents=True, exist_ok=True)
+        for device in topology.pci_devices:
+            base = pci_target / device.bus_id
+            _write(base / "vendor", f"0x{device.vendor:04x}\n")
+            _write(base / "device", f"0x{device.device:04x}\n")
+            _write(base / "class", f"0x{device.class_id:04x}00\n")
+            numa = -1 if device.numa_node is None else device.numa_node
+            _write(base / "numa_node", f"{numa}\n")
+            _write(base / "local_cpulist", format_cpulist(device.local_cpus) + "\n")
+    if pci_dir is not None:
+        _symlink(sys / "bus/pci/devices", str(pci_dir))
+    node_base = sys / "devices/system/node"
+    ids = [n.id for n in topology.numa_nodes]
+    _write(node_base / "online", format_cpulist(ids) + "\n")
+    _write(node_base / "possible", format_cpulist(ids) + "\n")
+    for node in topology.numa_nodes:
+        base = node_base / f"node{node.id}"
+        _write(base / "cpulist", format_cpulist(node.cpus) + "\n")
+        row = " ".join(str(node.distances.get(peer, 10 if peer == node.id else 20)) for peer in ids)
+        _write(base / "distance", row + "\n")
+        kib = node.memory_bytes // 1024
+        _write(
+            base / "meminfo",
+            f"Node {node.id} MemTotal:       {kib} kB\nNode {node.id} MemFree:        {kib} kB\n"
+            f"Node {node.id} MemUsed:        0 kB\n",
+        )

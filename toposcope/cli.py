@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("toposcope.exporters.cli", "serve /metrics (NUMA, cross-socket, workloads, GPUs)"),
     "advise": ("toposcope.advisor.cli", "recommend (and apply) topology fixes from the metrics"),
     "place": ("toposcope.advisor.place_cli", "best GPU set for a job of N GPUs"),
+    "sim": ("toposcope.sim.cli", "run a simulated cluster: per-node /metrics, truth, the API"),
     "docs": ("toposcope.docs", "generate reference documentation (docs/metrics.md)"),
 }
 

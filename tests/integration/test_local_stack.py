@@ -37,7 +37,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         started = stack("up", run_dir)
         assert started.returncode == 0, started.stdout + started.stderr
         urls = json.loads((run_dir / "urls.json").read_text())
-        assert set(urls) >= {"exporter", "prometheus", "alertmanager"}
+        assert set(urls) >= {"exporter", "prometheus", "alertmanager", "sim"}
         for name in urls:
             assert name in started.stdout
         query = urllib.parse.urlencode({"query": 'up{job="toposcope-host"} == 1'})
@@ -51,7 +51,18 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         again = stack("up", run_dir)
         assert "already running" in again.stdout
         pids = sorted(p.name for p in (run_dir / "pids").glob("*.pid"))
-        assert pids == ["alertmanager.pid", "exporter.pid", "prometheus.pid"]
+        assert pids == ["alertmanager.pid", "exporter.pid", "prometheus.pid", "sim.pid"]
+        sim_up = urllib.parse.urlencode({"query": 'up{job="toposcope-sim"} == 1'})
+        poll(
+            lambda: (
+                len(
+                    json.loads(http_get(f"{urls['prometheus']}/api/v1/query?{sim_up}"))["data"][
+                        "result"
+                    ]
+                )
+                == 8
+            )
+        )
         status = stack("status", run_dir)
         assert status.returncode == 0 and "prometheus" in status.stdout
     finally:

@@ -1,0 +1,125 @@
+"""``toposcope sim``: run a simulated cluster behind one HTTP server.
+
+Serves every simulated node's exporter output at ``/nodes/<name>/metrics``, ground truth at
+``/truth/metrics`` and the resource-manager API under ``/api/``, writes a Prometheus file_sd
+targets file, and runs until SIGINT or SIGTERM. Simulated time runs ``--speed`` times
+faster than real time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from toposcope.errors import UsageError
+from toposcope.sim.api import load_token, make_api_app
+from toposcope.sim.clock import SimClock
+from toposcope.sim.nodefs import SimExporters
+from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
+from toposcope.sim.server import SimServer, WsgiApp, file_sd_targets, make_sim_app, write_file_sd
+
+LOG = logging.getLogger("toposcope.sim")
+
+DEFAULT_LISTEN = "127.0.0.1:9850"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the simulator's options."""
+    parser.add_argument(
+        "--scenario",
+        default="builtin:demo",
+        metavar="SCENARIO",
+        help=f"builtin:NAME ({', '.join(builtin_scenarios())}) or a scenario YAML file "
+        "(default builtin:demo)",
+    )
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="simulated seconds per real second (default 1; 0 freezes time)",
+    )
+    parser.add_argument(
+        "--file-sd", metavar="PATH", help="write Prometheus file_sd targets (JSON) here"
+    )
+    parser.add_argument(
+        "--file-sd-address",
+        metavar="HOST:PORT",
+        help="address the targets name (default: the listen address)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer token guarding the API's state changes (without it they are refused)",
+    )
+    parser.add_argument("--seed", type=int, help="random seed (default: the scenario's own seed)")
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where the simulated nodes' trees live (default: a temporary directory, removed "
+        "at exit)",
+    )
+
+
+def _api_app(cluster: Any, token_file: str | None) -> WsgiApp:
+    """The resource-manager API app; state changes are refused unless a token is given."""
+    token = load_token(token_file) if token_file else None
+    app: WsgiApp = make_api_app(cluster, token)
+    return app
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the scenario's cluster, serve it until interrupted, clean up."""
+    if args.speed < 0:
+        raise UsageError("--speed must be 0 or more")
+    scenario = load_scenario(args.scenario, seed=args.seed)
+    clock = SimClock(seed=scenario.seed, speed=args.speed)
+    cluster = build_cluster(scenario, clock)
+    owned = args.state_dir is None
+    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="toposcope-sim-"))
+    exporters = SimExporters(cluster, state_dir)
+    server: SimServer | None = None
+    try:
+        api = _api_app(cluster, args.token_file)
+        placeholder = make_sim_app(cluster, exporters, api)
+        server = SimServer(placeholder, args.listen)
+        address = args.file_sd_address or server.address
+        server.httpd.set_app(make_sim_app(cluster, exporters, api, address))
+        if args.file_sd:
+            write_file_sd(args.file_sd, file_sd_targets(cluster.node_names(), address))
+        LOG.info(
+            "scenario %s: %d nodes, %d workloads; serving on %s (speed %g, state %s)",
+            scenario.name,
+            len(scenario.nodes),
+            len(scenario.jobs),
+            address,
+            args.speed,
+            state_dir,
+        )
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            LOG.info("shutting down")
+    finally:
+        if server is not None:
+            server.httpd.server_close()
+        exporters.close()
+        if owned:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    return 0

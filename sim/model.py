@@ -1,0 +1,491 @@
+"""The performance model: how fast a job runs for a given allocation, and an oracle.
+
+:func:`evaluate` is a pure function of ``(job, allocation, node template, co-runners)``:
+the same arguments always give the same :class:`Performance`, nothing else is read, so an
+oracle can score any alternative allocation. A job's slowdown (>= 1; throughput is the
+job's best-case throughput divided by it) is the product of five factors:
+
+``numa``
+    ``1 + s * (ALPHA * r + BETA * p)``: ``s`` the job's NUMA sensitivity, ``r`` the share of
+    its memory accesses that go to another NUMA node (every thread reads the whole working
+    set, as data-parallel training threads share their tensors: threads' nodes vs. memory
+    nodes, weighted by SLIT distance normalised so that the machine's farthest pair counts 1),
+    ``p`` how spread its threads are (the chance that two threads sit on different nodes,
+    distance-weighted). ``ALPHA = 0.5776`` calibrates the CRI-RM measurement: on the
+    2-socket Xeon Gold 6132 (``xeon-2s``) all threads on one node with all memory on the
+    other is 57.76% slower than threads and memory together (seed 000, TensorFlow CNN).
+``contention``
+    CPU oversubscription: the mean load of the CPUs the job may run on (busy threads of the
+    job and of co-runners per CPU), when above 1; it slows CPU training fully and GPU jobs
+    in proportion to their input intensity.
+``link``
+    ``1 + c * (L - 1)``: ``c`` the job's communication intensity and ``L`` the factor of the
+    worst link among its GPUs: NVLink or one PCIe switch 1.0, across PCIe switches 1.4,
+    across sockets 2.0, across nodes 5.0 (Gandiva measured 40% to 5x for 2-GPU jobs across
+    switches and nodes, seed 002; the socket step lies between the two).
+``interference``
+    GPU sharing: ``1 + (1 + SHARING_OVERHEAD) * d`` where ``d`` is the GPU demand of the
+    co-runners on its busiest GPU (time-slicing plus a context-switch overhead).
+``input``
+    the input pipeline's CPU-side locality for GPU jobs: ``1 + i * (GAMMA * rc + DELTA *
+    rm)`` with ``i`` the input intensity and ``rc`` / ``rm`` the distance-weighted share of
+    its threads / memory away from its GPUs' NUMA nodes.
+
+Where threads run and memory lives follows from the allocation alone
+(:func:`thread_cpus`, :func:`memory_flows`): threads spread evenly over the allowed CPUs,
+and each thread's pages go to its own node when ``mems`` allows it, else to the nearest
+allowed node (first touch under a memory binding).
+
+The oracle (:func:`rank_allocations`, :func:`best_allocation`) scores every allocation of
+a job on a node (GPU subsets x CPU sets x memory bindings) when there are few enough, and a
+greedy choice otherwise. docs/sim-model.md gives the sources and the assumptions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from toposcope.resources import Allocation
+from toposcope.sim.jobs import JobKind, JobSpec
+from toposcope.sim.templates import (
+    LINK_CLASSES,
+    LINK_CROSS_NODE,
+    LINK_CROSS_SOCKET,
+    LINK_CROSS_SWITCH,
+    LINK_NVLINK,
+    LINK_SWITCH,
+    NodeTemplate,
+    Placement,
+)
+
+#: Remote-memory weight: calibrated to CRI-RM's 57.76% on a 2-socket Xeon Gold 6132.
+ALPHA_REMOTE_MEMORY = 0.5776
+#: Thread-spread weight; at most ALPHA / 2 so that the worst placement stays "all memory
+#: remote" and the calibration holds exactly.
+BETA_THREAD_SPREAD = 0.25
+#: Input-pipeline weights: threads, then pinned host memory, away from the GPUs.
+GAMMA_INPUT_THREADS = 0.25
+DELTA_INPUT_MEMORY = 0.5
+#: Extra cost of time-slicing a GPU between jobs (context switches).
+SHARING_OVERHEAD = 0.1
+
+#: Step-time factor of the worst link among a job's GPUs (Gandiva, seed 002).
+LINK_FACTORS: dict[str, float] = {
+    LINK_NVLINK: 1.0,
+    LINK_SWITCH: 1.0,
+    LINK_CROSS_SWITCH: 1.4,
+    LINK_CROSS_SOCKET: 2.0,
+    LINK_CROSS_NODE: 5.0,
+}
+
+#: A co-runner: another job on the same node with its allocation.
+CoRunner = tuple[JobSpec, Allocation]
+
+
+@dataclass(frozen=True)
+class Performance:
+    """How a job runs under one allocation.
+
+    ``slowdown`` is ``inf`` (and ``throughput`` 0) for a GPU job without its GPUs.
+    ``gpu_busy`` is the share of each of its GPUs the job keeps busy; ``cpu_rate`` the CPU
+    seconds per second its threads use; ``factors`` the five factors by name.
+    """
+
+    throughput: float
+    slowdown: float
+    factors: dict[str, float] = field(default_factory=dict)
+    link_class: str = ""
+    gpu_busy: float = 0.0
+    cpu_rate: float = 0.0
+
+    @property
+    def stalled(self) -> bool:
+        """True when the job cannot make progress (a GPU job without its GPUs)."""
+        return math.isinf(self.slowdown)
+
+
+# -- where threads and memory are ----------------------------------------------------------------
+
+
+def effective_cpus(allocation: Allocation, node: NodeTemplate) -> tuple[int, ...]:
+    """The CPUs the job may use: its cpuset, or every CPU of the node when it has none."""
+    known = node.cpu_set
+    cpus = tuple(sorted(c for c in allocation.cpus if c in known))
+    return cpus or node.cpus
+
+
+def effective_mems(allocation: Allocation, node: NodeTemplate) -> tuple[int, ...]:
+    """The NUMA nodes memory may come from: its binding, or every node with memory."""
+    known = {n.id for n in node.topology.numa_nodes}
+    mems = tuple(sorted(m for m in allocation.mems if m in known))
+    if mems:
+        return mems
+    return tuple(n.id for n in node.topology.numa_nodes if n.memory_bytes > 0) or node.numa_ids
+
+
+def thread_cpus(cpus: Sequence[int], threads: int, node: NodeTemplate) -> list[int]:
+    """The CPU each thread last ran on: the allowed CPUs taken in turn across their NUMA
+    nodes (in proportion to each node's share of them), lowest-numbered first, wrapping
+    around when there are more threads than CPUs. Like the kernel's load balancing, an
+    unpinned job ends up spread over every node.
+    """
+    by_node: dict[int, list[int]] = {}
+    for cpu in sorted(cpus):
+        by_node.setdefault(node.numa_of_cpu(cpu), []).append(cpu)
+    if not by_node:
+        return []
+    ordered = [
+        cpu
+        for _, _, cpu in sorted(
+            (i / len(members), numa, cpu)
+            for numa, members in by_node.items()
+            for i, cpu in enumerate(members)
+        )
+    ]
+    return [ordered[i % len(ordered)] for i in range(max(threads, 1))]
+
+
+_PLACEMENT_CACHE_SIZE = 4096
+
+
+def placement(allocation: Allocation, node: NodeTemplate, threads: int) -> Placement:
+    """(effective CPUs, thread share per NUMA node, each thread's CPU), memoised per
+    template; callers must not modify the returned values.
+    """
+    cache = node.placement_cache()
+    key = (tuple(allocation.cpus), threads)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    cpus = effective_cpus(allocation, node)
+    placed = thread_cpus(cpus, threads, node)
+    shares: dict[int, float] = {}
+    for cpu in placed:
+        numa = node.numa_of_cpu(cpu)
+        shares[numa] = shares.get(numa, 0.0) + 1.0 / len(placed)
+    if len(cache) >= _PLACEMENT_CACHE_SIZE:
+        cache.clear()
+    cache[key] = (cpus, shares, tuple(placed))
+    return cache[key]
+
+
+def thread_shares(allocation: Allocation, node: NodeTemplate, threads: int) -> dict[int, float]:
+    """Share of the job's threads on each NUMA node."""
+    return dict(placement(allocation, node, threads)[1])
+
+
+def memory_flows(
+    shares: dict[int, float], mems: Sequence[int], node: NodeTemplate
+) -> dict[tuple[int, int], float]:
+    """(thread node, memory node) -> share of the job's pages (first touch under ``mems``).
+
+    A thread's pages go to its own node when allowed, else are split evenly between the
+    nearest allowed nodes.
+    """
+    flows: dict[tuple[int, int], float] = {}
+    for source, weight in shares.items():
+        if source in mems:
+            targets = [source]
+        else:
+            nearest = min(node.distance(source, m) for m in mems)
+            targets = [m for m in mems if node.distance(source, m) == nearest]
+        for target in targets:
+            key = (source, target)
+            flows[key] = flows.get(key, 0.0) + weight / len(targets)
+    return flows
+
+
+def memory_shares(allocation: Allocation, node: NodeTemplate, threads: int) -> dict[int, float]:
+    """Share of the job's memory on each NUMA node."""
+    flows = memory_flows(
+        thread_shares(allocation, node, threads), effective_mems(allocation, node), node
+    )
+    shares: dict[int, float] = {}
+    for (_, target), weight in flows.items():
+        shares[target] = shares.get(target, 0.0) + weight
+    return shares
+
+
+def _norm_distance(node: NodeTemplate, a: int, b: int, span: float) -> float:
+    """SLIT distance mapped to 0 (local) .. 1 (the machine's farthest pair)."""
+    if a == b or span <= 0:
+        return 0.0
+    return (node.distance(a, b) / 10.0 - 1.0) / span
+
+
+# -- the model ------------------------------------------------------------------------------------
+
+
+def link_class_of(gpus: Sequence[int], node: NodeTemplate) -> str:
+    """The worst link class among a GPU set (``same-switch`` for one GPU)."""
+    worst: str | None = None
+    for a, b in combinations(sorted(gpus), 2):
+        found = node.link_class(a, b)
+        if worst is None or _link_rank(found) > _link_rank(worst):
+            worst = found
+    return worst or LINK_SWITCH
+
+
+def _link_rank(link: str) -> tuple[float, int]:
+    return LINK_FACTORS[link], LINK_CLASSES.index(link)
+
+
+def _cpu_loads(
+    job: JobSpec, allocation: Allocation, node: NodeTemplate, co_runners: Iterable[CoRunner]
+) -> float:
+    """Mean load (busy threads per CPU) over the CPUs the job may use."""
+    mine = placement(allocation, node, job.threads)[0]
+    mine_set = set(mine)
+    total = job.threads * job.cpu_busy
+    for other, other_alloc in co_runners:
+        if other_alloc.node != allocation.node:
+            continue
+        theirs = placement(other_alloc, node, other.threads)[0]
+        overlap = len(mine_set.intersection(theirs))
+        if overlap:
+            total += other.threads * other.cpu_busy * overlap / len(theirs)
+    return total / len(mine)
+
+
+def evaluate(
+    job: JobSpec,
+    allocation: Allocation,
+    node: NodeTemplate,
+    co_runners: Sequence[CoRunner] = (),
+) -> Performance:
+    """The job's performance under ``allocation`` on a node of ``node``'s shape.
+
+    ``co_runners`` are the other jobs on the same node (others are ignored). Pure: see the
+    module docstring for the formula.
+    """
+    span = node.max_distance() / 10.0 - 1.0
+    shares = placement(allocation, node, job.threads)[1]
+    flows = memory_flows(shares, effective_mems(allocation, node), node)
+    mem: dict[int, float] = {}
+    for (_, target), weight in flows.items():
+        mem[target] = mem.get(target, 0.0) + weight
+
+    remote = sum(shares[a] * mem[b] * _norm_distance(node, a, b, span) for a in shares for b in mem)
+    spread = sum(
+        shares[a] * shares[b] * _norm_distance(node, a, b, span)
+        for a in shares
+        for b in shares
+        if a != b
+    )
+    numa = 1.0 + job.numa_sensitivity * (ALPHA_REMOTE_MEMORY * remote + BETA_THREAD_SPREAD * spread)
+
+    load = _cpu_loads(job, allocation, node, co_runners)
+    cpu_bound = 1.0 if job.kind is JobKind.CPU_TRAIN else job.input_intensity
+    contention = 1.0 + cpu_bound * (max(load, 1.0) - 1.0)
+
+    link = interference = input_factor = 1.0
+    link_cls = ""
+    gpus = sorted(set(allocation.gpus))
+    if job.gpus > 0:
+        if len(gpus) < job.gpus:
+            return Performance(
+                throughput=0.0,
+                slowdown=math.inf,
+                factors={"numa": numa, "contention": contention},
+                cpu_rate=0.0,
+            )
+        worst = link_class_of(gpus, node)
+        link = 1.0 + job.comm_intensity * (LINK_FACTORS[worst] - 1.0)
+        link_cls = worst if len(gpus) > 1 else ""
+        for gpu in gpus:
+            demand = sum(
+                other.gpu_demand
+                for other, other_alloc in co_runners
+                if other_alloc.node == allocation.node and gpu in other_alloc.gpus
+            )
+            interference = max(interference, 1.0 + (1.0 + SHARING_OVERHEAD) * demand)
+        gpu_nodes = {g.numa_node for g in node.gpus if g.index in gpus and g.numa_node is not None}
+        if gpu_nodes:
+            remote_threads = sum(
+                w * min(_norm_distance(node, n, g, span) for g in gpu_nodes)
+                for n, w in shares.items()
+            )
+            remote_memory = sum(
+                w * min(_norm_distance(node, n, g, span) for g in gpu_nodes) for n, w in mem.items()
+            )
+            input_factor = 1.0 + job.input_intensity * (
+                GAMMA_INPUT_THREADS * remote_threads + DELTA_INPUT_MEMORY * remote_memory
+            )
+    slowdown = numa * contention * link * interference * input_factor
+    return Performance(
+        throughput=job.base_throughput / slowdown,
+        slowdown=slowdown,
+        factors={
+            "numa": numa,
+            "contention": contention,
+            "link": link,
+            "interference": interference,
+            "input": input_factor,
+        },
+        link_class=link_cls,
+        gpu_busy=job.gpu_demand / slowdown if job.gpus else 0.0,
+        cpu_rate=job.threads * job.cpu_busy / max(load, 1.0),
+    )
+
+
+def cross_node_slowdown(job: JobSpec) -> float:
+    """The link factor of a job whose GPUs span nodes (``cross-node``, 5x at full intensity).
+
+    The simulator places each job on one node; this is what the oracle weighs a split
+    placement against.
+    """
+    return 1.0 + job.comm_intensity * (LINK_FACTORS[LINK_CROSS_NODE] - 1.0)
+
+
+# -- the oracle -----------------------------------------------------------------------------------
+
+
+def cpu_choices(node: NodeTemplate) -> list[tuple[int, ...]]:
+    """CPU sets worth trying: each NUMA node, each socket (when it has several nodes), all."""
+    choices: list[tuple[int, ...]] = []
+    for numa in node.topology.numa_nodes:
+        if numa.cpus:
+            choices.append(tuple(sorted(numa.cpus)))
+    for package in node.topology.packages:
+        cpus = tuple(sorted(c for c in package.cpus if c in set(node.cpus)))
+        if cpus and cpus not in choices:
+            choices.append(cpus)
+    if node.cpus not in choices:
+        choices.append(node.cpus)
+    return choices
+
+
+def mem_choices(node: NodeTemplate) -> list[tuple[int, ...]]:
+    """Memory bindings worth trying: none (first touch), then each single node with memory."""
+    return [(), *((n.id,) for n in node.topology.numa_nodes if n.memory_bytes > 0)]
+
+
+def candidate_count(job: JobSpec, node: NodeTemplate, gpu_pool: Sequence[int]) -> int:
+    """How many allocations :func:`candidate_allocations` yields."""
+    gpu_sets = math.comb(len(gpu_pool), job.gpus) if job.gpus else 1
+    return gpu_sets * len(cpu_choices(node)) * len(mem_choices(node))
+
+
+def candidate_allocations(
+    job: JobSpec, node_name: str, node: NodeTemplate, gpu_pool: Sequence[int] | None = None
+) -> Iterator[Allocation]:
+    """Every allocation of ``job`` on the node: GPU subsets of ``gpu_pool`` (default: all
+    GPUs) x :func:`cpu_choices` x :func:`mem_choices`.
+    """
+    pool = sorted(gpu_pool if gpu_pool is not None else (g.index for g in node.gpus))
+    gpu_sets: Iterable[tuple[int, ...]] = combinations(pool, job.gpus) if job.gpus else [()]
+    cpus_options = cpu_choices(node)
+    mems_options = mem_choices(node)
+    for gpus in gpu_sets:
+        for cpus in cpus_options:
+            for mems in mems_options:
+                yield Allocation(node_name, list(cpus), list(mems), list(gpus))
+
+
+def rank_allocations(
+    job: JobSpec,
+    node_name: str,
+    node: NodeTemplate,
+    co_runners: Sequence[CoRunner] = (),
+    gpu_pool: Sequence[int] | None = None,
+) -> list[tuple[Allocation, Performance]]:
+    """Every candidate allocation scored, best (lowest slowdown) first; ties keep the
+    enumeration order, so the result is deterministic.
+    """
+    scored = [
+        (alloc, evaluate(job, alloc, node, co_runners))
+        for alloc in candidate_allocations(job, node_name, node, gpu_pool)
+    ]
+    scored.sort(key=lambda item: item[1].slowdown)
+    return scored
+
+
+def greedy_allocation(
+    job: JobSpec, node_name: str, node: NodeTemplate, gpu_pool: Sequence[int] | None = None
+) -> Allocation:
+    """A good allocation without search: the GPU set with the best worst link (grown from
+    each GPU by adding the best-linked, same-NUMA-node GPU next), then the CPUs and memory
+    of the NUMA node holding most of those GPUs (its socket, or the whole node, when the
+    threads do not fit).
+    """
+    pool = sorted(gpu_pool if gpu_pool is not None else (g.index for g in node.gpus))
+    chosen: list[int] = []
+    if job.gpus:
+        best: tuple[float, list[int]] | None = None
+        for seed in pool:
+            group = [seed]
+            while len(group) < job.gpus:
+                rest = [g for g in pool if g not in group]
+                if not rest:
+                    break
+
+                def cost(g: int, group: list[int] = group) -> tuple[float, int, int]:
+                    worst = max(LINK_FACTORS[node.link_class(g, m)] for m in group)
+                    same = node.gpu(g).numa_node == node.gpu(group[0]).numa_node
+                    return (worst, 0 if same else 1, g)
+
+                group.append(min(rest, key=cost))
+            if len(group) < job.gpus:
+                continue
+            score = LINK_FACTORS[link_class_of(group, node)]
+            if best is None or score < best[0]:
+                best = (score, sorted(group))
+        chosen = best[1] if best is not None else []
+    home: int
+    if chosen:
+        counts: dict[int, int] = {}
+        for g in chosen:
+            numa = node.gpu(g).numa_node
+            if numa is not None:
+                counts[numa] = counts.get(numa, 0) + 1
+        home = max(sorted(counts), key=lambda n: counts[n]) if counts else node.numa_ids[0]
+    else:
+        home = next(n.id for n in node.topology.numa_nodes if n.cpus)
+    cpus = node.node_cpus(home)
+    if len(cpus) < job.threads:
+        package = node.package_of_node(home)
+        cpus = tuple(c for n in node.topology.numa_nodes if n.package == package for c in n.cpus)
+        if len(cpus) < job.threads:
+            cpus = node.cpus
+    return Allocation(node_name, sorted(cpus), [home], chosen)
+
+
+def best_allocation(
+    job: JobSpec,
+    node_name: str,
+    node: NodeTemplate,
+    co_runners: Sequence[CoRunner] = (),
+    gpu_pool: Sequence[int] | None = None,
+    exhaustive_limit: int = 20_000,
+) -> tuple[Allocation, Performance]:
+    """The best allocation on this node: exhaustive when :func:`candidate_count` is at most
+    ``exhaustive_limit``, else the greedy one (an achievable lower bound on the best).
+    """
+    pool = list(gpu_pool) if gpu_pool is not None else [g.index for g in node.gpus]
+    if job.gpus > len(pool):
+        raise ValueError(f"{job.name} needs {job.gpus} GPUs, only {len(pool)} available")
+    if candidate_count(job, node, pool) <= exhaustive_limit:
+        return rank_allocations(job, node_name, node, co_runners, pool)[0]
+    alloc = greedy_allocation(job, node_name, node, pool)
+    return alloc, evaluate(job, alloc, node, co_runners)
+
+
+def best_over_nodes(
+    job: JobSpec,
+    nodes: Sequence[tuple[str, NodeTemplate, Sequence[CoRunner], Sequence[int]]],
+    exhaustive_limit: int = 20_000,
+) -> tuple[Allocation, Performance] | None:
+    """The best allocation over several nodes, each given as ``(name, template, co-runners,
+    free GPUs)``; ``None`` when no node has enough free GPUs.
+    """
+    best: tuple[Allocation, Performance] | None = None
+    for name, template, co_runners, free in nodes:
+        if job.gpus > len(free):
+            continue
+        found = best_allocation(job, name, template, co_runners, free, exhaustive_limit)
+        if best is None or found[1].slowdown < best[1].slowdown:
+            best = found
+    return best

@@ -1,0 +1,228 @@
+"""One HTTP server for a whole simulated cluster, and the Prometheus file_sd targets file.
+
+Routes of :func:`make_sim_app`:
+
+``GET /nodes/<name>/metrics``
+    the node's exporter output (the exporter's collectors over the node's generated tree and
+    fake NVML; ``hostname`` is the node's name). ``collect[]`` / ``exclude[]`` work as on the
+    exporter. Unknown node: 404.
+``GET /truth/metrics``
+    ground truth (``toposcope_sim_*``): true and best throughput per workload.
+``GET /targets.json``
+    the file_sd targets this server would write (see :func:`file_sd_targets`).
+``/api/...``
+    every request under ``/api/`` goes, unchanged (``PATH_INFO`` keeps the ``/api`` prefix),
+    to the resource-manager API app passed as ``api_app`` (``toposcope.sim.api``'s
+    ``make_api_app(cluster, token)``, whose routes live under ``/api/v1``); without one
+    the answer is a JSON 404.
+``GET /-/healthy``, ``GET /-/ready``, ``GET /``
+    liveness, readiness, a landing page listing the nodes.
+
+The file_sd file (:func:`write_file_sd`) has one entry per node with the labels
+``__metrics_path__=/nodes/<name>/metrics`` and ``node=<name>``; it is written to a temporary
+file in the same directory and renamed over the old one, so Prometheus never reads half of it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from typing import Any
+from urllib.parse import parse_qs, quote
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from toposcope.errors import UsageError
+from toposcope.exporters.app import parse_listen, render
+from toposcope.sim.cluster import SimCluster
+from toposcope.sim.nodefs import SimExporters
+from toposcope.sim.truth import render_truth
+
+LOG = logging.getLogger("toposcope.sim")
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+API_MOUNT = "/api/"
+
+
+def file_sd_targets(node_names: Iterable[str], address: str) -> list[dict[str, Any]]:
+    """Prometheus file_sd entries: one target per node, all at ``address`` (``HOST:PORT``)."""
+    return [
+        {
+            "targets": [address],
+            "labels": {"__metrics_path__": f"/nodes/{quote(name)}/metrics", "node": name},
+        }
+        for name in node_names
+    ]
+
+
+def write_file_sd(path: Path | str, entries: list[dict[str, Any]]) -> None:
+    """Write a file_sd JSON file atomically (temporary file in the same directory, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(entries, handle, indent=1)
+            handle.write("\n")
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _text(start_response: StartResponse, status: str, body: str) -> list[bytes]:
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+    return [body.encode()]
+
+
+def _landing(cluster: SimCluster) -> bytes:
+    items = "".join(
+        f'<li><a href="nodes/{quote(n)}/metrics">{html.escape(n)}</a> '
+        f"({html.escape(cluster.template_of(n).name)})</li>"
+        for n in cluster.node_names()
+    )
+    return (
+        "<!doctype html><html><head><title>toposcope sim</title></head><body>"
+        "<h1>toposcope simulated cluster</h1>"
+        '<p><a href="truth/metrics">/truth/metrics</a> (ground truth), '
+        '<a href="targets.json">/targets.json</a> (file_sd), '
+        f"<code>{API_MOUNT}</code> (resource-manager API)</p>"
+        f"<p>Nodes:</p><ul>{items}</ul></body></html>"
+    ).encode()
+
+
+def make_sim_app(
+    cluster: SimCluster,
+    exporters: SimExporters,
+    api_app: WsgiApp | None = None,
+    address: str = "127.0.0.1:9850",
+) -> WsgiApp:
+    """The simulator's WSGI app (routes in the module docstring).
+
+    ``api_app`` serves everything under ``/api/`` (``None``: 404); ``address`` is the
+    ``HOST:PORT`` that ``/targets.json`` advertises.
+    """
+    nodes = set(cluster.node_names())
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path: str = environ.get("PATH_INFO", "/") or "/"
+        if path.startswith(API_MOUNT) or path == API_MOUNT.rstrip("/"):
+            if api_app is None:
+                start_response("404 Not Found", [("Content-Type", "application/json")])
+                error = {"error": "no resource-manager API is mounted", "field": None}
+                return [json.dumps(error).encode()]
+            return api_app(environ, start_response)
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            return _text(start_response, "405 Method Not Allowed", "GET only\n")
+        if path.startswith("/nodes/") and path.endswith("/metrics"):
+            name = path[len("/nodes/") : -len("/metrics")]
+            if name not in nodes:
+                return _text(start_response, "404 Not Found", f"unknown node {name!r}\n")
+            query = parse_qs(environ.get("QUERY_STRING", ""))
+            include, exclude = query.get("collect[]", []), query.get("exclude[]", [])
+            if include or exclude:
+                body = _subset(exporters, cluster, name, include, exclude)
+                if body is None:
+                    return _text(start_response, "400 Bad Request", "unknown collector(s)\n")
+            else:
+                body = exporters.scrape(name)
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+            return [body]
+        if path == "/truth/metrics":
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+            return [render_truth(cluster)]
+        if path == "/targets.json":
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [json.dumps(file_sd_targets(cluster.node_names(), address)).encode()]
+        if path in ("/-/healthy", "/-/ready"):
+            return _text(start_response, "200 OK", "OK\n")
+        if path == "/":
+            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
+            return [_landing(cluster)]
+        return _text(start_response, "404 Not Found", "not found\n")
+
+    return app
+
+
+def _subset(
+    exporters: SimExporters,
+    cluster: SimCluster,
+    name: str,
+    include: list[str],
+    exclude: list[str],
+) -> bytes | None:
+    exporter = exporters.exporter(name)
+    unknown = set(include) - set(exporter.runner.names())
+    if unknown:
+        return None
+    with exporter.lock:
+        exporter.update(cluster.node_snapshot(name))
+        return render(exporter.runner.subset(include, exclude), name)
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        LOG.debug("http %s", format % args)
+
+
+class SimServer:
+    """The simulator's HTTP server, stoppable from another thread."""
+
+    def __init__(self, app: WsgiApp, listen: str) -> None:
+        host, port = parse_listen(listen)
+        host = host or "0.0.0.0"
+        try:
+            self.httpd = make_server(
+                host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
+        self.host = host
+        self.thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when started on port 0)."""
+        return int(self.httpd.server_address[1])
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` for targets: the listen host, or this host's name for a wildcard."""
+        host = self.host
+        if host in ("0.0.0.0", "::"):
+            host = socket.gethostname()
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{host}:{self.port}"
+
+    def serve_forever(self) -> None:
+        """Serve until :meth:`shutdown`."""
+        self.httpd.serve_forever(poll_interval=0.5)
+
+    def start(self) -> None:
+        """Serve in a daemon thread (tests)."""
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True, name="sim-http")
+        self.thread.start()
+
+    def shutdown(self) -> None:
+        """Stop serving and close the socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self.thread is not None:
+            self.thread.join(timeout=5)

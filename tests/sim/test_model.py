@@ -1,0 +1,207 @@
+"""The performance model: calibration, monotonicity, link factors, purity and the oracle."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+
+from toposcope.resources import Allocation
+from toposcope.sim.jobs import JobKind, make_job
+from toposcope.sim.model import (
+    LINK_FACTORS,
+    best_allocation,
+    best_over_nodes,
+    candidate_count,
+    cross_node_slowdown,
+    evaluate,
+    greedy_allocation,
+    rank_allocations,
+    thread_cpus,
+)
+from toposcope.sim.templates import builtin_template
+
+XEON = builtin_template("xeon-2s")
+DGX = builtin_template("dgx-a100")
+PCIE8 = builtin_template("pcie-8gpu-2sw")
+PCIE4 = builtin_template("pcie-4gpu")
+NODE0 = list(XEON.node_cpus(0))
+NODE1 = list(XEON.node_cpus(1))
+
+
+def cnn() -> object:
+    return make_job("cnn", JobKind.CPU_TRAIN, threads=28, memory_gb=64)
+
+
+def test_best_vs_worst_numa_placement_on_xeon_2s_is_57_76_percent() -> None:
+    job = make_job("cnn", JobKind.CPU_TRAIN, threads=28, memory_gb=64)
+    ranked = rank_allocations(job, "x", XEON)
+    best, worst = ranked[0][1], ranked[-1][1]
+    gain = (best.throughput / worst.throughput - 1) * 100
+    assert gain == pytest.approx(57.76, abs=0.01)
+    # the best keeps threads and memory on one node, the worst splits them across sockets
+    best_alloc, worst_alloc = ranked[0][0], ranked[-1][0]
+    assert {XEON.numa_of_cpu(c) for c in best_alloc.cpus} in ({0}, {1})
+    worst_threads = {XEON.numa_of_cpu(c) for c in worst_alloc.cpus}
+    assert len(worst_threads) == 1 and worst_alloc.mems and worst_alloc.mems[0] not in worst_threads
+
+
+def test_slowdown_grows_with_the_remote_share_of_threads() -> None:
+    job = make_job("cnn", JobKind.CPU_TRAIN, threads=28)
+    local = evaluate(job, Allocation("x", NODE0, [0], []), XEON)
+    half = evaluate(job, Allocation("x", NODE0 + NODE1, [0], []), XEON)
+    remote = evaluate(job, Allocation("x", NODE1, [0], []), XEON)
+    assert local.slowdown == pytest.approx(1.0)
+    assert local.slowdown < half.slowdown < remote.slowdown
+
+
+def test_slowdown_grows_with_numa_distance_on_dgx() -> None:
+    job = make_job("cnn", JobKind.CPU_TRAIN, threads=16)
+    cpus = list(DGX.node_cpus(0))[:16]
+    near = evaluate(job, Allocation("d", cpus, [0], []), DGX)
+    same_socket = evaluate(job, Allocation("d", cpus, [1], []), DGX)
+    other_socket = evaluate(job, Allocation("d", cpus, [2], []), DGX)
+    assert near.slowdown < same_socket.slowdown < other_socket.slowdown
+    assert other_socket.slowdown == pytest.approx(1.5776)
+
+
+def test_moving_threads_to_the_memory_node_never_slows_a_job_down() -> None:
+    rng = random.Random(3)
+    job = make_job("cnn", JobKind.CPU_TRAIN, threads=8)
+    for _ in range(50):
+        remote_count = rng.randrange(0, 9)
+        cpus = NODE0[: 8 - remote_count] + NODE1[:remote_count]
+        fewer = NODE0[: 8 - max(remote_count - 1, 0)] + NODE1[: max(remote_count - 1, 0)]
+        worse = evaluate(job, Allocation("x", cpus, [0], []), XEON)
+        better = evaluate(job, Allocation("x", fewer, [0], []), XEON)
+        assert better.slowdown <= worse.slowdown + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("gpus", "link", "factor"),
+    [
+        ([0, 1], "same-switch", 1.0),
+        ([0, 2], "cross-switch", 1.4),
+        ([0, 4], "cross-socket", 2.0),
+    ],
+)
+def test_link_factor_of_a_gpu_pair(gpus: list[int], link: str, factor: float) -> None:
+    job = make_job("pair", JobKind.GPU_TRAIN, gpus=2, comm_intensity=1.0, input_intensity=0.0)
+    perf = evaluate(job, Allocation("p", list(PCIE8.node_cpus(0)), [0], gpus), PCIE8)
+    assert perf.link_class == link
+    assert perf.factors["link"] == pytest.approx(factor)
+    assert LINK_FACTORS[link] == factor
+
+
+def test_nvlink_pairs_are_all_equal_and_cross_node_is_5x() -> None:
+    job = make_job("pair", JobKind.GPU_TRAIN, gpus=2, comm_intensity=1.0)
+    for gpus in ([0, 1], [0, 7], [3, 4]):
+        perf = evaluate(job, Allocation("d", [], [], gpus), DGX)
+        assert perf.link_class == "nvlink" and perf.factors["link"] == 1.0
+    assert cross_node_slowdown(job) == pytest.approx(5.0)
+    # Gandiva's range: 40% slower across switches up to 5x across nodes
+    assert LINK_FACTORS["cross-switch"] == 1.4 and LINK_FACTORS["cross-node"] == 5.0
+
+
+def test_communication_intensity_scales_the_link_penalty() -> None:
+    light = make_job("a", JobKind.GPU_TRAIN, gpus=2, comm_intensity=0.25, input_intensity=0.0)
+    heavy = make_job("b", JobKind.GPU_TRAIN, gpus=2, comm_intensity=1.0, input_intensity=0.0)
+    alloc = Allocation("p", list(PCIE8.node_cpus(0)), [0], [0, 4])
+    assert evaluate(light, alloc, PCIE8).factors["link"] == pytest.approx(1.25)
+    assert evaluate(heavy, alloc, PCIE8).factors["link"] == pytest.approx(2.0)
+
+
+def test_gpu_sharing_interference() -> None:
+    job = make_job("a", JobKind.GPU_TRAIN, gpus=1)
+    other = make_job("b", JobKind.GPU_TRAIN, gpus=1)
+    notebook = make_job("n", JobKind.NOTEBOOK, gpus=1)
+    alloc = Allocation("p", list(PCIE4.node_cpus(0)), [0], [0])
+    alone = evaluate(job, alloc, PCIE4)
+    with_training = evaluate(job, alloc, PCIE4, [(other, Allocation("p", [], [], [0]))])
+    with_notebook = evaluate(job, alloc, PCIE4, [(notebook, Allocation("p", [], [], [0]))])
+    elsewhere = evaluate(job, alloc, PCIE4, [(other, Allocation("q", [], [], [0]))])
+    assert alone.factors["interference"] == 1.0
+    assert with_training.factors["interference"] > 2.0
+    assert 1.0 < with_notebook.factors["interference"] < 1.05
+    assert elsewhere == alone
+
+
+def test_input_pipeline_far_from_the_gpus_is_slower() -> None:
+    job = make_job("a", JobKind.GPU_TRAIN, gpus=1, input_intensity=1.0)
+    near = evaluate(job, Allocation("p", list(PCIE4.node_cpus(0)), [0], [0]), PCIE4)
+    far = evaluate(job, Allocation("p", list(PCIE4.node_cpus(1)), [1], [0]), PCIE4)
+    assert near.factors["input"] == 1.0
+    assert far.factors["input"] == pytest.approx(1.75)
+
+
+def test_cpu_oversubscription() -> None:
+    a = make_job("a", JobKind.CPU_TRAIN, threads=28)
+    b = make_job("b", JobKind.CPU_TRAIN, threads=28)
+    alloc = Allocation("x", NODE0, [0], [])
+    alone = evaluate(a, alloc, XEON)
+    shared = evaluate(a, alloc, XEON, [(b, Allocation("x", NODE0, [0], []))])
+    assert alone.factors["contention"] == 1.0
+    assert shared.factors["contention"] == pytest.approx(2.0)
+
+
+def test_gpu_job_without_its_gpus_is_stalled() -> None:
+    job = make_job("a", JobKind.GPU_TRAIN, gpus=2)
+    perf = evaluate(job, Allocation("p", [], [], [0]), PCIE8)
+    assert perf.stalled and perf.throughput == 0.0
+
+
+def test_evaluate_is_a_pure_function() -> None:
+    job = make_job("a", JobKind.GPU_TRAIN, gpus=2)
+    other = make_job("b", JobKind.GPU_TRAIN, gpus=2)
+    alloc = Allocation("p", list(PCIE8.node_cpus(1)), [0], [0, 5])
+    co = [(other, Allocation("p", [], [], [0, 1]))]
+    snapshot = copy.deepcopy((job, alloc, co))
+    first = evaluate(job, alloc, PCIE8, co)
+    for _ in range(3):
+        evaluate(other, Allocation("p", [], [], [2, 3]), PCIE8)
+        assert evaluate(job, alloc, PCIE8, co) == first
+    assert (job, alloc, co) == snapshot
+
+
+def test_thread_placement_spreads_unpinned_jobs_over_nodes() -> None:
+    cpus = thread_cpus(XEON.cpus, 2, XEON)
+    assert {XEON.numa_of_cpu(c) for c in cpus} == {0, 1}
+    cpus = thread_cpus(DGX.cpus, 8, DGX)
+    assert sorted(DGX.numa_of_cpu(c) for c in cpus) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+@pytest.mark.parametrize(
+    ("template", "gpus"), [(PCIE8, 2), (PCIE8, 4), (DGX, 2), (PCIE4, 2), (DGX, 4)]
+)
+def test_greedy_reaches_the_exhaustive_optimum_on_an_empty_node(
+    template: object, gpus: int
+) -> None:
+    job = make_job("j", JobKind.GPU_TRAIN, gpus=gpus, comm_intensity=0.8)
+    exhaustive = best_allocation(job, "n", template)[1]  # type: ignore[arg-type]
+    greedy_alloc = greedy_allocation(job, "n", template)  # type: ignore[arg-type]
+    greedy = evaluate(job, greedy_alloc, template)  # type: ignore[arg-type]
+    assert greedy.slowdown == pytest.approx(exhaustive.slowdown)
+
+
+def test_oracle_falls_back_to_greedy_above_the_limit() -> None:
+    job = make_job("j", JobKind.GPU_TRAIN, gpus=4)
+    assert candidate_count(job, DGX, range(8)) > 100
+    alloc, perf = best_allocation(job, "n", DGX, exhaustive_limit=100)
+    assert alloc == greedy_allocation(job, "n", DGX)
+    assert perf.slowdown == pytest.approx(1.0)
+
+
+def test_best_over_nodes_prefers_a_free_pair_on_one_switch() -> None:
+    job = make_job("j", JobKind.GPU_TRAIN, gpus=2, comm_intensity=1.0)
+    found = best_over_nodes(
+        job,
+        [
+            ("frag", PCIE8, [], [0, 2, 4, 6]),
+            ("tidy", PCIE8, [], [6, 7]),
+            ("full", PCIE8, [], [1]),
+        ],
+    )
+    assert found is not None
+    alloc, perf = found
+    assert alloc.node == "tidy" and alloc.gpus == [6, 7] and perf.slowdown == pytest.approx(1.0)

@@ -12,12 +12,14 @@ import argparse
 import logging
 import shutil
 import signal
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from toposcope.errors import UsageError
+from toposcope.errors import ConfigError, UsageError
 from toposcope.sim.api import load_token, make_api_app
 from toposcope.sim.clock import SimClock
 from toposcope.sim.nodefs import SimExporters
@@ -90,12 +92,17 @@ def run(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="toposcope-sim-"))
     exporters = SimExporters(cluster, state_dir)
     server: SimServer | None = None
+    stop = threading.Event()
+    preparing = threading.Thread(
+        target=exporters.prepare, args=(stop,), daemon=True, name="sim-prepare"
+    )
     try:
         api = _api_app(cluster, args.token_file)
         placeholder = make_sim_app(cluster, exporters, api)
         server = SimServer(placeholder, args.listen)
         address = args.file_sd_address or server.address
         server.httpd.set_app(make_sim_app(cluster, exporters, api, address))
+        preparing.start()
         if args.file_sd:
             write_file_sd(args.file_sd, file_sd_targets(cluster.node_names(), address))
         LOG.info(
@@ -108,18 +115,38 @@ def run(args: argparse.Namespace) -> int:
             state_dir,
         )
 
-        def stop(signum: int, frame: FrameType | None) -> None:
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
             raise KeyboardInterrupt
 
-        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGTERM, on_sigterm)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
             LOG.info("shutting down")
     finally:
+        stop.set()
+        if preparing.is_alive():
+            preparing.join(timeout=60)
         if server is not None:
             server.httpd.server_close()
         exporters.close()
         if owned:
             shutil.rmtree(state_dir, ignore_errors=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m toposcope.sim.cli``: the same as ``toposcope sim``."""
+    parser = argparse.ArgumentParser(prog="toposcope sim", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        return run(args)
+    except (UsageError, ConfigError) as exc:
+        print(f"toposcope sim: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

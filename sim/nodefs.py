@@ -466,6 +466,9 @@ class NodeExporter:
             fake.set_value(index, "memory_used_bytes", float(used))
             fake.set_value(index, "power_mw", watts * 1000)
             fake.set_value(index, "temperature_c", round(30 + 45 * util))
+            # host <-> GPU traffic of the input pipeline, in NVML's KB/s
+            fake.set_value(index, "pcie_rx_kbps", round(util * 12_000_000))
+            fake.set_value(index, "pcie_tx_kbps", round(util * 3_000_000))
             ramp = self._energy.get(index, Ramp(0.0, 0.0))
             energy = ramp.at(now)
             rate = watts * 1000
@@ -544,6 +547,22 @@ class SimExporters:
             with self._lock:
                 self._exporters[name] = exporter
             return exporter
+
+    def prepare(self, stop: threading.Event) -> int:
+        """Build every node's exporter (write its tree) ahead of the first scrape, so that
+        Prometheus' first round is as fast as the later ones. Returns how many were built;
+        stops early when ``stop`` is set or the exporters are closed.
+        """
+        built = 0
+        for name in self.cluster.node_names():
+            if stop.is_set():
+                break
+            try:
+                self.exporter(name)
+            except RuntimeError:
+                break
+            built += 1
+        return built
 
     def scrape(self, name: str) -> bytes:
         """The node's /metrics text now (``KeyError`` for an unknown node)."""

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import html
 import logging
-import socket
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
-from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.core import Metric
@@ -30,6 +26,8 @@ from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.exposition import render_families
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
+from toposcope.httpserver import HttpServer
+from toposcope.httpserver import parse_listen as parse_listen
 
 LOG = logging.getLogger("toposcope.exporter")
 
@@ -122,79 +120,8 @@ def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable
     return app
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _DualStackServer(_ThreadingWSGIServer):
-    address_family = socket.AF_INET6
-
-    def server_bind(self) -> None:
-        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        LOG.debug("http %s", format % args)
-
-
-def parse_listen(address: str) -> tuple[str, int]:
-    """Split ``HOST:PORT`` (``:PORT`` = all interfaces, ``[::1]:PORT`` for IPv6)."""
-    host, sep, port_text = address.rpartition(":")
-    if not sep:
-        raise UsageError(f"listen address {address!r} must be HOST:PORT or :PORT")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise UsageError(f"listen address {address!r} has no numeric port") from None
-    if not 0 <= port <= 65535:
-        raise UsageError(f"port {port} out of range")
-    return host.strip("[]"), port
-
-
-class ExporterServer:
-    """A running HTTP server for the exporter, stoppable from another thread."""
+class ExporterServer(HttpServer):
+    """The exporter's HTTP server: :func:`make_wsgi_app` on ``address``."""
 
     def __init__(self, runner: ScrapeRunner, hostname: str, address: str) -> None:
-        host, port = parse_listen(address)
-        server_class: type[WSGIServer] = _ThreadingWSGIServer
-        if host == "" and socket.has_ipv6:
-            server_class = _DualStackServer
-            host = "::"
-        elif host == "":
-            host = "0.0.0.0"
-        elif ":" in host:
-            server_class = _DualStackServer
-        try:
-            self.httpd = make_server(
-                host,
-                port,
-                make_wsgi_app(runner, hostname),
-                server_class=server_class,
-                handler_class=_QuietHandler,
-            )
-        except OSError as exc:
-            raise UsageError(f"cannot listen on {address}: {exc.strerror or exc}") from exc
-        self.thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful when started on port 0)."""
-        return int(self.httpd.server_address[1])
-
-    def serve_forever(self) -> None:
-        """Serve until :meth:`shutdown` is called."""
-        self.httpd.serve_forever(poll_interval=0.5)
-
-    def start(self) -> None:
-        """Serve in a daemon thread (tests, the simulator)."""
-        self.thread = threading.Thread(target=self.serve_forever, daemon=True, name="http")
-        self.thread.start()
-
-    def shutdown(self) -> None:
-        """Stop serving and close the socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        if self.thread is not None:
-            self.thread.join(timeout=5)
+        super().__init__(make_wsgi_app(runner, hostname), address)

@@ -29,20 +29,16 @@ import html
 import json
 import logging
 import os
-import socket
 import tempfile
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import parse_qs, quote
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from toposcope.errors import UsageError
-from toposcope.exporters.app import parse_listen, render
+from toposcope.exporters.app import render
+from toposcope.httpserver import HttpServer
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.truth import render_truth
@@ -172,57 +168,8 @@ def _subset(
         return render(exporter.runner.subset(include, exclude), name)
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        LOG.debug("http %s", format % args)
-
-
-class SimServer:
+class SimServer(HttpServer):
     """The simulator's HTTP server, stoppable from another thread."""
 
     def __init__(self, app: WsgiApp, listen: str) -> None:
-        host, port = parse_listen(listen)
-        host = host or "0.0.0.0"
-        try:
-            self.httpd = make_server(
-                host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
-            )
-        except OSError as exc:
-            raise UsageError(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
-        self.host = host
-        self.thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (useful when started on port 0)."""
-        return int(self.httpd.server_address[1])
-
-    @property
-    def address(self) -> str:
-        """``HOST:PORT`` for targets: the listen host, or this host's name for a wildcard."""
-        host = self.host
-        if host in ("0.0.0.0", "::"):
-            host = socket.gethostname()
-        if ":" in host:
-            host = f"[{host}]"
-        return f"{host}:{self.port}"
-
-    def serve_forever(self) -> None:
-        """Serve until :meth:`shutdown`."""
-        self.httpd.serve_forever(poll_interval=0.5)
-
-    def start(self) -> None:
-        """Serve in a daemon thread (tests)."""
-        self.thread = threading.Thread(target=self.serve_forever, daemon=True, name="sim-http")
-        self.thread.start()
-
-    def shutdown(self) -> None:
-        """Stop serving and close the socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        if self.thread is not None:
-            self.thread.join(timeout=5)
+        super().__init__(app, listen, thread_name="sim-http")

@@ -13,11 +13,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.procs import http_get
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import NoDataError, UsageError
-from toposcope.exporters.app import ExporterServer, build_runner, parse_listen, render
+from toposcope.exporters.app import ExporterServer, build_runner, render
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.registry import CollectorEntry, CollectorTable
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
+from toposcope.httpserver import parse_listen
 
 
 class _Failing:

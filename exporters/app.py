@@ -27,7 +27,6 @@ from toposcope.exporters.exposition import render_families
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 from toposcope.httpserver import HttpServer
-from toposcope.httpserver import parse_listen as parse_listen
 
 LOG = logging.getLogger("toposcope.exporter")
 

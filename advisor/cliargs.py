@@ -1,5 +1,6 @@
-"""Command-line options shared by ``toposcope advise`` and ``toposcope place``: where the
-metrics come from (a PromQL API or exporters to scrape) and how to reach them.
+"""Command-line options shared by ``toposcope advise``, ``toposcope place`` and ``toposcope
+advisor serve``: where the metrics come from (a PromQL API or exporters to scrape) and how to
+reach them, and what one analysis runs.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from toposcope.advisor.actuators import read_token
 from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLoader, ScrapeTarget
 from toposcope.advisor.loaders.base import check_selector
+from toposcope.advisor.policies import POLICIES
 from toposcope.errors import ConfigError, UsageError
 
 
@@ -102,3 +104,30 @@ def selector(args: argparse.Namespace) -> str:
         return check_selector(args.selector)
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def add_analysis_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--window``, ``--policy``, ``--set`` and ``--min-gain``: what one analysis runs."""
+    parser.add_argument(
+        "--window", default="1h", help="look-back window, a PromQL duration (default 1h)"
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"policy to run (repeatable; default all: {', '.join(POLICIES)})",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="POLICY.SETTING=VALUE",
+        help="change a policy setting (repeatable; see toposcope advise --list-policies)",
+    )
+    parser.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.05,
+        help="leave out recommendations with a smaller estimated gain (default 0.05)",
+    )

@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 from toposcope.errors import ConfigError, UsageError
-from toposcope.sim.api import load_token, make_api_app
+from toposcope.rmapi import load_token, make_api_app
 from toposcope.sim.clock import SimClock
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario

@@ -12,7 +12,7 @@ Routes of :func:`make_sim_app`:
     the file_sd targets this server would write (see :func:`file_sd_targets`).
 ``/api/...``
     every request under ``/api/`` goes, unchanged (``PATH_INFO`` keeps the ``/api`` prefix),
-    to the resource-manager API app passed as ``api_app`` (``toposcope.sim.api``'s
+    to the resource-manager API app passed as ``api_app`` (``toposcope.rmapi``'s
     ``make_api_app(cluster, token)``, whose routes live under ``/api/v1``); without one
     the answer is a JSON 404.
 ``GET /-/healthy``, ``GET /-/ready``, ``GET /``

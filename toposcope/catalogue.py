@@ -387,6 +387,37 @@ _SPECS: tuple[MetricSpec, ...] = (
         "measured to slow the workload down).",
         part="advisor",
     ),
+    _spec(
+        "toposcope_advisor_verifications",
+        "gauge",
+        ["verdict"],
+        "Recommendations the advisor service applied, by the verdict of their verification: "
+        "pending, effective, ineffective, harmful (reverted), unverifiable, reverted.",
+        part="advisor",
+    ),
+    _spec(
+        "toposcope_advisor_analyses_total",
+        "counter",
+        ["result"],
+        "Analyses the advisor service ran, by result (success, failure).",
+        part="advisor",
+    ),
+    _spec(
+        "toposcope_advisor_analysis_duration_seconds",
+        "gauge",
+        [],
+        "How long the advisor service's latest analysis took (queries and policies).",
+        "seconds",
+        part="advisor",
+    ),
+    _spec(
+        "toposcope_advisor_last_success_timestamp_seconds",
+        "gauge",
+        [],
+        "Unix time at which the advisor service's latest successful analysis finished.",
+        "seconds",
+        part="advisor",
+    ),
     # simulator ground truth (served at /truth/metrics by toposcope sim, never by a node)
     _spec(
         "toposcope_sim_time_seconds",

@@ -31,6 +31,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advise": ("toposcope.advisor.cli", "recommend (and apply) topology fixes from the metrics"),
     "place": ("toposcope.advisor.place_cli", "best GPU set for a job of N GPUs"),
     "sim": ("toposcope.sim.cli", "run a simulated cluster: per-node /metrics, truth, the API"),
+    "agent": (
+        "toposcope.exporters.agent_cli",
+        "serve the resource-manager API for this host (affinity, cpusets, migrate_pages)",
+    ),
+    "advisor": (
+        "toposcope.advisor.serve_cli",
+        "run the advisor as a service: periodic analysis, /metrics, apply/revert API",
+    ),
     "docs": ("toposcope.docs", "generate reference documentation (docs/metrics.md)"),
 }
 

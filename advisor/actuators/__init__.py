@@ -1,8 +1,8 @@
 """Actuators: resource-manager clients and the applier, the only code that acts.
 
 Backends: ``dry-run`` (the default: print the calls), ``sim`` (the simulator's API at one
-URL) and ``agent`` (a node agent per node, ``{node}`` in the URL). ``local`` (this host:
-affinity, cpusets, migrate_pages) and ``kubernetes`` are not implemented yet.
+URL), ``agent`` (a node agent per node, ``{node}`` in the URL) and ``local`` (this host:
+affinity, cpusets, migrate_pages; see :mod:`.local`). ``kubernetes`` is not implemented yet.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from typing import TextIO
 from toposcope.advisor.actuators.applier import Applier, Outcome, inverse_request
 from toposcope.advisor.actuators.dry_run import DryRunResourceManager
 from toposcope.advisor.actuators.http import AgentResourceManager, HttpResourceManager
+from toposcope.advisor.actuators.local import local_resource_manager
 from toposcope.errors import ConfigError
 from toposcope.resources import ResourceManager
 
-BACKENDS = ("dry-run", "sim", "agent")
+BACKENDS = ("dry-run", "sim", "agent", "local")
 
 
 def read_token(path: str | Path | None) -> str | None:
@@ -47,6 +48,8 @@ def make_resource_manager(
         return DryRunResourceManager(out)
     if backend not in BACKENDS:
         raise ConfigError(f"unknown resource manager {backend!r}; known: {', '.join(BACKENDS)}")
+    if backend == "local":
+        return local_resource_manager()
     if not url:
         raise ConfigError(f"--resource-manager {backend} needs --rm-url")
     if backend == "agent":
@@ -62,6 +65,7 @@ __all__ = [
     "HttpResourceManager",
     "Outcome",
     "inverse_request",
+    "local_resource_manager",
     "make_resource_manager",
     "read_token",
 ]

@@ -7,7 +7,7 @@ from apiflask import APIFlask
 from flask.testing import FlaskClient
 
 from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.sim.api import make_api_app
+from toposcope.rmapi import make_api_app
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

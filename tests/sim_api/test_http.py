@@ -14,7 +14,7 @@ import pytest
 
 from tests.sim_api.conftest import BASE, TOKEN
 from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.sim.api import make_api_app
+from toposcope.rmapi import make_api_app
 
 
 class QuietHandler(WSGIRequestHandler):

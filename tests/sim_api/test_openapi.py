@@ -13,15 +13,15 @@ from pydantic import BaseModel
 import toposcope.resources as core
 from tests.helpers import REPO
 from tests.sim_api.conftest import BASE
-from toposcope.sim import api
+from toposcope import rmapi as api
 
-COMMITTED = REPO / "sim" / "openapi.json"
+COMMITTED = REPO / "docs" / "openapi.json"
 
 
 def test_the_committed_document_is_what_the_app_generates() -> None:
     assert COMMITTED.read_text(encoding="utf-8") == api.openapi_text(), (
-        "sim/openapi.json is stale: run "
-        "python -m toposcope.sim.api --write-openapi sim/openapi.json"
+        "docs/openapi.json is stale: run "
+        "python -m toposcope.rmapi --write-openapi docs/openapi.json"
     )
 
 

@@ -7,7 +7,7 @@ from flask.testing import FlaskClient
 from tests.sim_api.conftest import BASE
 from tests.sim_api.fake_rm import FakeResourceManager
 from toposcope.resources import NodeView
-from toposcope.sim.api import make_api_app
+from toposcope.rmapi import make_api_app
 
 
 def test_healthz_answers_without_a_token(client: FlaskClient) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toposcope.errors import ConfigError
-from toposcope.sim.api import load_token
+from toposcope.rmapi import load_token
 
 
 def write(path: Path, text: str, mode: int = 0o600) -> Path:
@@ -30,7 +30,7 @@ def test_a_world_readable_file_works_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(tmp_path / "token", "s3cret\n", mode=0o644)
-    with caplog.at_level(logging.WARNING, logger="toposcope.sim.api"):
+    with caplog.at_level(logging.WARNING, logger="toposcope.rmapi"):
         assert load_token(str(path)) == "s3cret"
     assert len(caplog.records) == 1
     assert "readable by every user" in caplog.records[0].getMessage()

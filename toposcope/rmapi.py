@@ -14,7 +14,7 @@ Routes (under ``prefix``, ``/api/v1`` by default)::
     GET  /workloads/{name}
     POST /actions              an ActionRequest; 202 with the ActionState, 200 for a repeat
     GET  /actions/{id}
-    GET  /openapi.json         the OpenAPI 3.1 document (also kept in ``sim/openapi.json``)
+    GET  /openapi.json         the OpenAPI 3.1 document (also kept in ``docs/openapi.json``)
 
 Reads are open; ``POST`` needs ``Authorization: Bearer <token>`` (401 without it, 403 with a
 wrong one). A server started without a token refuses every state change with 403, so an
@@ -25,7 +25,7 @@ of :class:`ResourceManagerError` (404 unknown workload, 409 GPUs taken, 400 CPUs
 node...) for requests the resource manager refuses.
 
 Regenerate the committed document with
-``python -m toposcope.sim.api --write-openapi sim/openapi.json``.
+``python -m toposcope.rmapi --write-openapi docs/openapi.json``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from werkzeug.exceptions import BadRequest, HTTPException
 import toposcope.resources as core
 from toposcope.errors import ConfigError
 
-LOG = logging.getLogger("toposcope.sim.api")
+LOG = logging.getLogger("toposcope.rmapi")
 
 DEFAULT_PREFIX = "/api/v1"
 API_TITLE = "toposcope resource-manager API"
@@ -301,7 +301,7 @@ def make_api_app(
     """
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     app = APIFlask(
-        "toposcope.sim.api",
+        "toposcope.rmapi",
         title=API_TITLE,
         version=API_VERSION,
         spec_path=f"{prefix}/openapi.json",
@@ -507,7 +507,7 @@ def openapi_document(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
 
 
 def openapi_text(prefix: str = DEFAULT_PREFIX) -> str:
-    """The OpenAPI document as the text committed in ``sim/openapi.json``."""
+    """The OpenAPI document as the text committed in ``docs/openapi.json``."""
     return json.dumps(openapi_document(prefix), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -535,8 +535,8 @@ def load_token(path: str | Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m toposcope.sim.api --write-openapi FILE``: regenerate the OpenAPI document."""
-    parser = argparse.ArgumentParser(prog="python -m toposcope.sim.api", description=main.__doc__)
+    """``python -m toposcope.rmapi --write-openapi FILE``: regenerate the OpenAPI document."""
+    parser = argparse.ArgumentParser(prog="python -m toposcope.rmapi", description=main.__doc__)
     parser.add_argument(
         "--write-openapi",
         metavar="FILE",

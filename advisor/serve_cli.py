@@ -1,0 +1,226 @@
+"""``toposcope advisor serve``: the advisor as a long-running service.
+
+    toposcope advisor serve (--prometheus URL | --scrape [NAME=]URL...) [--window 1h]
+        [--policy NAME ...] [--set POLICY.SETTING=VALUE ...] [--min-gain 0.05]
+        [--interval 60s] [--listen 127.0.0.1:9849] [--token-file FILE]
+        [--resource-manager dry-run|sim|agent|local] [--rm-url URL] [--rm-token-file FILE]
+        [--audit-db FILE] [--verify-after DURATION] [--harm-threshold 0.1]
+        [--effective-share 0.5]
+
+It analyses every ``--interval`` (the same loaders and policies as ``toposcope advise``),
+serves ``/metrics`` (scrape it as job ``toposcope-advisor``, which the alert rules expect)
+and the JSON API of :mod:`toposcope.advisor.serve`, on loopback unless told otherwise.
+Applying and reverting need the bearer token of ``--token-file``; the resource manager is
+dry-run unless ``--resource-manager`` names another, and every action goes to the audit log
+(``--audit-db``), which is the truth across restarts. Applied pins and memory migrations are
+verified after ``--verify-after`` (default: the window) and reverted when harmful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from toposcope.advisor.actuators import BACKENDS, make_resource_manager, read_token
+from toposcope.advisor.audit import AuditLog
+from toposcope.advisor.cli import default_audit_db
+from toposcope.advisor.cliargs import (
+    add_analysis_arguments,
+    add_source_arguments,
+    backend_from_args,
+    selector,
+)
+from toposcope.advisor.errors import AdvisorError
+from toposcope.advisor.loaders.base import Window, parse_duration
+from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
+from toposcope.advisor.policies import build, parse_overrides
+from toposcope.advisor.serve import (
+    DEFAULT_LISTEN,
+    AdvisorService,
+    AnalysisSettings,
+    ManagerFactory,
+    service_server,
+)
+from toposcope.errors import ConfigError, UsageError
+from toposcope.resources import ResourceManager
+
+LOG = logging.getLogger("toposcope.advisor.serve")
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``toposcope advisor`` and its ``serve`` action."""
+    sub = parser.add_subparsers(dest="advisor_command", metavar="ACTION", required=True)
+    serve = sub.add_parser(
+        "serve",
+        help="analyse periodically; serve /metrics and the recommendations API",
+        description="analyse periodically; serve /metrics and the recommendations API",
+    )
+    add_source_arguments(serve)
+    add_analysis_arguments(serve)
+    serve.add_argument(
+        "--interval", default="60s", help="time between analyses, a PromQL duration (60s)"
+    )
+    serve.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address of /metrics and the API (default {DEFAULT_LISTEN}: loopback only)",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer token that apply and revert requests must carry (without it they answer 403)",
+    )
+    serve.add_argument(
+        "--resource-manager",
+        choices=BACKENDS,
+        default="dry-run",
+        help="who applies: dry-run (default: record the calls only), sim or agent (HTTP "
+        "API), local (this host)",
+    )
+    serve.add_argument(
+        "--rm-url",
+        metavar="URL",
+        help="resource-manager API URL (agent: with {node}, e.g. http://{node}:9848/api/v1)",
+    )
+    serve.add_argument(
+        "--rm-token-file", metavar="FILE", help="bearer token for the resource-manager API"
+    )
+    serve.add_argument(
+        "--audit-db",
+        metavar="FILE",
+        help="SQLite audit log (default $XDG_STATE_HOME/toposcope/advisor-audit.sqlite)",
+    )
+    serve.add_argument(
+        "--verify-after",
+        metavar="DURATION",
+        help="judge an applied change this long after it (default: the --window)",
+    )
+    serve.add_argument(
+        "--harm-threshold",
+        type=float,
+        default=0.10,
+        help="harmful when cores used or GPU utilization fall by more than this share, or "
+        "the remote share rises by more (default 0.10)",
+    )
+    serve.add_argument(
+        "--effective-share",
+        type=float,
+        default=0.5,
+        help="effective when at least this share of the remote share is gone (default 0.5)",
+    )
+
+
+def _actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+def _duration(option: str, text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ConfigError as exc:
+        raise UsageError(f"{option}: {exc}") from exc
+
+
+def manager_factory(args: argparse.Namespace, rm_token: str | None) -> ManagerFactory:
+    """The resource manager per call; the ``local`` one is built once (it remembers its
+    actions and the before-state of its pins).
+    """
+    built: dict[str, ResourceManager] = {}
+
+    def factory(nodes: Sequence[str], out: TextIO) -> ResourceManager:
+        if args.resource_manager == "local":
+            if "local" not in built:
+                built["local"] = make_resource_manager("local")
+            return built["local"]
+        return make_resource_manager(
+            args.resource_manager, url=args.rm_url, token=rm_token, nodes=nodes, out=out
+        )
+
+    factory([], sys.stderr)  # missing options fail now, not at the first apply
+    return factory
+
+
+def build_service(args: argparse.Namespace) -> AdvisorService:
+    """The service the options describe (not yet running)."""
+    if not 0 <= args.min_gain <= 10:
+        raise UsageError(f"--min-gain must be between 0 and 10, not {args.min_gain}")
+    window = Window.parse(args.window)
+    policies = build(args.policy, parse_overrides(args.set))
+    backend = backend_from_args(args)
+    token = read_token(args.token_file) if args.token_file else None
+    if token is None:
+        LOG.warning("no --token-file: applying and reverting through the API are disabled")
+    rm_token = read_token(args.rm_token_file) if args.rm_token_file else None
+    path = Path(args.audit_db) if args.audit_db else default_audit_db()
+    verify_after = _duration("--verify-after", args.verify_after) if args.verify_after else None
+    if verify_after is None:
+        verify_after = window.seconds
+    rule = VerificationRule(
+        verify_after_seconds=verify_after,
+        harm_threshold=args.harm_threshold,
+        effective_share=args.effective_share,
+        give_up_seconds=max(86400.0, verify_after),
+    )
+    return AdvisorService(
+        backend,
+        policies,
+        AnalysisSettings(window, selector(args), args.node_label, args.min_gain),
+        manager_factory=manager_factory(args, rm_token),
+        backend_name=args.resource_manager,
+        audit=AuditLog(path),
+        outcomes=OutcomeLog(path),
+        rule=rule,
+        actor=_actor(),
+        token=token,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; configuration errors exit 2."""
+    try:
+        interval = _duration("--interval", args.interval)
+        service = build_service(args)
+        server = service_server(service.wsgi_app(), args.listen)
+    except (UsageError, ConfigError, AdvisorError) as exc:
+        print(f"toposcope advisor serve: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        LOG.info("received signal %d, shutting down", signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    service.recover()
+    service.start(interval)
+    LOG.info(
+        "advisor serving on %s (port %d), analysing every %gs, resource manager %s",
+        args.listen,
+        server.port,
+        interval,
+        args.resource_manager,
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.stop()
+        server.httpd.server_close()
+    return EXIT_OK

@@ -1,0 +1,117 @@
+"""``toposcope agent``: the resource-manager API for this host, backed by the local actuator.
+
+    toposcope agent [--listen 127.0.0.1:9848] [--token-file FILE] [--hostname NAME]
+        [--workloads.mode cgroup|process] [--path.sysfs DIR] [--path.procfs DIR]
+        [--path.rootfs DIR]
+
+It serves the same API as the simulator (:func:`toposcope.rmapi.make_api_app`: ``GET
+/api/v1/nodes``, ``/workloads``, ``POST /api/v1/actions``...) over
+:class:`~toposcope.exporters.local_rm.LocalResourceManager`, so the advisor's ``agent``
+backend (``--rm-url http://{node}:9848``) pins threads, writes cpusets and migrates pages on
+each node. It listens on loopback unless told otherwise. Reads are open; state changes need
+``Authorization: Bearer <token>`` with the token of ``--token-file``, and without a token
+file every state change is refused (403), so an agent started without one cannot be steered.
+The agent needs ``CAP_SYS_NICE`` (and write access to the cgroup filesystem for cpusets) to
+act on other users' workloads, and the host's PID namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+from pathlib import Path
+from types import FrameType
+
+from toposcope.config import HostPaths
+from toposcope.exporters.local_rm import LocalResourceManager
+from toposcope.httpserver import HttpServer
+from toposcope.rmapi import load_token, make_api_app
+
+LOG = logging.getLogger("toposcope.agent")
+
+#: the exporter is 9847; the agent sits next to it
+DEFAULT_PORT = 9848
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the agent's options."""
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve the API on (default {DEFAULT_LISTEN}: loopback only; "
+        ":PORT for every interface, port 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer token that state changes must carry (without it every POST answers 403)",
+    )
+    parser.add_argument(
+        "--hostname", default="", help="node name to report (default: this host's name)"
+    )
+    parser.add_argument(
+        "--workloads.mode",
+        dest="workloads_mode",
+        default="cgroup",
+        choices=["cgroup", "process"],
+        help="what GET /workloads lists, as the exporter's option (actions accept both names)",
+    )
+    parser.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs mount")
+    parser.add_argument("--path.procfs", dest="path_procfs", metavar="DIR", help="procfs mount")
+    parser.add_argument(
+        "--path.rootfs", dest="path_rootfs", metavar="DIR", help="root for cgroup mounts"
+    )
+
+
+def paths_from_args(args: argparse.Namespace) -> HostPaths:
+    """The host roots the options name (``/``, ``/sys``, ``/proc`` by default)."""
+    rootfs = Path(args.path_rootfs or "/")
+    paths = HostPaths(
+        sysfs=Path(args.path_sysfs) if args.path_sysfs else rootfs / "sys",
+        procfs=Path(args.path_procfs) if args.path_procfs else rootfs / "proc",
+        rootfs=rootfs,
+    )
+    paths.check()
+    return paths
+
+
+def build_server(args: argparse.Namespace) -> tuple[HttpServer, LocalResourceManager]:
+    """The server and resource manager the options describe (not yet serving)."""
+    token = load_token(args.token_file) if args.token_file else None
+    manager = LocalResourceManager(
+        paths_from_args(args),
+        node_name=args.hostname or socket.gethostname(),
+        mode=args.workloads_mode,
+    )
+    if token is None:
+        LOG.warning("no --token-file: the API is read-only, every state change answers 403")
+    server = HttpServer(make_api_app(manager, token), args.listen, thread_name="agent-http")
+    return server, manager
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the API until SIGINT or SIGTERM."""
+    server, manager = build_server(args)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        LOG.info("received signal %d, shutting down", signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    LOG.info(
+        "serving the resource-manager API for node %s on %s (port %d)",
+        manager.node_name,
+        args.listen,
+        server.port,
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+    return 0

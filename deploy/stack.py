@@ -4,12 +4,16 @@ Starts every part of toposcope on this machine as child processes that outlive t
 with configuration, data and logs under the git-ignored ``.run/`` folder:
 
 * the toposcope exporter for this host;
-* the simulated cluster (``toposcope sim --scenario builtin:demo``) with its file_sd targets
-  and the resource-manager API (token in ``.run/sim/token``);
+* the simulated cluster (``toposcope sim --scenario builtin:demo`` in real time) with its
+  file_sd targets and the resource-manager API (token in ``.run/sim/token``);
 * a real Alertmanager (Debian's ``prometheus-alertmanager``), with one local receiver so that
   alerts show in its UI without notifying anyone;
-* a real Prometheus (Debian's ``prometheus`` package) scraping the exporter, evaluating the
-  rules in ``alerts/`` and sending alerts to that Alertmanager.
+* the advisor service, analysing Prometheus every minute; it only recommends until an
+  operator applies through its API (token in ``.run/advisor/token``), and then applies to the
+  simulator only;
+* a real Prometheus (Debian's ``prometheus`` package) scraping the exporter, the simulated
+  nodes and the advisor, evaluating the rules in ``alerts/`` and sending alerts to that
+  Alertmanager.
 
 Each part prefers a well-known port and takes a free one when that is busy; the chosen URLs
 are printed and saved in ``.run/urls.json``. ``down`` stops what ``up`` started (SIGTERM,
@@ -140,7 +144,7 @@ def _start_server(
     binary = shutil.which(binary_name)
     if binary is None:
         raise SystemExit(f"{binary_name} is not installed: `make up` installs it with apt")
-    port = pick_port(preferred_port)
+    port = ports.get(name) or pick_port(preferred_port)
     ports[name] = port
     home = RUN / name
     (home / "data").mkdir(parents=True, exist_ok=True)
@@ -167,26 +171,59 @@ def start_alertmanager(ports: dict[str, int]) -> Started:
     )  # fmt: skip
 
 
+def _token(path: Path) -> Path:
+    """A random bearer token in ``path`` (mode 0600), created once and kept across restarts."""
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(24))
+    return path
+
+
 def start_sim(ports: dict[str, int]) -> Started:
     """The simulated cluster (``builtin:demo``) with its API token and file_sd targets."""
     port = pick_port(9850)
     ports["sim"] = port
     home = RUN / "sim"
     home.mkdir(parents=True, exist_ok=True)
-    token_file = home / "token"
-    if not token_file.exists():
-        token_file.touch(mode=0o600)
-        token_file.write_text(secrets.token_urlsafe(24))
+    token_file = _token(home / "token")
     _spawn(
         "sim",
         [
             str(VENV_BIN / "toposcope"), "sim", "--scenario", "builtin:demo",
-            "--listen", f"127.0.0.1:{port}", "--speed", "60",
+            "--listen", f"127.0.0.1:{port}", "--speed", "1",
             "--file-sd", str(home / "targets.json"), "--token-file", str(token_file),
         ],
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     return Started("sim", url, f"{url}/-/ready")
+
+
+def start_advisor(ports: dict[str, int]) -> Started:
+    """The advisor service: analyses Prometheus every minute, applies only to the simulator.
+
+    It recommends by default; applying goes through its token-protected API (token in
+    ``.run/advisor/token``) to the simulator's resource-manager API, never to this host.
+    """
+    port = pick_port(9849)
+    ports["advisor"] = port
+    ports.setdefault("prometheus", pick_port(9090))
+    home = RUN / "advisor"
+    home.mkdir(parents=True, exist_ok=True)
+    token_file = _token(home / "token")
+    _spawn(
+        "advisor",
+        [
+            str(VENV_BIN / "toposcope"), "advisor", "serve",
+            "--prometheus", f"http://127.0.0.1:{ports['prometheus']}",
+            "--window", "10m", "--interval", "60s",
+            "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file),
+            "--resource-manager", "sim", "--rm-url", f"http://127.0.0.1:{ports['sim']}",
+            "--rm-token-file", str(RUN / "sim" / "token"),
+            "--audit-db", str(home / "audit.sqlite"),
+        ],
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    return Started("advisor", f"{url}/api/v1/recommendations", f"{url}/-/healthy")
 
 
 def prometheus_config(ports: dict[str, int]) -> str:
@@ -208,6 +245,10 @@ def prometheus_config(ports: dict[str, int]) -> str:
                         "labels": {"hostname": socket.gethostname()},
                     }
                 ],
+            },
+            {
+                "job_name": "toposcope-advisor",
+                "static_configs": [{"targets": [f"127.0.0.1:{ports['advisor']}"]}],
             },
             {
                 # one target per simulated node, all on the simulator's port: the node name
@@ -237,6 +278,7 @@ COMPONENTS: list[Callable[[dict[str, int]], Started]] = [
     start_exporter,
     start_sim,
     start_alertmanager,
+    start_advisor,
     start_prometheus,
 ]
 

@@ -37,7 +37,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         started = stack("up", run_dir)
         assert started.returncode == 0, started.stdout + started.stderr
         urls = json.loads((run_dir / "urls.json").read_text())
-        assert set(urls) >= {"exporter", "prometheus", "alertmanager", "sim"}
+        assert set(urls) >= {"exporter", "prometheus", "alertmanager", "sim", "advisor"}
         for name in urls:
             assert name in started.stdout
         query = urllib.parse.urlencode({"query": 'up{job="toposcope-host"} == 1'})
@@ -51,7 +51,13 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         again = stack("up", run_dir)
         assert "already running" in again.stdout
         pids = sorted(p.name for p in (run_dir / "pids").glob("*.pid"))
-        assert pids == ["alertmanager.pid", "exporter.pid", "prometheus.pid", "sim.pid"]
+        assert pids == [
+            "advisor.pid",
+            "alertmanager.pid",
+            "exporter.pid",
+            "prometheus.pid",
+            "sim.pid",
+        ]
         sim_up = urllib.parse.urlencode({"query": 'up{job="toposcope-sim"} == 1'})
         poll(
             lambda: (

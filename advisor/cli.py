@@ -27,7 +27,12 @@ from typing import TextIO
 
 from toposcope.advisor.actuators import BACKENDS, Applier, make_resource_manager, read_token
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.cliargs import add_source_arguments, backend_from_args, selector
+from toposcope.advisor.cliargs import (
+    add_analysis_arguments,
+    add_source_arguments,
+    backend_from_args,
+    selector,
+)
 from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.formatters import FORMATTERS, find_formatter
 from toposcope.advisor.loaders import Window
@@ -78,34 +83,12 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``toposcope advise`` and its ``revert`` and ``log`` actions."""
     add_source_arguments(parser)
-    parser.add_argument(
-        "--window", default="1h", help="look-back window, a PromQL duration (default 1h)"
-    )
-    parser.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help=f"policy to run (repeatable; default all: {', '.join(POLICIES)})",
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="POLICY.SETTING=VALUE",
-        help="change a policy setting (repeatable; see --list-policies)",
-    )
+    add_analysis_arguments(parser)
     parser.add_argument(
         "--list-policies", action="store_true", help="print the policies and their settings"
     )
     parser.add_argument(
         "--format", default="table", choices=sorted(FORMATTERS), help="report format"
-    )
-    parser.add_argument(
-        "--min-gain",
-        type=float,
-        default=0.05,
-        help="leave out recommendations with a smaller estimated gain (default 0.05)",
     )
     parser.add_argument("--output", metavar="FILE", help="write the report here (default stdout)")
     parser.add_argument(

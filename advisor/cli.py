@@ -61,7 +61,8 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
         "--resource-manager",
         choices=BACKENDS,
         default=default("dry-run"),
-        help="who applies: dry-run (default: print the calls), sim or agent (HTTP API)",
+        help="who applies: dry-run (default: print the calls), sim or agent (HTTP API), "
+        "local (this host)",
     )
     parser.add_argument(
         "--rm-url",
@@ -194,7 +195,7 @@ def _advise(args: argparse.Namespace) -> int:
 
 def _revert(args: argparse.Namespace) -> int:
     if args.resource_manager == "dry-run":
-        raise UsageError("revert needs --resource-manager sim or agent and --rm-url")
+        raise UsageError("revert needs --resource-manager local, or sim or agent with --rm-url")
     audit = _audit(args)
     nodes = sorted({e.node for e in audit.entries() if e.node})
     applier = Applier(

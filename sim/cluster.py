@@ -531,10 +531,12 @@ class SimCluster:
         return workload
 
     def action(self, action_id: str) -> ActionState:
-        """The state of an earlier action (``running`` until its cost has elapsed)."""
+        """An earlier action by id or request id (``running`` until its cost has elapsed)."""
         with self._lock:
             self.sync()
-            record = self._actions.get(action_id)
+            record = self._actions.get(action_id) or self._actions.get(
+                self._by_request.get(action_id, "")
+            )
             if record is None:
                 raise ResourceManagerError(f"unknown action {action_id!r}", 404)
             return self._state(record)

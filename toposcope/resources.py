@@ -138,5 +138,9 @@ class ResourceManager(Protocol):
         ...
 
     def action(self, action_id: str) -> ActionState:
-        """The state of an earlier action; :class:`ResourceManagerError` (404) when unknown."""
+        """The state of an earlier action, by its id or by the ``request_id`` that created it.
+
+        A client that crashed before reading an answer only knows its request id, so both
+        must be accepted. :class:`ResourceManagerError` (404) when unknown.
+        """
         ...

@@ -130,6 +130,8 @@ def test_pin_fixes_the_misplaced_memory_and_is_idempotent(cluster: SimCluster) -
     assert cluster.action_counts() == {("pin", "applied"): 1}
     cluster.advance(first.cost_seconds)
     assert cluster.action(first.id).status is ActionStatus.SUCCEEDED
+    # a client that crashed before reading the answer finds the action by its request id
+    assert cluster.action("rec-1#0").id == first.id
     with pytest.raises(ResourceManagerError) as info:
         cluster.apply(request(ActionKind.PIN, "cnn", rid="rec-1#0", cpus=NODE1, mems=[1]))
     assert info.value.status == 409

@@ -127,6 +127,8 @@ class FakeResourceManager:
 
     def action(self, action_id: str) -> ActionState:
         with self._lock:
+            if action_id in self._by_request:
+                return self._by_request[action_id]
             if action_id not in self._by_id:
                 raise ResourceManagerError(f"unknown action {action_id!r}", 404)
             return self._by_id[action_id]

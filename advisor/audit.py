@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
 from toposcope.resources import ActionRequest, Allocation
 
@@ -95,24 +94,11 @@ class AuditEntry:
     reverted_by: str | None
 
 
-class AuditLog:
+class AuditLog(SqliteStore):
     """The SQLite audit log at ``path`` (created with its schema on first use)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as db:
-                db.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open the audit log {self.path}: {exc}") from exc
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=10)) as db:
-            db.row_factory = sqlite3.Row
-            with db:  # one transaction, committed on success
-                yield db
+        super().__init__(path, SCHEMA, "the audit log")
 
     def record_intent(
         self,

@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import closing, contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.numa_pinning import remote_share
 from toposcope.advisor.recommendations import Recommendation, RecommendationKind
+from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
 
 SCHEMA = """
@@ -279,24 +279,11 @@ class Verification:
         return data
 
 
-class OutcomeLog:
+class OutcomeLog(SqliteStore):
     """The ``recommendation_seen`` and ``verifications`` tables in the SQLite file ``path``."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as db:
-                db.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open the outcome tables in {self.path}: {exc}") from exc
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=10)) as db:
-            db.row_factory = sqlite3.Row
-            with db:
-                yield db
+        super().__init__(path, SCHEMA, "the outcome tables in")
 
     def first_seen(self, ids: Iterable[str], now: float) -> dict[str, float]:
         """Since when each of ``ids`` (the open recommendations) has been open.

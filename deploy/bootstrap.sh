@@ -15,6 +15,9 @@ OS_DEPS=(
   "prometheus-alertmanager:prometheus-alertmanager"
   "prometheus-node-exporter:prometheus-node-exporter"
   "lstopo:hwloc"
+  "victoria-metrics:victoria-metrics"
+  "chromium:chromium"
+  "chromedriver:chromium-driver"
 )
 
 as_root() {

@@ -26,7 +26,10 @@ EXIT_USAGE = 2
 
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "topology": ("toposcope.topology.cli", "show this machine's (or a snapshot's) topology"),
+    "topology": (
+        "toposcope.exporters.topology_cli",
+        "show this machine's (or a snapshot's) topology",
+    ),
     "exporter": ("toposcope.exporters.cli", "serve /metrics (NUMA, cross-socket, workloads, GPUs)"),
     "advise": ("toposcope.advisor.cli", "recommend (and apply) topology fixes from the metrics"),
     "place": ("toposcope.advisor.place_cli", "best GPU set for a job of N GPUs"),

@@ -11,6 +11,7 @@ import pynvml
 import pytest
 
 from toposcope.errors import SourceError
+from toposcope.exporters import topology_cli
 from toposcope.exporters.gpu_source import merge_nvml_topology
 from toposcope.exporters.sources.fake_nvml import FakeNvml, FakeProcess, ManualClock
 from toposcope.exporters.sources.nvml import (
@@ -20,7 +21,6 @@ from toposcope.exporters.sources.nvml import (
     mig_profile,
     words_to_ids,
 )
-from toposcope.topology import cli as topology_cli
 from toposcope.topology.model import Gpu, Topology
 from toposcope.topology.nvml import (
     NvLinkRemote,

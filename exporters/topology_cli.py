@@ -2,6 +2,8 @@
 
 Reads this host's sysfs by default, or a snapshot (``--root DIR`` with ``sys/`` and
 ``proc/`` inside), an hwloc XML file (``lstopo --of xml``) or ``nvidia-smi topo -m`` output.
+The command lives with the exporter because merging NVML's view (``--nvml``) needs the
+exporter's NVML layer; the core's builders stay free of it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from pathlib import Path
 
 from toposcope.config import HostPaths
 from toposcope.errors import ConfigError
+from toposcope.exporters.gpu_source import merge_nvml_topology
+from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import Topology
+from toposcope.topology.nvidia_smi import build_from_nvidia_smi_topo
 from toposcope.topology.sysfs import build_from_sysfs
 
 
@@ -40,12 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_topology(args: argparse.Namespace) -> Topology:
     """Build the topology from whichever source the arguments name."""
     if args.hwloc_xml:
-        from toposcope.topology.hwloc_xml import build_from_hwloc_xml
-
         return build_from_hwloc_xml(Path(args.hwloc_xml))
     if args.nvidia_smi_topo:
-        from toposcope.topology.nvidia_smi import build_from_nvidia_smi_topo
-
         if args.nvidia_smi_topo == "-":
             return build_from_nvidia_smi_topo(sys.stdin.read(), source="nvidia-smi:stdin")
         path = Path(args.nvidia_smi_topo)
@@ -65,8 +66,6 @@ def load_topology(args: argparse.Namespace) -> Topology:
     nvml = getattr(args, "nvml", "off")
     if nvml == "off" or (nvml == "auto" and (args.root or args.path_sysfs)):
         return topology
-    from toposcope.exporters.gpu_source import merge_nvml_topology
-
     return merge_nvml_topology(topology, nvml)
 
 

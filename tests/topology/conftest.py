@@ -12,13 +12,12 @@ here, or the agreement test will show the difference.
 from __future__ import annotations
 
 import re
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import HWLOC_LINUX
+from tests.helpers import HWLOC_LINUX, extract_snapshot
 
 #: Archive members (below the snapshot's top directory) that build_from_sysfs reads.
 BUILDER_READS = re.compile(
@@ -34,18 +33,6 @@ BUILDER_READS = re.compile(
 )
 
 
-def extract_for_builder(tarball: Path, dest: Path) -> Path:
-    """Unpack the members :data:`BUILDER_READS` matches; return the snapshot's top directory."""
-    with tarfile.open(tarball, "r:bz2") as archive:
-        members = archive.getmembers()
-        tops = {m.name.split("/", 1)[0] for m in members if m.name and m.name != "."}
-        if len(tops) != 1:
-            raise AssertionError(f"{tarball.name} has {len(tops)} top-level entries")
-        wanted = [m for m in members if BUILDER_READS.match(m.name)]
-        archive.extractall(dest, members=wanted, filter="fully_trusted", numeric_owner=True)
-    return dest / tops.pop()
-
-
 @pytest.fixture(scope="session")
 def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """Return a function that unpacks ``hwloc/linux/<name>.tar.bz2`` (once) for the builder.
@@ -57,7 +44,8 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     def get(name: str) -> Path:
         if name not in cache:
             dest = tmp_path_factory.mktemp(f"snap-{name[:20]}")
-            cache[name] = extract_for_builder(HWLOC_LINUX / f"{name}.tar.bz2", dest)
+            tarball = HWLOC_LINUX / f"{name}.tar.bz2"
+            cache[name] = extract_snapshot(tarball, dest, only=BUILDER_READS)
         return cache[name]
 
     return get

@@ -22,12 +22,10 @@ import argparse
 import getpass
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import TextIO
 
 from toposcope.advisor.actuators import BACKENDS, make_resource_manager, read_token
@@ -201,12 +199,6 @@ def run(args: argparse.Namespace) -> int:
     except (UsageError, ConfigError, AdvisorError) as exc:
         print(f"toposcope advisor serve: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        LOG.info("received signal %d, shutting down", signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
     service.recover()
     service.start(interval)
     LOG.info(
@@ -217,10 +209,7 @@ def run(args: argparse.Namespace) -> int:
         args.resource_manager,
     )
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.serve_until_signalled()
     finally:
         service.stop()
-        server.httpd.server_close()
     return EXIT_OK

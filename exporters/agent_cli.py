@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 from pathlib import Path
-from types import FrameType
 
 from toposcope.config import HostPaths
 from toposcope.exporters.local_rm import LocalResourceManager
@@ -96,22 +94,11 @@ def build_server(args: argparse.Namespace) -> tuple[HttpServer, LocalResourceMan
 def run(args: argparse.Namespace) -> int:
     """Serve the API until SIGINT or SIGTERM."""
     server, manager = build_server(args)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        LOG.info("received signal %d, shutting down", signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
     LOG.info(
         "serving the resource-manager API for node %s on %s (port %d)",
         manager.node_name,
         args.listen,
         server.port,
     )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.httpd.server_close()
+    server.serve_until_signalled()
     return 0

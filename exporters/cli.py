@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 import sys
 from pathlib import Path
-from types import FrameType
 
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
 from toposcope.exporters import DEFAULT_PORT
@@ -164,22 +162,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(runner: ScrapeRunner, hostname: str, listen: str) -> int:
     server = ExporterServer(runner, hostname, listen)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        LOG.info("received signal %d, shutting down", signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
     LOG.info(
         "serving /metrics on %s (port %d) with collectors %s",
         listen,
         server.port,
         ",".join(runner.names()),
     )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.httpd.server_close()
+    server.serve_until_signalled()
     return 0

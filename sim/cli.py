@@ -11,12 +11,10 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
-import signal
 import sys
 import tempfile
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from toposcope.errors import ConfigError, UsageError
@@ -114,15 +112,7 @@ def run(args: argparse.Namespace) -> int:
             args.speed,
             state_dir,
         )
-
-        def on_sigterm(signum: int, frame: FrameType | None) -> None:
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, on_sigterm)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            LOG.info("shutting down")
+        server.serve_until_signalled()
     finally:
         stop.set()
         if preparing.is_alive():

@@ -9,10 +9,12 @@ and IPv6); endpoints that change state default to a loopback address instead.
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
+from types import FrameType
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -102,6 +104,25 @@ class HttpServer:
     def serve_forever(self) -> None:
         """Serve until :meth:`shutdown` is called."""
         self.httpd.serve_forever(poll_interval=0.5)
+
+    def serve_until_signalled(self) -> None:
+        """Serve in this thread until SIGINT or SIGTERM, then close the socket.
+
+        The daemons' main loop: a signal ends serving like Ctrl-C does, so the caller's
+        ``finally`` blocks (stopping threads, flushing state) run on ``kill`` too.
+        """
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            LOG.info("received signal %d, shutting down", signum)
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, on_signal)
+        try:
+            self.serve_forever()
+        except KeyboardInterrupt:
+            LOG.info("shutting down")
+        finally:
+            self.httpd.server_close()
 
     def start(self) -> None:
         """Serve in a daemon thread."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
-from pathlib import Path
 
 from toposcope.config import HostPaths
 from toposcope.exporters.local_rm import LocalResourceManager
@@ -67,12 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def paths_from_args(args: argparse.Namespace) -> HostPaths:
     """The host roots the options name (``/``, ``/sys``, ``/proc`` by default)."""
-    rootfs = Path(args.path_rootfs or "/")
-    paths = HostPaths(
-        sysfs=Path(args.path_sysfs) if args.path_sysfs else rootfs / "sys",
-        procfs=Path(args.path_procfs) if args.path_procfs else rootfs / "proc",
-        rootfs=rootfs,
-    )
+    paths = HostPaths.from_options(args.path_rootfs, args.path_sysfs, args.path_procfs)
     paths.check()
     return paths
 

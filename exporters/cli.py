@@ -11,7 +11,6 @@ import argparse
 import logging
 import socket
 import sys
-from pathlib import Path
 
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
 from toposcope.exporters import DEFAULT_PORT
@@ -114,12 +113,7 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
     if args.root:
         paths = HostPaths.under(args.root)
     else:
-        rootfs = Path(args.path_rootfs or "/")
-        paths = HostPaths(
-            sysfs=Path(args.path_sysfs) if args.path_sysfs else rootfs / "sys",
-            procfs=Path(args.path_procfs) if args.path_procfs else rootfs / "proc",
-            rootfs=rootfs,
-        )
+        paths = HostPaths.from_options(args.path_rootfs, args.path_sysfs, args.path_procfs)
     paths.check()
     exclude = (
         tuple(args.workloads_exclude)

@@ -58,9 +58,7 @@ def load_topology(args: argparse.Namespace) -> Topology:
     if args.root:
         paths = HostPaths.under(args.root)
     else:
-        paths = HostPaths(
-            sysfs=Path(args.path_sysfs or "/sys"), procfs=Path(args.path_procfs or "/proc")
-        )
+        paths = HostPaths.from_options(sysfs=args.path_sysfs, procfs=args.path_procfs)
     paths.check()
     topology = build_from_sysfs(paths.sysfs, paths.procfs)
     nvml = getattr(args, "nvml", "off")

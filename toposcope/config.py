@@ -33,6 +33,22 @@ class HostPaths:
         base = Path(root)
         return cls(sysfs=base / "sys", procfs=base / "proc", rootfs=base)
 
+    @classmethod
+    def from_options(
+        cls, rootfs: str | None = None, sysfs: str | None = None, procfs: str | None = None
+    ) -> HostPaths:
+        """Paths from ``--path.rootfs`` / ``--path.sysfs`` / ``--path.procfs`` (each optional).
+
+        As in node_exporter, sysfs and procfs not given explicitly sit under the rootfs, so
+        one ``--path.rootfs /host`` serves a container that mounts the host at ``/host``.
+        """
+        root = Path(rootfs or "/")
+        return cls(
+            sysfs=Path(sysfs) if sysfs else root / "sys",
+            procfs=Path(procfs) if procfs else root / "proc",
+            rootfs=root,
+        )
+
     def check(self) -> None:
         """Raise :class:`ConfigError` when the sysfs root does not exist (a typo, not a host)."""
         if not self.sysfs.is_dir():

@@ -1,4 +1,4 @@
-"""HostPaths from the ``--path.*`` options, as the exporter, the agent and ``topology`` read them."""
+"""HostPaths from the ``--path.*`` options (exporter, agent, ``topology``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``toposcope advise``: recommendations from the metrics, optionally applied.
 
-    toposcope advise (--prometheus URL | --scrape [NAME=]URL...) [--window 1h]
+    toposcope advise (--prometheus URL | --scrape [NAME=]URL...) [--window 1h] [--at TIME]
         [--policy NAME ...] [--set POLICY.SETTING=VALUE ...] [--format table|json|csv|markdown|html]
         [--min-gain 0.05] [--output FILE]
         [--apply [--resource-manager dry-run|sim|agent] [--rm-url URL] [--token-file FILE]
@@ -22,6 +22,7 @@ import os
 import socket
 import sys
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -51,6 +52,21 @@ def default_audit_db() -> Path:
     """``$XDG_STATE_HOME/toposcope/advisor-audit.sqlite`` (``~/.local/state`` by default)."""
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "toposcope" / "advisor-audit.sqlite"
+
+
+def parse_at(text: str) -> float:
+    """Unix seconds from ``--at``: a number of seconds or an RFC 3339 time with its offset."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(f"--at {text!r} is neither Unix seconds nor an RFC 3339 time") from exc
+    if moment.tzinfo is None:
+        raise UsageError(f"--at {text!r} needs a UTC offset (e.g. 2024-05-01T12:00:00Z)")
+    return moment.timestamp()
 
 
 def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -85,6 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``toposcope advise`` and its ``revert`` and ``log`` actions."""
     add_source_arguments(parser)
     add_analysis_arguments(parser)
+    parser.add_argument(
+        "--at",
+        metavar="TIME",
+        help="evaluate the window ending at TIME (Unix seconds or RFC 3339; default: the "
+        "backend's now), to compare backends or rerun a past report",
+    )
     parser.add_argument(
         "--list-policies", action="store_true", help="print the policies and their settings"
     )
@@ -153,7 +175,10 @@ def _advise(args: argparse.Namespace) -> int:
         raise UsageError(f"--min-gain must be between 0 and 10, not {args.min_gain}")
     if args.max_actions < 0 or args.max_actions_per_node < 0:
         raise UsageError("--max-actions and --max-actions-per-node must be >= 0")
-    window = Window.parse(args.window)
+    at = parse_at(args.at) if args.at else None
+    if at is not None and args.scrape:
+        raise UsageError("--at needs --prometheus: a scrape sees only the present")
+    window = Window.parse(args.window, end=at)
     policies = build(args.policy, parse_overrides(args.set))
     render = find_formatter(args.format)
     backend = backend_from_args(args)

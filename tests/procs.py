@@ -84,6 +84,7 @@ class Prometheus:
         scrape_configs: list[dict[str, Any]],
         rule_files: list[str] | None = None,
         alertmanagers: list[str] | None = None,
+        remote_write: list[dict[str, Any]] | None = None,
     ) -> None:
         self.binary = require_binary("prometheus")
         self.workdir = workdir
@@ -99,6 +100,8 @@ class Prometheus:
             config["alerting"] = {
                 "alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]
             }
+        if remote_write:
+            config["remote_write"] = remote_write
         self.config_file = workdir / "prometheus.yml"
         self.config_file.write_text(json.dumps(config))
 
@@ -116,9 +119,12 @@ class Prometheus:
             poll(lambda: http_get(f"{self.url}/-/ready"))
             yield self
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        """Instant query through the HTTP API; returns the result vector."""
-        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Instant query through the HTTP API (at Unix time ``at``); the result vector."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode(params)
         answer = json.loads(http_get(url))
         assert answer["status"] == "success", answer
         result: list[dict[str, Any]] = answer["data"]["result"]
@@ -184,3 +190,44 @@ class WebhookReceiver:
         finally:
             self.server.shutdown()
             self.server.server_close()
+
+
+class VictoriaMetrics:
+    """A real single-node VictoriaMetrics on loopback with a temporary data directory.
+
+    Prometheus writes to it through ``remote_write_url`` (``/api/v1/write``); it answers the
+    PromQL HTTP API (``/api/v1/query``, ``/api/v1/query_range``) at ``url``, as Prometheus does.
+    ``-search.latencyOffset=1s`` makes points written a second ago searchable (the default
+    hides the last 30 s).
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.binary = require_binary("victoria-metrics")
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.remote_write_url = f"{self.url}/api/v1/write"
+
+    @contextmanager
+    def run(self) -> Iterator[VictoriaMetrics]:
+        """Start VictoriaMetrics and wait until ``/health`` answers."""
+        argv = [
+            self.binary,
+            f"-storageDataPath={self.workdir / 'vm-data'}",
+            f"-httpListenAddr=127.0.0.1:{self.port}",
+            "-search.latencyOffset=1s",
+        ]
+        with running(argv, self.workdir / "victoria-metrics.log"):
+            poll(lambda: http_get(f"{self.url}/health"))
+            yield self
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Instant query through the PromQL API (at Unix time ``at``); the result vector."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode(params)
+        answer = json.loads(http_get(url))
+        assert answer["status"] == "success", answer
+        result: list[dict[str, Any]] = answer["data"]["result"]
+        return result

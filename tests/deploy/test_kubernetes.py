@@ -4,11 +4,15 @@ Built-in kinds are checked with ``kubernetes-validate`` against the Kubernetes 1
 in strict mode (unknown fields fail). The Prometheus Operator kinds have no schema there
 (``SchemaNotFoundError``), so their required fields are checked by hand. The PrometheusRule
 must be exactly what ``gen_prometheusrule.py`` writes and hold exactly the rule groups of
-``alerts/*.rules.yml``.
+``alerts/*.rules.yml``. Every container's ``args`` parse with the real ``toposcope`` parser,
+and the advisor, agent and their Secrets, volumes and network policy fit together: the
+advisor recommends only unless the ``apply-with-agents`` component is added, keeps its
+SQLite file on the PersistentVolumeClaim and reaches each node's agent by node name.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +30,7 @@ from kubernetes_validate import (  # type: ignore[import-untyped]
     validate,
 )
 
+from tests.deploy.cliargs import parse_cli
 from tests.helpers import REPO
 from tests.procs import require_binary
 
@@ -33,12 +38,22 @@ K8S = REPO / "deploy" / "kubernetes"
 GENERATOR = K8S / "gen_prometheusrule.py"
 RULE_FILE = K8S / "prometheusrule.yaml"
 KUSTOMIZATION = K8S / "kustomization.yaml"
+APPLY_COMPONENT = K8S / "components" / "apply-with-agents"
 MANIFESTS = sorted(p for p in K8S.glob("*.yaml") if p != KUSTOMIZATION)
 KUBERNETES_VERSION = "1.29.0"
 NAMESPACE = "toposcope"
 #: Kinds served by CRDs (Prometheus Operator): no schema in kubernetes-validate.
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 IMAGE_PREFIX = "ghcr.io/toposcope/toposcope:"
+#: what the downward API puts in for $(NODE_NAME) on a node, for parsing args
+NODE = "gpu-node-01"
+#: the only container allowed host-level privileges, and which (documented in each manifest)
+HOST_PRIVILEGES = {
+    "toposcope-exporter": {"SYS_PTRACE", "DAC_READ_SEARCH"},
+    "toposcope-agent": {"SYS_NICE", "SYS_PTRACE"},
+}
+AGENT_PORT = 9848
+ADVISOR_PORT = 9849
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -52,22 +67,54 @@ def _objects() -> list[tuple[str, dict[str, Any]]]:
     return [(path.name, doc) for path in MANIFESTS for doc in _docs(path)]
 
 
-def _one(kind: str) -> dict[str, Any]:
-    found = [doc for _, doc in _objects() if doc["kind"] == kind]
-    assert len(found) == 1, f"{len(found)} {kind} objects"
+def _one(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [
+        doc
+        for _, doc in _objects()
+        if doc["kind"] == kind and name in (None, doc["metadata"]["name"])
+    ]
+    assert len(found) == 1, f"{len(found)} {kind} objects named {name or 'anything'}"
     return found[0]
 
 
-def _pod_spec() -> dict[str, Any]:
-    spec: dict[str, Any] = _one("DaemonSet")["spec"]["template"]["spec"]
+def _workloads() -> list[dict[str, Any]]:
+    return [doc for _, doc in _objects() if doc["kind"] in ("DaemonSet", "Deployment")]
+
+
+def _pod_spec(kind: str = "DaemonSet", name: str = "toposcope-exporter") -> dict[str, Any]:
+    spec: dict[str, Any] = _one(kind, name)["spec"]["template"]["spec"]
     return spec
 
 
-def _container() -> dict[str, Any]:
-    containers = _pod_spec()["containers"]
+def _container(kind: str = "DaemonSet", name: str = "toposcope-exporter") -> dict[str, Any]:
+    containers = _pod_spec(kind, name)["containers"]
     assert len(containers) == 1
     container: dict[str, Any] = containers[0]
     return container
+
+
+def _advisor() -> dict[str, Any]:
+    return _container("Deployment", "toposcope-advisor")
+
+
+def _agent() -> dict[str, Any]:
+    return _container("DaemonSet", "toposcope-agent")
+
+
+def _args(container: dict[str, Any]) -> list[str]:
+    """The container's args with the downward-API variables filled in as on a node."""
+    return [arg.replace("$(NODE_NAME)", NODE) for arg in container["args"]]
+
+
+def _mount_of(pod: dict[str, Any], container: dict[str, Any], path: str) -> dict[str, Any]:
+    """The volume (from ``pod``'s volumes) whose mount in ``container`` holds ``path``."""
+    mounts = [
+        m for m in container["volumeMounts"] if path.startswith(m["mountPath"].rstrip("/") + "/")
+    ]
+    assert mounts, f"nothing mounted above {path}"
+    mount = max(mounts, key=lambda m: len(m["mountPath"]))
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    return {"mount": mount, "volume": volume}
 
 
 def _kind_and_name(doc: dict[str, Any]) -> tuple[str, str]:
@@ -92,17 +139,27 @@ def _alert_groups() -> list[dict[str, Any]]:
 
 
 def test_the_expected_objects_are_there() -> None:
-    kinds = sorted(doc["kind"] for _, doc in _objects())
-    assert kinds == sorted(
+    found = sorted(map(_kind_and_name, (doc for _, doc in _objects())))
+    assert found == sorted(
         [
-            "Namespace",
-            "ServiceAccount",
-            "DaemonSet",
-            "Service",
-            "ServiceMonitor",
-            "PrometheusRule",
+            ("Namespace", "toposcope"),
+            ("ServiceAccount", "toposcope-exporter"),
+            ("DaemonSet", "toposcope-exporter"),
+            ("Service", "toposcope-exporter"),
+            ("ServiceMonitor", "toposcope-exporter"),
+            ("PrometheusRule", "toposcope-rules"),
+            ("ServiceAccount", "toposcope-advisor"),
+            ("Deployment", "toposcope-advisor"),
+            ("PersistentVolumeClaim", "toposcope-advisor-state"),
+            ("Service", "toposcope-advisor"),
+            ("ServiceMonitor", "toposcope-advisor"),
+            ("ServiceAccount", "toposcope-agent"),
+            ("DaemonSet", "toposcope-agent"),
+            ("NetworkPolicy", "toposcope-agent"),
         ]
     )
+    # No RBAC: nothing of toposcope calls the Kubernetes API (advisor-deployment.yaml says why).
+    assert not {kind for kind, _ in found} & {"Role", "ClusterRole", "RoleBinding"}
 
 
 @pytest.mark.parametrize(
@@ -124,7 +181,7 @@ def test_manifest_validates(name: str, doc: dict[str, Any]) -> None:
 
 def test_validation_is_strict() -> None:
     """Guard: a misspelt field deep in the DaemonSet must fail, or the test above proves nothing."""
-    daemonset = _one("DaemonSet")
+    daemonset = _one("DaemonSet", "toposcope-exporter")
     daemonset["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilties"] = {}
     with pytest.raises(ValidationError):
         validate(daemonset, KUBERNETES_VERSION, strict=True)
@@ -174,7 +231,7 @@ def test_daemonset_least_privilege() -> None:
     assert security["privileged"] is False
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert spec["automountServiceAccountToken"] is False
-    assert _one("ServiceAccount")["automountServiceAccountToken"] is False
+    assert _one("ServiceAccount", "toposcope-exporter")["automountServiceAccountToken"] is False
     resources = container["resources"]
     assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}
     probes = (container["livenessProbe"], container["readinessProbe"])
@@ -185,12 +242,14 @@ def test_image_is_the_project_version() -> None:
     version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
         "version"
     ]
-    assert _container()["image"] == f"{IMAGE_PREFIX}{version}"
+    for workload in _workloads():
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            assert container["image"] == f"{IMAGE_PREFIX}{version}", workload["metadata"]["name"]
 
 
 def test_service_is_headless_and_selects_the_exporter_pods() -> None:
-    service = _one("Service")
-    pod_labels = _one("DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    service = _one("Service", "toposcope-exporter")
+    pod_labels = _one("DaemonSet", "toposcope-exporter")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"].items() <= pod_labels.items()
     (port,) = service["spec"]["ports"]
@@ -198,28 +257,39 @@ def test_service_is_headless_and_selects_the_exporter_pods() -> None:
     assert port["targetPort"] in {p["name"] for p in _container()["ports"]}
 
 
-def test_servicemonitor_required_fields() -> None:
-    monitor = _one("ServiceMonitor")
-    service = _one("Service")
+@pytest.mark.parametrize("name", ["toposcope-exporter", "toposcope-advisor"])
+def test_servicemonitor_required_fields(name: str) -> None:
+    monitor = _one("ServiceMonitor", name)
+    service = _one("Service", name)
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    assert monitor["metadata"]["name"]
     spec = monitor["spec"]
     assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    # ... and only that Service: the exporter's monitor must not scrape the advisor
+    for _, other in _objects():
+        if other["kind"] == "Service" and other["metadata"]["name"] != name:
+            labels = other["metadata"]["labels"].items()
+            assert not spec["selector"]["matchLabels"].items() <= labels, other["metadata"]
     assert NAMESPACE in spec["namespaceSelector"]["matchNames"]
     (endpoint,) = spec["endpoints"]
     assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
     assert endpoint["path"] == "/metrics"
     assert re.fullmatch(r"\d+[smh]", endpoint["interval"])
-    relabel = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
-    assert relabel["hostname"] == ["__meta_kubernetes_pod_node_name"]
+    if name == "toposcope-exporter":
+        relabel = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+        assert relabel["hostname"] == ["__meta_kubernetes_pod_node_name"]
 
 
-def test_scrape_job_is_one_the_exporter_alerts_watch() -> None:
-    """The operator names the job after the Service; ToposcopeExporterDown must select it."""
-    job = _one("Service")["metadata"]["name"]
-    (rule,) = [
-        r for g in _alert_groups() for r in g["rules"] if r.get("alert") == "ToposcopeExporterDown"
-    ]
+@pytest.mark.parametrize(
+    ("service", "alert"),
+    [
+        ("toposcope-exporter", "ToposcopeExporterDown"),
+        ("toposcope-advisor", "ToposcopeAdvisorDown"),
+    ],
+)
+def test_scrape_job_is_one_the_alerts_watch(service: str, alert: str) -> None:
+    """The operator names the job after the Service; the `...Down` alert must select it."""
+    job = _one("Service", service)["metadata"]["name"]
+    (rule,) = [r for g in _alert_groups() for r in g["rules"] if r.get("alert") == alert]
     matchers: list[tuple[pp.MatchOp, str]] = []
 
     def visit(node: object) -> None:
@@ -312,3 +382,248 @@ def test_docs_cover_every_manifest() -> None:
     text = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
     for path in [*MANIFESTS, KUSTOMIZATION, GENERATOR]:
         assert path.name in text, path.name
+    assert "components/apply-with-agents" in text
+
+
+# advisor and node agent -------------------------------------------------------------------
+def _pod_labels(kind: str, name: str) -> dict[str, str]:
+    labels: dict[str, str] = _one(kind, name)["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
+def _port(listen: str) -> int:
+    return int(listen.rpartition(":")[2])
+
+
+def _apply_component(deployment: dict[str, Any]) -> dict[str, Any]:
+    """``deployment`` with the apply-with-agents component's JSON patches applied.
+
+    Only the operations the component uses are understood (``add`` with an existing parent,
+    ``-`` appending to a list); anything else fails, so the component stays simple.
+    """
+    component = yaml.safe_load((APPLY_COMPONENT / "kustomization.yaml").read_text("utf-8"))
+    assert component["kind"] == "Component"
+    patched: dict[str, Any] = yaml.safe_load(yaml.safe_dump(deployment))
+    for patch in component["patches"]:
+        target = patch["target"]
+        assert (target["kind"], target["name"]) == _kind_and_name(deployment)
+        for op in yaml.safe_load(patch["patch"]):
+            assert op["op"] == "add", op
+            *parents, last = op["path"].strip("/").split("/")
+            node: Any = patched
+            for part in parents:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            assert last == "-" and isinstance(node, list), op["path"]
+            node.append(op["value"])
+    return patched
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "command"),
+    [
+        ("DaemonSet", "toposcope-exporter", "exporter"),
+        ("Deployment", "toposcope-advisor", "advisor"),
+        ("DaemonSet", "toposcope-agent", "agent"),
+    ],
+)
+def test_container_args_parse_with_the_cli(kind: str, name: str, command: str) -> None:
+    """Every container's args are a valid `toposcope` command line (no drift from the CLI)."""
+    assert {w["metadata"]["name"] for w in _workloads()} == {
+        "toposcope-exporter",
+        "toposcope-advisor",
+        "toposcope-agent",
+    }
+    args = parse_cli(_args(_container(kind, name)))
+    assert args.command == command
+
+
+def test_every_container_is_unprivileged_or_documented() -> None:
+    """No container is privileged; added capabilities are the documented ones, nothing more."""
+    for workload in _workloads():
+        name = workload["metadata"]["name"]
+        pod = workload["spec"]["template"]["spec"]
+        source = next(path for path, doc in _objects() if doc is workload or doc == workload)
+        comments = "\n".join(
+            line for line in (K8S / source).read_text("utf-8").splitlines() if "#" in line
+        )
+        assert pod.get("hostNetwork", False) is False, name
+        assert pod.get("hostIPC", False) is False, name
+        assert pod.get("hostPID", False) is (name in HOST_PRIVILEGES), name
+        assert pod["automountServiceAccountToken"] is False, name
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in pod["containers"]:
+            security = container["securityContext"]
+            assert security["privileged"] is False, name
+            assert security["allowPrivilegeEscalation"] is False, name
+            assert security["readOnlyRootFilesystem"] is True, name
+            assert security["capabilities"]["drop"] == ["ALL"], name
+            added = set(security["capabilities"].get("add", []))
+            assert added == HOST_PRIVILEGES.get(name, set()), name
+            for capability in added:
+                assert capability in comments, f"{name}: {capability} is not explained"
+
+
+def test_advisor_is_one_recreated_pod_with_its_sqlite_on_the_claim() -> None:
+    deployment = _one("Deployment", "toposcope-advisor")
+    assert deployment["spec"]["replicas"] == 1
+    # SQLite has one writer: never two pods on the file during an update
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = _pod_spec("Deployment", "toposcope-advisor")
+    args = parse_cli(_args(_advisor()))
+    found = _mount_of(pod, _advisor(), args.audit_db)
+    claim = _one("PersistentVolumeClaim", "toposcope-advisor-state")
+    assert found["volume"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert found["mount"].get("readOnly", False) is False
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    # fsGroup makes the claim writable for the non-root user
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+
+
+def test_advisor_recommends_only_and_reads_its_token_from_a_secret() -> None:
+    pod = _pod_spec("Deployment", "toposcope-advisor")
+    args = parse_cli(_args(_advisor()))
+    assert args.advisor_command == "serve"
+    assert args.resource_manager == "dry-run"
+    assert args.rm_url is None and args.rm_token_file is None
+    assert args.prometheus.startswith("http")
+    found = _mount_of(pod, _advisor(), args.token_file)
+    secret = found["volume"]["secret"]
+    assert secret["secretName"] == "toposcope-advisor-token"
+    assert found["mount"]["readOnly"] is True
+    relative = os.path.relpath(args.token_file, found["mount"]["mountPath"])
+    assert {"key": "token", "path": relative} in secret["items"]
+    assert secret["defaultMode"] & 0o007 == 0  # not world-readable
+
+
+def test_advisor_listens_on_every_interface_only_behind_a_cluster_ip() -> None:
+    args = parse_cli(_args(_advisor()))
+    assert _port(args.listen) == ADVISOR_PORT
+    (port,) = _advisor()["ports"]
+    assert port["containerPort"] == ADVISOR_PORT and "hostPort" not in port
+    service = _one("Service", "toposcope-advisor")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert (
+        service["spec"]["selector"].items()
+        <= _pod_labels("Deployment", "toposcope-advisor").items()
+    )
+    assert (
+        not service["spec"]["selector"].items()
+        <= _pod_labels("DaemonSet", "toposcope-agent").items()
+    )
+    (service_port,) = service["spec"]["ports"]
+    assert service_port["targetPort"] == port["name"]
+    probes = {_advisor()[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")}
+    assert probes == {"/-/ready", "/-/healthy"}
+    assert set(_advisor()["resources"]["limits"]) == {"cpu", "memory"}
+
+
+def test_agent_reads_the_host_and_writes_only_cgroups() -> None:
+    pod = _pod_spec("DaemonSet", "toposcope-agent")
+    container = _agent()
+    args = parse_cli(_args(container))
+    assert args.hostname == NODE  # the node name, as the exporter's --hostname
+    assert parse_cli(_args(_container())).hostname == NODE
+    cgroup = _mount_of(pod, container, f"{args.path_rootfs}/sys/fs/cgroup/cpuset.cpus")
+    assert cgroup["volume"]["hostPath"]["path"] == "/sys/fs/cgroup"
+    assert cgroup["mount"]["readOnly"] is False
+    for mount in container["volumeMounts"]:
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        if "hostPath" in volume and mount["name"] != cgroup["mount"]["name"]:
+            assert mount["readOnly"] is True, mount
+    assert _mount_of(pod, container, f"{args.path_sysfs}/devices")["volume"]["hostPath"] == {
+        "path": "/sys",
+        "type": "Directory",
+    }
+    assert (
+        _mount_of(pod, container, f"{args.path_procfs}/1")["volume"]["hostPath"]["path"] == "/proc"
+    )
+    probes = {container[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")}
+    assert probes == {"/api/v1/healthz"}
+
+
+def test_agent_token_comes_from_a_secret() -> None:
+    pod = _pod_spec("DaemonSet", "toposcope-agent")
+    args = parse_cli(_args(_agent()))
+    assert args.token_file, "an agent without a token refuses every change"
+    found = _mount_of(pod, _agent(), args.token_file)
+    secret = found["volume"]["secret"]
+    assert secret["secretName"] == "toposcope-agent-token"
+    assert secret.get("optional", False) is False
+    assert found["mount"]["readOnly"] is True
+    relative = os.path.relpath(args.token_file, found["mount"]["mountPath"])
+    assert {"key": "token", "path": relative} in secret["items"]
+    assert secret["defaultMode"] & 0o077 == 0
+
+
+def test_agent_is_reachable_at_its_node_on_the_api_port() -> None:
+    args = parse_cli(_args(_agent()))
+    (port,) = _agent()["ports"]
+    assert _port(args.listen) == port["containerPort"] == port["hostPort"] == AGENT_PORT
+    assert args.listen.startswith(":")  # all of the pod's interfaces, so the hostPort works
+
+
+def test_only_the_advisor_may_reach_the_agents() -> None:
+    policy = _one("NetworkPolicy", "toposcope-agent")["spec"]
+    selected = policy["podSelector"]["matchLabels"].items()
+    assert selected <= _pod_labels("DaemonSet", "toposcope-agent").items()
+    assert not selected <= _pod_labels("DaemonSet", "toposcope-exporter").items()
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    (peer,) = rule["from"]
+    assert set(peer) == {"podSelector"}  # same namespace, the advisor's pods only
+    allowed = peer["podSelector"]["matchLabels"].items()
+    assert allowed <= _pod_labels("Deployment", "toposcope-advisor").items()
+    assert not allowed <= _pod_labels("DaemonSet", "toposcope-exporter").items()
+    assert rule["ports"] == [{"protocol": "TCP", "port": AGENT_PORT}]
+
+
+def test_apply_component_points_the_advisor_at_each_nodes_agent() -> None:
+    deployment = _apply_component(_one("Deployment", "toposcope-advisor"))
+    try:
+        validate(deployment, KUBERNETES_VERSION, strict=True)
+    except ValidationError as exc:
+        pytest.fail(f"apply-with-agents: {exc.message}")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = parse_cli(_args(container))
+    assert args.resource_manager == "agent"
+    # the agent actuator replaces {node} by the node a recommendation targets, which is the
+    # --hostname of the exporter and of the agent on that node
+    assert "{node}" in args.rm_url
+    url = args.rm_url.replace("{node}", parse_cli(_args(_agent())).hostname)
+    assert url == f"http://{NODE}:{AGENT_PORT}/api/v1"
+    found = _mount_of(deployment["spec"]["template"]["spec"], container, args.rm_token_file)
+    agent_secret = _mount_of(
+        _pod_spec("DaemonSet", "toposcope-agent"), _agent(), parse_cli(_args(_agent())).token_file
+    )["volume"]["secret"]
+    assert found["volume"]["secret"]["secretName"] == agent_secret["secretName"]
+    assert args.token_file != args.rm_token_file
+    # everything else as in the recommend-only Deployment
+    base = _args(_advisor())
+    assert _args(container)[: len(base)] == base
+
+
+def test_kustomize_builds_the_apply_component(tmp_path: Path) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (the component was checked in Python above)")
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    base = os.path.relpath(K8S, overlay)
+    component = os.path.relpath(APPLY_COMPONENT, overlay)
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [base], "components": [component]}), encoding="utf-8"
+    )
+    result = subprocess.run(
+        [kubectl, "kustomize", str(overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    built = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    (deployment,) = [d for d in built if d["kind"] == "Deployment"]
+    expected = _apply_component(_one("Deployment", "toposcope-advisor"))
+    assert deployment["spec"]["template"] == expected["spec"]["template"]

@@ -16,6 +16,9 @@ Routes of :meth:`AdvisorService.wsgi_app`::
     POST /api/v1/recommendations/{id}/apply     apply it (bearer token)
     POST /api/v1/recommendations/{id}/revert    revert it (bearer token)
     GET  /api/v1/audit[?recommendation=ID]      the audit log and the verifications
+    GET  /api/v1/placement?gpus=N[&node=NAME][&top=K]
+                                                the best GPU sets for a job of N GPUs over the
+                                                latest model (what ``toposcope place`` ranks)
     GET  /-/healthy, /-/ready                   liveness; ready once an analysis finished
     GET  /                                      a landing page
 
@@ -61,6 +64,7 @@ from toposcope.advisor.outcomes import (
     measure,
 )
 from toposcope.advisor.policies import Policy
+from toposcope.advisor.policies.gpu_placement import link_factor, place
 from toposcope.advisor.recommendations import Recommendation, RecommendationKind, Report, Severity
 from toposcope.advisor.runner import advise, load_model
 from toposcope.catalogue import spec
@@ -507,6 +511,41 @@ class AdvisorService:
             "verifications": [v.to_dict() for v in verifications],
         }
 
+    def _placement(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        def number(name: str, default: int | None) -> int:
+            given = (query.get(name) or [""])[0]
+            if not given and default is not None:
+                return default
+            try:
+                value = int(given)
+            except ValueError:
+                raise ServiceError(f"{name} must be a whole number, not {given!r}", 400) from None
+            if not 1 <= value <= 1024:
+                raise ServiceError(f"{name} must be between 1 and 1024", 400)
+            return value
+
+        count = number("gpus", None)
+        top = number("top", 5)
+        node = (query.get("node") or [""])[0] or None
+        with self._state_lock:
+            model = self.model
+        if model is None:
+            raise ServiceError(
+                f"no analysis has completed yet ({self.status()['last_error']})", 503
+            )
+        if node is not None and node not in model.nodes:
+            known = ", ".join(sorted(model.nodes)) or "none"
+            raise ServiceError(f"node {node!r} has no GPU series (known nodes: {known})", 404)
+        options = place(model, count, node, top=top)
+        return {
+            "gpus": count,
+            "node": node,
+            "placements": [
+                {**p.to_dict(), "link_factor": link_factor(p.worst_link)} for p in options
+            ],
+            "service": self.status(),
+        }
+
     def _post(self, path: str, environ: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         prefix = f"{API}/recommendations/"
         rec_id, _, action = path.removeprefix(prefix).partition("/")
@@ -532,6 +571,8 @@ class AdvisorService:
                 return 200, self._one(rec_id)
         if path == f"{API}/audit":
             return 200, self._audit(parse_qs(str(environ.get("QUERY_STRING", ""))))
+        if path == f"{API}/placement":
+            return 200, self._placement(parse_qs(str(environ.get("QUERY_STRING", ""))))
         raise ServiceError(f"no route GET {path}", 404)
 
     def wsgi_app(self) -> WsgiApp:
@@ -574,6 +615,7 @@ class AdvisorService:
 
 _REASONS = {
     200: "OK",
+    400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",

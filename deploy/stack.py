@@ -13,12 +13,14 @@ with configuration, data and logs under the git-ignored ``.run/`` folder:
   simulator only;
 * a real Prometheus (Debian's ``prometheus`` package) scraping the exporter, the simulated
   nodes and the advisor, evaluating the rules in ``alerts/`` and sending alerts to that
-  Alertmanager.
+  Alertmanager;
+* the Dash app (``toposcope dash``) reading that Prometheus and the advisor service, with the
+  advisor's token so that its Recommendations page can apply and revert.
 
 Each part prefers a well-known port and takes a free one when that is busy; the chosen URLs
 are printed and saved in ``.run/urls.json``. ``down`` stops what ``up`` started (SIGTERM,
-then SIGKILL after a timeout) using the PID files. Later parts of the product (Alertmanager,
-the simulated cluster, the advisor, the Dash app) add themselves to :data:`COMPONENTS`.
+then SIGKILL after a timeout) using the PID files. Each part is one entry of
+:data:`COMPONENTS`.
 """
 
 from __future__ import annotations
@@ -273,6 +275,23 @@ def start_prometheus(ports: dict[str, int]) -> Started:
     )  # fmt: skip
 
 
+def start_dash(ports: dict[str, int]) -> Started:
+    """The Dash app on loopback, reading Prometheus and the advisor (applies with its token)."""
+    port = pick_port(9851)
+    ports["dash"] = port
+    _spawn(
+        "dash",
+        [
+            str(VENV_BIN / "toposcope"), "dash", "--listen", f"127.0.0.1:{port}",
+            "--prometheus", f"http://127.0.0.1:{ports['prometheus']}",
+            "--advisor", f"http://127.0.0.1:{ports['advisor']}",
+            "--advisor-token-file", str(RUN / "advisor" / "token"),
+        ],
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    return Started("dash", f"{url}/", f"{url}/")
+
+
 #: Start order matters: Prometheus' configuration names the other parts' ports.
 COMPONENTS: list[Callable[[dict[str, int]], Started]] = [
     start_exporter,
@@ -280,6 +299,7 @@ COMPONENTS: list[Callable[[dict[str, int]], Started]] = [
     start_alertmanager,
     start_advisor,
     start_prometheus,
+    start_dash,
 ]
 
 

@@ -24,7 +24,8 @@ import socket
 from toposcope.config import HostPaths
 from toposcope.exporters.local_rm import LocalResourceManager
 from toposcope.httpserver import HttpServer
-from toposcope.rmapi import load_token, make_api_app
+from toposcope.rmapi import make_api_app
+from toposcope.tokens import load_token
 
 LOG = logging.getLogger("toposcope.agent")
 

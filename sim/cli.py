@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from toposcope.errors import ConfigError, UsageError
-from toposcope.rmapi import load_token, make_api_app
+from toposcope.rmapi import make_api_app
 from toposcope.sim.clock import SimClock
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
 from toposcope.sim.server import SimServer, WsgiApp, file_sd_targets, make_sim_app, write_file_sd
+from toposcope.tokens import load_token
 
 LOG = logging.getLogger("toposcope.sim")
 

@@ -42,6 +42,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "toposcope.advisor.serve_cli",
         "run the advisor as a service: periodic analysis, /metrics, apply/revert API",
     ),
+    "dash": ("toposcope.dashboards.app.cli", "serve the Dash app: cluster, nodes, advice"),
     "docs": ("toposcope.docs", "generate reference documentation (docs/metrics.md)"),
 }
 

@@ -36,7 +36,6 @@ import functools
 import hmac
 import json
 import logging
-import stat
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -52,7 +51,6 @@ from werkzeug.datastructures import Headers
 from werkzeug.exceptions import BadRequest, HTTPException
 
 import toposcope.resources as core
-from toposcope.errors import ConfigError
 
 LOG = logging.getLogger("toposcope.rmapi")
 
@@ -509,29 +507,6 @@ def openapi_document(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
 def openapi_text(prefix: str = DEFAULT_PREFIX) -> str:
     """The OpenAPI document as the text committed in ``docs/openapi.json``."""
     return json.dumps(openapi_document(prefix), indent=2, ensure_ascii=False) + "\n"
-
-
-def load_token(path: str | Path) -> str:
-    """Read the API token from ``path`` (its first line, surrounding blanks dropped).
-
-    A missing, unreadable or empty file is a :class:`ConfigError`: a server must not start
-    thinking it is protected when it is not. A file that other users can read still works,
-    with a warning, since the token then guards nothing against them.
-    """
-    token_path = Path(path)
-    try:
-        text = token_path.read_text(encoding="utf-8")
-        mode = token_path.stat().st_mode
-    except OSError as exc:
-        raise ConfigError(f"reading token file {token_path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"reading token file {token_path}: not UTF-8 text") from exc
-    token = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if not token:
-        raise ConfigError(f"token file {token_path} is empty")
-    if mode & stat.S_IROTH:
-        LOG.warning("token file %s is readable by every user; restrict it (chmod 600)", token_path)
-    return token
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,21 +17,14 @@ from toposcope.advisor.actuators.http import AgentResourceManager, HttpResourceM
 from toposcope.advisor.actuators.local import local_resource_manager
 from toposcope.errors import ConfigError
 from toposcope.resources import ResourceManager
+from toposcope.tokens import load_token
 
 BACKENDS = ("dry-run", "sim", "agent", "local")
 
 
 def read_token(path: str | Path | None) -> str | None:
     """The bearer token in ``path`` (surrounding whitespace removed); ``None`` without a path."""
-    if path is None:
-        return None
-    try:
-        token = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the token file {path}: {exc}") from exc
-    if not token:
-        raise ConfigError(f"the token file {path} is empty")
-    return token
+    return None if path is None else load_token(path)
 
 
 def make_resource_manager(

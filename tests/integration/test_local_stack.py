@@ -37,7 +37,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         started = stack("up", run_dir)
         assert started.returncode == 0, started.stdout + started.stderr
         urls = json.loads((run_dir / "urls.json").read_text())
-        assert set(urls) >= {"exporter", "prometheus", "alertmanager", "sim", "advisor"}
+        assert set(urls) >= {"exporter", "prometheus", "alertmanager", "sim", "advisor", "dash"}
         for name in urls:
             assert name in started.stdout
         query = urllib.parse.urlencode({"query": 'up{job="toposcope-host"} == 1'})
@@ -54,6 +54,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         assert pids == [
             "advisor.pid",
             "alertmanager.pid",
+            "dash.pid",
             "exporter.pid",
             "prometheus.pid",
             "sim.pid",
@@ -69,6 +70,9 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
                 == 8
             )
         )
+        assert b"<title>toposcope</title>" in http_get(urls["dash"])
+        layout = json.loads(http_get(f"{urls['dash']}_dash-layout"))
+        assert "Recommendations" in json.dumps(layout)
         status = stack("status", run_dir)
         assert status.returncode == 0 and "prometheus" in status.stdout
     finally:

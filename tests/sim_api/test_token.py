@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toposcope.errors import ConfigError
-from toposcope.rmapi import load_token
+from toposcope.tokens import load_token
 
 
 def write(path: Path, text: str, mode: int = 0o600) -> Path:

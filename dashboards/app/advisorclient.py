@@ -1,0 +1,342 @@
+"""A typed client of the advisor service's HTTP API (``toposcope advisor serve``).
+
+Reads (the report, one recommendation, the audit log, a what-if placement) are open;
+:meth:`AdvisorClient.apply` and :meth:`AdvisorClient.revert` send the operator's bearer
+token, which lives only in the Dash server process and is never sent to the browser.
+Failures become :class:`AdvisorError` subclasses whose messages are meant for the page.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_TIMEOUT = 10.0
+API = "/api/v1"
+
+
+class AdvisorError(Exception):
+    """The advisor service could not answer; the message is meant for the page."""
+
+
+class AdvisorUnreachable(AdvisorError):
+    """Nothing answers at the advisor URL, or not in time."""
+
+
+class AdvisorRefused(AdvisorError):
+    """The service answered with an error status (``status``) and message."""
+
+    def __init__(self, message: str, status: int, body: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = dict(body or {})
+
+
+class AdvisorBadAnswer(AdvisorError):
+    """The answer is not the advisor API's JSON."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A series value supporting a recommendation."""
+
+    series: str
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One recommendation as the advisor's report lists it (the fields the app shows)."""
+
+    id: str
+    kind: str
+    policy: str
+    node: str
+    workload: str | None
+    gpus: tuple[int, ...]
+    summary: str
+    estimated_gain: float
+    gain_model: str
+    confidence: float
+    risk: str
+    severity: str
+    evidence: tuple[Evidence, ...]
+    current: Mapping[str, Any]
+    proposed: Mapping[str, Any]
+    first_seen: float | None
+
+    @property
+    def target(self) -> str:
+        """``node/workload``, ``node/gpu0,1`` or ``node`` (as the advisor's tables say)."""
+        if self.workload:
+            return f"{self.node}/{self.workload}"
+        if self.gpus:
+            return f"{self.node}/gpu" + ",".join(str(g) for g in self.gpus)
+        return self.node
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Recommendation:
+        """Parse one item of the API's ``recommendations`` list."""
+        try:
+            target = data["target"]
+            return cls(
+                id=str(data["id"]),
+                kind=str(data["kind"]),
+                policy=str(data.get("policy", "")),
+                node=str(target["node"]),
+                workload=str(target["workload"]) if target.get("workload") else None,
+                gpus=tuple(int(g) for g in target.get("gpus") or ()),
+                summary=str(data.get("summary", "")),
+                estimated_gain=float(data["estimated_gain"]),
+                gain_model=str(data.get("gain_model", "")),
+                confidence=float(data.get("confidence", 0.0)),
+                risk=str(data.get("risk", "")),
+                severity=str(data.get("severity", "")),
+                evidence=tuple(
+                    Evidence(
+                        str(e["series"]),
+                        {str(k): str(v) for k, v in (e.get("labels") or {}).items()},
+                        float(e["value"]),
+                    )
+                    for e in data.get("evidence") or ()
+                ),
+                current=dict(data.get("current") or {}),
+                proposed=dict(data.get("proposed") or {}),
+                first_seen=float(data["first_seen"]) if data.get("first_seen") else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AdvisorBadAnswer(
+                f"a recommendation the advisor sent is malformed: {exc}"
+            ) from exc
+
+
+@dataclass(frozen=True)
+class Report:
+    """The advisor's latest report: when it ran, its recommendations (by gain) and notes."""
+
+    started_at: str
+    window: str
+    recommendations: tuple[Recommendation, ...]
+    notes: tuple[str, ...]
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One action of the advisor's audit log."""
+
+    seq: int
+    request_id: str
+    recommendation_id: str
+    kind: str
+    workload: str
+    node: str | None
+    actor: str
+    backend: str
+    intent_at: str
+    result: str | None
+    result_at: str | None
+    error: str
+    reverts: str | None
+    reverted_by: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditRow:
+        """Parse one item of the audit API's ``actions`` list."""
+        try:
+            return cls(
+                seq=int(data["seq"]),
+                request_id=str(data["request_id"]),
+                recommendation_id=str(data["recommendation_id"]),
+                kind=str(data.get("kind", "")),
+                workload=str(data.get("workload", "")),
+                node=str(data["node"]) if data.get("node") else None,
+                actor=str(data.get("actor", "")),
+                backend=str(data.get("backend", "")),
+                intent_at=str(data.get("intent_at", "")),
+                result=str(data["result"]) if data.get("result") else None,
+                result_at=str(data["result_at"]) if data.get("result_at") else None,
+                error=str(data.get("error") or ""),
+                reverts=str(data["reverts"]) if data.get("reverts") else None,
+                reverted_by=str(data["reverted_by"]) if data.get("reverted_by") else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AdvisorBadAnswer(f"an audit row the advisor sent is malformed: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What an apply or revert call answered: the HTTP status, each result and its detail."""
+
+    status: int
+    results: tuple[str, ...]
+    details: tuple[str, ...]
+    dry_run_calls: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the service answered 200 (applied, dry-run, skipped or all reverted)."""
+        return self.status == 200
+
+
+@dataclass(frozen=True)
+class PlacementOption:
+    """A candidate GPU set for a what-if placement, best first."""
+
+    node: str
+    gpus: tuple[int, ...]
+    worst_link: str | None
+    link_factor: float
+    link_sum: int
+    broken_cells: int
+    stranded: int
+    numa_nodes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AdvisorClient:
+    """Talks to the advisor service at ``url``; ``token`` authorises apply and revert."""
+
+    url: str
+    token: str | None = field(default=None, repr=False)
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def can_act(self) -> bool:
+        """Whether apply and revert can be sent (a token is configured)."""
+        return bool(self.token)
+
+    def _call(self, method: str, path: str, *, authorised: bool = False) -> tuple[int, Any]:
+        headers = {"Accept": "application/json"}
+        if authorised:
+            if not self.token:
+                raise AdvisorRefused(
+                    "no advisor token: start the app with --advisor-token-file or set "
+                    "TOPOSCOPE_ADVISOR_TOKEN to apply or revert",
+                    401,
+                )
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(
+            f"{self.url.rstrip('/')}{path}",
+            data=b"" if method == "POST" else None,
+            method=method,
+            headers=headers,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                status, raw = int(response.status), response.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = int(exc.code), exc.read()
+        except TimeoutError as exc:
+            raise AdvisorUnreachable(
+                f"the advisor at {self.url} did not answer within {self.timeout:g}s"
+            ) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            raise AdvisorUnreachable(
+                f"the advisor service is unreachable at {self.url} ({reason}); check --advisor "
+                "and that `toposcope advisor serve` runs"
+            ) from exc
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise AdvisorBadAnswer(
+                f"{self.url}{path} did not answer JSON (HTTP {status}); is --advisor the "
+                "advisor service's base URL?"
+            ) from exc
+        return status, body
+
+    def _get(self, path: str) -> Mapping[str, Any]:
+        status, body = self._call("GET", path)
+        if status != 200:
+            message = body.get("error") if isinstance(body, dict) else None
+            raise AdvisorRefused(
+                f"the advisor answered HTTP {status}: {message or 'no detail'}", status
+            )
+        if not isinstance(body, dict):
+            raise AdvisorBadAnswer(f"{self.url}{path} answered something other than an object")
+        return body
+
+    def report(self) -> Report:
+        """The latest report (:class:`AdvisorRefused` 503 until a first analysis finished)."""
+        body = self._get(f"{API}/recommendations")
+        run = body.get("run") or {}
+        service = body.get("service") or {}
+        notes = tuple(
+            f"{n.get('policy', '')}: {n.get('target', '')}: {n.get('reason', '')}"
+            for n in body.get("notes") or ()
+            if isinstance(n, dict)
+        )
+        return Report(
+            started_at=str(run.get("started_at", "")),
+            window=str(run.get("window", "")),
+            recommendations=tuple(
+                Recommendation.from_json(r) for r in body.get("recommendations") or ()
+            ),
+            notes=notes,
+            last_error=str(service["last_error"]) if service.get("last_error") else None,
+        )
+
+    def recommendation(self, rec_id: str) -> tuple[Recommendation, tuple[AuditRow, ...]]:
+        """One recommendation of the latest report and its audit rows."""
+        body = self._get(f"{API}/recommendations/{urllib.parse.quote(rec_id, safe='')}")
+        audit = tuple(AuditRow.from_json(a) for a in body.get("audit") or ())
+        return Recommendation.from_json(body), audit
+
+    def audit(self, rec_id: str | None = None) -> tuple[AuditRow, ...]:
+        """The audit log (of one recommendation, when given), oldest first."""
+        query = f"?{urllib.parse.urlencode({'recommendation': rec_id})}" if rec_id else ""
+        body = self._get(f"{API}/audit{query}")
+        return tuple(AuditRow.from_json(a) for a in body.get("actions") or ())
+
+    def placement(self, gpus: int, node: str | None = None, top: int = 5) -> list[PlacementOption]:
+        """The advisor's best GPU sets for a job of ``gpus`` GPUs (on ``node`` if given)."""
+        params: dict[str, str] = {"gpus": str(gpus), "top": str(top)}
+        if node:
+            params["node"] = node
+        body = self._get(f"{API}/placement?{urllib.parse.urlencode(params)}")
+        try:
+            return [
+                PlacementOption(
+                    node=str(p["node"]),
+                    gpus=tuple(int(g) for g in p["gpus"]),
+                    worst_link=str(p["worst_link"]) if p.get("worst_link") else None,
+                    link_factor=float(p.get("link_factor", 1.0)),
+                    link_sum=int(p.get("link_sum", 0)),
+                    broken_cells=int(p.get("broken_cells", 0)),
+                    stranded=int(p.get("stranded", 0)),
+                    numa_nodes=tuple(int(n) for n in p.get("numa_nodes") or ()),
+                )
+                for p in body.get("placements") or ()
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AdvisorBadAnswer(f"a placement the advisor sent is malformed: {exc}") from exc
+
+    def _act(self, rec_id: str, action: str) -> ActionResult:
+        path = f"{API}/recommendations/{urllib.parse.quote(rec_id, safe='')}/{action}"
+        status, body = self._call("POST", path, authorised=True)
+        if not isinstance(body, dict):
+            raise AdvisorBadAnswer(f"{self.url}{path} answered something other than an object")
+        if "error" in body:
+            raise AdvisorRefused(f"{action} refused (HTTP {status}): {body['error']}", status)
+        outcomes: Sequence[Any] = body.get("outcomes") or [body]
+        return ActionResult(
+            status=status,
+            results=tuple(str(o.get("result", "")) for o in outcomes if isinstance(o, dict)),
+            details=tuple(str(o.get("detail", "")) for o in outcomes if isinstance(o, dict)),
+            dry_run_calls=tuple(str(c) for c in body.get("dry_run_calls") or ()),
+        )
+
+    def apply(self, rec_id: str) -> ActionResult:
+        """Apply a recommendation of the latest report (POST with the bearer token)."""
+        return self._act(rec_id, "apply")
+
+    def revert(self, rec_id: str) -> ActionResult:
+        """Revert what was applied under a recommendation (POST with the bearer token)."""
+        return self._act(rec_id, "revert")

@@ -1,0 +1,50 @@
+"""Builds the Dash app from its settings; the CLI serves it, tests run it under ``dash_duo``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dash import Dash
+
+from toposcope.dashboards.app import callbacks, pages
+from toposcope.dashboards.app.advisorclient import AdvisorClient
+from toposcope.dashboards.app.promclient import PromClient
+
+DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
+DEFAULT_ADVISOR = "http://127.0.0.1:9849"
+DEFAULT_REFRESH = "30s"
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """Where the app reads from, the operator's advisor token and the default refresh."""
+
+    prometheus: str = DEFAULT_PROMETHEUS
+    advisor: str = DEFAULT_ADVISOR
+    advisor_token: str | None = field(default=None, repr=False)
+    timeout: float = 10.0
+    refresh: str = DEFAULT_REFRESH
+
+    def __post_init__(self) -> None:
+        if self.refresh not in pages.REFRESH:
+            raise ValueError(f"refresh {self.refresh!r} is not one of {', '.join(pages.REFRESH)}")
+
+
+def create_app(settings: AppSettings) -> Dash:
+    """The Dash app with its layout and callbacks; serve ``app.server`` (a Flask WSGI app)."""
+    app = Dash(
+        "toposcope.dashboards.app",
+        title="toposcope",
+        update_title="",
+        suppress_callback_exceptions=True,
+        serve_locally=True,
+        assets_ignore=".*",
+    )
+    app.index_string = pages.INDEX
+    app.layout = pages.shell(settings.refresh)
+    clients = callbacks.Clients(
+        PromClient(settings.prometheus, timeout=settings.timeout),
+        AdvisorClient(settings.advisor, settings.advisor_token, timeout=settings.timeout),
+    )
+    callbacks.register(app, clients)
+    return app

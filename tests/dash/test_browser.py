@@ -1,0 +1,266 @@
+"""The Dash app in a real headless Chromium against a real stack (``stack`` in conftest):
+every page loads without console errors, the topology drawing matches the simulator's
+template, the what-if placement is the advisor's, and applying and reverting through the UI
+changes the simulator. Each page's screenshot is written to ``docs/img/`` for the README.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from selenium.common.exceptions import NoAlertPresentException
+
+from tests.dash.conftest import ADVISOR_TOKEN, Stack
+from tests.helpers import REPO
+from tests.procs import free_port, http_get, poll
+from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.sim.scenarios import load_scenario
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning"),
+]
+
+IMAGES = REPO / "docs" / "img"
+TIMEOUT = 30
+
+
+def wait_until(check: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
+    """Poll ``check`` until it is truthy; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            pytest.fail(f"{what}: not within {timeout}s")
+        time.sleep(0.2)
+
+
+def alert_shown(driver: Any) -> bool:
+    try:
+        driver.switch_to.alert  # noqa: B018 (raises while no dialog is open)
+    except NoAlertPresentException:
+        return False
+    return True
+
+
+def start(dash_duo: Any, settings: AppSettings, path: str) -> None:
+    """Serve the app on a free port and open ``path`` in a 1280x800 window."""
+    dash_duo.start_server(create_app(settings), port=free_port())
+    dash_duo.driver.set_window_size(1280, 800)
+    dash_duo.wait_for_page(url=f"{dash_duo.server_url}{path}", timeout=TIMEOUT)
+
+
+def settings_for(stack: Stack, token: str | None = ADVISOR_TOKEN) -> AppSettings:
+    return AppSettings(stack.prometheus, stack.advisor, token, timeout=10, refresh="off")
+
+
+def graphs_drawn(dash_duo: Any) -> bool:
+    """Whether every graph of the page has drawn a figure of ours (they all have titles)."""
+    drawn: bool = dash_duo.driver.execute_script(
+        "const gs = [...document.querySelectorAll('#page .js-plotly-plot')];"
+        "return gs.every(g => g._fullLayout && g.querySelector('.main-svg')"
+        " && g.layout && g.layout.title && g.layout.title.text);"
+    )
+    return drawn
+
+
+def screenshot(dash_duo: Any, name: str) -> None:
+    wait_until(lambda: graphs_drawn(dash_duo), "every graph drawn")
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    assert dash_duo.driver.save_screenshot(str(IMAGES / name))
+
+
+def figure(dash_duo: Any, graph_id: str) -> dict[str, Any]:
+    """The figure plotly.js drew in ``#graph_id``: its data, layout and rendered shapes."""
+    found: dict[str, Any] = dash_duo.driver.execute_script(
+        f"const gd = document.querySelector('#{graph_id} .js-plotly-plot');"
+        "return {data: gd.data.map(t => ({name: t.name, y: t.y, x: t.x})),"
+        " shapes: (gd.layout.shapes || []).map(s => ({name: s.name, width: s.line.width})),"
+        " title: gd.layout.title.text,"
+        f" drawn: document.querySelectorAll('#{graph_id} .shapelayer path').length}};"
+    )
+    return found
+
+
+def no_console_errors(dash_duo: Any) -> None:
+    assert dash_duo.get_logs() == []
+
+
+def advisor_json(stack: Stack, path: str) -> Any:
+    return json.loads(http_get(f"{stack.advisor}{path}"))
+
+
+def test_cluster_page(dash_duo: Any, stack: Stack) -> None:
+    start(dash_duo, settings_for(stack), "/")
+    dash_duo.wait_for_contains_text("#cluster-summary", "nodes", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#cluster-util .gtitle", "GPU utilization", timeout=TIMEOUT)
+    dash_duo.wait_for_element("#cluster-recs table", timeout=TIMEOUT)
+    for graph in ("#cluster-util", "#cluster-memory"):
+        dash_duo.wait_for_element(f"{graph} g.hm image", timeout=TIMEOUT)
+    scenario = load_scenario("builtin:demo")
+    gpu_nodes = sorted(n.name for n in scenario.nodes if n.template.gpus)
+    heatmap = figure(dash_duo, "cluster-util")
+    assert sorted(heatmap["data"][0]["y"]) == gpu_nodes
+    assert len(heatmap["data"][0]["x"]) == max(len(n.template.gpus) for n in scenario.nodes)
+    locality = figure(dash_duo, "cluster-locality")
+    assert set(locality["data"][0]["x"]) <= {n.name for n in scenario.nodes}
+    assert f"{len(scenario.nodes)}\nnodes" in dash_duo.find_element("#cluster-summary").text
+    screenshot(dash_duo, "cluster.png")
+    no_console_errors(dash_duo)
+
+
+def test_node_page_draws_the_template(dash_duo: Any, stack: Stack) -> None:
+    scenario = load_scenario("builtin:demo")
+    node = next(n for n in scenario.nodes if len(n.template.topology.numa_nodes) > 2)
+    start(dash_duo, settings_for(stack), f"/node?node={node.name}")
+    dash_duo.wait_for_contains_text("#node-topology .gtitle", node.name, timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#node-gpu-util .gtitle", "GPU utilization", timeout=TIMEOUT)
+    drawn = figure(dash_duo, "node-topology")
+    names = [s["name"] for s in drawn["shapes"]]
+    template = node.template
+    assert sum(n.startswith("gpu-") for n in names) == len(template.gpus)
+    numa = [n for n in names if n.startswith("numa-") and not n.endswith("-memory")]
+    assert len(numa) == len(template.topology.numa_nodes)
+    packages = {n.package for n in template.topology.numa_nodes}
+    assert sum(n.startswith("package-") for n in names) == len(packages)
+    assert sum(n.startswith("nic-") for n in names) == len(template.nics)
+    pairs = len(template.gpus) * (len(template.gpus) - 1) // 2
+    assert sum(n.startswith("link-") for n in names) == pairs
+    # every shape of the figure is in the page's SVG
+    assert drawn["drawn"] == len(names)
+    traces = figure(dash_duo, "node-gpu-util")["data"]
+    assert len(traces) == len(template.gpus)
+    screenshot(dash_duo, "node.png")
+    no_console_errors(dash_duo)
+
+
+def test_workload_page(dash_duo: Any, stack: Stack) -> None:
+    recs = advisor_json(stack, "/api/v1/recommendations")["recommendations"]
+    target = next(r["target"] for r in recs if r["kind"] == "pin" and r["target"]["gpus"] == [])
+    workloads = advisor_json(stack, "/api/v1/recommendations")
+    assert workloads
+    key = f"{target['node']}/{target['workload']}"
+    start(dash_duo, settings_for(stack), "/workload?" + urllib.parse.urlencode({"workload": key}))
+    dash_duo.wait_for_contains_text("#workload-summary", target["node"], timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#workload-cores .gtitle", "threads run", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#workload-recs", target["workload"], timeout=TIMEOUT)
+    cores = figure(dash_duo, "workload-cores")
+    assert cores["data"] and all(t["name"].startswith("NUMA ") for t in cores["data"])
+    screenshot(dash_duo, "workload.png")
+    no_console_errors(dash_duo)
+
+
+def cpus_of(stack: Stack, workload: str) -> list[int]:
+    """The CPUs the simulator has ``workload`` on now."""
+    found = json.loads(http_get(f"{stack.sim}/api/v1/workloads/{workload}"))
+    return sorted(found["allocation"]["cpus"])
+
+
+def sim_action(stack: Stack, action_id: str) -> str:
+    """The simulator's status of one action."""
+    return str(json.loads(http_get(f"{stack.sim}/api/v1/actions/{action_id}"))["status"])
+
+
+def finished(stack: Stack, action_id: str) -> Callable[[], bool]:
+    """A check that the simulator's action ``action_id`` succeeded."""
+    return lambda: sim_action(stack, action_id) == "succeeded"
+
+
+def _row_status(dash_duo: Any, rec_id: str) -> str | None:
+    status: str | None = dash_duo.driver.execute_script(
+        "for (const tr of document.querySelectorAll('#recs-table tr')) {"
+        "  const id = tr.querySelector('td[data-dash-column=\"id\"]');"
+        "  if (id && id.innerText.trim() === arguments[0]) {"
+        "    return tr.querySelector('td[data-dash-column=\"status\"]').innerText.trim(); }"
+        "} return null;",
+        rec_id,
+    )
+    return status
+
+
+def _confirm(dash_duo: Any, button: str) -> None:
+    driver = dash_duo.driver
+    wait_until(lambda: driver.find_element("css selector", button).is_enabled(), button)
+    driver.find_element("css selector", button).click()
+    wait_until(lambda: alert_shown(driver), "the confirmation dialog")
+    driver.switch_to.alert.accept()
+
+
+def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack) -> None:
+    recs = advisor_json(stack, "/api/v1/recommendations")["recommendations"]
+    rec = max((r for r in recs if r["kind"] == "pin"), key=lambda r: r["estimated_gain"])
+    workload = rec["target"]["workload"]
+    action = next(a for a in rec["actions"] if a["kind"] == "pin")
+    before = json.loads(http_get(f"{stack.sim}/api/v1/workloads/{workload}"))
+    assert sorted(before["allocation"]["cpus"]) != sorted(action["cpus"])
+    start(dash_duo, settings_for(stack), f"/recommendations?id={rec['id']}")
+    wait_until(lambda: _row_status(dash_duo, rec["id"]) == "open", "row open")
+    dash_duo.wait_for_contains_text("#recs-detail", rec["summary"], timeout=TIMEOUT)
+
+    _confirm(dash_duo, "#recs-apply")
+    dash_duo.wait_for_contains_text("#recs-outcome", f"apply {rec['id']}: applied", timeout=TIMEOUT)
+    # the sim may still run the memory migration: "in progress" until the advisor settles it
+    wait_until(
+        lambda: _row_status(dash_duo, rec["id"]) in ("applied", "in progress"), "row applied"
+    )
+    # the simulator carries the action out in simulated time
+    poll(lambda: cpus_of(stack, workload) == sorted(action["cpus"]))
+    audit = advisor_json(stack, f"/api/v1/audit?recommendation={rec['id']}")["actions"]
+    assert {a["kind"]: a["result"] for a in audit}["pin"] in ("succeeded", "running")
+    # moving pages takes simulated time; revert undoes only what finished (the advisor's rule)
+    for entry in audit:
+        poll(finished(stack, str(entry["action_id"])), deadline_s=60)
+    dash_duo.wait_for_contains_text("#recs-audit", rec["id"], timeout=TIMEOUT)
+    screenshot(dash_duo, "recommendations.png")
+
+    _confirm(dash_duo, "#recs-revert")
+    dash_duo.wait_for_contains_text(
+        "#recs-outcome", f"revert {rec['id']}: reverted", timeout=TIMEOUT
+    )
+    wait_until(lambda: _row_status(dash_duo, rec["id"]) == "reverted", "row reverted")
+    poll(lambda: cpus_of(stack, workload) == sorted(before["allocation"]["cpus"]))
+    no_console_errors(dash_duo)
+
+
+def test_read_only_without_a_token(dash_duo: Any, stack: Stack) -> None:
+    start(dash_duo, settings_for(stack, token=None), "/recommendations")
+    dash_duo.wait_for_contains_text(
+        "#recommendations-page", "apply and revert are off", timeout=TIMEOUT
+    )
+    assert ADVISOR_TOKEN not in dash_duo.driver.page_source
+    assert not dash_duo.find_element("#recs-apply").is_enabled()
+    no_console_errors(dash_duo)
+
+
+def test_placement_page(dash_duo: Any, stack: Stack) -> None:
+    [best, *_] = advisor_json(stack, "/api/v1/placement?gpus=2")["placements"]
+    start(dash_duo, settings_for(stack), "/placement?gpus=2")
+    dash_duo.wait_for_contains_text(
+        "#place-message", "best placement for 2 GPU(s)", timeout=TIMEOUT
+    )
+    dash_duo.wait_for_contains_text("#place-topology .gtitle", best["node"], timeout=TIMEOUT)
+    drawn = figure(dash_duo, "place-topology")
+    chosen = sorted(
+        int(s["name"].removeprefix("gpu-"))
+        for s in drawn["shapes"]
+        if s["name"].startswith("gpu-") and s["width"] == 5
+    )
+    assert chosen == best["gpus"]
+    dash_duo.wait_for_element("#place-table table", timeout=TIMEOUT)
+    screenshot(dash_duo, "placement.png")
+    no_console_errors(dash_duo)
+
+
+def test_prometheus_down_is_explained(dash_duo: Any) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    start(dash_duo, AppSettings(closed, closed, None, timeout=2, refresh="off"), "/")
+    dash_duo.wait_for_contains_text(
+        "#cluster-message", "Prometheus is unreachable", timeout=TIMEOUT
+    )
+    dash_duo.wait_for_contains_text("#prom-status", "unreachable", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#cluster-util", "unreachable", timeout=TIMEOUT)
+    no_console_errors(dash_duo)

@@ -1,0 +1,226 @@
+"""The Prometheus and advisor clients against fake HTTP APIs on loopback: answers become
+typed values, every failure a clear error, NaN is dropped and counted, the token is sent only
+on apply and revert."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.dash.conftest import FakeApi, matrix, vector
+from tests.procs import free_port
+from toposcope.dashboards.app.advisorclient import (
+    AdvisorBadAnswer,
+    AdvisorClient,
+    AdvisorRefused,
+    AdvisorUnreachable,
+)
+from toposcope.dashboards.app.promclient import (
+    PromClient,
+    PrometheusBadAnswer,
+    PrometheusQueryError,
+    PrometheusTimeout,
+    PrometheusUnreachable,
+)
+
+
+def test_instant_query_drops_nan_and_keeps_labels() -> None:
+    answer = vector(
+        ({"__name__": "m", "gpu": "0"}, 0.5), ({"gpu": "1"}, "NaN"), ({"gpu": "2"}, "+Inf")
+    )
+    with FakeApi(lambda m, p, q: (200, answer)) as api:
+        got = PromClient(api.url).query("m", at=1700000000)
+    assert [(dict(s.labels), s.value) for s in got.samples] == [
+        ({"__name__": "m", "gpu": "0"}, 0.5)
+    ]
+    assert got.non_finite == 2
+    method, path, params, _ = api.requests[0]
+    assert (method, path, params["query"], params["time"]) == (
+        "POST",
+        "/api/v1/query",
+        "m",
+        "1700000000.000",
+    )
+
+
+def test_scalar_and_range_queries() -> None:
+    def answer(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+        if path.endswith("query_range"):
+            return 200, matrix(({"gpu": "0"}, [(1.0, 0.1), (2.0, "NaN"), (3.0, 0.3)]))
+        return 200, {"status": "success", "data": {"resultType": "scalar", "result": [1, "4"]}}
+
+    with FakeApi(answer) as api:
+        client = PromClient(api.url)
+        assert client.query("4").samples[0].value == 4.0
+        got = client.query_range("m", 0, 100, 1)
+        assert got.series[0].points == ((1.0, 0.1), (3.0, 0.3)) and got.non_finite == 1
+        # a range longer than Prometheus' 11,000 points gets a wider step
+        client.query_range("m", 0, 110_000, 1)
+    assert float(api.requests[-1][2]["step"]) > 10
+    with pytest.raises(ValueError):
+        PromClient("http://127.0.0.1:1").query_range("m", 10, 10, 1)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error", "needle"),
+    [
+        (
+            400,
+            {"status": "error", "error": "parse error at char 3"},
+            PrometheusQueryError,
+            "parse error",
+        ),
+        (200, b"<html>grafana</html>", PrometheusBadAnswer, "Prometheus API's JSON"),
+        (
+            200,
+            {"status": "success", "data": {"resultType": "matrix", "result": []}},
+            PrometheusBadAnswer,
+            "not a vector",
+        ),
+        (
+            200,
+            {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1, "x"]}]},
+            },
+            PrometheusBadAnswer,
+            "not a number",
+        ),
+        (503, b"overloaded", PrometheusQueryError, "HTTP 503"),
+    ],
+)
+def test_prometheus_errors(status: int, body: Any, error: type[Exception], needle: str) -> None:
+    with FakeApi(lambda m, p, q: (status, body)) as api, pytest.raises(error, match=needle):
+        PromClient(api.url).query("up")
+
+
+def test_prometheus_down_and_slow() -> None:
+    with pytest.raises(PrometheusUnreachable, match="unreachable at"):
+        PromClient(f"http://127.0.0.1:{free_port()}", timeout=2).query("up")
+    holder: list[FakeApi] = []
+
+    def stall(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+        holder[0].release.wait(10)
+        return 200, vector()
+
+    with FakeApi(stall) as api:
+        holder.append(api)
+        with pytest.raises(PrometheusTimeout, match=r"did not answer within 0\.3s"):
+            PromClient(api.url, timeout=0.3).query("up")
+
+
+REC = {
+    "id": "pin-1",
+    "kind": "pin",
+    "policy": "numa-pinning",
+    "target": {"node": "n1", "workload": "train", "gpus": []},
+    "summary": "pin train",
+    "estimated_gain": 0.4,
+    "gain_model": "model",
+    "confidence": 0.8,
+    "risk": "medium",
+    "severity": "critical",
+    "evidence": [
+        {
+            "series": "toposcope_workload_locality_ratio",
+            "labels": {"resource": "cpu"},
+            "value": 0.25,
+        }
+    ],
+    "current": {"cpus": [0]},
+    "proposed": {"cpus": [1]},
+    "first_seen": 1.0,
+}
+AUDIT = {
+    "seq": 1, "request_id": "pin-1-0", "recommendation_id": "pin-1", "kind": "pin",
+    "workload": "train", "node": "n1", "actor": "a@h", "backend": "sim",
+    "intent_at": "t0", "result": "succeeded", "result_at": "t1", "error": "",
+    "reverts": None, "reverted_by": None,
+}  # fmt: skip
+
+
+def advisor_api(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+    if path == "/api/v1/recommendations":
+        return 200, {
+            "run": {"started_at": "t", "window": "1h"},
+            "recommendations": [REC],
+            "notes": [{"policy": "p", "target": "x", "reason": "r"}],
+            "service": {"last_error": None},
+        }
+    if path == "/api/v1/recommendations/pin-1":
+        return 200, {**REC, "audit": [AUDIT]}
+    if path == "/api/v1/recommendations/pin-1/apply":
+        return 200, {
+            "recommendation_id": "pin-1",
+            "result": "applied",
+            "detail": "1 action",
+            "dry_run_calls": [],
+        }
+    if path == "/api/v1/recommendations/pin-1/revert":
+        return 409, {"outcomes": [{"result": "failed", "detail": "busy"}]}
+    if path == "/api/v1/audit":
+        return 200, {"actions": [AUDIT], "verifications": []}
+    if path == "/api/v1/placement":
+        return 200, {
+            "placements": [
+                {
+                    "node": "n1",
+                    "gpus": [2, 3],
+                    "worst_link": "PIX",
+                    "link_factor": 1.0,
+                    "link_sum": 1,
+                    "broken_cells": 0,
+                    "stranded": 0,
+                    "numa_nodes": [1],
+                }
+            ]
+        }
+    return 404, {"error": f"no route {method} {path}"}  # fmt: skip
+
+
+def test_advisor_reads_and_acts_with_the_token() -> None:
+    with FakeApi(advisor_api) as api:
+        client = AdvisorClient(api.url, "s3cret")
+        report = client.report()
+        [rec] = report.recommendations
+        assert (rec.target, rec.estimated_gain, rec.evidence[0].value) == ("n1/train", 0.4, 0.25)
+        assert report.notes == ("p: x: r",)
+        one, audit = client.recommendation("pin-1")
+        assert one.id == "pin-1" and audit[0].result == "succeeded"
+        assert client.audit("pin-1")[0].request_id == "pin-1-0"
+        [option] = client.placement(2, "n1")
+        assert option.gpus == (2, 3) and option.worst_link == "PIX"
+        applied = client.apply("pin-1")
+        assert applied.ok and applied.results == ("applied",)
+        reverted = client.revert("pin-1")
+        assert not reverted.ok and reverted.status == 409 and reverted.details == ("busy",)
+        with pytest.raises(AdvisorRefused, match="no route") as refused:
+            client.recommendation("nope")
+        assert refused.value.status == 404
+    auth = {path: headers.get("Authorization") for _, path, _, headers in api.requests}
+    assert auth["/api/v1/recommendations/pin-1/apply"] == "Bearer s3cret"
+    assert auth["/api/v1/recommendations"] is None and auth["/api/v1/audit"] is None
+    assert "s3cret" not in repr(client)
+
+
+def test_advisor_errors() -> None:
+    with pytest.raises(AdvisorRefused, match="no advisor token"):
+        AdvisorClient("http://127.0.0.1:1").apply("pin-1")
+    with pytest.raises(AdvisorUnreachable, match="unreachable"):
+        AdvisorClient(f"http://127.0.0.1:{free_port()}", timeout=2).report()
+    with FakeApi(lambda m, p, q: (200, b"<html/>")) as api, pytest.raises(AdvisorBadAnswer):
+        AdvisorClient(api.url).report()
+    bad = {"recommendations": [{"id": "x"}]}
+    with (
+        FakeApi(lambda m, p, q: (200, bad)) as api,
+        pytest.raises(AdvisorBadAnswer, match="malformed"),
+    ):
+        AdvisorClient(api.url).report()
+    busy = {"error": "no analysis has completed yet"}
+    with (
+        FakeApi(lambda m, p, q: (503, busy)) as api,
+        pytest.raises(AdvisorRefused, match="no analysis") as refused,
+    ):
+        AdvisorClient(api.url).report()
+    assert refused.value.status == 503

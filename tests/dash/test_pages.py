@@ -1,0 +1,248 @@
+"""Data shaping and figures on hand-made Prometheus answers (a fake PromQL API on loopback),
+the page components, and ``toposcope dash``'s options."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dash.conftest import FakeApi, matrix, vector
+from tests.procs import free_port
+from toposcope.cli import main
+from toposcope.dashboards.app import cli, figures, pages
+from toposcope.dashboards.app import queries as q
+from toposcope.dashboards.app.advisorclient import AdvisorClient, AuditRow
+from toposcope.dashboards.app.callbacks import Clients, cluster_view
+from toposcope.dashboards.app.data import (
+    NodeIndex,
+    WorkloadRef,
+    load_cluster,
+    load_node_series,
+    load_topology,
+    load_workload,
+    load_workloads,
+)
+from toposcope.dashboards.app.promclient import PromClient, Vector
+from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.topology.model import LinkType
+
+SIM = {"job": "sim", "instance": "n1", "node": "n1"}
+HOST = {"job": "host", "instance": "10.0.0.2:9847"}
+
+
+def answers(query: str) -> dict[str, Any]:
+    """What the fake Prometheus answers: two nodes, n1 (2 sockets, 2 GPUs) and a CPU host."""
+    if query == q.BUILD_INFO:
+        return vector(({**SIM, "hostname": "sim-host"}, 1), ({**HOST, "hostname": "cpu-1"}, 1))
+    if query == q.GPU_UP:
+        return vector(({**SIM, "gpu": "0"}, 1), ({**SIM, "gpu": "1"}, 0))
+    if query.startswith("avg_over_time"):
+        return vector(({**SIM, "gpu": "0"}, 0.01), ({**SIM, "gpu": "1"}, 0.9))
+    if query.startswith(q.GPU_MEM_USED + " /"):
+        return vector(({**SIM, "gpu": "0"}, 0.5), ({**SIM, "gpu": "1"}, "NaN"))
+    if query == q.WORKLOAD_GPU:
+        return vector(({**SIM, "gpu": "0", "workload": "nb"}, 1))
+    if query.startswith("avg by"):
+        return vector((SIM, 0.25), (HOST, 1.0))
+    if query.startswith(q.WORKLOAD_INFO):
+        return vector(({**SIM, "workload": "nb"}, 1), ({**HOST, "workload": "etl"}, 1))
+    selected = 'job="sim", instance="n1"' in query
+    if not selected:
+        return vector()
+    table: dict[str, Vector | dict[str, Any]] = {
+        q.PACKAGE_INFO: vector(({**SIM, "package": "0"}, 1), ({**SIM, "package": "1"}, 1)),
+        q.NUMA_INFO: vector(
+            ({**SIM, "numa_node": "0", "package": "0", "cpus": "0-3"}, 1),
+            ({**SIM, "numa_node": "1", "package": "1", "cpus": "4-7"}, 1),
+        ),
+        q.NUMA_MEM_TOTAL: vector(
+            ({**SIM, "numa_node": "0"}, 8e9), ({**SIM, "numa_node": "1"}, 8e9)
+        ),
+        q.NUMA_MEM_USED: vector(({**SIM, "numa_node": "0"}, 2e9)),
+        q.GPU_LOCALITY: vector(
+            ({**SIM, "gpu": "0", "numa_node": "0"}, 1), ({**SIM, "gpu": "1", "numa_node": "1"}, 1)
+        ),
+        q.GPU_INFO: vector(({**SIM, "gpu": "0", "numa_node": "0", "modelName": "A100"}, 1)),
+        q.GPU_UTIL: vector(({**SIM, "gpu": "0"}, 0.75)),
+        q.GPU_LINK: vector(
+            ({**SIM, "gpu": "0", "peer_gpu": "1", "link": "SYS"}, 1),
+            ({**SIM, "gpu": "1", "peer_gpu": "0", "link": "SYS"}, 1),
+        ),
+        q.PCI_INFO: vector(
+            ({**SIM, "pci_bus_id": "0000:0c:00.0", "numa_node": "1", "class": "0x0207"}, 1)
+        ),
+        q.WORKLOAD_GPU: vector(({**SIM, "gpu": "0", "workload": "nb"}, 1)),
+        q.WORKLOAD_LOCALITY: vector(({**SIM, "resource": "cpu", "workload": "nb"}, 0.5)),
+    }  # fmt: skip
+    if "mode!~" in query:
+        return vector(({**SIM, "numa_node": "0"}, 0.5))
+    for name, answer in table.items():
+        if query.startswith(name):
+            assert isinstance(answer, dict)
+            return answer
+    return vector()
+
+
+def prometheus(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+    if path.endswith("query_range"):
+        key = "numa_node" if "numa" in params["query"] else "gpu"
+        return 200, matrix(({**SIM, key: "0"}, [(100.0, 1.0), (160.0, "NaN"), (220.0, 3.0)]))
+    return 200, answers(params["query"])
+
+
+@pytest.fixture
+def prom() -> Any:
+    with FakeApi(prometheus) as api:
+        yield PromClient(api.url)
+
+
+def test_node_names_follow_the_advisor_rule(prom: PromClient) -> None:
+    index = NodeIndex(prom.query(q.BUILD_INFO))
+    assert index.nodes == ["cpu-1", "n1"]  # node label first, else the exporter's hostname
+    assert index.name({"job": "host", "instance": "10.0.0.2:9847"}) == "cpu-1"
+    assert index.name({"job": "other", "instance": "x:1"}) == "x:1"
+    assert index.selector("cpu-1", {"workload": 'a"b'}) == (
+        'job="host", instance="10.0.0.2:9847", workload="a\\"b"'
+    )
+    with pytest.raises(LookupError):
+        index.selector("nope")
+
+
+def test_cluster_shaping_and_heatmap(prom: PromClient) -> None:
+    cluster = load_cluster(prom, "15m")
+    assert cluster.nodes == ("cpu-1", "n1") and cluster.dropped == 1
+    rows = cluster.gpus.set_index("gpu")
+    assert rows.loc[0, "holder"] == "nb" and rows.loc[1, "holder"] == ""
+    # GPU 0 idles (1 %), GPU 1 is lost: only GPU 0 counts as idle
+    assert cluster.idle["gpu"].tolist() == [0]
+    assert dict(zip(cluster.locality["node"], cluster.locality["score"], strict=True)) == {
+        "cpu-1": 1.0,
+        "n1": 0.25,
+    }
+    heat = figures.gpu_heatmap(cluster, "utilization", "util")
+    assert list(heat.data[0].y) == ["n1"] and heat.data[0].text[0] == ["1%", "lost"]
+    with pytest.raises(ValueError, match="unknown time range"):
+        load_cluster(prom, "2d")
+
+
+def test_topology_and_its_drawing(prom: PromClient) -> None:
+    index = NodeIndex(prom.query(q.BUILD_INFO))
+    topo = load_topology(prom, index, "n1")
+    assert topo.packages == (0, 1)
+    assert [(n.id, n.package, n.cpu_count, n.memory_used) for n in topo.numa] == [
+        (0, 0, 4, 2e9), (1, 1, 4, None),
+    ]  # fmt: skip
+    assert [(g.index, g.numa_node, g.up, g.holders) for g in topo.gpus] == [
+        (0, 0, True, ("nb",)), (1, 1, True, ()),
+    ]  # fmt: skip
+    assert [(link.a, link.b, link.kind) for link in topo.links] == [(0, 1, LinkType.SYS)]
+    assert [n.numa_node for n in topo.nics] == [1]
+    shapes = [s.name for s in figures.topology_figure(topo, highlight=[1]).layout.shapes]
+    for prefix, count in (("package-", 2), ("gpu-", 2), ("nic-", 1), ("link-", 1)):
+        assert sum(n.startswith(prefix) for n in shapes) == count, prefix
+    assert sorted(n for n in shapes if n.startswith("numa-") and not n.endswith("memory")) == [
+        "numa-0",
+        "numa-1",
+    ]
+    chosen = [
+        s for s in figures.topology_figure(topo, highlight=[1]).layout.shapes if s.name == "gpu-1"
+    ]
+    assert chosen[0].line.width == 5
+
+
+def test_series_and_workloads(prom: PromClient) -> None:
+    index = NodeIndex(prom.query(q.BUILD_INFO))
+    series = load_node_series(prom, index, "n1", "15m", now=1000.0)
+    assert series.gpu_utilization["value"].tolist() == [1.0, 3.0]  # NaN point dropped
+    assert str(series.numa_memory["time"].dt.tz) == "UTC"
+    figure = figures.lines(series.numa_cpu, "numa_node", "cpu", label="NUMA", marked={"0"})
+    assert figure.data[0].name == "NUMA 0 (GPU-local)"
+    refs = load_workloads(prom, index)
+    assert [r.key for r in refs] == ["cpu-1/etl", "n1/nb"]
+    data = load_workload(prom, index, WorkloadRef.parse("n1/nb"), "1h", now=1000.0)
+    assert data.gpus == (0,) and data.gpu_numa == (0,) and data.latest_locality == {"cpu": 0.5}
+    with pytest.raises(ValueError):
+        WorkloadRef.parse("nodeonly")
+
+
+def test_empty_states_say_what_is_missing() -> None:
+    with FakeApi(lambda m, p, params: (200, vector())) as api:
+        out = cluster_view(Clients(PromClient(api.url), _closed_advisor()), "1h")
+    text = str(out)
+    assert "no toposcope series" in text and "no GPU series in Prometheus" in text
+    assert "advisor service is unreachable" in text
+    down = cluster_view(
+        Clients(PromClient(f"http://127.0.0.1:{free_port()}", timeout=2), _closed_advisor()), "1h"
+    )
+    assert "Prometheus is unreachable" in str(down[0])
+
+
+def _closed_advisor() -> AdvisorClient:
+    return AdvisorClient(f"http://127.0.0.1:{free_port()}", timeout=2)
+
+
+def row(
+    seq: int, result: str | None, reverts: str | None = None, by: str | None = None
+) -> AuditRow:
+    return AuditRow(
+        seq, f"r{seq}", "pin-1", "pin", "w", "n1", "a", "sim", "t", result, None, "", reverts, by
+    )
+
+
+def test_status_from_the_audit_log() -> None:
+    assert pages.status_of([]) == "open"
+    assert pages.status_of([row(1, "succeeded")]) == "applied"
+    assert pages.status_of([row(1, "running")]) == "in progress"
+    assert (
+        pages.status_of([row(1, "succeeded", by="r2"), row(2, "succeeded", reverts="r1")])
+        == "reverted"
+    )
+    assert pages.status_of([row(1, "failed")]) == "failed"
+    rows = pages.table_rows([], [row(1, "succeeded")])
+    assert rows[0]["summary"] == "no longer in the latest report" and rows[0]["status"] == "applied"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_cli_options_and_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse()
+    assert (args.listen, args.prometheus, args.advisor) == (
+        "127.0.0.1:9851",
+        "http://127.0.0.1:9090",
+        "http://127.0.0.1:9849",
+    )
+    monkeypatch.setenv(cli.TOKEN_ENV, " from-env ")
+    assert cli.settings_from_args(parse()).advisor_token == "from-env"
+    token = tmp_path / "token"
+    token.write_text("from-file\n")
+    settings = cli.settings_from_args(parse("--advisor-token-file", str(token)))
+    assert settings.advisor_token == "from-file" and "from-file" not in repr(settings)
+    # the token never reaches the browser: not in the layout nor in any page skeleton
+    app = create_app(settings)
+    assert "from-file" not in app.server.test_client().get("/").get_data(as_text=True) + str(
+        app.layout
+    ) + str(pages.recommendations_page(True))
+    (tmp_path / "empty").write_text("")
+    for argv, needle in (
+        (["--prometheus", "localhost:9090"], "must be an http"),
+        (["--advisor-token-file", str(tmp_path / "missing")], "reading token file"),
+        (["--advisor-token-file", str(tmp_path / "empty")], "is empty"),
+        (["--timeout", "0"], "--timeout must be positive"),
+        (["--listen", "nohost"], "HOST:PORT"),
+    ):
+        assert main(["dash", *argv]) == 2, argv
+        assert needle in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["dash", "--refresh", "2h"])
+    assert exited.value.code == 2
+    with pytest.raises(ValueError):
+        AppSettings(refresh="2h")

@@ -18,6 +18,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from toposcope.advisor.loaders.base import LoadedData, Sample
 from toposcope.cpulist import parse_cpulist
@@ -255,24 +256,38 @@ class ClusterModel:
         """The node called ``name`` or ``None``."""
         return self.nodes.get(name)
 
+    @cached_property
+    def _by_node(self) -> dict[str, tuple[WorkloadModel, ...]]:
+        grouped: dict[str, list[WorkloadModel]] = defaultdict(list)
+        for workload in self.workloads:
+            grouped[workload.node].append(workload)
+        return {node: tuple(items) for node, items in grouped.items()}
+
+    @cached_property
+    def _holders(self) -> dict[str, dict[int, tuple[str, ...]]]:
+        result: dict[str, dict[int, tuple[str, ...]]] = {}
+        for node, workloads in self._by_node.items():
+            holders: dict[int, list[str]] = defaultdict(list)
+            for workload in workloads:
+                for gpu in workload.gpus:
+                    holders[gpu].append(workload.name)
+            result[node] = {g: tuple(names) for g, names in holders.items()}
+        return result
+
     def workloads_on(self, node: str) -> tuple[WorkloadModel, ...]:
-        """Workloads running on ``node``."""
-        return tuple(w for w in self.workloads if w.node == node)
+        """Workloads running on ``node`` (indexed once per model: policies ask per node)."""
+        return self._by_node.get(node, ())
 
     def gpu_holders(self, node: str) -> dict[int, list[str]]:
         """GPU index to the workloads holding it on ``node``."""
-        holders: dict[int, list[str]] = defaultdict(list)
-        for workload in self.workloads_on(node):
-            for gpu in workload.gpus:
-                holders[gpu].append(workload.name)
-        return dict(holders)
+        return {g: list(names) for g, names in self._holders.get(node, {}).items()}
 
     def gpu_capacity(self, node: str) -> dict[int, GpuCapacity]:
         """Per GPU of ``node``: free when up (or unknown) and held by no workload."""
         model = self.nodes.get(node)
         if model is None:
             return {}
-        holders = self.gpu_holders(node)
+        holders = self._holders.get(node, {})
         result = {}
         for gpu in model.gpus:
             held = tuple(holders.get(gpu.index, ()))
@@ -286,9 +301,16 @@ class ClusterModel:
             )
         return result
 
+    @cached_property
+    def _free(self) -> dict[str, tuple[int, ...]]:
+        return {
+            name: tuple(sorted(g for g, c in self.gpu_capacity(name).items() if c.free))
+            for name in self.nodes
+        }
+
     def free_gpus(self, node: str) -> tuple[int, ...]:
         """Indexes of the GPUs of ``node`` that a new job could get."""
-        return tuple(sorted(g for g, c in self.gpu_capacity(node).items() if c.free))
+        return self._free.get(node, ())
 
     def numa_capacity(self, node: str) -> dict[int, NumaCapacity]:
         """Per NUMA node of ``node``: CPUs, cores its workloads keep busy, free memory."""

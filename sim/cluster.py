@@ -168,6 +168,18 @@ class TruthRow:
     progress_ratio: float | None
 
 
+@dataclass(frozen=True)
+class JobState:
+    """One workload as the oracle sees it: its spec (as changed by actions, e.g. a released
+    notebook has no GPUs), its state and its allocation (``None`` unless running).
+    """
+
+    name: str
+    spec: JobSpec
+    state: str
+    allocation: Allocation | None
+
+
 @dataclass
 class _Action:
     id: str
@@ -750,6 +762,25 @@ class SimCluster:
                 cached = best_allocation(job, template.name, template)[1].throughput
             self._best_cache[key] = cached
         return cached
+
+    def job_states(self) -> list[JobState]:
+        """Every workload's spec, state and allocation now, sorted by name (for the oracle
+        and the closed-loop evaluation, which score alternative allocations).
+        """
+        with self._lock:
+            self.sync()
+            return [
+                JobState(name, w.spec, w.state, w.allocation)
+                for name, w in sorted(self._workloads.items())
+            ]
+
+    def ideal_throughput(self, job: JobSpec) -> float:
+        """The best throughput ``job`` could have alone on any node of the cluster (the
+        normalisation of the closed loop's aggregate: each job counts 1 at its best).
+        """
+        with self._lock:
+            templates = {n.template.name: n.template for n in self._nodes.values()}.values()
+            return max((self._ideal(job, t) for t in templates), default=0.0)
 
     def truth(self) -> list[TruthRow]:
         """Ground truth for every workload that is not done, sorted by name."""

@@ -200,7 +200,9 @@ class PrometheusLoader:
                     if not finite(value):
                         dropped += 1
                         continue
-                    samples.append(Sample(labels_without_name(item.get("metric", {})), value))
+                    labels = item.get("metric", {})
+                    labels.pop("__name__", None)  # the decoded dict is ours: no copy
+                    samples.append(Sample(labels, value))
             elif kind == "scalar":
                 value = float(raw[1]) if raw else float("nan")
                 if finite(value):

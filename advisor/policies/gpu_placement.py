@@ -181,12 +181,20 @@ def _candidates(node: NodeModel, free: Sequence[int], count: int) -> Iterable[tu
         yield tuple(sorted(chosen))
 
 
-def rank_sets(node: NodeModel, free: Iterable[int], count: int) -> list[Placement]:
-    """Every candidate set of ``count`` GPUs among ``free`` on ``node``, best first."""
+def rank_sets(
+    node: NodeModel,
+    free: Iterable[int],
+    count: int,
+    node_cells: Sequence[frozenset[int]] | None = None,
+) -> list[Placement]:
+    """Every candidate set of ``count`` GPUs among ``free`` on ``node``, best first
+    (``node_cells``: the node's :func:`cells`, when the caller has them already).
+    """
     free_set = frozenset(free)
     if count < 1 or len(free_set) < count:
         return []
-    node_cells = cells(node)
+    if node_cells is None:
+        node_cells = cells(node)
     placements = []
     seen: set[tuple[int, ...]] = set()
     for gpus in _candidates(node, sorted(free_set), count):

@@ -24,6 +24,7 @@ from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.policies.gpu_placement import (
     Placement,
+    cells,
     gpu_claims,
     rank_sets,
 )
@@ -37,6 +38,7 @@ from toposcope.advisor.recommendations import (
     make_recommendation,
 )
 from toposcope.catalogue import spec
+from toposcope.cpulist import format_cpulist
 from toposcope.resources import ActionKind, ActionRequest
 
 
@@ -58,6 +60,16 @@ class JobMigrationSettings(PolicySettings):
         1.0, ge=0, le=2, help="how communication-bound jobs are (scales the link slowdown)"
     )
     allow_cross_node: bool = setting(True, help="also consider free GPUs on other nodes")
+    min_shared_utilization: float = setting(
+        0.3,
+        ge=0,
+        le=1,
+        help="a GPU held by several workloads is worth separating when its mean utilization "
+        "is at least this",
+    )
+    pin_to_gpu_numa: bool = setting(
+        True, help="also restrict a moved job's CPUs and memory to its new GPUs' NUMA node"
+    )
 
 
 class JobMigration(Policy[JobMigrationSettings]):
@@ -73,17 +85,60 @@ class JobMigration(Policy[JobMigrationSettings]):
     )
 
     def evaluate(self, model: ClusterModel) -> Evaluation:
-        """One ``migrate-job`` recommendation per job worth moving."""
+        """One ``migrate-job`` recommendation per job worth moving: GPU sets shared with
+        other workloads first, then poorly linked sets.
+        """
         s = self.settings
+        self._best_sets: dict[tuple[str, frozenset[int], int], Placement | None] = {}
+        self._by_count: dict[int, list[Placement]] = {}
+        self._cells: dict[str, list[frozenset[int]]] = {}
         jobs = [w for w in model.workloads if len(w.gpus) >= s.min_gpus]
-        if not jobs:
+        movers = self._sharing(model)
+        if not jobs and not movers:
             return Evaluation()
         notes: list[Note] = []
         missing = self.missing_note(model)
         if missing:
             notes.append(missing)
+        recs: list[Recommendation] = []
+        taken: set[str] = set()
+        moved: set[str] = set()
+        for share_gain, job, peers, util in movers:
+            current = rank_sets(model.nodes[job.node], job.gpus, len(job.gpus))[0]
+            best = self._best(model, job, taken, include_own=False)
+            if best is None:
+                notes.append(
+                    self.note(
+                        job.key,
+                        f"shares GPUs {list(job.gpus)} with {', '.join(peers)}; "
+                        f"no {len(job.gpus)} free GPU(s) to move it to",
+                    )
+                )
+                continue
+            f_now, f_new = current.factor(s.sensitivity), best.factor(s.sensitivity)
+            gain = (1.0 + share_gain) * f_now / f_new - 1.0
+            saved = s.remaining_seconds * (1.0 - 1.0 / (1.0 + gain)) if gain > 0 else 0.0
+            if saved <= s.checkpoint_restore_seconds:
+                notes.append(
+                    self.note(
+                        job.key,
+                        f"separating it from {', '.join(peers)} would save {saved:.0f}s, less "
+                        f"than the checkpoint-restore cost {s.checkpoint_restore_seconds:.0f}s",
+                    )
+                )
+                continue
+            taken.update(gpu_claims(best.node, best.gpus))
+            moved.add(job.key)
+            model_text = (
+                f"time-slicing: {len(peers) + 1} workloads on a GPU {util:.0%} busy, each "
+                f"assumed to want all of it: ({len(peers) + 1} - 1) x {util:.2f} = "
+                f"{share_gain:.2f} faster alone; link factor {f_now:.2f} -> {f_new:.2f}"
+            )
+            recs.append(self._recommend(model, job, current, best, gain, saved, model_text, peers))
         options: list[tuple[float, WorkloadModel, Placement, Placement]] = []
         for job in jobs:
+            if job.key in moved:
+                continue
             node = model.node(job.node)
             if node is None:
                 continue
@@ -102,8 +157,6 @@ class JobMigration(Policy[JobMigrationSettings]):
                 continue
             gain = current.factor(s.sensitivity) / candidate.factor(s.sensitivity) - 1.0
             options.append((gain, job, current, candidate))
-        recs: list[Recommendation] = []
-        taken: set[str] = set()
         for _, job, current, first_choice in sorted(options, key=lambda o: (-o[0], o[1].key)):
             best = (
                 self._best(model, job, taken)
@@ -127,24 +180,114 @@ class JobMigration(Policy[JobMigrationSettings]):
                 )
                 continue
             taken.update(gpu_claims(best.node, best.gpus))
-            recs.append(self._recommend(model, job, current, best, gain, saved))
+            f_now, f_new = current.factor(s.sensitivity), best.factor(s.sensitivity)
+            model_text = (
+                f"link factor now {f_now:.2f} / after {f_new:.2f} - 1 (Gandiva-anchored "
+                f"LINK_FACTOR, sensitivity {s.sensitivity:g})"
+            )
+            recs.append(self._recommend(model, job, current, best, gain, saved, model_text))
         return Evaluation(tuple(recs), tuple(notes))
 
+    def _sharing(self, model: ClusterModel) -> list[tuple[float, WorkloadModel, list[str], float]]:
+        """Workloads to move off GPUs they share: (gain, workload, the others, utilization).
+
+        On each GPU held by several workloads, the one holding most GPUs (then the first by
+        name) stays and the others move; a workload moves once.
+        """
+        s = self.settings
+        by_node: dict[str, list[WorkloadModel]] = {}
+        for w in model.workloads:
+            if w.gpus:
+                by_node.setdefault(w.node, []).append(w)
+        found: dict[str, tuple[float, WorkloadModel, list[str], float]] = {}
+        for name, holders in sorted(by_node.items()):
+            node = model.node(name)
+            if node is None:
+                continue
+            per_gpu: dict[int, list[WorkloadModel]] = {}
+            for w in holders:
+                for g in w.gpus:
+                    per_gpu.setdefault(g, []).append(w)
+            for index, sharing in sorted(per_gpu.items()):
+                gpu = node.gpu(index)
+                if len(sharing) < 2 or gpu is None or gpu.utilization is None:
+                    continue
+                util = min(1.0, gpu.utilization)
+                if util < s.min_shared_utilization:
+                    continue
+                ordered = sorted(sharing, key=lambda w: (-len(w.gpus), w.name))
+                for w in ordered[1:]:
+                    if w.key in found or any(w.key == f[1].key for f in found.values()):
+                        continue
+                    if ordered[0].key in found:
+                        continue  # the one that stays is itself moving away
+                    gain = (len(sharing) - 1) * util
+                    peers = [o.name for o in sharing if o.key != w.key]
+                    found[w.key] = (gain, w, peers, util)
+        return sorted(found.values(), key=lambda f: (-f[0], f[1].key))
+
+    def _node_best(
+        self, model: ClusterModel, name: str, free: set[int], count: int
+    ) -> Placement | None:
+        """The best set of ``count`` GPUs among ``free`` on node ``name`` (memoised: many
+        jobs ask about the same node and GPUs).
+        """
+        if len(free) < count:
+            return None
+        key = (name, frozenset(free), count)
+        if key not in self._best_sets:
+            node = model.nodes[name]
+            if name not in self._cells:
+                self._cells[name] = cells(node)
+            sets = rank_sets(node, free, count, self._cells[name])
+            self._best_sets[key] = sets[0] if sets else None
+        return self._best_sets[key]
+
+    def _ranked_others(self, model: ClusterModel, count: int) -> list[Placement]:
+        """Every node's best free set of ``count`` GPUs, best first (computed once)."""
+        if count not in self._by_count:
+            found = [
+                p
+                for name in sorted(model.nodes)
+                if (p := self._node_best(model, name, set(model.free_gpus(name)), count))
+                is not None
+            ]
+            self._by_count[count] = sorted(found, key=lambda p: (p.score()[:2], p.score(), p.node))
+        return self._by_count[count]
+
     def _best(
-        self, model: ClusterModel, job: WorkloadModel, taken: set[str] | None = None
+        self,
+        model: ClusterModel,
+        job: WorkloadModel,
+        taken: set[str] | None = None,
+        include_own: bool = True,
     ) -> Placement | None:
         busy = taken or set()
-        ranked: list[Placement] = []
-        for name, node in sorted(model.nodes.items()):
-            if name != job.node and not self.settings.allow_cross_node:
-                continue
+        busy_nodes = {c.split(":", 1)[1].rsplit("/", 1)[0] for c in busy}
+        count = len(job.gpus)
+
+        def free_on(name: str) -> set[int]:
             free = set(model.free_gpus(name))
-            if name == job.node:
+            if name == job.node and include_own:
                 free |= set(job.gpus)
-            free = {g for g in free if f"gpu:{name}/{g}" not in busy}
-            sets = rank_sets(node, free, len(job.gpus))
-            if sets:
-                ranked.append(sets[0])
+            return {g for g in free if f"gpu:{name}/{g}" not in busy}
+
+        ranked: list[Placement] = []
+        if job.node in model.nodes:
+            own = self._node_best(model, job.node, free_on(job.node), count)
+            if own is not None:
+                ranked.append(own)
+        if self.settings.allow_cross_node:
+            for placement in self._ranked_others(model, count):
+                if placement.node == job.node:
+                    continue
+                if placement.node in busy_nodes:  # some of its GPUs went to earlier jobs
+                    again = self._node_best(model, placement.node, free_on(placement.node), count)
+                    if again is not None:
+                        ranked.append(again)
+                    continue
+                ranked.append(placement)  # the best of the untouched nodes: none after beats it
+                break
         if not ranked:
             return None
         # prefer staying on the node when it is as good (a local move is cheaper)
@@ -158,9 +301,24 @@ class JobMigration(Policy[JobMigrationSettings]):
         best: Placement,
         gain: float,
         saved: float,
+        model_text: str,
+        peers: list[str] | None = None,
     ) -> Recommendation:
         s = self.settings
         node = model.nodes[job.node]
+        target_node = model.nodes[best.node]
+        cpus: list[int] = []
+        mems: list[int] = []
+        if s.pin_to_gpu_numa:
+            counts: dict[int, int] = {}
+            for index in best.gpus:
+                g = target_node.gpu(index)
+                if g is not None and g.numa_node is not None:
+                    counts[g.numa_node] = counts.get(g.numa_node, 0) + 1
+            home = min(counts, key=lambda n: (-counts[n], n)) if counts else None
+            numa = target_node.numa(home) if home is not None else None
+            if numa is not None and numa.cpus:
+                cpus, mems = list(numa.cpus), [numa.id]
         evidence = [
             Evidence(
                 "toposcope_gpu_link_info",
@@ -182,15 +340,18 @@ class JobMigration(Policy[JobMigrationSettings]):
                     )
                 )
         cross = best.node != job.node
-        f_now, f_new = current.factor(s.sensitivity), best.factor(s.sensitivity)
+        why = (
+            f"shares its GPUs with {', '.join(peers)}"
+            if peers
+            else f"worst link {current.worst_link}"
+        )
         return make_recommendation(
             kind=RecommendationKind.MIGRATE_JOB,
             policy=self.name,
             target=Target(job.node, job.name, tuple(job.gpus)),
             summary=(
-                f"move {job.name} from {job.node} GPUs {list(job.gpus)} "
-                f"(worst link {current.worst_link}) to {best.node} GPUs {list(best.gpus)} "
-                f"(worst link {best.worst_link})"
+                f"move {job.name} from {job.node} GPUs {list(job.gpus)} ({why}) to "
+                f"{best.node} GPUs {list(best.gpus)} (worst link {best.worst_link})"
             ),
             current={
                 "node": job.node,
@@ -200,21 +361,23 @@ class JobMigration(Policy[JobMigrationSettings]):
             proposed={
                 "node": best.node,
                 "gpus": list(best.gpus),
+                "cpus": format_cpulist(cpus),
+                "mems": mems,
                 "worst_link": str(best.worst_link),
                 "saves_seconds": round(saved),
             },
             evidence=evidence,
             estimated_gain=gain,
             gain_model=(
-                f"link factor now {f_now:.2f} / after {f_new:.2f} - 1 (Gandiva-anchored "
-                f"LINK_FACTOR, sensitivity {s.sensitivity:g}); saves {saved:.0f}s of "
-                f"{s.remaining_seconds:.0f}s remaining vs {s.checkpoint_restore_seconds:.0f}s "
-                "checkpoint-restore"
+                f"{model_text}; saves {saved:.0f}s of {s.remaining_seconds:.0f}s remaining vs "
+                f"{s.checkpoint_restore_seconds:.0f}s checkpoint-restore"
             ),
             confidence=0.5 if cross else 0.6,
             risk=Risk.HIGH if cross else Risk.MEDIUM,
             actions=[
-                ActionRequest("", ActionKind.MIGRATE, job.name, best.node, gpus=list(best.gpus))
+                ActionRequest(
+                    "", ActionKind.MIGRATE, job.name, best.node, cpus, mems, list(best.gpus)
+                )
             ],
             claims=[*gpu_claims(best.node, best.gpus), f"workload:{job.key}"],
         )

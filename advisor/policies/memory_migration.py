@@ -54,7 +54,11 @@ class MemoryMigrationSettings(PolicySettings):
         CRI_RM_PENALTY, gt=0, le=5, help="speed-up of a fully remote workload made local"
     )
     reference_distance: int = setting(
-        21, gt=10, le=255, help="SLIT distance numa_penalty was measured at"
+        21,
+        gt=10,
+        le=255,
+        help="SLIT distance that costs the full numa_penalty when a node publishes no "
+        "distances (else its farthest pair does)",
     )
     memory_headroom: float = setting(
         1.1, ge=1, le=4, help="free memory needed on the home node per byte moved"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
@@ -47,6 +47,40 @@ GIB = 1024**3
 CRI_RM_PENALTY = 0.5776
 
 
+#: relative error allowed on measured cores (a rate over a window is an estimate)
+RATE_SLACK = 0.03
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A workload the policy would pin: gain, targets best first, cores it would bring
+    (``None``: unknown), the gain's explanation, and the NUMA node it leaves when the
+    reason is CPU contention there (``crowded``).
+    """
+
+    gain: float
+    workload: WorkloadModel
+    targets: list[int]
+    cores: float | None
+    gain_model: str
+    crowded: int | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A candidate assigned to a target: the memory binding, the gain for it, whether the
+    capacity behind the decision was known, and the bytes it moves to each NUMA node.
+    """
+
+    candidate: _Candidate
+    target: int
+    mems: list[int]
+    gain: float
+    gain_model: str
+    capacity_known: bool
+    placed: dict[int, float]
+
+
 def remote_share(cpu: Mapping[int, float], memory: Mapping[int, float], target: int) -> float:
     """``1 - c * m`` on ``target`` (one side alone when the other has no data)."""
     if cpu and memory:
@@ -66,18 +100,24 @@ def distance_penalty(
     penalty: float,
     reference_distance: int,
 ) -> float:
-    """``penalty x (d - 10) / (reference - 10)``, ``d`` the remote part's mean distance."""
+    """``penalty x min(1, (d - 10) / (reference - 10))``, ``d`` the remote part's mean
+    distance and ``reference`` the node's farthest published distance (``reference_distance``
+    when the node publishes none): the farthest pair costs the full penalty, as on the
+    2-socket machine CRI-RM measured, nearer pairs in proportion.
+    """
     weights: dict[int, float] = defaultdict(float)
     for shares in (cpu, memory):
         for numa, share in shares.items():
             if numa != target:
                 weights[numa] += share
+    published = [d for n in node.numa_nodes for p, d in n.distances.items() if p != n.id]
+    farthest = max(published) if published and max(published) > 10 else reference_distance
     total = sum(weights.values())
     if total <= 0:
-        distance = float(reference_distance)
+        distance = float(farthest)
     else:
         distance = sum(w * node.distance(n, target) for n, w in weights.items()) / total
-    return max(0.0, penalty * (distance - 10.0) / (reference_distance - 10.0))
+    return max(0.0, penalty * min(1.0, (distance - 10.0) / (farthest - 10.0)))
 
 
 def workload_evidence(workload: WorkloadModel) -> list[Evidence]:
@@ -132,16 +172,32 @@ class NumaPinningSettings(PolicySettings):
         help="speed-up of pinning a fully remote workload at reference_distance (CRI-RM: 0.5776)",
     )
     reference_distance: int = setting(
-        21, gt=10, le=255, help="SLIT distance numa_penalty was measured at"
+        21,
+        gt=10,
+        le=255,
+        help="SLIT distance that costs the full numa_penalty when a node publishes no "
+        "distances (else its farthest pair does)",
     )
     max_cpu_load: float = setting(
-        0.9, gt=0, le=1, help="share of the target's online CPUs that may be busy after pinning"
+        1.0, gt=0, le=1, help="share of the target's online CPUs that may be busy after pinning"
+    )
+    saturated_load: float = setting(
+        0.95,
+        gt=0,
+        le=1,
+        help="busy share of a NUMA node's CPUs above which more threads than CPUs there "
+        "count as contention",
     )
     memory_headroom: float = setting(
         1.1, ge=1, le=4, help="free memory needed on the target per byte moved"
     )
     min_memory_bytes: float = setting(
         0.0, ge=0, help="leave workloads with less resident memory than this alone"
+    )
+    min_cores: float = setting(
+        0.1,
+        ge=0,
+        help="leave workloads that kept fewer cores (but some) busy than this alone",
     )
     migrate_memory: bool = setting(
         True, help="also migrate the workload's remote pages (else only new allocations)"
@@ -161,42 +217,291 @@ class NumaPinning(Policy[NumaPinningSettings]):
     )
 
     def evaluate(self, model: ClusterModel) -> Evaluation:
-        """Pins in order of gain, each checked against capacity left by earlier ones."""
+        """Pins planned node by node, jointly against the node's capacity."""
         if not model.has("toposcope_numa_node_info"):
             return Evaluation(undecided=(self.note("*", "no series for toposcope_numa_node_info"),))
         notes: list[Note] = []
-        plans: list[tuple[float, WorkloadModel, list[int]]] = []
+        recs: list[Recommendation] = []
+        by_node: dict[str, list[WorkloadModel]] = defaultdict(list)
         for workload in model.workloads:
-            node = model.node(workload.node)
+            by_node[workload.node].append(workload)
+        for name, workloads in sorted(by_node.items()):
+            node = model.node(name)
             if node is None or len(node.cpu_numa_nodes()) < 2:
                 continue  # one NUMA node: nothing to pin to
+            recs.extend(self._plan_node(model, node, workloads, notes))
+        return Evaluation(tuple(recs), tuple(notes))
+
+    def _candidates(
+        self, node: NodeModel, workloads: list[WorkloadModel], notes: list[Note]
+    ) -> list[_Candidate]:
+        s = self.settings
+        found: list[_Candidate] = []
+        for workload in workloads:
             cpu, memory = workload.cpu_shares(), workload.memory_shares()
             if not cpu and not memory:
                 notes.append(self.note(workload.key, "no CPU or memory placement series"))
                 continue
-            if memory and workload.memory_bytes < self.settings.min_memory_bytes:
+            if memory and workload.memory_bytes < s.min_memory_bytes:
                 continue
+            cores = workload.cores_used()
+            if cores is not None and 0 < cores < s.min_cores:
+                continue  # nearly idle: nothing to speed up (no CPU at all: judged by threads)
             targets = self._targets(node, workload, cpu, memory, notes)
             if not targets:
                 continue
             first = targets[0]
-            gain = remote_share(cpu, memory, first) * distance_penalty(
-                node,
-                cpu,
-                memory,
-                first,
-                self.settings.numa_penalty,
-                self.settings.reference_distance,
+            remote = remote_share(cpu, memory, first)
+            penalty = distance_penalty(
+                node, cpu, memory, first, s.numa_penalty, s.reference_distance
             )
-            plans.append((gain, workload, targets))
-        recs: list[Recommendation] = []
-        planned_cores: dict[tuple[str, int], float] = defaultdict(float)
-        planned_bytes: dict[tuple[str, int], float] = defaultdict(float)
-        for _, workload, targets in sorted(plans, key=lambda p: (-p[0], p[1].key)):
-            rec = self._pin(model, workload, targets, planned_cores, planned_bytes, notes)
-            if rec is not None:
-                recs.append(rec)
-        return Evaluation(tuple(recs), tuple(notes))
+            found.append(
+                _Candidate(
+                    remote * penalty,
+                    workload,
+                    targets,
+                    workload.cores_used(),
+                    f"remote share {remote:.3f} (1 - c*m on node {first}) x NUMA penalty "
+                    f"{penalty:.4f} ({s.numa_penalty:g} at the node's farthest SLIT distance "
+                    "or reference_distance, CRI-RM 57.76% calibration)",
+                )
+            )
+        found.extend(self._crowded(node, workloads, {c.workload.key for c in found}))
+        return found
+
+    def _crowded(
+        self, node: NodeModel, workloads: list[WorkloadModel], taken: set[str]
+    ) -> list[_Candidate]:
+        """Workloads confined to a saturated NUMA node whose threads outnumber its CPUs
+        while another node has room: enough of them move that the rest fit.
+        """
+        s = self.settings
+        used: dict[int, float] = defaultdict(float)
+        threads: dict[int, int] = defaultdict(int)
+        for w in workloads:
+            cores = w.cores_used()
+            for numa_id, share in w.cpu_shares().items():
+                used[numa_id] += share * (cores or 0.0)
+            for numa_id, count in w.threads_by_numa.items():
+                threads[numa_id] += count
+        found: list[_Candidate] = []
+        for numa in node.cpu_numa_nodes():
+            cpus = numa.cpu_count
+            if threads[numa.id] <= cpus or used[numa.id] < s.saturated_load * cpus:
+                continue
+            confined = [
+                w
+                for w in workloads
+                if w.key not in taken
+                and not w.gpus
+                and (w.cores_used() or 0.0) > 0
+                and w.cpu_shares().get(numa.id, 0.0) >= 0.9
+                and w.threads_by_numa.get(numa.id, 0) > 0
+            ]
+            others = sorted(
+                (n for n in node.cpu_numa_nodes() if n.id != numa.id),
+                key=lambda n: (used[n.id] / max(n.cpu_count, 1), n.id),
+            )
+            remaining = threads[numa.id]
+            for w in sorted(confined, key=lambda w: (-w.threads_by_numa[numa.id], w.key)):
+                if remaining <= cpus or not others:
+                    break
+                count = w.threads_by_numa[numa.id]
+                cores = w.cores_used() or 0.0
+                room = max(0.0, others[0].cpu_count - used[others[0].id])
+                demand = min(float(count), room)
+                if demand <= cores:
+                    continue
+                remaining -= count
+                found.append(
+                    _Candidate(
+                        demand / cores - 1.0,
+                        w,
+                        [n.id for n in others],
+                        demand,
+                        f"CPU contention: {threads[numa.id]} threads on the {cpus} CPUs of "
+                        f"NUMA node {numa.id} (saturated: {used[numa.id]:.1f} cores busy); "
+                        f"{count} threads using {cores:.1f} cores could use {demand:.1f} "
+                        f"on NUMA node {others[0].id}: {demand:.1f}/{cores:.1f} - 1",
+                        crowded=numa.id,
+                    )
+                )
+        return found
+
+    def _plan_node(
+        self,
+        model: ClusterModel,
+        node: NodeModel,
+        workloads: list[WorkloadModel],
+        notes: list[Note],
+    ) -> list[Recommendation]:
+        """Assign the node's candidates to targets, best gain first, so that the cores
+        of every workload that stays plus those pinned there fit under ``max_cpu_load``.
+        A candidate that fits nowhere stays where it is (its cores and memory count where
+        they are now) and the plan is made again.
+        """
+        candidates = sorted(
+            self._candidates(node, workloads, notes), key=lambda c: (-c.gain, c.workload.key)
+        )
+        if not candidates:
+            return []
+        moving = {c.workload.key for c in candidates}
+        fixed: dict[int, float] = defaultdict(float)
+        cores_known = True
+        for w in workloads:
+            if w.key in moving:
+                continue
+            cores = w.cores_used()
+            if cores is None:
+                cores_known = False
+                continue
+            for numa, share in w.cpu_shares().items():
+                fixed[numa] += share * cores
+        stuck: dict[str, list[str]] = {}
+        while True:
+            load = dict(fixed)
+            for c in candidates:
+                if c.workload.key in stuck and c.cores is not None:
+                    for numa, share in c.workload.cpu_shares().items():
+                        load[numa] = load.get(numa, 0.0) + share * c.cores
+            chosen, newly = self._assign(node, candidates, stuck, load, cores_known)
+            if not newly:
+                break
+            stuck.update(newly)
+        for c in candidates:
+            if stuck.get(c.workload.key):
+                notes.append(
+                    self.note(c.workload.key, "no capacity: " + "; ".join(stuck[c.workload.key]))
+                )
+        return [self._recommend(model, plan) for plan in chosen]
+
+    def _assign(
+        self,
+        node: NodeModel,
+        candidates: list[_Candidate],
+        stuck: Mapping[str, list[str]],
+        load: Mapping[int, float],
+        cores_known: bool,
+    ) -> tuple[list[_Plan], dict[str, list[str]]]:
+        """One planning pass, candidates in order of gain, each to the first target with
+        room. Capacity is that of the node after the plan: the cores and memory of the
+        candidates count where the plan puts them, not where they are now (two spread
+        workloads can swap halves); the rest are returned with their refusals.
+        """
+        s = self.settings
+        assigned: dict[int, float] = defaultdict(float)
+        placed: dict[int, float] = defaultdict(float)
+        vacated: dict[int, float] = defaultdict(float)
+        for c in candidates:
+            if c.workload.key not in stuck:
+                for numa_id, size in c.workload.memory_by_numa.items():
+                    vacated[numa_id] += size
+        chosen: list[_Plan] = []
+        refused: dict[str, list[str]] = {}
+        for c in candidates:
+            if c.workload.key in stuck:
+                continue
+            reasons: list[str] = []
+            plan: _Plan | None = None
+            for target in c.targets:
+                numa = node.numa(target)
+                if numa is None:
+                    continue
+                if c.cores is not None:
+                    busy = load.get(target, 0.0) + assigned[target] + c.cores
+                    limit = numa.cpu_count * s.max_cpu_load
+                    if busy > limit * (1.0 + RATE_SLACK):
+                        reasons.append(
+                            f"NUMA node {target}: {busy:.1f} busy cores would exceed {limit:.1f}"
+                        )
+                        continue
+                found = self._memory_plan(node, c, target, placed, vacated)
+                if isinstance(found, str):
+                    reasons.append(found)
+                    continue
+                plan = replace(found, capacity_known=found.capacity_known and cores_known)
+                break
+            if plan is None:
+                refused[c.workload.key] = reasons
+                continue
+            assigned[plan.target] += c.cores or 0.0
+            for numa_id, size in plan.placed.items():
+                placed[numa_id] += size
+            chosen.append(plan)
+        return chosen, refused
+
+    def _memory_plan(
+        self,
+        node: NodeModel,
+        c: _Candidate,
+        target: int,
+        placed: Mapping[int, float],
+        vacated: Mapping[int, float],
+    ) -> _Plan | str:
+        """Where the workload's memory goes when pinned to ``target``: the target when it
+        has room (``memory_headroom`` per byte moved), else the target and its nearest
+        nodes of the same socket until the memory fits (the gain then counts the part left
+        on them); a refusal text when even that does not fit.
+        """
+        s = self.settings
+        w = c.workload
+        total = w.memory_bytes
+
+        def room(numa_id: int) -> float | None:
+            numa = node.numa(numa_id)
+            if numa is None or numa.memory_free_bytes is None:
+                return None
+            return numa.memory_free_bytes + vacated.get(numa_id, 0.0) - placed.get(numa_id, 0.0)
+
+        order = [
+            target,
+            *sorted(
+                (n.id for n in node.numa_nodes if n.id != target and n.memory_total_bytes != 0),
+                key=lambda n: (node.distance(target, n), n),
+            ),
+        ]
+        mems: list[int] = []
+        here: dict[int, float] = {}
+        to_move = total - w.memory_by_numa.get(target, 0.0)
+        known = True
+        for numa_id in order:
+            if numa_id != target and node.package_of(numa_id) != node.package_of(target):
+                break  # never spill memory to another socket: that is what a pin undoes
+            own = w.memory_by_numa.get(numa_id, 0.0)
+            if numa_id != target:
+                to_move -= own  # what already sits on a node of the binding stays
+            free = room(numa_id)
+            mems.append(numa_id)
+            if free is None:
+                known = False
+                here[numa_id] = own + max(0.0, to_move)
+                to_move = 0.0
+                break
+            take = min(max(0.0, to_move), max(0.0, free - own) / s.memory_headroom)
+            here[numa_id] = own + take
+            to_move -= take
+            if to_move <= 1.0:
+                break
+        if to_move > 1.0:
+            need = total - w.memory_by_numa.get(target, 0.0)
+            free = (room(target) or 0.0) - w.memory_by_numa.get(target, 0.0)
+            return f"NUMA node {target}: {need / GIB:.2f} GiB to move, {free / GIB:.2f} GiB free"
+        if mems == [target] or total <= 0:
+            return _Plan(c, target, [target], c.gain, c.gain_model, known, here)
+        cpu, memory = w.cpu_shares(), w.memory_shares()
+        after = {n: v / total for n, v in here.items()}
+        before_cost = remote_share(cpu, memory, target) * distance_penalty(
+            node, cpu, memory, target, s.numa_penalty, s.reference_distance
+        )
+        after_cost = remote_share({target: 1.0}, after, target) * distance_penalty(
+            node, {target: 1.0}, after, target, s.numa_penalty, s.reference_distance
+        )
+        text = (
+            f"{c.gain_model}; NUMA node {target} holds only part of its memory, the rest goes "
+            f"to the nearest nodes {mems[1:]}: estimated cost {before_cost:.4f} -> "
+            f"{after_cost:.4f}"
+        )
+        return _Plan(c, target, mems, max(0.0, before_cost - after_cost), text, known, here)
 
     def _targets(
         self,
@@ -222,67 +527,14 @@ class NumaPinning(Policy[NumaPinningSettings]):
             return []
         return ranked
 
-    def _pin(
-        self,
-        model: ClusterModel,
-        workload: WorkloadModel,
-        targets: list[int],
-        planned_cores: dict[tuple[str, int], float],
-        planned_bytes: dict[tuple[str, int], float],
-        notes: list[Note],
-    ) -> Recommendation | None:
-        node = model.nodes[workload.node]
-        capacity = model.numa_capacity(workload.node)
-        cpu = workload.cpu_shares()
-        cores = workload.cores_used()
-        refusals = []
-        for target in targets:
-            cap = capacity.get(target)
-            numa = node.numa(target)
-            if cap is None or numa is None:
-                continue
-            moved_cores = cores * (1.0 - cpu.get(target, 0.0)) if cores is not None else None
-            moved_bytes = sum(v for n, v in workload.memory_by_numa.items() if n != target)
-            known = moved_cores is not None and cap.cores_known
-            key = (workload.node, target)
-            if moved_cores is not None:
-                busy = cap.cores_used + planned_cores[key] + moved_cores
-                limit = cap.cpus * self.settings.max_cpu_load
-                if busy > limit:
-                    refusals.append(
-                        f"NUMA node {target}: {busy:.1f} busy cores would exceed {limit:.1f}"
-                    )
-                    continue
-            if cap.memory_free_bytes is not None:
-                room = cap.memory_free_bytes - planned_bytes[key]
-                if moved_bytes * self.settings.memory_headroom > room:
-                    refusals.append(
-                        f"NUMA node {target}: {moved_bytes / GIB:.2f} GiB to move, "
-                        f"{room / GIB:.2f} GiB free"
-                    )
-                    continue
-            else:
-                known = False
-            planned_cores[key] += moved_cores or 0.0
-            planned_bytes[key] += moved_bytes
-            return self._recommend(model, workload, target, moved_bytes, known)
-        if refusals:
-            notes.append(self.note(workload.key, "no capacity: " + "; ".join(refusals)))
-        return None
-
-    def _recommend(
-        self,
-        model: ClusterModel,
-        workload: WorkloadModel,
-        target: int,
-        moved_bytes: float,
-        capacity_known: bool,
-    ) -> Recommendation:
+    def _recommend(self, model: ClusterModel, plan: _Plan) -> Recommendation:
         s = self.settings
+        candidate, target, capacity_known = plan.candidate, plan.target, plan.capacity_known
+        workload = candidate.workload
         node = model.nodes[workload.node]
         cpu, memory = workload.cpu_shares(), workload.memory_shares()
         remote = remote_share(cpu, memory, target)
-        penalty = distance_penalty(node, cpu, memory, target, s.numa_penalty, s.reference_distance)
+        moved_bytes = sum(v for n, v in workload.memory_by_numa.items() if n != target)
         numa = node.numa(target)
         cpus = list(numa.cpus) if numa else []
         confidence = 0.8
@@ -291,7 +543,12 @@ class NumaPinning(Policy[NumaPinningSettings]):
         if not capacity_known:
             confidence *= 0.75
         risk = Risk.MEDIUM if moved_bytes > 4 * GIB or not capacity_known else Risk.LOW
-        why = "its GPUs' NUMA node" if workload.gpus else "its dominant NUMA node"
+        if candidate.crowded is not None:
+            why = f"off the oversubscribed NUMA node {candidate.crowded}"
+            detail = f"{workload.threads_by_numa.get(candidate.crowded, 0)} threads compete there"
+        else:
+            why = "its GPUs' NUMA node" if workload.gpus else "its dominant NUMA node"
+            detail = f"{remote:.0%} of its CPU/memory pairs are remote"
         evidence = workload_evidence(workload)
         for index in workload.gpus:
             gpu = node.gpu(index)
@@ -303,11 +560,12 @@ class NumaPinning(Policy[NumaPinningSettings]):
                         1.0,
                     )
                 )
-        actions = [ActionRequest("", ActionKind.PIN, workload.name, workload.node, cpus, [target])]
+        mems = list(plan.mems)
+        actions = [ActionRequest("", ActionKind.PIN, workload.name, workload.node, cpus, mems)]
         if s.migrate_memory and moved_bytes > 0:
             actions.append(
                 ActionRequest(
-                    "", ActionKind.MIGRATE_MEMORY, workload.name, workload.node, mems=[target]
+                    "", ActionKind.MIGRATE_MEMORY, workload.name, workload.node, mems=mems
                 )
             )
         return make_recommendation(
@@ -315,8 +573,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
             policy=self.name,
             target=Target(workload.node, workload.name),
             summary=(
-                f"pin {workload.name} on {workload.node} to NUMA node {target} ({why}); "
-                f"{remote:.0%} of its CPU/memory pairs are remote"
+                f"pin {workload.name} on {workload.node} to NUMA node {target} ({why}); {detail}"
             ),
             current={
                 "cpu_share_by_numa": rounded(cpu),
@@ -326,16 +583,12 @@ class NumaPinning(Policy[NumaPinningSettings]):
             proposed={
                 "numa_node": target,
                 "cpus": format_cpulist(cpus),
-                "mems": [target],
+                "mems": mems,
                 "migrate_memory_bytes": round(moved_bytes) if s.migrate_memory else 0,
             },
             evidence=evidence,
-            estimated_gain=remote * penalty,
-            gain_model=(
-                f"remote share {remote:.3f} (1 - c*m on node {target}) x NUMA penalty "
-                f"{penalty:.4f} ({s.numa_penalty:g} at SLIT {s.reference_distance}, "
-                "CRI-RM 57.76% calibration)"
-            ),
+            estimated_gain=plan.gain,
+            gain_model=plan.gain_model,
             confidence=confidence,
             risk=risk,
             actions=actions,

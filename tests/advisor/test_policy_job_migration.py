@@ -66,3 +66,35 @@ def test_missing_utilization_is_cannot_decide() -> None:
     job = workload("train", node="n8", gpus=[0, 4])
     result = JobMigration().evaluate(cluster([pcie8(util=None)], [job]))
     assert "no GPU utilization" in result.undecided[0].reason
+
+
+def test_moved_job_is_pinned_next_to_its_new_gpus() -> None:
+    job = workload("train", node="n8", gpus=[0, 4])
+    [rec] = JobMigration().evaluate(cluster([pcie8()], [job])).recommendations
+    [action] = rec.actions
+    node = cluster([pcie8()]).nodes["n8"]
+    [numa] = {g.numa_node or 0 for g in node.gpus if g.index in action.gpus}
+    assert action.mems == [numa]
+    state = node.numa(numa)
+    assert state is not None and action.cpus == list(state.cpus)
+    plain = JobMigration(JobMigrationSettings(pin_to_gpu_numa=False))
+    [bare] = plain.evaluate(cluster([pcie8()], [job])).recommendations[0].actions
+    assert bare.cpus == [] and bare.mems == []
+
+
+def test_jobs_time_slicing_a_busy_gpu_are_separated() -> None:
+    a = workload("a", node="n8", gpus=[0, 1])
+    b = workload("b", node="n8", gpus=[0, 1])
+    [rec] = JobMigration().evaluate(cluster([pcie8(util=0.9)], [a, b])).recommendations
+    assert rec.target.workload == "b"  # a sorts first and stays
+    assert not set(rec.actions[0].gpus) & {0, 1}
+    assert rec.estimated_gain == pytest.approx(0.9)  # (2 - 1) x 0.9, the same link class
+    assert "time-slicing" in rec.gain_model and "shares its GPUs with a" in rec.summary
+
+
+def test_single_gpu_jobs_sharing_a_gpu_are_separated_but_idle_sharing_is_not() -> None:
+    c = workload("c", node="n8", gpus=[2])
+    d = workload("d", node="n8", gpus=[2])
+    [rec] = JobMigration().evaluate(cluster([pcie8()], [c, d])).recommendations
+    assert rec.target.workload == "d" and len(rec.actions[0].gpus) == 1
+    assert JobMigration().evaluate(cluster([pcie8(util=0.1)], [c, d])).recommendations == ()

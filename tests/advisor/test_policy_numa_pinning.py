@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from tests.advisor.builders import ALL_METRICS, GIB, cluster, numa_nodes, pcie4, workload
+from tests.advisor.builders import ALL_METRICS, GIB, cluster, gpu, numa_nodes, pcie4, workload
 from toposcope.advisor.model import NodeModel
 from toposcope.advisor.policies.numa_pinning import NumaPinning, NumaPinningSettings
 from toposcope.resources import ActionKind
@@ -41,13 +43,23 @@ def test_local_workload_is_left_alone() -> None:
     assert NumaPinning().evaluate(cluster([pcie4()], [local])).recommendations == ()
 
 
-def test_penalty_scales_with_numa_distance() -> None:
+def test_farthest_pair_costs_the_full_penalty_and_nearer_pairs_less() -> None:
     far = NodeModel("n1", numa_nodes(remote_distance=32), (), {})
     job = workload("w", cpu={0: 1.0, 1: 1.0}, memory={0: 4 * GIB})
     [rec] = NumaPinning().evaluate(cluster([far], [job])).recommendations
     assert rec.proposed["numa_node"] == 0
-    # remote share 1 - 0.5 * 1; the remote half sits at SLIT 32: (32 - 10) / (21 - 10) = 2
-    assert rec.estimated_gain == pytest.approx(0.5 * 0.5776 * 2)
+    # remote share 1 - 0.5 * 1 at the machine's farthest distance: never above the penalty
+    assert rec.estimated_gain == pytest.approx(0.5 * 0.5776)
+    # 4 nodes: 0-1 at SLIT 12 (same socket), 0-2 at 32 (the farthest pair)
+    four = numa_nodes(count=4)
+    slit = {(0, 1): 12, (1, 0): 12, (2, 3): 12, (3, 2): 12}
+    nodes = tuple(
+        replace(n, distances={p: slit.get((n.id, p), 10 if p == n.id else 32) for p in range(4)})
+        for n in four
+    )
+    near = workload("w", cpu={0: 1.0}, memory={1: 4 * GIB})
+    [rec] = NumaPinning().evaluate(cluster([NodeModel("n1", nodes)], [near])).recommendations
+    assert rec.estimated_gain == pytest.approx(0.5776 * (12 - 10) / (32 - 10), rel=1e-4)
 
 
 def test_busy_target_blocks_a_gpu_workload_with_a_note() -> None:
@@ -57,7 +69,7 @@ def test_busy_target_blocks_a_gpu_workload_with_a_note() -> None:
     assert result.recommendations == ()
     [note] = result.undecided
     assert note.target == "n1/train"
-    assert "no capacity" in note.reason and "exceed 7.2" in note.reason
+    assert "no capacity" in note.reason and "exceed 8.0" in note.reason
 
 
 def test_busy_dominant_node_falls_back_to_the_next_node() -> None:
@@ -76,8 +88,8 @@ def test_not_enough_free_memory_is_reported() -> None:
 
 
 def test_capacity_used_by_earlier_pins_of_the_run_counts() -> None:
-    a = workload("a", cpu={1: 4.0}, memory={1: GIB}, gpus=[0])
-    b = workload("b", cpu={1: 4.0}, memory={1: GIB}, gpus=[1])
+    a = workload("a", cpu={1: 5.0}, memory={1: GIB}, gpus=[0])
+    b = workload("b", cpu={1: 5.0}, memory={1: GIB}, gpus=[1])
     result = NumaPinning().evaluate(cluster([pcie4()], [a, b]))
     assert len(result.recommendations) == 1
     assert len(result.undecided) == 1 and "no capacity" in result.undecided[0].reason
@@ -116,3 +128,67 @@ def test_min_remote_share_setting() -> None:
     spread = workload("db", cpu={0: 1.0, 1: 1.0}, memory={0: 9 * GIB, 1: 1 * GIB})
     strict = NumaPinning(NumaPinningSettings(min_remote_share=0.6))
     assert strict.evaluate(cluster([pcie4()], [spread])).recommendations == ()
+
+
+def test_two_spread_workloads_are_pinned_to_different_nodes() -> None:
+    """Each alone would not fit next to the other's half; planned jointly, both do."""
+    a = workload("a", cpu={0: 4.0, 1: 4.0}, memory={0: 4 * GIB, 1: 4 * GIB})
+    b = workload("b", cpu={0: 4.0, 1: 4.0}, memory={0: 4 * GIB, 1: 4 * GIB})
+    recs = NumaPinning().evaluate(cluster([pcie4()], [a, b])).recommendations
+    assert sorted(r.proposed["numa_node"] for r in recs) == [0, 1]
+
+
+def test_a_workload_already_on_a_full_target_is_still_pinned() -> None:
+    """Its own cores are on the target already: pinning adds no load there."""
+    job = workload("cnn", cpu={0: 8.0}, memory={1: 8 * GIB})
+    [rec] = NumaPinning().evaluate(cluster([pcie4()], [job])).recommendations
+    assert rec.proposed["numa_node"] == 0
+
+
+def test_workloads_crowded_on_one_node_are_spread() -> None:
+    """Two 8-thread jobs confined to node 0's 8 CPUs while node 1 idles: one moves."""
+    a = workload("a", cpu={0: 4.0}, threads={0: 8}, memory={0: 4 * GIB})
+    b = workload("b", cpu={0: 4.0}, threads={0: 8}, memory={0: 4 * GIB})
+    [rec] = NumaPinning().evaluate(cluster([pcie4()], [a, b])).recommendations
+    assert rec.target.workload == "a"
+    assert rec.proposed["numa_node"] == 1
+    assert rec.estimated_gain == pytest.approx(8 / 4 - 1)
+    assert "contention" in rec.gain_model and "oversubscribed" in rec.summary
+
+
+def test_a_node_with_spare_cpus_is_not_crowded() -> None:
+    a = workload("a", cpu={0: 3.0}, threads={0: 4}, memory={0: GIB})
+    b = workload("b", cpu={0: 3.0}, threads={0: 4}, memory={0: GIB})
+    assert NumaPinning().evaluate(cluster([pcie4()], [a, b])).recommendations == ()
+
+
+def test_nearly_idle_workloads_are_left_alone() -> None:
+    notebook = workload("nb", cpu={1: 0.04}, memory={1: GIB}, gpus=[0])
+    assert NumaPinning().evaluate(cluster([pcie4()], [notebook])).recommendations == ()
+    keen = NumaPinning(NumaPinningSettings(min_cores=0.0))
+    assert len(keen.evaluate(cluster([pcie4()], [notebook])).recommendations) == 1
+
+
+def test_memory_that_does_not_fit_the_target_spills_to_its_socket_neighbour() -> None:
+    four = tuple(
+        replace(
+            n,
+            package=n.id // 2,
+            memory_free_bytes=(2 if n.id == 0 else 64) * GIB,
+            distances={
+                p: 10 if p == n.id else (12 if p // 2 == n.id // 2 else 32) for p in range(4)
+            },
+        )
+        for n in numa_nodes(count=4)
+    )
+    node = NodeModel("n1", four, (gpu(0, 0),), {})
+    job = workload("llm", cpu={3: 4.0}, memory={3: 8 * GIB}, gpus=[0])
+    [rec] = NumaPinning().evaluate(cluster([node], [job])).recommendations
+    assert rec.proposed["numa_node"] == 0
+    assert rec.proposed["mems"] == [0, 1]  # the rest on the same socket, never node 2 or 3
+    assert 0 < rec.estimated_gain < 0.5776
+    assert "nearest nodes" in rec.gain_model
+    # no room on the target's socket at all: refused, with the reason
+    full = tuple(replace(n, memory_free_bytes=GIB) for n in four)
+    result = NumaPinning().evaluate(cluster([NodeModel("n1", full, (gpu(0, 0),), {})], [job]))
+    assert result.recommendations == () and "GiB to move" in result.undecided[0].reason

@@ -25,9 +25,15 @@ from toposcope.advisor.runner import advise
 from toposcope.resources import ActionKind, ActionRequest
 
 
-def rec(gain: float, claims: list[str], node: str = "n1", name: str = "w") -> Recommendation:
+def rec(
+    gain: float,
+    claims: list[str],
+    node: str = "n1",
+    name: str = "w",
+    kind: RecommendationKind = RecommendationKind.PLACE,
+) -> Recommendation:
     return make_recommendation(
-        kind=RecommendationKind.PLACE,
+        kind=kind,
         policy="test",
         target=Target(node, name),
         summary=f"{name} {gain}",
@@ -97,9 +103,16 @@ def test_conflicts_keep_the_higher_gain_and_note_the_other() -> None:
 
 
 def test_min_gain_filter_notes_how_many_per_policy() -> None:
-    kept, notes = filter_min_gain([rec(0.01, []), rec(0.2, [], name="x")], 0.05)
+    low = rec(0.01, [], kind=RecommendationKind.PIN)
+    kept, notes = filter_min_gain([low, rec(0.2, [], name="x", kind=RecommendationKind.PIN)], 0.05)
     assert len(kept) == 1
     assert notes[0].reason == "1 recommendation(s) below --min-gain 0.05 left out"
+
+
+def test_placing_a_pending_job_is_kept_whatever_its_gain_over_first_fit() -> None:
+    """First fit would pick the same GPUs (gain 0), but nothing places a pending job."""
+    kept, notes = filter_min_gain([rec(0.0, [], name="queued")], 0.05)
+    assert [r.target.workload for r in kept] == ["queued"] and notes == []
 
 
 def test_severity_thresholds() -> None:

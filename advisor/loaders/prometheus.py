@@ -3,21 +3,17 @@
 All of them answer ``GET <base>/api/v1/query`` and ``GET <base>/api/v1/query_range`` with
 the same JSON; they differ only in the base URL (Mimir: ``http://mimir/prometheus``), the
 credentials (a bearer token) and extra headers (Mimir's ``X-Scope-OrgID``) or parameters
-(Thanos' ``dedup``). This one class owns the HTTP: retry with exponential backoff for
-connection failures, timeouts and 5xx answers; one clear :class:`AdvisorConnectionError` with
-the URL when the backend stays unreachable; :class:`AdvisorQueryError` when it rejects a
-query; warnings (partial responses) logged and kept; NaN and Inf samples dropped and counted.
+(Thanos' ``dedup``). The HTTP (retries with back-off, the answer's envelope) is the core's
+:class:`~toposcope.promapi.PromApi`, shared with the Dash app; this class turns its errors
+into one clear :class:`AdvisorConnectionError` with the URL when the backend is unreachable
+or answers something else, :class:`AdvisorQueryError` when it rejects a query, and parses
+results: warnings (partial responses) kept, NaN and Inf samples dropped and counted.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import logging
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,10 +28,16 @@ from toposcope.advisor.loaders.base import (
     finite,
     labels_without_name,
 )
+from toposcope.promapi import (
+    PromApi,
+    PromApiDenied,
+    PromApiError,
+    PromApiRejected,
+    PromApiUnreachable,
+    base_url,
+)
 
 LOG = logging.getLogger("toposcope.advisor.prometheus")
-
-_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class PrometheusLoader:
@@ -59,13 +61,10 @@ class PrometheusLoader:
         backoff: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        base = url.rstrip("/")
-        for suffix in ("/api/v1/query", "/api/v1"):
-            if base.endswith(suffix):
-                base = base[: -len(suffix)]
-        if not base.startswith(("http://", "https://")):
-            raise AdvisorConnectionError(f"metrics URL {url!r} must start with http:// or https://")
-        self.url = base
+        try:
+            self.url = base_url(url)
+        except PromApiError as exc:
+            raise AdvisorConnectionError(str(exc)) from exc
         self.headers = {"User-Agent": f"toposcope-advisor/{__version__}", **(headers or {})}
         if bearer_token:
             self.headers["Authorization"] = f"Bearer {bearer_token}"
@@ -73,7 +72,15 @@ class PrometheusLoader:
         self.timeout = timeout
         self.retries = max(0, retries)
         self.backoff = backoff
-        self._sleep = sleep
+        self._api = PromApi(
+            self.url,
+            headers=self.headers,
+            params=self.params,
+            timeout=timeout,
+            retries=self.retries,
+            backoff=backoff,
+            sleep=sleep,
+        )
 
     @property
     def source(self) -> str:
@@ -122,70 +129,17 @@ class PrometheusLoader:
     def _call(
         self, path: str, params: Mapping[str, str], query: str
     ) -> tuple[dict[str, Any], list[str]]:
-        url = f"{self.url}{path}?" + urllib.parse.urlencode({**self.params, **params})
-        attempts = 1 + self.retries
-        last: str = ""
-        cause: BaseException | None = None
-        for attempt in range(attempts):
-            if attempt:
-                delay = self.backoff * (2 ** (attempt - 1))
-                LOG.info("retrying %s in %.2fs (%s)", self.url, delay, last)
-                self._sleep(delay)
-            request = urllib.request.Request(url, headers=self.headers, method="GET")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    body = response.read()
-            except urllib.error.HTTPError as exc:
-                body = exc.read()
-                if exc.code in (401, 403):
-                    raise AdvisorConnectionError(
-                        f"{self.url} refused the credentials (HTTP {exc.code}); "
-                        "check --bearer-token-file / --header"
-                    ) from exc
-                if exc.code == 404:
-                    raise AdvisorConnectionError(
-                        f"{self.url}{path} not found (HTTP 404): is {self.url} a PromQL API?"
-                    ) from exc
-                if exc.code in _RETRY_STATUSES:
-                    last = f"HTTP {exc.code}"
-                    continue
-                payload = _decode(body, self.url)
-                raise AdvisorQueryError(
-                    f"{self.url} rejected query {query!r}: "
-                    f"{payload.get('errorType', f'HTTP {exc.code}')}: {payload.get('error', '')}"
-                ) from exc
-            except TimeoutError as exc:
-                last = f"no answer within {self.timeout:g}s"
-                cause = exc
-                continue
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
-                if isinstance(reason, TimeoutError):
-                    last = f"no answer within {self.timeout:g}s"
-                else:
-                    last = f"cannot connect: {reason}"
-                cause = exc
-                continue
-            payload = _decode(body, self.url)
-            if payload.get("status") != "success":
-                raise AdvisorQueryError(
-                    f"{self.url} failed query {query!r}: "
-                    f"{payload.get('errorType', 'error')}: {payload.get('error', '')}"
-                )
-            warnings = [str(w) for w in payload.get("warnings", []) or []]
-            warnings += [str(i) for i in payload.get("infos", []) or []]
-            for warning in warnings:
-                LOG.warning("%s answered %r with a warning: %s", self.url, query, warning)
-            data = payload.get("data")
-            if not isinstance(data, dict):
-                raise AdvisorConnectionError(
-                    f"{self.url} answered without a data object (is it a PromQL API?)"
-                )
-            return data, warnings
-        error = AdvisorConnectionError(
-            f"metrics backend {self.url} unavailable after {attempts} attempt(s): {last}"
-        )
-        raise error from cause
+        try:
+            answer = self._api.get(path.removeprefix("/api/v1/"), params)
+        except PromApiDenied as exc:
+            raise AdvisorConnectionError(f"{exc}; check --bearer-token-file / --header") from exc
+        except PromApiRejected as exc:
+            raise AdvisorQueryError(str(exc)) from exc
+        except PromApiUnreachable as exc:
+            raise AdvisorConnectionError(f"metrics backend {exc}") from exc
+        except PromApiError as exc:
+            raise AdvisorConnectionError(str(exc)) from exc
+        return answer.data, list(answer.warnings)
 
     def _parse(self, query: str, data: Mapping[str, Any], warnings: list[str]) -> QueryResult:
         kind = data.get("resultType")
@@ -235,15 +189,3 @@ class PrometheusLoader:
         return QueryResult(
             query, "", tuple(samples), tuple(series), tuple(warnings), dropped, False
         )
-
-
-def _decode(body: bytes, url: str) -> dict[str, Any]:
-    try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AdvisorConnectionError(
-            f"{url} answered with invalid JSON (is it a PromQL API URL?): {exc}"
-        ) from exc
-    if not isinstance(payload, dict):
-        raise AdvisorConnectionError(f"{url} answered with JSON that is not an object")
-    return payload

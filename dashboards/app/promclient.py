@@ -16,39 +16,36 @@ counted in :attr:`Vector.non_finite` / :attr:`Matrix.non_finite`, never handed o
 
 from __future__ import annotations
 
-import json
 import math
-import socket
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from toposcope.promapi import (
+    Answer,
+    PromApi,
+    PromApiBadAnswer,
+    PromApiDenied,
+    PromApiError,
+    PromApiNotFound,
+    PromApiRejected,
+    PromApiUnreachable,
+)
 
 DEFAULT_TIMEOUT = 10.0
 #: most points per series Prometheus answers for a range query (its own limit is 11,000)
 MAX_POINTS = 11000
 
 
-class PrometheusError(Exception):
-    """A query could not be answered; the message is meant for the page."""
+#: What a page shows when a query fails: the core transport's errors under the app's names.
+PrometheusError = PromApiError
+PrometheusUnreachable = PromApiUnreachable
+PrometheusQueryError = PromApiRejected
+PrometheusBadAnswer = PromApiBadAnswer
 
 
-class PrometheusUnreachable(PrometheusError):
-    """Nothing answers at the Prometheus URL."""
-
-
-class PrometheusTimeout(PrometheusError):
+class PrometheusTimeout(PromApiUnreachable):
     """Prometheus did not answer within the timeout."""
-
-
-class PrometheusQueryError(PrometheusError):
-    """Prometheus answered with an error for the query (HTTP 4xx/5xx with an error body)."""
-
-
-class PrometheusBadAnswer(PrometheusError):
-    """The answer is not the Prometheus query API's JSON."""
 
 
 @dataclass(frozen=True)
@@ -98,55 +95,22 @@ class PromClient:
     timeout: float = DEFAULT_TIMEOUT
     headers: Mapping[str, str] = field(default_factory=dict)
 
-    def _call(self, endpoint: str, params: Mapping[str, str]) -> Any:
-        """POST the form ``params`` to ``/api/v1/<endpoint>``; the decoded ``data`` field."""
-        target = f"{self.url.rstrip('/')}/api/v1/{endpoint}"
-        body = urllib.parse.urlencode(params).encode()
-        request = urllib.request.Request(
-            target,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/x-www-form-urlencoded", **self.headers},
-        )
+    def _call(self, endpoint: str, params: Mapping[str, str]) -> Answer:
+        """Ask ``/api/v1/<endpoint>`` once through the core transport (POSTed as a form)."""
+        api = PromApi(self.url, headers=self.headers, timeout=self.timeout, post=True)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            message = _error_text(raw) or exc.reason
-            raise PrometheusQueryError(
-                f"Prometheus at {self.url} refused the query (HTTP {exc.code}): {message}"
-            ) from exc
-        except TimeoutError as exc:
-            raise PrometheusTimeout(
-                f"Prometheus at {self.url} did not answer within {self.timeout:g}s"
-            ) from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError | socket.timeout):
+            return api.get(endpoint, params)
+        except PromApiUnreachable as exc:
+            if exc.timed_out:
                 raise PrometheusTimeout(
                     f"Prometheus at {self.url} did not answer within {self.timeout:g}s"
                 ) from exc
-            raise PrometheusUnreachable(
-                f"Prometheus is unreachable at {self.url} ({exc.reason}); check --prometheus "
+            raise PromApiUnreachable(
+                f"Prometheus is unreachable at {self.url} ({exc}); check --prometheus "
                 "and that Prometheus runs"
             ) from exc
-        except (ConnectionError, OSError) as exc:
-            raise PrometheusUnreachable(
-                f"Prometheus is unreachable at {self.url} ({exc}); check --prometheus"
-            ) from exc
-        try:
-            answer = json.loads(raw)
-        except ValueError as exc:
-            raise PrometheusBadAnswer(
-                f"{self.url} did not answer with the Prometheus API's JSON; is --prometheus "
-                "the Prometheus base URL?"
-            ) from exc
-        if not isinstance(answer, dict) or answer.get("status") != "success":
-            error = answer.get("error") if isinstance(answer, dict) else None
-            if error:
-                raise PrometheusQueryError(f"Prometheus at {self.url}: {error}")
-            raise PrometheusBadAnswer(f"{self.url} answered without a success status")
-        return answer
+        except (PromApiDenied, PromApiNotFound) as exc:
+            raise PromApiUnreachable(f"{exc}; check --prometheus") from exc
 
     def query(self, expr: str, at: float | None = None) -> Vector:
         """Evaluate ``expr`` at ``at`` (Unix seconds; now by default)."""
@@ -154,7 +118,7 @@ class PromClient:
         if at is not None:
             params["time"] = f"{at:.3f}"
         answer = self._call("query", params)
-        data = _data(answer, self.url)
+        data = answer.data
         kind = data.get("resultType")
         result = data.get("result")
         if kind == "scalar" and isinstance(result, list):
@@ -171,7 +135,7 @@ class PromClient:
                 samples.append(Sample(labels, value, ts))
             else:
                 dropped += 1
-        return Vector(tuple(samples), dropped, _warnings(answer))
+        return Vector(tuple(samples), dropped, answer.warnings)
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> Matrix:
         """Evaluate ``expr`` from ``start`` to ``end`` every ``step`` seconds.
@@ -188,7 +152,7 @@ class PromClient:
             "step": f"{step:.3f}",
         }
         answer = self._call("query_range", params)
-        data = _data(answer, self.url)
+        data = answer.data
         result = data.get("result")
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise PrometheusBadAnswer(
@@ -209,14 +173,7 @@ class PromClient:
                 else:
                     dropped += 1
             series.append(Series(labels, tuple(points)))
-        return Matrix(tuple(series), dropped, _warnings(answer))
-
-
-def _data(answer: Mapping[str, Any], url: str) -> Mapping[str, Any]:
-    data = answer.get("data")
-    if not isinstance(data, dict):
-        raise PrometheusBadAnswer(f"{url} answered without a data object")
-    return data
+        return Matrix(tuple(series), dropped, answer.warnings)
 
 
 def _labels(item: Any, url: str) -> dict[str, str]:
@@ -233,18 +190,3 @@ def _point(raw: Any, url: str) -> tuple[float, float]:
         return float(raw[0]), float(raw[1])
     except (TypeError, ValueError) as exc:
         raise PrometheusBadAnswer(f"{url}: a sample value is not a number: {raw!r}") from exc
-
-
-def _warnings(answer: Mapping[str, Any]) -> tuple[str, ...]:
-    found = answer.get("warnings")
-    return tuple(str(w) for w in found) if isinstance(found, list) else ()
-
-
-def _error_text(raw: bytes) -> str:
-    try:
-        answer = json.loads(raw)
-    except ValueError:
-        return raw.decode(errors="replace").strip()[:300]
-    if isinstance(answer, dict) and answer.get("error"):
-        return str(answer["error"])
-    return ""

@@ -71,7 +71,7 @@ def test_scalar_and_range_queries() -> None:
             PrometheusQueryError,
             "parse error",
         ),
-        (200, b"<html>grafana</html>", PrometheusBadAnswer, "Prometheus API's JSON"),
+        (200, b"<html>grafana</html>", PrometheusBadAnswer, "invalid JSON"),
         (
             200,
             {"status": "success", "data": {"resultType": "matrix", "result": []}},
@@ -87,7 +87,7 @@ def test_scalar_and_range_queries() -> None:
             PrometheusBadAnswer,
             "not a number",
         ),
-        (503, b"overloaded", PrometheusQueryError, "HTTP 503"),
+        (503, b"overloaded", PrometheusUnreachable, "HTTP 503: overloaded"),
     ],
 )
 def test_prometheus_errors(status: int, body: Any, error: type[Exception], needle: str) -> None:

@@ -43,6 +43,17 @@ def http_get(url: str, timeout: float = 5.0) -> bytes:
         return body
 
 
+def instant_query(base: str, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+    """The result vector of ``expr`` from the PromQL API at ``base`` (at Unix time ``at``)."""
+    params = {"query": expr}
+    if at is not None:
+        params["time"] = f"{at:.3f}"
+    answer = json.loads(http_get(f"{base}/api/v1/query?" + urllib.parse.urlencode(params)))
+    assert answer["status"] == "success", answer
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
+
+
 def poll(check: Callable[[], Any], deadline_s: float = 30.0, interval_s: float = 0.2) -> Any:
     """Call ``check`` until it returns a truthy value or the deadline passes (then fail)."""
     end = time.monotonic() + deadline_s
@@ -121,14 +132,7 @@ class Prometheus:
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         """Instant query through the HTTP API (at Unix time ``at``); the result vector."""
-        params = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode(params)
-        answer = json.loads(http_get(url))
-        assert answer["status"] == "success", answer
-        result: list[dict[str, Any]] = answer["data"]["result"]
-        return result
+        return instant_query(self.url, expr, at)
 
 
 class Alertmanager:
@@ -223,11 +227,4 @@ class VictoriaMetrics:
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         """Instant query through the PromQL API (at Unix time ``at``); the result vector."""
-        params = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode(params)
-        answer = json.loads(http_get(url))
-        assert answer["status"] == "success", answer
-        result: list[dict[str, Any]] = answer["data"]["result"]
-        return result
+        return instant_query(self.url, expr, at)

@@ -224,20 +224,25 @@ def cluster_page() -> html.Div:
     )
 
 
+def _picker(picker_id: str, value: str | None, placeholder: str) -> html.Div:
+    """The page's subject chooser; its options are filled from Prometheus by a callback."""
+    return html.Div(
+        dcc.Dropdown(
+            id=picker_id,
+            options=_given(value),
+            value=value,
+            placeholder=placeholder,
+            clearable=False,
+        ),
+        className="picker",
+    )
+
+
 def node_page(node: str | None) -> html.Div:
     """Skeleton of the node page (``node`` from the URL, else the first node)."""
     return html.Div(
         [
-            html.Div(
-                dcc.Dropdown(
-                    id="node-select",
-                    options=_given(node),
-                    value=node,
-                    placeholder="choose a node",
-                    clearable=False,
-                ),
-                className="picker",
-            ),
+            _picker("node-select", node, "choose a node"),
             html.Div(id="node-message"),
             card(graph("node-topology")),
             html.Div(
@@ -258,16 +263,7 @@ def workload_page(workload: str | None) -> html.Div:
     """Skeleton of the workload page (``NODE/NAME`` from the URL, else the first one)."""
     return html.Div(
         [
-            html.Div(
-                dcc.Dropdown(
-                    id="workload-select",
-                    options=_given(workload),
-                    value=workload,
-                    placeholder="choose a workload",
-                    clearable=False,
-                ),
-                className="picker",
-            ),
+            _picker("workload-select", workload, "choose a workload"),
             html.Div(id="workload-message"),
             html.Div(id="workload-summary", className="row"),
             html.Div(

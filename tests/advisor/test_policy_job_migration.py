@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.advisor.builders import cluster, pcie4, pcie8, workload
+from toposcope.advisor.model import PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.job_migration import JobMigration, JobMigrationSettings
 from toposcope.resources import ActionKind
 
@@ -98,3 +101,120 @@ def test_single_gpu_jobs_sharing_a_gpu_are_separated_but_idle_sharing_is_not() -
     [rec] = JobMigration().evaluate(cluster([pcie8()], [c, d])).recommendations
     assert rec.target.workload == "d" and len(rec.actions[0].gpus) == 1
     assert JobMigration().evaluate(cluster([pcie8(util=0.1)], [c, d])).recommendations == ()
+
+
+# defragmentation ----------------------------------------------------------------------------
+def _fragmented(*extra: WorkloadModel) -> list[WorkloadModel]:
+    """A 4-GPU job across the sockets of n8; GPUs 3 and 7 free; singles on 2 and 6, so
+    neither socket has four GPUs free until one single moves to the other socket's free GPU.
+    """
+    return [
+        workload("quad", node="n8", gpus=[0, 1, 4, 5]),
+        workload("s2", node="n8", gpus=[2]),
+        workload("s6", node="n8", gpus=[6]),
+        *extra,
+    ]
+
+
+def test_defragmentation_moves_the_small_job_first_then_the_large_one() -> None:
+    result = JobMigration().evaluate(cluster([pcie8()], _fragmented()))
+    [rec] = result.recommendations
+    assert rec.kind == "migrate-job" and rec.target.workload == "quad"
+    first, last = rec.actions
+    assert first.kind == last.kind == ActionKind.MIGRATE
+    assert first.workload in {"s2", "s6"} and last.workload == "quad"
+    assert [a.request_id for a in rec.actions] == [f"{rec.id}-0", f"{rec.id}-1"]
+    # the quad gets one whole socket, the single a free GPU of the other socket
+    assert set(last.gpus) in ({0, 1, 2, 3}, {4, 5, 6, 7})
+    assert len(first.gpus) == 1 and not set(first.gpus) & set(last.gpus)
+    assert first.gpus[0] in {3, 7}
+    assert rec.proposed["worst_link"] == "NODE" and rec.current["worst_link"] == "SYS"
+    [move] = rec.proposed["defragment"]
+    assert move["workload"] == first.workload and move["gpus"] == first.gpus
+    # the gain counts the moved job's checkpoint-restore: 2.0/1.4 - 1 - 600/21600
+    assert rec.estimated_gain == pytest.approx(2.0 / 1.4 - 1 - 600 / 21600, abs=1e-6)
+    assert f"gpu:n8/{first.gpus[0]}" in rec.claims and "workload:n8/quad" in rec.claims
+    assert f"workload:n8/{first.workload}" in rec.claims
+
+
+def test_defragmentation_ids_are_stable() -> None:
+    one = JobMigration().evaluate(cluster([pcie8()], _fragmented())).recommendations
+    two = JobMigration().evaluate(cluster([pcie8()], _fragmented()[::-1])).recommendations
+    assert [r.id for r in one] == [r.id for r in two] and len(one) == 1
+    assert [a.request_id for a in one[0].actions] == [a.request_id for a in two[0].actions]
+
+
+@pytest.mark.parametrize(("remaining", "expected"), [(3000.0, 0), (5000.0, 1)])
+def test_defragmentation_must_beat_the_cost_of_every_job_moved(
+    remaining: float, expected: int
+) -> None:
+    # the quad saves 0.3 x remaining; two checkpoint-restores cost 1200s: 900s is more than
+    # the quad's own 600s, so only counting the moved single's cost keeps the first case out
+    policy = JobMigration(JobMigrationSettings(remaining_seconds=remaining))
+    result = policy.evaluate(cluster([pcie8()], _fragmented()))
+    assert len(result.recommendations) == expected
+    if not expected:
+        assert any("not worth it" in n.reason for n in result.undecided)
+
+
+@pytest.mark.parametrize(("free", "expected"), [((0, 1), 1), ((0, 2), 0)])
+def test_defragmentation_never_makes_the_moved_job_worse(
+    free: tuple[int, int], expected: int
+) -> None:
+    # n8: the quad across sockets; every other GPU of n8 held by PIX pairs. The pair on
+    # {2,3} can only go to node b's free GPUs: a PIX pair there (fine), or GPUs 0 and 2,
+    # made PXB here: worse than its PIX now, so no plan, although the quad's gain (0.3 of
+    # its remaining time) would outweigh the pair's loss (0.2) and both checkpoints
+    b = pcie4("b")
+    b = replace(b, links={**b.links, (0, 2): "PXB", (2, 0): "PXB"})
+    jobs = [
+        workload("quad", node="n8", gpus=[0, 1, 4, 5]),
+        workload("pair23", node="n8", gpus=[2, 3]),
+        workload("pair67", node="n8", gpus=[6, 7]),
+        *(workload(f"b{g}", node="b", gpus=[g]) for g in range(4) if g not in free),
+    ]
+    result = JobMigration().evaluate(cluster([pcie8(), b], jobs))
+    defrag = [r for r in result.recommendations if "defragment" in r.proposed]
+    assert len(defrag) == expected
+    if expected:
+        [rec] = defrag
+        assert [a.workload for a in rec.actions] == ["pair23", "quad"]
+        assert rec.actions[0].node == "b" and rec.actions[0].gpus == [0, 1]
+        assert rec.risk == "high"
+
+
+def test_two_defragmentations_do_not_claim_the_same_gpus() -> None:
+    # two fragmented nodes, one free GPU between them (on c): only one plan can use it
+    jobs = [
+        workload("quad1", node="n8", gpus=[0, 1, 4, 5]),
+        workload("s2", node="n8", gpus=[2]),
+        workload("s3", node="n8", gpus=[3]),
+        workload("s6", node="n8", gpus=[6]),
+        workload("s7", node="n8", gpus=[7]),
+        workload("quad2", node="m8", gpus=[0, 1, 4, 5]),
+        workload("t2", node="m8", gpus=[2]),
+        workload("t3", node="m8", gpus=[3]),
+        workload("t6", node="m8", gpus=[6]),
+        workload("t7", node="m8", gpus=[7]),
+        workload("c1", node="c", gpus=[1]),
+        workload("c2", node="c", gpus=[2]),
+        workload("c3", node="c", gpus=[3]),
+    ]
+    policy = JobMigration(JobMigrationSettings(remaining_seconds=10 * 3600.0))
+    recs = policy.evaluate(cluster([pcie8(), pcie8("m8"), pcie4("c")], jobs)).recommendations
+    claims = [c for r in recs for c in r.claims if c.startswith("gpu:")]
+    assert len(claims) == len(set(claims))
+    assert all(r.actions[-1].workload in {"quad1", "quad2"} for r in recs)
+
+
+def test_a_pending_job_gets_a_set_freed_by_moving_a_small_job() -> None:
+    singles = [workload("s0", node="n8", gpus=[0]), workload("s4", node="n8", gpus=[4])]
+    model = cluster([pcie8()], singles, pending=[PendingWorkload("quad", 4)])
+    [rec] = JobMigration().evaluate(model).recommendations
+    assert rec.kind == "place" and rec.policy == "job-migration"
+    first, last = rec.actions
+    assert first.kind == ActionKind.MIGRATE and first.workload in {"s0", "s4"}
+    assert last.kind == ActionKind.PLACE and last.workload == "quad"
+    assert set(last.gpus) in ({0, 1, 2, 3}, {4, 5, 6, 7}) and first.gpus[0] not in last.gpus
+    assert "workload:pending/quad" in rec.claims
+    assert rec.current["best_free"]["worst_link"] == "SYS"

@@ -1,6 +1,7 @@
 """The full loop: a real Prometheus scrapes the simulator, ``toposcope advise --apply``
-reads it, applies through the simulator's resource-manager API, and a second run applies
-nothing again.
+reads it, applies through the simulator's resource-manager API, and a second run over the
+same window (``--at`` the first run's time) applies nothing again: it recommends the same
+ids, and the audit log already holds them.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,15 @@ def api(base: str, path: str) -> Any:
     return json.loads(http_get(f"{base}/api/v1{path}"))
 
 
-def advise(prom: str, sim: str, token: Path, audit: Path) -> tuple[int, dict[str, Any], str]:
-    """Run ``toposcope advise --apply --resource-manager sim`` as a user would."""
+def advise(
+    prom: str, sim: str, token: Path, audit: Path, at: float
+) -> tuple[int, dict[str, Any], str]:
+    """Run ``toposcope advise --apply --resource-manager sim`` as a user would, over the
+    window ending at ``at`` (Unix seconds).
+    """
     argv = [
         sys.executable, "-m", "toposcope.cli", "advise", "--prometheus", prom,
-        "--window", f"{WINDOW_S}s", "--format", "json", "--apply",
+        "--window", f"{WINDOW_S}s", "--at", f"{at:.3f}", "--format", "json", "--apply",
         "--resource-manager", "sim", "--rm-url", sim, "--token-file", str(token),
         "--audit-db", str(audit), "--max-actions-per-node", "5",
     ]  # fmt: skip
@@ -88,14 +92,24 @@ def test_advise_applies_to_the_simulator_and_is_idempotent(tmp_path: Path) -> No
             tmp_path, [{"job_name": "sim", "file_sd_configs": [{"files": [str(targets)]}]}]
         )
         with prometheus.run() as prom:
-            # a window's worth of samples: rates need two, and the window must be covered
-            history = f"min(count_over_time(toposcope_workload_cpu_seconds_total[{WINDOW_S}s]))"
-            poll(
-                lambda: (r := prom.query(history)) and float(r[0]["value"][1]) >= WINDOW_S - 1,
-                deadline_s=30,
-            )
+            # samples from before the window's start: rates need two, the window must be
+            # covered, and a counter's first samples would make its rate extrapolate short.
+            # The window ends at the oldest of the targets' latest scrapes: every sample
+            # ingested later is newer, so a second run at the same time sees the same data
+            span = WINDOW_S + 3
+            history = f"min(count_over_time(toposcope_workload_cpu_seconds_total[{span}s]))"
+
+            def covered_until() -> float | None:
+                latest = prom.query("min(timestamp(up))")
+                if not latest:
+                    return None  # not scraped yet
+                at = float(latest[0]["value"][1])
+                found = prom.query(history, at)
+                return at if found and float(found[0]["value"][1]) >= span - 1 else None
+
+            at = poll(covered_until, deadline_s=30)
             before = {w["name"]: w for w in api(sim_url, "/workloads")}
-            code, report, stderr = advise(prom.url, sim_url, token, audit)
+            code, report, stderr = advise(prom.url, sim_url, token, audit, at)
             assert code == 1, stderr
             first = outcomes(stderr)
             applied = [i for i, text in first.items() if text.startswith("applied")]
@@ -127,26 +141,20 @@ def test_advise_applies_to_the_simulator_and_is_idempotent(tmp_path: Path) -> No
             assert set(applied) <= logged
             assert all(r[3] for r in rows if r[1] in applied)
 
-            # once the page migrations are done and a whole window has been scraped since,
-            # a second run finds the cluster fixed: nothing is applied again
+            # the same window again, once the page migrations are done (the audit log then
+            # records them as succeeded): the same ids, all already applied, nothing sent
             def finished() -> bool:
                 return all(api(sim_url, f"/actions/{r[0]}")["status"] == "succeeded" for r in rows)
 
             poll(finished, deadline_s=20)
-            changed_at = time.time()
-            poll(
-                lambda: (
-                    float(prom.query("min(timestamp(up))")[0]["value"][1])
-                    > changed_at + WINDOW_S + 1
-                ),
-                deadline_s=30,
-            )
             actions_before = _actions_total(http_get(f"{sim_url}/truth/metrics").decode())
-            code, _, stderr = advise(prom.url, sim_url, token, audit)
+            code, again, stderr = advise(prom.url, sim_url, token, audit, at)
             assert code in (0, 1), stderr
+            assert {r["id"] for r in again["recommendations"]} == set(recs)
             second = outcomes(stderr)
             assert not [t for t in second.values() if t.startswith("applied")], stderr
-            for rec_id in set(applied) & set(second):
+            assert set(applied) <= set(second), stderr
+            for rec_id in applied:
                 assert second[rec_id].startswith("skipped (already applied"), second[rec_id]
             with sqlite3.connect(audit) as db:
                 assert db.execute("SELECT count(*) FROM actions").fetchone()[0] == len(rows)

@@ -1,0 +1,142 @@
+"""Defragmentation for job-migration: free a well-connected GPU set by moving small jobs.
+
+Gandiva and HiveD both observe that a large job often cannot get a good GPU set although
+the node has enough GPUs: small jobs sit one per switch or socket. Moving those small jobs
+to other free GPUs, first, frees a set that the large job (running badly placed, or pending)
+can then take. This module only *plans* such a coordinated move on one node; job-migration
+decides whether it pays off and turns it into a recommendation whose actions move the small
+jobs first and the large one last.
+
+A plan on node T for a job of N GPUs:
+
+* the *pool* is every GPU of T that is up, unclaimed by an earlier decision of the run, and
+  free, or held by the job itself, or held by exactly one *small* workload (fewer GPUs than
+  N, sharing none of its GPUs, not already moved in this run): a *blocker*;
+* candidate sets of N GPUs from the pool are ranked like gpu-placement's sets, with the
+  number of blockers to move second (after the worst link): fewer moves, less cost;
+* a set is feasible when every blocker it touches can move to free GPUs outside it (on T or,
+  when allowed, another node) whose worst link is no worse than the blocker's now. Blockers
+  move largest first; the GPUs one takes are not offered to the next.
+
+Only sets strictly better (worst link) than ``must_beat`` are considered, and only the best
+:data:`MAX_SETS_TRIED` of them are tried, so a plan costs at most a few relocation searches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from toposcope.advisor.model import ClusterModel, WorkloadModel
+from toposcope.advisor.policies.gpu_placement import Placement, gpu_claims, rank_sets
+
+#: candidate sets (best first) whose blockers a plan tries to relocate before giving up
+MAX_SETS_TRIED = 6
+
+#: finds where a blocker could go: (blocker, GPU claims to avoid) -> its best new set or None
+Relocator = Callable[[WorkloadModel, set[str]], Placement | None]
+
+
+@dataclass(frozen=True)
+class Relocation:
+    """One small job moved out of the way: its GPU set now and the one it gets."""
+
+    workload: WorkloadModel
+    current: Placement
+    target: Placement
+
+
+@dataclass(frozen=True)
+class DefragPlan:
+    """A GPU set for a large job and the small jobs to move first to free it."""
+
+    target: Placement
+    moves: tuple[Relocation, ...]
+
+    def claims(self) -> list[str]:
+        """Every GPU the plan takes (the freed set and the blockers' new GPUs)."""
+        found = gpu_claims(self.target.node, self.target.gpus)
+        for move in self.moves:
+            found.extend(gpu_claims(move.target.node, move.target.gpus))
+        return found
+
+
+def blockers_of(
+    model: ClusterModel, node: str, count: int, fixed: Collection[str]
+) -> dict[int, WorkloadModel]:
+    """GPU index -> the small workload that alone holds it on ``node`` and may be moved.
+
+    Small: fewer than ``count`` GPUs. Left out: workloads whose key is in ``fixed`` (already
+    moved or claimed in this run) and workloads sharing any GPU with another.
+    """
+    holders = model.gpu_holders(node)
+    by_name = {w.name: w for w in model.workloads_on(node)}
+    found: dict[int, WorkloadModel] = {}
+    for workload in by_name.values():
+        if not workload.gpus or len(workload.gpus) >= count or workload.key in fixed:
+            continue
+        if any(len(holders.get(g, ())) != 1 for g in workload.gpus):
+            continue
+        for g in workload.gpus:
+            found[g] = workload
+    return found
+
+
+def plan_on_node(
+    model: ClusterModel,
+    node: str,
+    count: int,
+    *,
+    own: WorkloadModel | None,
+    busy: Collection[str],
+    fixed: Collection[str],
+    must_beat: int,
+    relocate: Relocator,
+    sensitivity: float,
+    node_cells: Sequence[frozenset[int]] | None = None,
+) -> DefragPlan | None:
+    """The best plan freeing ``count`` GPUs on ``node`` that needs at least one move.
+
+    ``own`` is the running job being re-placed (its GPUs count as available on its node),
+    ``None`` for a pending job; ``busy`` the GPU claims of earlier decisions; ``must_beat``
+    the worst-link rank the set must be strictly better than. ``None`` when no such set can
+    be freed without making a blocker worse.
+    """
+    model_node = model.nodes[node]
+    blockers = blockers_of(model, node, count, fixed)
+    free = set(model.free_gpus(node))
+    own_gpus = set(own.gpus) if own is not None and own.node == node else set()
+    pool = {
+        g.index
+        for g in model_node.gpus
+        if g.up is not False
+        and f"gpu:{node}/{g.index}" not in busy
+        and (g.index in free or g.index in own_gpus or g.index in blockers)
+    }
+    if len(pool) < count or not any(g in blockers for g in pool):
+        return None
+    ranked = []
+    for placement in rank_sets(model_node, pool, count, node_cells):
+        worst = placement.worst_link.rank if placement.worst_link is not None else -1
+        if worst >= must_beat:
+            continue
+        moving = sorted({blockers[g].name for g in placement.gpus if g in blockers})
+        if not moving:
+            continue  # a plain move: job-migration's or gpu-placement's business
+        ranked.append(((worst, len(moving), placement.score()), placement, moving))
+    ranked.sort(key=lambda item: item[0])
+    by_name = {w.name: w for w in blockers.values()}
+    for _, placement, moving in ranked[:MAX_SETS_TRIED]:
+        avoid = set(busy) | set(gpu_claims(node, placement.gpus))
+        moves: list[Relocation] = []
+        for name in sorted(moving, key=lambda n: (-len(by_name[n].gpus), n)):
+            blocker = by_name[name]
+            current = rank_sets(model_node, blocker.gpus, len(blocker.gpus))[0]
+            target = relocate(blocker, avoid)
+            if target is None or target.factor(sensitivity) > current.factor(sensitivity):
+                break
+            moves.append(Relocation(blocker, current, target))
+            avoid.update(gpu_claims(target.node, target.gpus))
+        else:
+            return DefragPlan(placement, tuple(moves))
+    return None

@@ -154,14 +154,7 @@ class Applier:
             except AdvisorConnectionError as exc:
                 self.audit.record_result(entry.request_id, "unknown", error=str(exc))
             else:
-                self.audit.record_result(
-                    entry.request_id,
-                    _status_result(state.status),
-                    action_id=state.id,
-                    before=state.before,
-                    after=state.after,
-                    error=state.error,
-                )
+                self._record(entry.request_id, state)
             LOG.info("recovered intent %s", entry.request_id)
             now = self.audit.entry(entry.request_id)
             if now is not None:
@@ -245,20 +238,24 @@ class Applier:
                 run.unreachable = str(exc)
                 self.counts[(str(rec.kind), "unknown")] += 1
                 return Outcome(rec.id, node, "unknown", str(exc), tuple(done))
-            result = _status_result(state.status)
-            self.audit.record_result(
-                action.request_id,
-                result,
-                action_id=state.id,
-                before=state.before,
-                after=state.after,
-                error=state.error,
-            )
-            if result == "failed":
+            if self._record(action.request_id, state) == "failed":
                 return self._fail(rec, done, f"{action.request_id}: {state.error or 'failed'}")
             done.append(state)
         self.counts[(str(rec.kind), "applied")] += 1
         return Outcome(rec.id, node, "applied", f"{len(done)} action(s)", tuple(done))
+
+    def _record(self, request_id: str, state: ActionState) -> str:
+        """Log the resource manager's answer for ``request_id``; its result (``failed``...)."""
+        result = _status_result(state.status)
+        self.audit.record_result(
+            request_id,
+            result,
+            action_id=state.id,
+            before=state.before,
+            after=state.after,
+            error=state.error,
+        )
+        return result
 
     def _fail(self, rec: Recommendation, done: list[ActionState], detail: str) -> Outcome:
         self.counts[(str(rec.kind), "failed")] += 1
@@ -336,16 +333,7 @@ class Applier:
         except AdvisorConnectionError as exc:
             self.audit.record_result(request.request_id, "unknown", error=str(exc))
             raise
-        result = _status_result(state.status)
-        self.audit.record_result(
-            request.request_id,
-            result,
-            action_id=state.id,
-            before=state.before,
-            after=state.after,
-            error=state.error,
-        )
-        if result == "failed":
+        if self._record(request.request_id, state) == "failed":
             raise ResourceManagerError(f"revert {request.request_id} failed: {state.error}", 409)
         self.audit.mark_reverted(entry.request_id, request.request_id)
         self.counts[(entry.kind, "reverted")] += 1

@@ -246,6 +246,7 @@ class Applier:
 
     def _record(self, request_id: str, state: ActionState) -> str:
         """Log the resource manager's answer for ``request_id``; its result (``failed``...)."""
+        assert self.audit is not None
         result = _status_result(state.status)
         self.audit.record_result(
             request_id,

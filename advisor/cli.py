@@ -29,8 +29,10 @@ from typing import TextIO
 from toposcope.advisor.actuators import BACKENDS, Applier, make_resource_manager, read_token
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cliargs import (
+    add_agent_arguments,
     add_analysis_arguments,
     add_source_arguments,
+    agents_from_args,
     backend_from_args,
     selector,
 )
@@ -84,8 +86,10 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
         "--rm-url",
         default=default(None),
         metavar="URL",
-        help="resource-manager API URL (agent: with {node}, e.g. http://{node}:9500/api/v1)",
+        help="resource-manager API URL (agent: a template with {node} as the host, e.g. "
+        "http://{node}:9848/api/v1, used with --rm-url-map NAMES or --rm-endpoints)",
     )
+    add_agent_arguments(parser, suppress=suppress)
     parser.add_argument(
         "--token-file", default=default(None), metavar="FILE", help="bearer token for the API"
     )
@@ -150,7 +154,12 @@ def _audit(args: argparse.Namespace) -> AuditLog:
 def _manager(args: argparse.Namespace, nodes: list[str], out: TextIO) -> ResourceManager:
     token = read_token(args.token_file) if args.token_file else None
     return make_resource_manager(
-        args.resource_manager, url=args.rm_url, token=token, nodes=nodes, out=out
+        args.resource_manager,
+        url=args.rm_url,
+        token=token,
+        nodes=nodes,
+        out=out,
+        agents=agents_from_args(args, token),
     )
 
 

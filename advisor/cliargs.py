@@ -1,6 +1,6 @@
 """Command-line options shared by ``toposcope advise``, ``toposcope place`` and ``toposcope
 advisor serve``: where the metrics come from (a PromQL API or exporters to scrape) and how to
-reach them, and what one analysis runs.
+reach them, what one analysis runs, and which node agents the ``agent`` backend may call.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toposcope.advisor.actuators import read_token
+from toposcope.advisor.actuators import EndpointResolver, read_token, resolver_from_options
 from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLoader, ScrapeTarget
 from toposcope.advisor.loaders.base import check_selector
 from toposcope.advisor.policies import POLICIES
@@ -130,4 +130,39 @@ def add_analysis_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.05,
         help="leave out recommendations with a smaller estimated gain (default 0.05)",
+    )
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--rm-url-map`` / ``--rm-endpoints``: the allow-list of node agents (``agent`` backend).
+
+    With ``suppress`` the options default to absent, for sub-actions that inherit them.
+    """
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--rm-url-map",
+        default=default,
+        metavar="FILE|NODE=URL,...",
+        help="agent backend: the agents it may call, a YAML file (nodes: {NODE: URL} or a list "
+        "of names for the --rm-url template) or NODE=URL pairs; no other node gets the token",
+    )
+    parser.add_argument(
+        "--rm-endpoints",
+        default=default,
+        metavar="kubernetes:NAMESPACE/SERVICE",
+        help="agent backend in Kubernetes: each node's agent pod from the Service's endpoints "
+        "(with --rm-url http://{node}:PORT/api/v1 for scheme, port and path)",
+    )
+
+
+def agents_from_args(args: argparse.Namespace, token: str | None) -> EndpointResolver | None:
+    """The agent allow-list for ``--resource-manager agent`` (``None`` for other backends)."""
+    if args.resource_manager != "agent":
+        return None
+    return resolver_from_options(
+        url=args.rm_url,
+        url_map=getattr(args, "rm_url_map", None),
+        endpoints=getattr(args, "rm_endpoints", None),
+        token=token,
+        allow_insecure_token_file=getattr(args, "allow_insecure_token_file", False),
     )

@@ -32,8 +32,10 @@ from toposcope.advisor.actuators import BACKENDS, make_resource_manager, read_to
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cli import default_audit_db
 from toposcope.advisor.cliargs import (
+    add_agent_arguments,
     add_analysis_arguments,
     add_source_arguments,
+    agents_from_args,
     backend_from_args,
     selector,
 )
@@ -91,8 +93,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--rm-url",
         metavar="URL",
-        help="resource-manager API URL (agent: with {node}, e.g. http://{node}:9848/api/v1)",
+        help="resource-manager API URL (agent: a template with {node} as the host, e.g. "
+        "http://{node}:9848/api/v1, used with --rm-url-map NAMES or --rm-endpoints)",
     )
+    add_agent_arguments(serve)
     serve.add_argument(
         "--rm-token-file", metavar="FILE", help="bearer token for the resource-manager API"
     )
@@ -141,6 +145,7 @@ def manager_factory(args: argparse.Namespace, rm_token: str | None) -> ManagerFa
     actions and the before-state of its pins).
     """
     built: dict[str, ResourceManager] = {}
+    agents = agents_from_args(args, rm_token)
 
     def factory(nodes: Sequence[str], out: TextIO) -> ResourceManager:
         if args.resource_manager == "local":
@@ -148,7 +153,12 @@ def manager_factory(args: argparse.Namespace, rm_token: str | None) -> ManagerFa
                 built["local"] = make_resource_manager("local")
             return built["local"]
         return make_resource_manager(
-            args.resource_manager, url=args.rm_url, token=rm_token, nodes=nodes, out=out
+            args.resource_manager,
+            url=args.rm_url,
+            token=rm_token,
+            nodes=nodes,
+            out=out,
+            agents=agents,
         )
 
     factory([], sys.stderr)  # missing options fail now, not at the first apply

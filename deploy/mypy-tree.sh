@@ -5,7 +5,7 @@
 # together with bench/, deploy/ and tests/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tree=.mypy-tree
+tree=${MYPY_TREE:-.mypy-tree}
 rm -rf "$tree"
 mkdir -p "$tree"
 cp -al toposcope "$tree/toposcope"

@@ -1,7 +1,8 @@
 """The ``toposcope`` command: one entry point, one module per subcommand.
 
-Subcommand modules are imported only when used, so that the core never imports the
-exporter, advisor or dashboards at start-up (imports go one way: they depend on the core).
+Only the module of the subcommand being run is imported (read from the command line before
+parsing), so ``toposcope exporter`` never loads the advisor, the Dash app or their libraries,
+and the core never imports a part at start-up (imports go one way: parts depend on the core).
 Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 
 Exit codes: 0 ok, 1 findings (a command that reports problems found some), 2 usage or
@@ -14,7 +15,7 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol, cast
 
 from toposcope import __version__
@@ -63,8 +64,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, SubcommandModule]]:
-    """The top-level parser with every subcommand's options declared."""
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not a top-level option)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-level":
+            next(words, None)
+        elif word == "--":
+            return next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(
+    commands: Iterable[str] | None = None,
+) -> tuple[argparse.ArgumentParser, dict[str, SubcommandModule]]:
+    """The top-level parser, with the options of ``commands`` (default: every subcommand).
+
+    Only the modules of ``commands`` are imported: ``toposcope exporter`` never loads the
+    advisor or the Dash app, and ``toposcope --version`` loads no part at all. The other
+    subcommands are still listed (with their one-line help) so ``--help`` shows them all.
+    """
+    wanted = set(SUBCOMMANDS) if commands is None else set(commands)
     parser = _Parser(prog="toposcope", description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--version", action="version", version=f"toposcope {__version__}")
     parser.add_argument(
@@ -76,17 +98,20 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, SubcommandModule]
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     modules: dict[str, SubcommandModule] = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        module = cast(SubcommandModule, importlib.import_module(module_name))
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(sub_parser)
-        modules[name] = module
+        if name in wanted:
+            module = cast(SubcommandModule, importlib.import_module(module_name))
+            module.add_arguments(sub_parser)
+            modules[name] = module
     return parser, modules
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, run the subcommand and map errors to exit codes."""
-    parser, modules = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = command_of(words)
+    parser, modules = build_parser([command] if command in SUBCOMMANDS else [])
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

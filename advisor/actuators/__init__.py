@@ -1,7 +1,8 @@
 """Actuators: resource-manager clients and the applier, the only code that acts.
 
 Backends: ``dry-run`` (the default: print the calls), ``sim`` (the simulator's API at one
-URL), ``agent`` (a node agent per node, ``{node}`` in the URL) and ``local`` (this host:
+URL), ``agent`` (a node agent per node, at the endpoints the operator allowed: see
+:mod:`.endpoints`) and ``local`` (this host:
 affinity, cpusets, migrate_pages; see :mod:`.local`). ``kubernetes`` is not implemented yet.
 """
 
@@ -13,6 +14,7 @@ from typing import TextIO
 
 from toposcope.advisor.actuators.applier import Applier, Outcome, inverse_request
 from toposcope.advisor.actuators.dry_run import DryRunResourceManager
+from toposcope.advisor.actuators.endpoints import EndpointResolver, resolver_from_options
 from toposcope.advisor.actuators.http import AgentResourceManager, HttpResourceManager
 from toposcope.advisor.actuators.local import local_resource_manager
 from toposcope.errors import ConfigError
@@ -35,18 +37,25 @@ def make_resource_manager(
     nodes: Iterable[str] = (),
     out: TextIO | None = None,
     timeout: float = 30.0,
+    agents: EndpointResolver | None = None,
 ) -> ResourceManager:
-    """The resource manager for ``backend`` (``ConfigError`` for missing options)."""
+    """The resource manager for ``backend`` (``ConfigError`` for missing options).
+
+    ``agents`` is the allow-list of node agents the ``agent`` backend may call (see
+    :func:`~.endpoints.resolver_from_options`).
+    """
     if backend == "dry-run":
         return DryRunResourceManager(out)
     if backend not in BACKENDS:
         raise ConfigError(f"unknown resource manager {backend!r}; known: {', '.join(BACKENDS)}")
     if backend == "local":
         return local_resource_manager()
+    if backend == "agent":
+        if agents is None:
+            agents = resolver_from_options(url=url, url_map=None, endpoints=None, token=token)
+        return AgentResourceManager(agents, nodes, timeout=timeout)
     if not url:
         raise ConfigError(f"--resource-manager {backend} needs --rm-url")
-    if backend == "agent":
-        return AgentResourceManager(url, token, nodes, timeout=timeout)
     return HttpResourceManager(url, token, timeout=timeout)
 
 
@@ -55,10 +64,12 @@ __all__ = [
     "AgentResourceManager",
     "Applier",
     "DryRunResourceManager",
+    "EndpointResolver",
     "HttpResourceManager",
     "Outcome",
     "inverse_request",
     "local_resource_manager",
     "make_resource_manager",
     "read_token",
+    "resolver_from_options",
 ]

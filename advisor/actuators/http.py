@@ -1,7 +1,7 @@
 """HTTP clients of the resource-manager API (``/api/v1``), for the ``sim`` and ``agent`` backends.
 
 The simulator serves the API for all its nodes at one URL; the node agent serves it on each
-node (``--rm-url`` with ``{node}`` in it, replaced by the node a request targets). Requests
+node, at the endpoint the operator's allow-list gives for it (:mod:`.endpoints`). Requests
 carry ``Authorization: Bearer TOKEN``. Refusals come back as
 :class:`~toposcope.resources.ResourceManagerError` with the HTTP status; an unreachable server
 as :class:`~toposcope.advisor.errors.AdvisorConnectionError` naming the URL.
@@ -17,9 +17,10 @@ from dataclasses import asdict
 from typing import Any
 
 from toposcope import __version__
+from toposcope.advisor.actuators.endpoints import EndpointResolver, nodes_allowed
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.recommendations import action_from_dict
-from toposcope.errors import ConfigError
+from toposcope.names import is_node_name
 from toposcope.resources import (
     ActionRequest,
     ActionState,
@@ -158,30 +159,33 @@ class HttpResourceManager:
 
 
 class AgentResourceManager:
-    """Node agents: one :class:`HttpResourceManager` per node from a ``{node}`` URL template.
+    """Node agents: one :class:`HttpResourceManager` per node, at the endpoint the operator allowed.
 
-    ``nodes`` are the nodes to ask for workloads (the ones the run's recommendations touch).
+    ``resolver`` is the allow-list (:mod:`.endpoints`): a node it does not resolve gets no
+    request and never sees a token. ``nodes`` are the nodes to ask for workloads (the ones the
+    run's recommendations touch), kept to those the resolver allows.
     """
 
     def __init__(
-        self, url_template: str, token: str | None, nodes: Iterable[str], *, timeout: float = 30.0
+        self, resolver: EndpointResolver, nodes: Iterable[str], *, timeout: float = 30.0
     ) -> None:
-        if "{node}" not in url_template:
-            raise ConfigError(
-                f"--rm-url for agents needs a {{node}} placeholder, got {url_template!r}"
-            )
-        self.template = url_template
-        self.token = token
+        self.resolver = resolver
         self.timeout = timeout
-        self.known_nodes = sorted(set(nodes))
+        self.known_nodes = nodes_allowed(resolver, nodes)
 
     def client(self, node: str | None) -> HttpResourceManager:
-        """The client of ``node``'s agent."""
+        """The client of ``node``'s agent (403 when the node has no allowed endpoint)."""
         if not node:
             raise ResourceManagerError("an agent action needs a node", 400)
-        return HttpResourceManager(
-            self.template.replace("{node}", node), self.token, timeout=self.timeout
-        )
+        if not is_node_name(node):
+            raise ResourceManagerError(f"node name {node[:80]!r} is not a valid host name", 400)
+        endpoint = self.resolver.resolve(node)
+        if endpoint is None:
+            raise ResourceManagerError(
+                f"node {node} has no allowed agent endpoint (--rm-url-map or --rm-endpoints)",
+                403,
+            )
+        return HttpResourceManager(endpoint.url, endpoint.token, timeout=self.timeout)
 
     def nodes(self) -> list[NodeView]:
         """Every known node's own view."""

@@ -14,6 +14,7 @@ import pytest
 
 from tests.agent.conftest import Child, allowed_cpus, cpus_allowed
 from toposcope.advisor.actuators import AgentResourceManager, Applier, HttpResourceManager
+from toposcope.advisor.actuators.endpoints import parse_url_map
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.recommendations import (
     RecommendationKind,
@@ -138,8 +139,8 @@ def test_pin_and_revert_through_the_api(agent: str, child: Child) -> None:
 def test_the_advisor_applies_and_reverts_through_the_agent(
     agent: str, child: Child, tmp_path: Path
 ) -> None:
-    """The advisor's agent backend end to end: {node} in the URL, audit log, revert."""
-    node = "127.0.0.1"  # the node name is the host the {node} URL template reaches
+    """The advisor's agent backend end to end: the node's listed agent, audit log, revert."""
+    node = "gpu-01"
     rec = make_recommendation(
         kind=RecommendationKind.PIN,
         policy="numa-pinning",
@@ -158,7 +159,8 @@ def test_the_advisor_applies_and_reverts_through_the_agent(
         ],
     )
     port = urllib.parse.urlsplit(agent).port
-    manager = AgentResourceManager(f"http://{{node}}:{port}/api/v1", TOKEN, [node])
+    agents = parse_url_map(f"{node}=http://127.0.0.1:{port}/api/v1", template=None, token=TOKEN)
+    manager = AgentResourceManager(agents, [node])
     audit = AuditLog(tmp_path / "audit.sqlite")
     applier = Applier(manager, audit, actor="test@host", backend="agent")
     [outcome] = applier.apply([rec])

@@ -79,3 +79,45 @@ def test_catalogue_names_follow_prometheus_conventions() -> None:
         if spec.unit:
             assert spec.unit in spec.name, spec.name
         assert spec.help.endswith("."), spec.name
+
+
+HEAVY = ("dash", "plotly", "pandas", "flask", "apiflask")
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        (["--version"], (*HEAVY, "toposcope.exporters", "toposcope.advisor")),
+        (["exporter", "--help"], (*HEAVY, "toposcope.advisor", "toposcope.sim")),
+        (["--log-level", "error", "topology", "--help"], HEAVY),
+    ],
+)
+def test_a_command_loads_only_its_part(argv: list[str], absent: tuple[str, ...]) -> None:
+    """``toposcope exporter`` must not pay for the Dash app or the advisor (memory, start-up)."""
+    probe = (
+        "import sys\n"
+        "from toposcope.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = set(done.stdout.splitlines()[-1].split())
+    assert "toposcope.cli" in loaded
+    for prefix in absent:
+        assert not any(m == prefix or m.startswith(f"{prefix}.") for m in loaded), prefix
+
+
+def test_help_lists_every_subcommand_without_importing_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("topology", "exporter", "advise", "sim", "agent", "advisor", "dash"):
+        assert name in out

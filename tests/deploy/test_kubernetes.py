@@ -395,11 +395,26 @@ def _port(listen: str) -> int:
     return int(listen.rpartition(":")[2])
 
 
+def _component_object(kind: str, name: str) -> dict[str, Any]:
+    """The object ``kind``/``name`` among the apply-with-agents component's resources (valid)."""
+    component = yaml.safe_load((APPLY_COMPONENT / "kustomization.yaml").read_text("utf-8"))
+    for resource in component["resources"]:
+        for doc in yaml.safe_load_all((APPLY_COMPONENT / resource).read_text("utf-8")):
+            if doc and doc["kind"] == kind and doc["metadata"]["name"] == name:
+                try:
+                    validate(doc, KUBERNETES_VERSION, strict=True)
+                except ValidationError as exc:
+                    pytest.fail(f"{resource}: {exc.message}")
+                return dict(doc)
+    raise AssertionError(f"no {kind} {name} in the apply-with-agents component")
+
+
 def _apply_component(deployment: dict[str, Any]) -> dict[str, Any]:
     """``deployment`` with the apply-with-agents component's JSON patches applied.
 
     Only the operations the component uses are understood (``add`` with an existing parent,
-    ``-`` appending to a list); anything else fails, so the component stays simple.
+    ``-`` appending to a list; ``replace`` of an existing key); anything else fails, so the
+    component stays simple.
     """
     component = yaml.safe_load((APPLY_COMPONENT / "kustomization.yaml").read_text("utf-8"))
     assert component["kind"] == "Component"
@@ -408,11 +423,15 @@ def _apply_component(deployment: dict[str, Any]) -> dict[str, Any]:
         target = patch["target"]
         assert (target["kind"], target["name"]) == _kind_and_name(deployment)
         for op in yaml.safe_load(patch["patch"]):
-            assert op["op"] == "add", op
+            assert op["op"] in ("add", "replace"), op
             *parents, last = op["path"].strip("/").split("/")
             node: Any = patched
             for part in parents:
                 node = node[int(part)] if isinstance(node, list) else node[part]
+            if op["op"] == "replace":
+                assert isinstance(node, dict) and last in node, op["path"]
+                node[last] = op["value"]
+                continue
             assert last == "-" and isinstance(node, list), op["path"]
             node.append(op["value"])
     return patched
@@ -557,11 +576,12 @@ def test_agent_token_comes_from_a_secret() -> None:
     assert secret["defaultMode"] & 0o077 == 0
 
 
-def test_agent_is_reachable_at_its_node_on_the_api_port() -> None:
+def test_agent_is_reachable_at_its_pod_ip_on_the_api_port() -> None:
     args = parse_cli(_args(_agent()))
     (port,) = _agent()["ports"]
-    assert _port(args.listen) == port["containerPort"] == port["hostPort"] == AGENT_PORT
-    assert args.listen.startswith(":")  # all of the pod's interfaces, so the hostPort works
+    assert _port(args.listen) == port["containerPort"] == AGENT_PORT
+    assert "hostPort" not in port  # reached at its pod IP, resolved through the API server
+    assert args.listen.startswith(":")  # all of the pod's interfaces
 
 
 def test_only_the_advisor_may_reach_the_agents() -> None:
@@ -588,11 +608,31 @@ def test_apply_component_points_the_advisor_at_each_nodes_agent() -> None:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     args = parse_cli(_args(container))
     assert args.resource_manager == "agent"
-    # the agent actuator replaces {node} by the node a recommendation targets, which is the
-    # --hostname of the exporter and of the agent on that node
-    assert "{node}" in args.rm_url
-    url = args.rm_url.replace("{node}", parse_cli(_args(_agent())).hostname)
-    assert url == f"http://{NODE}:{AGENT_PORT}/api/v1"
+    # the agent of a node is resolved from the agent Service's EndpointSlices (pod IP by node
+    # name), never from the node name alone; the URL template gives scheme, port and path
+    assert args.rm_url == f"http://{{node}}:{AGENT_PORT}/api/v1"
+    namespace, _, service_name = args.rm_endpoints.removeprefix("kubernetes:").partition("/")
+    service = _component_object("Service", service_name)
+    assert service["metadata"]["namespace"] == namespace
+    assert service["spec"]["clusterIP"] == "None"
+    assert (
+        service["spec"]["selector"].items() <= _pod_labels("DaemonSet", "toposcope-agent").items()
+    )
+    assert [p["port"] for p in service["spec"]["ports"]] == [AGENT_PORT]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True
+    role = _component_object("Role", "toposcope-advisor-agent-endpoints")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["discovery.k8s.io"],
+            "resources": ["endpointslices"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    binding = _component_object("RoleBinding", "toposcope-advisor-agent-endpoints")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": namespace}
+    ]
     found = _mount_of(deployment["spec"]["template"]["spec"], container, args.rm_token_file)
     agent_secret = _mount_of(
         _pod_spec("DaemonSet", "toposcope-agent"), _agent(), parse_cli(_args(_agent())).token_file

@@ -1,0 +1,457 @@
+"""Where the node agent of a node listens, from sources the operator controls, never from metrics.
+
+Node names reach the advisor through scraped labels, which anyone who can run an exporter can
+set. The ``agent`` backend sends its bearer token to the agent of each node it asks, so the
+address of that agent must never be derived from a label alone: a label such as
+``127.0.0.1:8000/x?`` pasted into ``http://{node}:9848`` would hand the token to another
+listener. Here a node's endpoint is *resolved* from an allow-list:
+
+- a map file or inline list (``--rm-url-map``): each allowed node with its URL, optionally its
+  own token file, or the node names to combine with an ``--rm-url`` template;
+- Kubernetes (``--rm-endpoints kubernetes:NAMESPACE/SERVICE``): the ready endpoints of the
+  agent DaemonSet's Service, read from the API server, give each node's agent pod IP.
+
+A node that is not on the list gets no request and no token. Node names are checked against
+:mod:`toposcope.names`'s host-name grammar, and URLs are assembled from parsed parts (the host
+slot of a template is replaced by a validated name or IP, never by text substitution).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from toposcope.errors import ConfigError
+from toposcope.names import InvalidNameError, check_node_name, is_node_name
+from toposcope.tokens import load_token
+
+LOG = logging.getLogger("toposcope.advisor.endpoints")
+
+NODE_PLACEHOLDER = "{node}"
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+MAX_MAP_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AgentEndpoint:
+    """One allowed agent: the node it acts on, its API URL and the token it expects."""
+
+    node: str
+    url: str
+    token: str | None = field(default=None, repr=False)
+
+
+class EndpointResolver(Protocol):
+    """Resolves a node to its allowed agent endpoint (``None``: not allowed)."""
+
+    def resolve(self, node: str) -> AgentEndpoint | None:
+        """The endpoint of ``node``'s agent, or ``None`` when the operator did not allow one."""
+
+    def allowed_nodes(self) -> list[str]:
+        """Every node with an allowed endpoint (for listings that do not name a node)."""
+
+
+@dataclass(frozen=True)
+class UrlTemplate:
+    """An agent URL with ``{node}`` as its host, e.g. ``http://{node}:9848/api/v1``.
+
+    Parsed once; :meth:`for_host` puts a validated host name or IP address in the host slot
+    and keeps scheme, port and path from the template.
+    """
+
+    scheme: str
+    port: int | None
+    path: str
+
+    @classmethod
+    def parse(cls, template: str) -> UrlTemplate:
+        """Check ``template`` (``ConfigError`` naming what is wrong)."""
+        parts = urllib.parse.urlsplit(template)
+        if parts.scheme not in ("http", "https"):
+            raise ConfigError(
+                f"agent URL template {template!r} must start with http:// or https://"
+            )
+        if not parts.netloc.startswith(NODE_PLACEHOLDER):
+            raise ConfigError(
+                f"agent URL template {template!r}: {NODE_PLACEHOLDER} must be the whole host "
+                f"(e.g. http://{NODE_PLACEHOLDER}:9848/api/v1)"
+            )
+        port_text = parts.netloc[len(NODE_PLACEHOLDER) :]
+        port: int | None = None
+        if port_text:
+            if not port_text.startswith(":") or not port_text[1:].isdigit():
+                raise ConfigError(f"agent URL template {template!r}: bad port {port_text!r}")
+            port = int(port_text[1:])
+            if not 0 < port < 65536:
+                raise ConfigError(f"agent URL template {template!r}: port {port} out of range")
+        if NODE_PLACEHOLDER in parts.path or parts.query or parts.fragment:
+            raise ConfigError(
+                f"agent URL template {template!r}: no {NODE_PLACEHOLDER}, query or fragment "
+                "after the host"
+            )
+        return cls(parts.scheme, port, parts.path)
+
+    def for_host(self, host: str) -> str:
+        """The URL with ``host`` (a node name or an IP address) in the host slot."""
+        netloc = _host_part(host)
+        if self.port is not None:
+            netloc = f"{netloc}:{self.port}"
+        return urllib.parse.urlunsplit((self.scheme, netloc, self.path, "", ""))
+
+
+def check_agent_url(url: str, where: str) -> str:
+    """``url`` when it is a plain ``http(s)://host[:port]/path`` (no credentials or query)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: bad URL {url!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: {url!r} is not an http:// or https:// URL with a host")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ConfigError(f"{where}: {url!r} must not carry credentials, a query or a fragment")
+    if NODE_PLACEHOLDER in url:
+        raise ConfigError(f"{where}: {url!r} still holds {NODE_PLACEHOLDER}")
+    _host_part(parts.hostname)
+    return url
+
+
+class StaticEndpoints:
+    """The allow-list from a map file or an inline ``NODE=URL`` list."""
+
+    def __init__(self, endpoints: Mapping[str, AgentEndpoint]) -> None:
+        self.endpoints = dict(endpoints)
+
+    def resolve(self, node: str) -> AgentEndpoint | None:
+        """The listed endpoint of ``node``."""
+        return self.endpoints.get(node)
+
+    def allowed_nodes(self) -> list[str]:
+        """The listed nodes."""
+        return sorted(self.endpoints)
+
+
+def parse_url_map(
+    spec: str,
+    *,
+    template: str | None,
+    token: str | None,
+    allow_insecure_token_file: bool = False,
+) -> StaticEndpoints:
+    """The allow-list ``--rm-url-map`` names: a file, or inline ``NODE=URL[,NODE=URL...]``.
+
+    The file is YAML (or JSON): ``nodes`` is either a list of node names, combined with the
+    ``template`` (the file's own ``template`` key, else ``--rm-url``), or a mapping of node
+    name to URL or to ``{url, token_file}`` (a per-node token; the others use ``token``).
+    """
+    if "=" in spec and not Path(spec).exists():
+        return _inline_map(spec, token)
+    path = Path(spec)
+    data = _read_map_file(path)
+    where = str(path)
+    unknown = sorted(set(data) - {"template", "nodes"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: template, nodes)")
+    file_template = data.get("template", template)
+    if file_template is not None and not isinstance(file_template, str):
+        raise ConfigError(f"{where}: template: expected a URL with {NODE_PLACEHOLDER}")
+    nodes = data.get("nodes")
+    endpoints: dict[str, AgentEndpoint] = {}
+    if isinstance(nodes, list):
+        if file_template is None:
+            raise ConfigError(
+                f"{where}: nodes is a list of names, so a template (in the file or --rm-url "
+                f"with {NODE_PLACEHOLDER}) is needed"
+            )
+        parsed = UrlTemplate.parse(file_template)
+        for i, name in enumerate(nodes):
+            node = _node(name, f"{where}: nodes[{i}]")
+            endpoints[node] = AgentEndpoint(node, parsed.for_host(node), token)
+    elif isinstance(nodes, Mapping):
+        for name, value in nodes.items():
+            node = _node(name, f"{where}: nodes")
+            endpoints[node] = _mapped_endpoint(
+                node, value, f"{where}: nodes.{node}", token, allow_insecure_token_file
+            )
+    else:
+        raise ConfigError(f"{where}: nodes: expected a list of node names or a mapping to URLs")
+    if not endpoints:
+        raise ConfigError(f"{where}: no nodes listed")
+    return StaticEndpoints(endpoints)
+
+
+def _inline_map(spec: str, token: str | None) -> StaticEndpoints:
+    endpoints: dict[str, AgentEndpoint] = {}
+    for item in spec.split(","):
+        name, sep, url = item.strip().partition("=")
+        if not sep:
+            raise ConfigError(f"--rm-url-map: {item!r} is not NODE=URL")
+        node = _node(name, "--rm-url-map")
+        endpoints[node] = AgentEndpoint(node, check_agent_url(url, f"--rm-url-map {node}"), token)
+    return StaticEndpoints(endpoints)
+
+
+def _read_map_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_MAP_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"reading --rm-url-map {path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_MAP_BYTES:
+        raise ConfigError(f"--rm-url-map {path} is larger than {MAX_MAP_BYTES} bytes")
+    try:
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"--rm-url-map {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--rm-url-map {path}: expected a mapping with nodes")
+    return data
+
+
+def _mapped_endpoint(
+    node: str, value: object, where: str, token: str | None, allow_insecure: bool
+) -> AgentEndpoint:
+    if isinstance(value, str):
+        return AgentEndpoint(node, check_agent_url(value, where), token)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a URL or {{url, token_file}}")
+    unknown = sorted(str(k) for k in set(value) - {"url", "token_file"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: url, token_file)")
+    url = value.get("url")
+    if not isinstance(url, str):
+        raise ConfigError(f"{where}.url: expected a URL")
+    token_file = value.get("token_file")
+    if token_file is not None:
+        if not isinstance(token_file, str):
+            raise ConfigError(f"{where}.token_file: expected a file name")
+        token = load_token(token_file, allow_insecure=allow_insecure)
+    return AgentEndpoint(node, check_agent_url(url, f"{where}.url"), token)
+
+
+def _node(name: object, where: str) -> str:
+    try:
+        return check_node_name(name)
+    except InvalidNameError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _host_part(host: str) -> str:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        if not is_node_name(host):
+            raise ConfigError(f"{host!r} is neither a host name nor an IP address") from None
+        return host
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
+# -- Kubernetes ------------------------------------------------------------------------------
+
+Fetch = Callable[[str], Any]
+
+
+class KubernetesEndpoints:
+    """The agent DaemonSet's Service endpoints: node name -> ready agent pod IP.
+
+    Read from ``discovery.k8s.io/v1`` EndpointSlices labelled with the Service's name (the API
+    server, not the pods, says which node each agent runs on), refreshed at most every
+    ``ttl`` seconds. The URL keeps the ``--rm-url`` template's scheme, port and path.
+    """
+
+    def __init__(
+        self,
+        namespace: str,
+        service: str,
+        template: UrlTemplate,
+        token: str | None,
+        fetch: Fetch,
+        *,
+        ttl: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.namespace = namespace
+        self.service = service
+        self.template = template
+        self.token = token
+        self.fetch = fetch
+        self.ttl = ttl
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._ips: dict[str, str] = {}
+
+    def _path(self) -> str:
+        selector = urllib.parse.quote(f"kubernetes.io/service-name={self.service}", safe="")
+        namespace = urllib.parse.quote(self.namespace, safe="")
+        return (
+            f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+            f"?labelSelector={selector}"
+        )
+
+    def _refresh(self) -> dict[str, str]:
+        with self._lock:
+            now = self.clock()
+            if self._read_at is not None and now - self._read_at < self.ttl:
+                return self._ips
+            self._ips = node_ips_from_slices(self.fetch(self._path()))
+            self._read_at = now
+            return self._ips
+
+    def resolve(self, node: str) -> AgentEndpoint | None:
+        """The agent pod of ``node``, when the API server lists a ready one."""
+        ip = self._refresh().get(node)
+        return None if ip is None else AgentEndpoint(node, self.template.for_host(ip), self.token)
+
+    def allowed_nodes(self) -> list[str]:
+        """Nodes with a ready agent pod."""
+        return sorted(self._refresh())
+
+
+def node_ips_from_slices(data: object) -> dict[str, str]:
+    """``{node name: pod IP}`` of the ready endpoints in an EndpointSliceList answer.
+
+    Entries with an invalid node name or address are skipped with a warning: the API server is
+    trusted, but not to the point of putting anything it returns into a URL unchecked.
+    """
+    if not isinstance(data, Mapping) or not isinstance(data.get("items"), list):
+        raise ConfigError("Kubernetes answered the EndpointSlice list without items")
+    found: dict[str, str] = {}
+    for item in data["items"]:
+        endpoints = item.get("endpoints") if isinstance(item, Mapping) else None
+        for endpoint in endpoints or []:
+            if not isinstance(endpoint, Mapping):
+                continue
+            conditions = endpoint.get("conditions") or {}
+            if isinstance(conditions, Mapping) and conditions.get("ready") is False:
+                continue
+            node = endpoint.get("nodeName")
+            addresses = endpoint.get("addresses") or []
+            address = addresses[0] if isinstance(addresses, list) and addresses else None
+            if not is_node_name(node) or not _is_ip(address):
+                LOG.warning("skipping agent endpoint %r on node %r", address, node)
+                continue
+            assert isinstance(node, str) and isinstance(address, str)
+            found[node] = address
+    return found
+
+
+def _is_ip(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def in_cluster_fetch(
+    account_dir: Path = SERVICE_ACCOUNT_DIR,
+    api_url: str | None = None,
+    timeout: float = 10.0,
+) -> Fetch:
+    """GET from the API server as the pod's service account (its token and CA bundle).
+
+    ``api_url`` defaults to ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``.
+    """
+    if api_url is None:
+        host = os.environ.get("KUBERNETES_SERVICE_HOST")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if not host:
+            raise ConfigError(
+                "--rm-endpoints kubernetes: needs to run in a pod (KUBERNETES_SERVICE_HOST unset)"
+            )
+        api_url = f"https://{_host_part(host)}:{int(port)}"
+    check_agent_url(api_url, "Kubernetes API URL")
+    token = load_token(account_dir / "token", allow_insecure=True)
+    ca_file = account_dir / "ca.crt"
+    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file.exists() else None
+
+    def fetch(path: str) -> Any:
+        request = urllib.request.Request(
+            f"{api_url}{path}",
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+                return json.loads(response.read(MAX_MAP_BYTES * 4))
+        except urllib.error.HTTPError as exc:
+            raise ConfigError(f"Kubernetes API {path}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise ConfigError(f"Kubernetes API {api_url} unreachable: {exc}") from None
+
+    return fetch
+
+
+def parse_kubernetes_spec(spec: str) -> tuple[str, str]:
+    """``(namespace, service)`` from ``kubernetes:NAMESPACE/SERVICE``."""
+    _, sep, rest = spec.partition("kubernetes:")
+    namespace, slash, service = rest.partition("/")
+    if not sep or not slash or not is_node_name(namespace) or not is_node_name(service):
+        raise ConfigError(f"--rm-endpoints {spec!r}: expected kubernetes:NAMESPACE/SERVICE")
+    return namespace, service
+
+
+def resolver_from_options(
+    *,
+    url: str | None,
+    url_map: str | None,
+    endpoints: str | None,
+    token: str | None,
+    allow_insecure_token_file: bool = False,
+    fetch: Fetch | None = None,
+) -> EndpointResolver:
+    """The agent allow-list the ``agent`` backend's options describe (``ConfigError`` if none)."""
+    if url_map and endpoints:
+        raise ConfigError("give either --rm-url-map or --rm-endpoints, not both")
+    if url_map:
+        return parse_url_map(
+            url_map,
+            template=url,
+            token=token,
+            allow_insecure_token_file=allow_insecure_token_file,
+        )
+    if endpoints:
+        namespace, service = parse_kubernetes_spec(endpoints)
+        if not url:
+            raise ConfigError(
+                f"--rm-endpoints needs --rm-url with {NODE_PLACEHOLDER} for the scheme, port "
+                "and path, e.g. http://{node}:9848/api/v1"
+            )
+        return KubernetesEndpoints(
+            namespace, service, UrlTemplate.parse(url), token, fetch or in_cluster_fetch()
+        )
+    raise ConfigError(
+        "--resource-manager agent needs an allow-list of agents: --rm-url-map FILE (or "
+        "NODE=URL,...), or --rm-endpoints kubernetes:NAMESPACE/SERVICE; node names from "
+        "metrics alone never choose where the token is sent"
+    )
+
+
+def nodes_allowed(resolver: EndpointResolver, nodes: Iterable[str]) -> list[str]:
+    """The subset of ``nodes`` the resolver allows (others are logged once per call)."""
+    allowed, refused = [], []
+    for node in sorted(set(nodes)):
+        (allowed if is_node_name(node) and resolver.resolve(node) else refused).append(node)
+    if refused:
+        LOG.warning(
+            "no allowed agent endpoint for %d node(s), not contacted: %s",
+            len(refused),
+            ", ".join(repr(n)[:80] for n in refused[:5]),
+        )
+    return allowed

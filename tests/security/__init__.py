@@ -1,0 +1,1 @@
+"""Regression tests for security and bad-input defects: each failed before its fix."""

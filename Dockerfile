@@ -20,7 +20,7 @@ COPY exporters /src/exporters
 COPY advisor /src/advisor
 COPY dashboards /src/dashboards
 COPY sim /src/sim
-RUN pip install /src && rm -rf /src
+RUN pip install "/src[all]" && rm -rf /src
 
 EXPOSE 9847
 ENTRYPOINT ["toposcope"]

@@ -46,7 +46,7 @@ make_venv() {
     fi
   fi
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[test]'
+  "$VENV/bin/python" -m pip install -q -e '.[all,test]'
   touch "$VENV/.installed"
 }
 

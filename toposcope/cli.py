@@ -25,6 +25,16 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 
+#: subcommand -> the install extra that brings its libraries (``pip install toposcope[X]``)
+EXTRAS: dict[str, str] = {
+    "advise": "advisor",
+    "place": "advisor",
+    "advisor": "advisor",
+    "sim": "sim",
+    "agent": "agent",
+    "dash": "dash",
+}
+
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "topology": (
@@ -77,6 +87,19 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _import_subcommand(name: str, module_name: str) -> SubcommandModule:
+    try:
+        return cast(SubcommandModule, importlib.import_module(module_name))
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "toposcope":
+            raise
+        extra = EXTRAS.get(name, "all")
+        raise UsageError(
+            f"toposcope {name} needs the {exc.name!r} library: install toposcope[{extra}] "
+            f"(pip install 'toposcope[{extra}]')"
+        ) from exc
+
+
 def build_parser(
     commands: Iterable[str] | None = None,
 ) -> tuple[argparse.ArgumentParser, dict[str, SubcommandModule]]:
@@ -100,7 +123,7 @@ def build_parser(
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         if name in wanted:
-            module = cast(SubcommandModule, importlib.import_module(module_name))
+            module = _import_subcommand(name, module_name)
             module.add_arguments(sub_parser)
             modules[name] = module
     return parser, modules
@@ -110,7 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, run the subcommand and map errors to exit codes."""
     words = list(sys.argv[1:] if argv is None else argv)
     command = command_of(words)
-    parser, modules = build_parser([command] if command in SUBCOMMANDS else [])
+    try:
+        parser, modules = build_parser([command] if command in SUBCOMMANDS else [])
+    except UsageError as exc:
+        print(f"toposcope: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(words)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),

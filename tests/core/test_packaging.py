@@ -1,7 +1,10 @@
-"""Every Python package in the source folders is listed for installation in pyproject.toml."""
+"""Packaging: every Python package is installed, and the base install stays lean (extras)."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import tomllib
 
 from tests.helpers import REPO
@@ -28,3 +31,39 @@ def test_every_package_is_installed() -> None:
     assert listed - found == set(), "these listed packages do not exist"
     mapping = config["tool"]["setuptools"]["package-dir"]
     assert {v: k for k, v in mapping.items()} == FOLDERS
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~\[ ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_the_base_install_is_the_lean_exporter() -> None:
+    """``pip install toposcope`` brings no web framework or plotting library: those are extras."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    base = _requirement_names(project["dependencies"])
+    assert base.isdisjoint({"dash", "plotly", "pandas", "apiflask", "flask"})
+    extras = project["optional-dependencies"]
+    assert {"exporter", "agent", "advisor", "sim", "dash", "all"} <= set(extras)
+    assert extras["all"] == ["toposcope[agent,advisor,sim,dash]"]
+    assert "dash" in _requirement_names(extras["dash"])
+    assert "apiflask" in _requirement_names(extras["agent"])
+
+
+def test_a_missing_extra_is_named_with_how_to_install_it() -> None:
+    """Without the dash extra, ``toposcope dash`` says which extra to install and exits 2."""
+    probe = (
+        "import sys\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'dash':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "from toposcope.cli import main\n"
+        "sys.exit(main(['dash', '--help']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "toposcope[dash]" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -56,4 +56,4 @@ def test_every_packaged_folder_is_copied() -> None:
 
 def test_installs_the_copied_project() -> None:
     runs = [args for name, args in _instructions() if name == "RUN"]
-    assert any("pip install /src" in run for run in runs)
+    assert any('pip install "/src[all]"' in run for run in runs)

@@ -48,7 +48,13 @@ def load_topology(args: argparse.Namespace) -> Topology:
         return build_from_hwloc_xml(Path(args.hwloc_xml))
     if args.nvidia_smi_topo:
         if args.nvidia_smi_topo == "-":
-            return build_from_nvidia_smi_topo(sys.stdin.read(), source="nvidia-smi:stdin")
+            try:
+                text = sys.stdin.read()
+            except UnicodeDecodeError as exc:
+                raise ConfigError(
+                    f"standard input is not {exc.encoding} text: {exc.reason}"
+                ) from exc
+            return build_from_nvidia_smi_topo(text, source="nvidia-smi:stdin")
         path = Path(args.nvidia_smi_topo)
         try:
             text = path.read_text(encoding="utf-8", errors="replace")

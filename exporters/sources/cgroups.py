@@ -356,7 +356,10 @@ class Cgroups:
                 mems = read_all(f"{directory}/{mems_name}").decode("ascii", "replace")
             except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue
-            return CpuSet(parse_cpulist(cpus), parse_cpulist(mems))
+            try:
+                return CpuSet(parse_cpulist(cpus), parse_cpulist(mems))
+            except ValueError:
+                continue  # a malformed pair counts as absent, as a missing one does
         return None
 
 

@@ -5,6 +5,10 @@ mainstream Linux); they become seconds here, once. Only the per-CPU ``cpuN`` lin
 read: the aggregate ``cpu`` line would double count, and ``guest``/``guest_nice`` are
 already included in ``user``/``nice`` by the kernel (``account_guest_time``), so they are
 not published separately.
+
+Lines are parsed strictly and in linear time: a CPU number at or above
+:data:`~toposcope.cpulist.CPU_LIMIT`, or a tick count that is not a whole number of at most
+20 digits (negative, ``inf``, ``1e9``), makes the line malformed, never an exception.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from toposcope.cpulist import CPU_LIMIT
 from toposcope.topology.sysfs import read_text
 
 LOG = logging.getLogger(__name__)
@@ -32,7 +37,9 @@ CPU_MODES: tuple[str, ...] = (
     "steal",
 )
 
-_CPU_LINE_RE = re.compile(r"^cpu(\d+)(?:\s|$)")
+_CPU_LINE_RE = re.compile(r"^cpu([0-9]+)(?:\s|$)")
+#: A tick count: a 64-bit counter, so at most 20 decimal digits.
+_TICKS_RE = re.compile(r"[0-9]{1,20}")
 
 
 def user_hz() -> int:
@@ -83,15 +90,17 @@ def parse_proc_stat_cpus(text: str, hz: int) -> tuple[dict[int, CpuTimes], list[
         if match is None:
             continue
         fields = raw.split()[1 : 1 + len(CPU_MODES)]
-        try:
-            ticks = [int(f) for f in fields]
-        except ValueError:
+        digits = match.group(1)
+        if (
+            not fields
+            or not all(_TICKS_RE.fullmatch(f) for f in fields)
+            or len(digits) > len(str(CPU_LIMIT))
+            or int(digits) >= CPU_LIMIT
+        ):
             bad.append(raw.strip())
             continue
-        if not ticks:
-            bad.append(raw.strip())
-            continue
-        cpu = int(match.group(1))
+        ticks = [int(f) for f in fields]
+        cpu = int(digits)
         seconds = {mode: tick / hz for mode, tick in zip(CPU_MODES, ticks, strict=False)}
         times[cpu] = CpuTimes(cpu=cpu, **seconds)
     return times, bad

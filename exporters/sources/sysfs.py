@@ -49,7 +49,8 @@ MEMINFO_PAGE_TYPES: Mapping[str, str] = {
     "Slab": "slab",
 }
 
-_NUMASTAT_LINE_RE = re.compile(r"^([a-z_]+)\s+(\d+)$")
+# A count has at most 20 digits (64 bits); a longer one makes the line malformed.
+_NUMASTAT_LINE_RE = re.compile(r"^([a-z_]+)\s+([0-9]{1,20})$")
 _HUGEPAGES_DIR_RE = re.compile(r"^hugepages-(\d+)kB$")
 _CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
 

@@ -29,7 +29,11 @@ same model either way:
 
 Disallowed CPUs (``allowed_cpuset``) are kept: the model describes the machine, not what the
 process that ran ``lstopo`` was allowed to use. Any I/O error or malformed content raises
-:class:`~toposcope.errors.ConfigError` naming the file and the problem.
+:class:`~toposcope.errors.ConfigError` naming the file and the problem; that includes objects
+nested deeper than :data:`MAX_OBJECT_DEPTH` (real machines stay far below), sets naming CPUs
+beyond :data:`~toposcope.cpulist.CPU_LIMIT`, and NUMA distances or latencies that are not
+finite, are negative or exceed :data:`~toposcope.topology.model.MAX_NUMA_DISTANCE`. The tree
+is walked without recursion, so no document can exhaust the interpreter's stack.
 """
 
 from __future__ import annotations
@@ -49,9 +53,17 @@ from toposcope.topology.model import (
     Package,
     PciDevice,
     Topology,
+    check_distance,
+    parse_distance,
 )
 
 LOG = logging.getLogger(__name__)
+
+#: How deeply ``<object>`` elements may nest. A real machine needs about 15 levels (machine,
+#: package, die, caches, core, PU, and a chain of PCI bridges); deeper is refused.
+MAX_OBJECT_DEPTH = 256
+#: The longest integer attribute read, in characters (a 64-bit number fits in 20 digits).
+_MAX_INT_TEXT = 24
 
 #: Object types that are not part of the CPU/memory hierarchy (a PCI device's locality is
 #: the nearest ancestor of another type).
@@ -83,11 +95,13 @@ class _Obj:
     children: list[_Obj] = field(default_factory=list)
 
     def descendants(self) -> list[_Obj]:
-        """All objects below this one, depth first in document order."""
+        """All objects below this one, depth first in document order (no recursion)."""
         out: list[_Obj] = []
-        for child in self.children:
-            out.append(child)
-            out.extend(child.descendants())
+        stack = list(reversed(self.children))
+        while stack:
+            obj = stack.pop()
+            out.append(obj)
+            stack.extend(reversed(obj.children))
         return out
 
     def pus(self) -> list[_Obj]:
@@ -102,16 +116,22 @@ class _Obj:
         return None
 
 
+def _what(element: ET.Element) -> str:
+    """How errors name an element: its type attribute (cut short), else its tag."""
+    return element.get("type", element.tag)[:32]
+
+
 def _int_attr(element: ET.Element, name: str) -> int | None:
     value = element.get(name)
     if value is None:
         return None
+    what = _what(element)
+    if len(value) > _MAX_INT_TEXT:
+        raise _Malformed(f"{what} has a {name} longer than {_MAX_INT_TEXT} characters")
     try:
         return int(value, 0)
     except ValueError:
-        raise _Malformed(
-            f"{element.get('type', element.tag)} has a non-integer {name}={value!r}"
-        ) from None
+        raise _Malformed(f"{what} has a non-integer {name}={value!r}") from None
 
 
 def _set_attr(element: ET.Element, name: str) -> frozenset[int] | None:
@@ -124,19 +144,18 @@ def _set_attr(element: ET.Element, name: str) -> frozenset[int] | None:
         text = text[len(_INFINITE_PREFIX) :].lstrip(",")
     try:
         return frozenset(parse_cpumask(text))
-    except ValueError:
-        raise _Malformed(
-            f"{element.get('type', element.tag)} has a malformed {name}={value!r}"
-        ) from None
+    except ValueError as exc:
+        raise _Malformed(f"{_what(element)} has a malformed {name}={value[:64]!r}: {exc}") from None
 
 
-def _convert(element: ET.Element, parent: _Obj | None) -> _Obj:
+def _object(element: ET.Element, parent: _Obj | None) -> _Obj:
+    """One ``<object>`` element's attributes, without its children."""
     obj_type = element.get("type")
     if not obj_type:
         raise _Malformed("an <object> has no type attribute")
     if obj_type == "Socket":  # hwloc 1.x name of a package
         obj_type = "Package"
-    obj = _Obj(
+    return _Obj(
         type=obj_type,
         os_index=_int_attr(element, "os_index"),
         subtype=element.get("subtype", ""),
@@ -147,8 +166,23 @@ def _convert(element: ET.Element, parent: _Obj | None) -> _Obj:
         element=element,
         parent=parent,
     )
-    obj.children = [_convert(child, obj) for child in element.findall("object")]
-    return obj
+
+
+def _convert(top: ET.Element) -> _Obj:
+    """The object tree under ``top``, built without recursion and at most MAX_OBJECT_DEPTH deep."""
+    root = _object(top, None)
+    stack = [(root, 1)]
+    while stack:
+        obj, depth = stack.pop()
+        children = obj.element.findall("object")
+        if children and depth >= MAX_OBJECT_DEPTH:
+            raise _Malformed(
+                f"<object> elements nested deeper than {MAX_OBJECT_DEPTH} levels "
+                f"(below a {_what(obj.element)}); not an hwloc topology"
+            )
+        obj.children = [_object(child, obj) for child in children]
+        stack.extend((child, depth + 1) for child in reversed(obj.children))
+    return root
 
 
 def _parse_document(path: Path) -> ET.Element:
@@ -184,7 +218,7 @@ def _build(document: ET.Element, path: Path) -> Topology:
     top = document.find("object")
     if top is None:
         raise _Malformed("no <object> under <topology>")
-    root = _convert(top, None)
+    root = _convert(top)
     objects = [root, *root.descendants()]
 
     usable = _usable_cpus(root, objects)
@@ -284,11 +318,13 @@ def _has_pu(obj: _Obj) -> bool:
 def _attached_nodes(obj: _Obj) -> list[_Obj]:
     """NUMA nodes attached to ``obj`` as memory children (possibly behind MemCache objects)."""
     found: list[_Obj] = []
-    for child in obj.children:
+    stack = list(reversed(obj.children))
+    while stack:
+        child = stack.pop()
         if child.type == "NUMANode" and not _has_pu(child):
             found.append(child)
         elif child.type == "MemCache":
-            found.extend(_attached_nodes(child))
+            stack.extend(reversed(child.children))
     return found
 
 
@@ -303,28 +339,30 @@ def _assign_cpus(
                 raise _Malformed("a NUMANode has no os_index")
             node_objs.setdefault(obj.os_index, obj)
     node_cpus: dict[int, set[int]] = {}
+    owners: dict[_Obj, _Obj | None] = {}  # each ancestor is examined once, however many PUs
     for pu in objects:
         if pu.type != "PU" or pu.os_index is None or pu.os_index not in usable:
             continue
         current = pu.parent
         while current is not None:
-            if current.type == "NUMANode":  # hwloc 1.x: the node is an ancestor
-                owner: _Obj | None = current
-            else:
-                candidates = _attached_nodes(current)
-                owner = (
-                    min(
-                        candidates,
-                        key=lambda n: (n.subtype not in _DRAM_SUBTYPES, n.os_index or 0),
-                    )
-                    if candidates
-                    else None
-                )
+            if current not in owners:
+                owners[current] = _local_node(current)
+            owner = owners[current]
             if owner is not None and owner.os_index is not None:
                 node_cpus.setdefault(owner.os_index, set()).add(pu.os_index)
                 break
             current = current.parent
     return node_cpus, node_objs
+
+
+def _local_node(obj: _Obj) -> _Obj | None:
+    """The NUMA node that owns the PUs below ``obj`` when ``obj`` is their nearest holder."""
+    if obj.type == "NUMANode":  # hwloc 1.x: the node is an ancestor
+        return obj
+    candidates = _attached_nodes(obj)
+    if not candidates:
+        return None
+    return min(candidates, key=lambda n: (n.subtype not in _DRAM_SUBTYPES, n.os_index or 0))
 
 
 def _ancestor_package(obj: _Obj) -> int | None:
@@ -361,35 +399,59 @@ def _distances(
         values = _words(matrix.findall("u64values"))
         if len(indexes) != nbobjs or len(values) != nbobjs * nbobjs:
             raise _Malformed(
-                f"distances2 {matrix.get('name') or ''} has {len(indexes)} indexes and "
+                f"distances2 {(matrix.get('name') or '')[:64]} has {len(indexes)} indexes and "
                 f"{len(values)} values for nbobjs={nbobjs}"
             )
         try:
             if matrix.get("indexing") == "gp":
                 ids = [gp_to_os[i] for i in indexes]
             else:
-                ids = [int(i) for i in indexes]
-            numbers = [int(v) for v in values]
-        except (KeyError, ValueError) as exc:
+                ids = [_os_index(i) for i in indexes]
+            numbers = [parse_distance(v) for v in values]
+        except KeyError as exc:
+            raise _Malformed(
+                f"distances2 names gp_index {str(exc.args[0])[:_MAX_INT_TEXT]!r}, "
+                "which is no NUMANode"
+            ) from None
+        except ValueError as exc:
             raise _Malformed(f"distances2 has a bad index or value: {exc}") from None
         return _matrix(ids, numbers)
     for holder in [root, *root.descendants()]:
-        for matrix in holder.element.findall("distances"):
+        matrices = holder.element.findall("distances")
+        members = [o for o in holder.descendants() if o.type == "NUMANode"] if matrices else []
+        for matrix in matrices:
             nbobjs = _int_attr(matrix, "nbobjs") or 0
-            members = [o for o in holder.descendants() if o.type == "NUMANode"]
             if len(members) != nbobjs or any(m.os_index is None for m in members):
                 LOG.debug("ignoring v1 distances over %d non-NUMA objects", nbobjs)
                 continue
             try:
-                base = float(matrix.get("latency_base", "1"))
-                latencies = [float(e.get("value", "")) for e in matrix.findall("latency")]
+                base = _latency(matrix.get("latency_base", "1"))
+                latencies = [_latency(e.get("value", "")) for e in matrix.findall("latency")]
+                scaled = [check_distance(value * base) for value in latencies]
             except ValueError as exc:
                 raise _Malformed(f"distances has a bad latency value: {exc}") from None
             if len(latencies) != nbobjs * nbobjs:
                 raise _Malformed(f"distances has {len(latencies)} values for nbobjs={nbobjs}")
             ids = [m.os_index for m in members if m.os_index is not None]
-            return _matrix(ids, [round(v * base) for v in latencies])
+            return _matrix(ids, scaled)
     return {}
+
+
+def _os_index(text: str) -> int:
+    """An OS index written in a ``distances2`` element (``ValueError`` unless a small integer)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > _MAX_INT_TEXT:
+        raise ValueError(f"index {text[:_MAX_INT_TEXT]!r} is not a whole number")
+    return int(text)
+
+
+def _latency(text: str) -> float:
+    """A v1 latency or latency base: a finite, non-negative float (``ValueError`` otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text[:_MAX_INT_TEXT]!r} is not a number") from None
+    check_distance(value)
+    return value
 
 
 def _matrix(ids: list[int], values: list[int]) -> dict[int, dict[int, int]]:
@@ -406,11 +468,29 @@ def _locality(obj: _Obj) -> _Obj | None:
     return current
 
 
+def _device_locality(
+    where: _Obj | None, usable: frozenset[int], nodes: list[NumaNode]
+) -> tuple[tuple[int, ...], int | None]:
+    """Local CPUs and NUMA node of the PCI devices whose nearest non-I/O ancestor is ``where``."""
+    if where is None:
+        return (), None
+    local = _object_cpus(where, usable)
+    if local:
+        holders = [n.id for n in nodes if n.cpus and local <= set(n.cpus)]
+        if len(holders) == 1:
+            return tuple(sorted(local)), holders[0]
+    numa_node: int | None = None
+    if where.nodeset is not None and len(where.nodeset) == 1:
+        only = next(iter(where.nodeset))
+        numa_node = only if any(n.id == only for n in nodes) else None
+    return tuple(sorted(local)), numa_node
+
+
 def _pci_devices(
     objects: list[_Obj], usable: frozenset[int], nodes: list[NumaNode]
 ) -> tuple[list[PciDevice], dict[str, tuple[str | None, str | None]]]:
     """Every PCI function (devices and PCI-to-PCI bridges) with its locality and GPU infos."""
-    node_ids = {n.id for n in nodes}
+    localities: dict[_Obj | None, tuple[tuple[int, ...], int | None]] = {}
     devices: list[PciDevice] = []
     infos: dict[str, tuple[str | None, str | None]] = {}
     for obj in objects:
@@ -420,22 +500,11 @@ def _pci_devices(
         pci_type = obj.element.get("pci_type", "")
         match = _PCI_TYPE_RE.match(pci_type)
         if match is None:
-            raise _Malformed(f"PCI device {bus_id} has a malformed pci_type={pci_type!r}")
+            raise _Malformed(f"PCI device {bus_id[:64]} has a malformed pci_type={pci_type[:64]!r}")
         where = _locality(obj)
-        local = _object_cpus(where, usable) if where is not None else frozenset()
-        numa_node: int | None = None
-        if local:
-            holders = [n.id for n in nodes if n.cpus and local <= set(n.cpus)]
-            if len(holders) == 1:
-                numa_node = holders[0]
-        if (
-            numa_node is None
-            and where is not None
-            and where.nodeset is not None
-            and len(where.nodeset) == 1
-            and next(iter(where.nodeset)) in node_ids
-        ):
-            numa_node = next(iter(where.nodeset))
+        if where not in localities:  # many devices share one locality object
+            localities[where] = _device_locality(where, usable, nodes)
+        local_cpus, numa_node = localities[where]
         bus_id = bus_id.lower()
         devices.append(
             PciDevice(
@@ -444,7 +513,7 @@ def _pci_devices(
                 device=int(match.group(3), 16),
                 class_id=int(match.group(1), 16),
                 numa_node=numa_node,
-                local_cpus=tuple(sorted(local)),
+                local_cpus=local_cpus,
             )
         )
         model = uuid = None

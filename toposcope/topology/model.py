@@ -47,6 +47,40 @@ def link_type(link: str) -> LinkType:
     return LinkType(text)
 
 
+#: The largest NUMA distance or latency a builder accepts. SLIT distances are bytes (10 is
+#: local) and hwloc latencies are nanoseconds, so anything larger is garbage, not a machine.
+MAX_NUMA_DISTANCE = 2**32 - 1
+#: Decimal digits of the longest number :func:`parse_distance` converts.
+_MAX_DISTANCE_DIGITS = 20
+
+
+def check_distance(value: float) -> int:
+    """``value`` as a whole NUMA distance, or ``ValueError`` saying why it cannot be one.
+
+    Builders read distances from files anyone can edit; ``inf``, ``nan``, negative and
+    absurdly large values would poison every placement decision, so they are refused here,
+    in one place, and each builder decides whether to skip the matrix or refuse the file.
+    """
+    if not 0 <= value <= MAX_NUMA_DISTANCE:  # also false for nan and the infinities
+        raise ValueError(f"NUMA distance {value!r} is not a number from 0 to {MAX_NUMA_DISTANCE}")
+    return round(value)
+
+
+def parse_distance(text: str) -> int:
+    """A NUMA distance written as a decimal integer (``"21"``), checked by :func:`check_distance`.
+
+    Only ASCII digits are accepted, and long numbers are refused before conversion, so a
+    garbled file costs time linear in its size.
+    """
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > _MAX_DISTANCE_DIGITS:
+        shown = repr(digits) if len(digits) <= 24 else f"{digits[:24]!r}..."
+        raise ValueError(
+            f"NUMA distance {shown} is not a whole number from 0 to {MAX_NUMA_DISTANCE}"
+        )
+    return check_distance(int(digits))
+
+
 PCI_VENDOR_NVIDIA = 0x10DE
 PCI_VENDOR_AMD = 0x1002
 #: PCI class ids (base class + subclass) that are GPUs, per vendor. NVIDIA data-centre GPUs are

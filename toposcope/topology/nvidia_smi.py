@@ -38,8 +38,12 @@ the union of the CPU affinities of its GPUs, plus one memory-only node per ``GPU
 Their memory is unknown (0) and there are no packages or distances. Without a ``NUMA
 Affinity`` column no node id can be known, so none is invented. GPUs have no PCI bus id.
 
-Malformed text (no ``GPU0`` header, a row with the wrong number of cells, an unknown link
-label or affinity) raises :class:`~toposcope.errors.ConfigError` with the line number.
+Malformed text raises :class:`~toposcope.errors.ConfigError` with the line number: no
+``GPU0`` header, a row with the wrong number of cells, an unknown link label (``NV`` must be
+followed by a link count), an affinity that is not a cpulist, a matrix that is not symmetric
+(nvidia-smi prints the same link both ways), a GPU numbered :data:`GPU_LIMIT` or more (or
+with a leading zero), or more than :data:`MAX_COLUMNS` matrix columns. The work done is
+bounded by those limits and linear in the length of the text.
 """
 
 from __future__ import annotations
@@ -51,21 +55,51 @@ from toposcope.cpulist import parse_cpulist
 from toposcope.errors import ConfigError
 from toposcope.topology.model import Gpu, GpuLink, NumaNode, Topology, link_type
 
+#: GPU numbers must be below this (a host with more GPUs does not exist).
+GPU_LIMIT = 256
+#: The most link columns (GPUs and NICs) a matrix may have.
+MAX_COLUMNS = 1024
+
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Header cells: the multi-word column names first, then any single word.
 _HEADER_TOKEN_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
-_GPU_RE = re.compile(r"^GPU(\d+)$")
+_GPU_RE = re.compile(r"GPU([0-9]+)")
+#: ``NV<n>``: n bonded NVLinks (nvidia-smi's ``NV#``).
+_NVLINK_RE = re.compile(r"NV[0-9]{1,3}")
 _AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _NOT_AVAILABLE = {"N/A", "NA", "-", ""}
 
 
 @dataclass(frozen=True)
 class _Header:
-    """The matrix header: link columns (GPUs and NICs) and affinity columns, in order."""
+    """The matrix header: link columns (GPUs and NICs), affinity columns, GPU numbers.
+
+    ``gpus`` maps a GPU column's name (``GPU3``) to its GPU number (3).
+    """
 
     line: int
     links: tuple[str, ...]
     affinities: tuple[str, ...]
+    gpus: dict[str, int]
+
+
+def _shown(cell: str) -> str:
+    return repr(cell) if len(cell) <= 32 else f"{cell[:32]!r}..."
+
+
+def _gpu_number(name: str, source: str, number: int) -> int | None:
+    """The GPU number of a header cell (``GPU3`` -> 3), ``None`` for a NIC column."""
+    match = _GPU_RE.fullmatch(name)
+    if match is None:
+        return None
+    digits = match.group(1)
+    if len(digits) > 1 and digits.startswith("0"):
+        raise ConfigError(f"{source} line {number}: column {_shown(name)} has a leading zero")
+    if len(digits) > len(str(GPU_LIMIT)) or int(digits) >= GPU_LIMIT:
+        raise ConfigError(
+            f"{source} line {number}: column {_shown(name)}: GPU numbers must be below {GPU_LIMIT}"
+        )
+    return int(digits)
 
 
 def _clean(line: str) -> str:
@@ -94,26 +128,39 @@ def _find_header(lines: list[str], source: str) -> _Header:
                 affinities.append(token)
             elif affinities:
                 raise ConfigError(
-                    f"{source} line {number}: column {token!r} after the affinity columns"
+                    f"{source} line {number}: column {_shown(token)} after the affinity columns"
                 )
             else:
                 links.append(token)
+        if len(links) > MAX_COLUMNS:
+            raise ConfigError(
+                f"{source} line {number}: {len(links)} matrix columns, more than {MAX_COLUMNS}"
+            )
         if len(set(links)) != len(links):
             raise ConfigError(f"{source} line {number}: repeated column in the header")
-        return _Header(number, tuple(links), tuple(affinities))
+        gpus = {name: _gpu_number(name, source, number) for name in links}
+        return _Header(
+            number,
+            tuple(links),
+            tuple(affinities),
+            {name: gpu for name, gpu in gpus.items() if gpu is not None},
+        )
     raise ConfigError(
         f"{source}: no 'nvidia-smi topo -m' matrix found (no header line starting with GPU0)"
     )
 
 
 def _link_label(cell: str, source: str, number: int) -> str:
+    """A link cell as nvidia-smi's current label (``SOC`` becomes ``SYS``)."""
     label = cell.strip().upper()
     if label == "SOC":
         return "SYS"
     try:
+        if label.startswith("NV") and _NVLINK_RE.fullmatch(label) is None:
+            raise ValueError(label)
         link_type(label)
     except ValueError:
-        raise ConfigError(f"{source} line {number}: unknown link type {cell!r}") from None
+        raise ConfigError(f"{source} line {number}: unknown link type {_shown(cell)}") from None
     return label
 
 
@@ -123,21 +170,20 @@ def _node_ids(cell: str, column: str, source: str, number: int) -> tuple[int, ..
         return ()
     try:
         return parse_cpulist(cell)
-    except ValueError:
-        raise ConfigError(f"{source} line {number}: {column} {cell!r} is not a node id") from None
+    except ValueError as exc:
+        raise ConfigError(
+            f"{source} line {number}: {column} {_shown(cell)} is not a node id: {exc}"
+        ) from None
 
 
-def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topology:
-    """Parse ``nvidia-smi topo -m`` output into GPUs, GPU links and inferred NUMA nodes.
+def _read_rows(lines: list[str], header: _Header, source: str) -> dict[str, tuple[int, list[str]]]:
+    """The matrix rows below the header: row name -> (line number, cells after the name).
 
-    ``source`` names the input in errors and in :attr:`Topology.source`. Raises
-    :class:`ConfigError` with the line number when the text is not a topology matrix.
+    Every link cell is checked (a known label, ``X`` exactly on the diagonal) and the row's
+    width must match the header.
     """
-    lines = [_clean(line) for line in text.splitlines()]
-    header = _find_header(lines, source)
     width = len(header.links)
-    gpu_columns = {name: i for i, name in enumerate(header.links) if _GPU_RE.match(name)}
-
+    position = {name: i for i, name in enumerate(header.links)}
     rows: dict[str, tuple[int, list[str]]] = {}
     for number in range(header.line + 1, len(lines) + 1):
         line = lines[number - 1]
@@ -151,34 +197,68 @@ def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topolog
             break
         cells = line.split()
         name, values = cells[0], cells[1:]
-        if name not in header.links:
-            raise ConfigError(f"{source} line {number}: row {name!r} is not in the header")
+        if name not in position:
+            raise ConfigError(f"{source} line {number}: row {_shown(name)} is not in the header")
         # NIC rows stop after the link columns; GPU rows carry every affinity column.
         allowed = {width + len(header.affinities)}
-        if name not in gpu_columns:
+        if name not in header.gpus:
             allowed.add(width)
         if len(values) not in allowed:
             raise ConfigError(
                 f"{source} line {number}: row {name} has {len(values)} cells, "
                 f"expected {' or '.join(str(n) for n in sorted(allowed))}"
             )
-        if values[header.links.index(name)].upper() != "X":
+        if values[position[name]].upper() != "X":
             raise ConfigError(f"{source} line {number}: row {name} has no X on the diagonal")
         if name in rows:
             raise ConfigError(f"{source} line {number}: row {name} appears twice")
-        rows[name] = (number, values)
+        labels = [
+            "X" if column == position[name] else _link_label(cell, source, number)
+            for column, cell in enumerate(values[:width])
+        ]
+        rows[name] = (number, labels + values[width:])
+    return rows
 
-    missing = sorted(set(gpu_columns) - set(rows), key=lambda n: int(n[3:]))
+
+def _check_symmetric(rows: dict[str, tuple[int, list[str]]], header: _Header, source: str) -> None:
+    """Refuse a matrix whose cell for (a, b) differs from the one for (b, a)."""
+    position = {name: i for i, name in enumerate(header.links)}
+    names = [name for name in header.links if name in rows]
+    for first, name in enumerate(names):
+        number, values = rows[name]
+        for peer in names[first + 1 :]:
+            peer_number, peer_values = rows[peer]
+            there, back = values[position[peer]], peer_values[position[name]]
+            if there != back:
+                raise ConfigError(
+                    f"{source} line {number}: {name} to {peer} is {there}, but line "
+                    f"{peer_number} says {peer} to {name} is {back}; the matrix must be symmetric"
+                )
+
+
+def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topology:
+    """Parse ``nvidia-smi topo -m`` output into GPUs, GPU links and inferred NUMA nodes.
+
+    ``source`` names the input in errors and in :attr:`Topology.source`. Raises
+    :class:`ConfigError` with the line number when the text is not a topology matrix.
+    """
+    lines = [_clean(line) for line in text.splitlines()]
+    header = _find_header(lines, source)
+    width = len(header.links)
+    rows = _read_rows(lines, header, source)
+    by_number = sorted(header.gpus.items(), key=lambda item: item[1])
+    missing = [name for name, _ in by_number if name not in rows]
     if missing:
         raise ConfigError(f"{source}: no row for {', '.join(missing)}")
+    _check_symmetric(rows, header, source)
 
+    position = {name: i for i, name in enumerate(header.links)}
     gpus: list[Gpu] = []
     links: list[GpuLink] = []
     node_cpus: dict[int, set[int]] = {}
     memory_nodes: set[int] = set()
-    for name, column in sorted(gpu_columns.items(), key=lambda item: int(item[0][3:])):
+    for name, index in by_number:
         number, values = rows[name]
-        index = int(name[3:])
         affinity = dict(zip(header.affinities, values[width:], strict=True))
         local: tuple[int, ...] = ()
         cpu_text = affinity.get("CPU Affinity", "N/A")
@@ -195,11 +275,11 @@ def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topolog
             _node_ids(affinity.get("GPU NUMA ID", "N/A"), "GPU NUMA ID", source, number)
         )
         gpus.append(Gpu(index=index, pci_bus_id=None, numa_node=numa, local_cpus=local))
-        for peer_name, peer_column in sorted(gpu_columns.items(), key=lambda i: int(i[0][3:])):
-            if peer_column == column:
-                continue
-            label = _link_label(values[peer_column], source, number)
-            links.append(GpuLink(gpu=index, peer_gpu=int(peer_name[3:]), link=label))
+        for peer_name, peer_index in by_number:
+            if peer_index != index:
+                links.append(
+                    GpuLink(gpu=index, peer_gpu=peer_index, link=values[position[peer_name]])
+                )
 
     clash = memory_nodes & set(node_cpus)
     if clash:

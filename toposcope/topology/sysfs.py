@@ -20,9 +20,11 @@ tests compare the result with hwloc's own output for its regression corpus):
   reports it.
 
 Errors: a root that does not exist, or a CPU set that cannot be parsed (``cpu/online``, a
-node's ``cpulist``/``cpumap``), raises :class:`~toposcope.errors.SourceError` naming the
-file, because every locality decision rests on those sets. A missing or garbled memory
-size, distance row or PCI attribute is logged and left unknown (0, no distances, no node).
+node's ``cpulist``/``cpumap``, or one naming a CPU beyond
+:data:`~toposcope.cpulist.CPU_LIMIT`), raises :class:`~toposcope.errors.SourceError` naming
+the file, because every locality decision rests on those sets. A missing or garbled memory
+size, distance row (``inf``, ``nan``, a negative or absurd value) or PCI attribute is logged
+and left unknown (0, no distances, no node).
 """
 
 from __future__ import annotations
@@ -33,13 +35,22 @@ from pathlib import Path
 
 from toposcope.cpulist import parse_cpulist, parse_cpumask
 from toposcope.errors import SourceError
-from toposcope.topology.model import Cpu, Gpu, NumaNode, Package, PciDevice, Topology
+from toposcope.topology.model import (
+    Cpu,
+    Gpu,
+    NumaNode,
+    Package,
+    PciDevice,
+    Topology,
+    parse_distance,
+)
 
 LOG = logging.getLogger(__name__)
 
 _NODE_DIR_RE = re.compile(r"^node(\d+)$")
 _CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
-_MEMINFO_RE = re.compile(r"^(?:Node\s+\d+\s+)?([A-Za-z_()0-9]+):\s+(\d+)(?:\s+kB)?\s*$")
+# Values are at most 20 digits (a 64-bit counter); a longer number makes the line malformed.
+_MEMINFO_RE = re.compile(r"^(?:Node\s+[0-9]+\s+)?([A-Za-z_()0-9]+):\s+([0-9]{1,20})(?:\s+kB)?\s*$")
 
 
 def read_text(path: Path) -> str | None:
@@ -83,6 +94,15 @@ def parse_meminfo_lines(text: str) -> tuple[dict[str, int], list[str]]:
         key, number = match.group(1), int(match.group(2))
         values[key] = number * 1024 if line.endswith("kB") else number
     return values, bad
+
+
+def parse_distance_row(text: str) -> tuple[int, ...]:
+    """Parse a node's ``distance`` file (``"10 21"``) into SLIT distances.
+
+    Raises ``ValueError`` naming the first entry that is not a whole number from 0 to
+    :data:`~toposcope.topology.model.MAX_NUMA_DISTANCE` (``inf``, ``nan``, ``-10``).
+    """
+    return tuple(parse_distance(entry) for entry in text.replace("\x00", "").split())
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -233,9 +253,9 @@ def _distances(node_path: Path, node_ids: list[int], all_ids: list[int]) -> dict
     if text is None:
         return {}
     try:
-        row = [int(x) for x in text.replace("\x00", "").split()]
-    except ValueError:
-        LOG.warning("ignoring malformed NUMA distance file %s", path)
+        row = parse_distance_row(text)
+    except ValueError as exc:
+        LOG.warning("ignoring malformed NUMA distance file %s: %s", path, exc)
         return {}
     for ids in (node_ids, all_ids):
         if len(row) == len(ids):

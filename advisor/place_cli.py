@@ -21,6 +21,7 @@ from toposcope.advisor.loaders import PLACEMENT_QUERIES, Window, queries
 from toposcope.advisor.policies.gpu_placement import Placement, link_factor, place
 from toposcope.advisor.runner import load_model
 from toposcope.errors import ConfigError, UsageError
+from toposcope.tokens import add_token_file_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=5, help="placements to show (default 5)")
     parser.add_argument("--format", choices=["table", "json"], default="table")
     add_source_arguments(parser)
+    add_token_file_options(parser)
 
 
 def _table(options: list[Placement], count: int) -> str:

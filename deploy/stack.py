@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -41,10 +40,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import bcrypt
+
+from toposcope.tokens import ensure_token_file, write_secret
+
 REPO = Path(__file__).resolve().parent.parent
 #: Where configuration, data, logs and PID files go (``TOPOSCOPE_RUN_DIR`` overrides, for tests).
 RUN = Path(os.environ.get("TOPOSCOPE_RUN_DIR") or REPO / ".run")
 VENV_BIN = Path(sys.executable).parent
+#: the Dash app's one basic-auth user in the local stack (its password is generated)
+DASH_USER = "admin"
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -67,14 +72,17 @@ def pick_port(preferred: int) -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_http(url: str, deadline_s: float = 30.0) -> bool:
-    """Poll ``url`` until it answers 200 or the deadline passes."""
+def wait_http(url: str, deadline_s: float = 30.0, ready: tuple[int, ...] = (200,)) -> bool:
+    """Poll ``url`` until it answers one of the ``ready`` statuses or the deadline passes."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
+                if response.status in ready:
                     return True
+        except urllib.error.HTTPError as exc:
+            if exc.code in ready:
+                return True
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.2)
@@ -88,6 +96,10 @@ class Started:
     name: str
     url: str
     ready_url: str
+    #: statuses that mean "up" (a page behind a login answers 401 until one signs in)
+    ready: tuple[int, ...] = (200,)
+    #: a line printed under the URL (how to sign in)
+    note: str = ""
 
 
 def _spawn(name: str, argv: list[str]) -> int:
@@ -173,21 +185,13 @@ def start_alertmanager(ports: dict[str, int]) -> Started:
     )  # fmt: skip
 
 
-def _token(path: Path) -> Path:
-    """A random bearer token in ``path`` (mode 0600), created once and kept across restarts."""
-    if not path.exists():
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(24))
-    return path
-
-
 def start_sim(ports: dict[str, int]) -> Started:
     """The simulated cluster (``builtin:demo``) with its API token and file_sd targets."""
     port = pick_port(9850)
     ports["sim"] = port
     home = RUN / "sim"
     home.mkdir(parents=True, exist_ok=True)
-    token_file = _token(home / "token")
+    token_file = ensure_token_file(home / "token")
     _spawn(
         "sim",
         [
@@ -211,7 +215,7 @@ def start_advisor(ports: dict[str, int]) -> Started:
     ports.setdefault("prometheus", pick_port(9090))
     home = RUN / "advisor"
     home.mkdir(parents=True, exist_ok=True)
-    token_file = _token(home / "token")
+    token_file = ensure_token_file(home / "token")
     _spawn(
         "advisor",
         [
@@ -279,6 +283,14 @@ def start_dash(ports: dict[str, int]) -> Started:
     """The Dash app on loopback, reading Prometheus and the advisor (applies with its token)."""
     port = pick_port(9851)
     ports["dash"] = port
+    home = RUN / "dash"
+    home.mkdir(parents=True, exist_ok=True)
+    password_file = ensure_token_file(home / "password")
+    password = password_file.read_text(encoding="utf-8").strip().encode()
+    hashed = bcrypt.hashpw(password, bcrypt.gensalt(rounds=10)).decode()
+    web_config = write_secret(
+        home / "web-config.yml", f"basic_auth_users:\n  {DASH_USER}: '{hashed}'\n"
+    )
     _spawn(
         "dash",
         [
@@ -286,10 +298,12 @@ def start_dash(ports: dict[str, int]) -> Started:
             "--prometheus", f"http://127.0.0.1:{ports['prometheus']}",
             "--advisor", f"http://127.0.0.1:{ports['advisor']}",
             "--advisor-token-file", str(RUN / "advisor" / "token"),
+            "--web.config.file", str(web_config),
         ],
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    return Started("dash", f"{url}/", f"{url}/")
+    note = f"sign in as {DASH_USER}, password in {password_file.relative_to(RUN.parent)}"
+    return Started("dash", f"{url}/", f"{url}/", ready=(200, 401), note=note)
 
 
 #: Start order matters: Prometheus' configuration names the other parts' ports.
@@ -363,7 +377,7 @@ def up() -> int:
             )
             down()
             return 1
-    failed = [s.name for s in started if not wait_http(s.ready_url)]
+    failed = [s.name for s in started if not wait_http(s.ready_url, ready=s.ready)]
     urls = {s.name: s.url for s in started}
     (RUN / "urls.json").write_text(json.dumps(urls, indent=2))
     if failed:
@@ -373,6 +387,8 @@ def up() -> int:
     print("toposcope is running:")
     for s in started:
         print(f"  {s.name:<12} {s.url}")
+        if s.note:
+            print(f"  {'':<12} ({s.note})")
     prom = urls.get("prometheus")
     if prom:
         print(f"  try: {prom}/graph?g0.expr=toposcope_numa_node_info")

@@ -25,7 +25,7 @@ from toposcope.config import HostPaths
 from toposcope.exporters.local_rm import LocalResourceManager
 from toposcope.httpserver import HttpServer
 from toposcope.rmapi import make_api_app
-from toposcope.tokens import load_token
+from toposcope.tokens import add_token_file_options, load_token
 
 LOG = logging.getLogger("toposcope.agent")
 
@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="bearer token that state changes must carry (without it every POST answers 403)",
     )
+    add_token_file_options(parser)
     parser.add_argument(
         "--hostname", default="", help="node name to report (default: this host's name)"
     )
@@ -74,7 +75,11 @@ def paths_from_args(args: argparse.Namespace) -> HostPaths:
 
 def build_server(args: argparse.Namespace) -> tuple[HttpServer, LocalResourceManager]:
     """The server and resource manager the options describe (not yet serving)."""
-    token = load_token(args.token_file) if args.token_file else None
+    token = (
+        load_token(args.token_file, allow_insecure=args.allow_insecure_token_file)
+        if args.token_file
+        else None
+    )
     manager = LocalResourceManager(
         paths_from_args(args),
         node_name=args.hostname or socket.gethostname(),

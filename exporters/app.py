@@ -120,7 +120,10 @@ def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable
 
 
 class ExporterServer(HttpServer):
-    """The exporter's HTTP server: :func:`make_wsgi_app` on ``address``."""
+    """The exporter's HTTP server: :func:`make_wsgi_app` on ``address``.
+
+    Everything it serves is read-only, so any method but ``GET`` and ``HEAD`` answers 405.
+    """
 
     def __init__(self, runner: ScrapeRunner, hostname: str, address: str) -> None:
-        super().__init__(make_wsgi_app(runner, hostname), address)
+        super().__init__(make_wsgi_app(runner, hostname), address, methods=("GET", "HEAD"))

@@ -20,9 +20,11 @@ Reads are open; ``POST`` needs ``Authorization: Bearer <token>`` (401 without it
 wrong one). A server started without a token refuses every state change with 403, so an
 agent left unconfigured cannot be steered by anyone. Every error is JSON
 ``{"error": "...", "field": "..."}`` (``field`` is null when no single field is at fault):
-400 for a body that is not JSON, 422 for one that does not match the schema, and the status
-of :class:`ResourceManagerError` (404 unknown workload, 409 GPUs taken, 400 CPUs not on the
-node...) for requests the resource manager refuses.
+400 for a body that is not JSON or nests deeper than :func:`toposcope.jsonbody.parse_json_body`
+allows, 413 for one over 1 MiB, 405 (with ``Allow``) for a method the route does not take, 422
+for a body that does not match the schema, and the status of :class:`ResourceManagerError`
+(404 unknown workload, 409 GPUs taken, 400 CPUs not on the node...) for requests the resource
+manager refuses.
 
 Regenerate the committed document with
 ``python -m toposcope.rmapi --write-openapi docs/openapi.json``.
@@ -45,12 +47,15 @@ from typing import Annotated, Any, Literal
 from apiflask import APIFlask
 from apiflask.exceptions import HTTPError
 from flask import Request, Response, jsonify, request
+from flask.json.provider import DefaultJSONProvider
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
 from pydantic_core import PydanticCustomError
 from werkzeug.datastructures import Headers
 from werkzeug.exceptions import BadRequest, HTTPException
 
 import toposcope.resources as core
+from toposcope.httpserver import DEFAULT_MAX_BODY
+from toposcope.jsonbody import JsonBodyError, parse_json_body
 
 LOG = logging.getLogger("toposcope.rmapi")
 
@@ -209,8 +214,25 @@ class _JsonRequest(Request):
 
     def on_json_loading_failed(self, e: ValueError | None) -> Any:
         """Refuse the body with 400, naming the parser's complaint."""
+        if isinstance(e, JsonBodyError):
+            raise BadRequest(str(e))
         detail = f": {e}" if e is not None else ""
         raise BadRequest(f"the body is not valid JSON{detail}")
+
+
+class _JsonProvider(DefaultJSONProvider):
+    """Flask's JSON, reading request bodies with :func:`parse_json_body` (bounded nesting).
+
+    Flask's own parser lets a body of thousands of nested ``[`` raise ``RecursionError``,
+    which it answers with 500; this one refuses it as a ``ValueError``, answered with 400.
+    Answers keep the order of their fields.
+    """
+
+    sort_keys = False
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        """Parse a request body (``kwargs`` are Flask's and unused)."""
+        return parse_json_body(s)
 
 
 def _to_core(body: ActionRequest) -> core.ActionRequest:
@@ -307,6 +329,7 @@ def make_api_app(
     )
     app.config.update(
         AUTO_SERVERS=False,
+        MAX_CONTENT_LENGTH=DEFAULT_MAX_BODY,
         AUTO_404_RESPONSE=False,
         AUTO_VALIDATION_ERROR_RESPONSE=True,
         AUTO_AUTH_ERROR_RESPONSE=False,
@@ -326,7 +349,7 @@ def make_api_app(
         ),
     )
     app.request_class = _JsonRequest
-    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.json = _JsonProvider(app)
     # The protocol returns the first ActionState for a repeated request_id but does not say
     # it was a repeat, so the app remembers which ids it has answered (one short string per
     # action, living as long as the resource manager it serves in the simulator and the

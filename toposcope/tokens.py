@@ -1,39 +1,138 @@
-"""Bearer tokens read from files: one reader for every server and client of toposcope.
+"""Bearer tokens in files: one reader for every server and client of toposcope, one writer.
 
 The resource-manager API (simulator, node agent), the advisor service, the advisor's
 clients and the Dash app all keep their token in a file (a Kubernetes Secret, a systemd
 credential, ``.run/*/token``), so they read it the same way and fail the same way.
+
+A token guards nothing against the users who can read it, so :func:`load_token` refuses a
+file that every user can read or write (``chmod 600`` it, or pass
+``--allow-insecure-token-file``, which every command reading tokens declares with
+:func:`add_token_file_options`) and warns about one its group can read (a Kubernetes Secret
+volume shared with ``fsGroup`` is one). What toposcope writes itself, :func:`write_secret`
+creates readable by its owner alone from the first byte.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
+import os
+import secrets
 import stat
+import tempfile
 from pathlib import Path
 
 from toposcope.errors import ConfigError
 
 LOG = logging.getLogger("toposcope.tokens")
 
+#: The option that lets a token file every user can read through (with a warning).
+INSECURE_OPTION = "--allow-insecure-token-file"
+#: A token file is never longer than this: anything bigger is not a token file.
+MAX_TOKEN_FILE = 64 * 1024
 
-def load_token(path: str | Path) -> str:
+_EVERYONE = stat.S_IROTH | stat.S_IWOTH
+_GROUP = stat.S_IRGRP | stat.S_IWGRP
+
+
+def add_token_file_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """Declare ``--allow-insecure-token-file`` (``args.allow_insecure_token_file``).
+
+    With ``suppress`` the option defaults to absent, for sub-commands that inherit it.
+    """
+    parser.add_argument(
+        INSECURE_OPTION,
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="accept token files that every user can read or write (refused otherwise: "
+        "chmod 600 them instead)",
+    )
+
+
+def load_token(path: str | Path, *, allow_insecure: bool = False) -> str:
     """Read the API token from ``path`` (its first line, surrounding blanks dropped).
 
     A missing, unreadable or empty file is a :class:`ConfigError`: a server must not start
-    thinking it is protected when it is not. A file that other users can read still works,
-    with a warning, since the token then guards nothing against them.
+    thinking it is protected when it is not. So is a file every user can read or write,
+    unless ``allow_insecure`` (then it warns); a file its group can read or write warns.
     """
     token_path = Path(path)
     try:
-        text = token_path.read_text(encoding="utf-8")
-        mode = token_path.stat().st_mode
+        with token_path.open("rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            _check_mode(token_path, mode, allow_insecure)
+            raw = handle.read(MAX_TOKEN_FILE + 1)
     except OSError as exc:
         raise ConfigError(f"reading token file {token_path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_TOKEN_FILE:
+        raise ConfigError(f"token file {token_path} is over {MAX_TOKEN_FILE} bytes: not a token")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"reading token file {token_path}: not UTF-8 text") from exc
     token = text.strip().splitlines()[0].strip() if text.strip() else ""
     if not token:
         raise ConfigError(f"token file {token_path} is empty")
-    if mode & stat.S_IROTH:
-        LOG.warning("token file %s is readable by every user; restrict it (chmod 600)", token_path)
     return token
+
+
+def _check_mode(path: Path, mode: int, allow_insecure: bool) -> None:
+    """Refuse (or warn about) a token file others can read or write; see :func:`load_token`."""
+    shown = f"{stat.S_IMODE(mode):04o}"
+    if mode & _EVERYONE:
+        if not allow_insecure:
+            raise ConfigError(
+                f"token file {path} can be read or written by every user (mode {shown}): "
+                f"restrict it with `chmod 600 {path}`, or pass {INSECURE_OPTION} to use it anyway"
+            )
+        LOG.warning(
+            "token file %s can be read or written by every user (mode %s); using it as "
+            "allowed, but restrict it with chmod 600",
+            path,
+            shown,
+        )
+    elif mode & _GROUP:
+        LOG.warning(
+            "token file %s can be read or written by its group (mode %s); "
+            "restrict it with chmod 600 unless that group is meant to use it",
+            path,
+            shown,
+        )
+
+
+def write_secret(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path``, readable and writable by its owner alone (mode 0600).
+
+    The file is created with that mode (never with a wider one narrowed afterwards) under a
+    temporary name in the same directory, then renamed over ``path``: nobody ever reads a
+    half-written secret, or one that was readable by others for a moment.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def ensure_token_file(path: str | Path) -> Path:
+    """``path``, holding a random token: kept when it is already a private token file.
+
+    A new token is written (with :func:`write_secret`) when the file is missing, empty, or
+    readable or writable by anyone but its owner, so a token leaked that way is not reused.
+    """
+    target = Path(path)
+    try:
+        info = target.stat()
+        keep = stat.S_ISREG(info.st_mode) and not info.st_mode & (_EVERYONE | _GROUP)
+        keep = keep and bool(target.read_text(encoding="utf-8").strip())
+    except (OSError, UnicodeDecodeError):
+        keep = False
+    if not keep:
+        write_secret(target, secrets.token_urlsafe(32) + "\n")
+    return target

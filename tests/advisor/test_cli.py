@@ -148,6 +148,7 @@ def test_apply_revert_and_log_against_a_resource_manager(
     allocations = {w.name: start for w in exporter_scrape.tree.workloads}
     token = tmp_path / "token"
     token.write_text("secret\n")
+    token.chmod(0o600)
     audit = tmp_path / "audit.sqlite"
     rm = FakeResourceManager("secret", allocations)
     with FakeServer(rm).run() as server:
@@ -166,6 +167,7 @@ def test_apply_revert_and_log_against_a_resource_manager(
         assert "nothing applied and not yet reverted" in capsys.readouterr().err
         wrong = tmp_path / "wrong"
         wrong.write_text("nope")
+        wrong.chmod(0o600)
         bad = [*argv, "--token-file", str(wrong), "--audit-db", str(audit)]
         assert invoke(advise_cli, bad) == 2
         assert "refused the token" in capsys.readouterr().err

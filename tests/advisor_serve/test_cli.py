@@ -69,6 +69,7 @@ def test_start_up_errors_exit_2(
 def test_serves_until_sigterm(bench: Bench, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text(API_TOKEN)
+    token.chmod(0o600)
     port = free_port()
     argv = [
         sys.executable,

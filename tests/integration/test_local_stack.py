@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -70,9 +73,28 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
                 == 8
             )
         )
-        assert b"<title>toposcope</title>" in http_get(urls["dash"])
-        layout = json.loads(http_get(f"{urls['dash']}_dash-layout"))
+        with pytest.raises(urllib.error.HTTPError) as anonymous:
+            http_get(urls["dash"])
+        assert anonymous.value.code == 401  # the app that can apply asks who you are
+        password = (run_dir / "dash" / "password").read_text().strip()
+        assert f"sign in as admin, password in {run_dir.name}/dash/password" in started.stdout
+        login = base64.b64encode(f"admin:{password}".encode()).decode()
+
+        def dash_get(path: str) -> bytes:
+            request = urllib.request.Request(
+                f"{urls['dash']}{path}", headers={"Authorization": f"Basic {login}"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return bytes(response.read())
+
+        assert b"<title>toposcope</title>" in dash_get("")
+        layout = json.loads(dash_get("_dash-layout"))
         assert "Recommendations" in json.dumps(layout)
+        secrets = [run_dir / "dash" / "password", run_dir / "dash" / "web-config.yml"]
+        secrets += [p for p in run_dir.glob("*/token")]
+        assert len(secrets) >= 4
+        for secret in secrets:
+            assert secret.stat().st_mode & 0o777 == 0o600, secret
         status = stack("status", run_dir)
         assert status.returncode == 0 and "prometheus" in status.stdout
     finally:

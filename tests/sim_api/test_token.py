@@ -1,4 +1,7 @@
-"""load_token: the token file must exist and hold a token; a world-readable one warns."""
+"""load_token: the token file must exist, hold a token and be private.
+
+One every user can read or write is refused unless allowed; one its group can read warns.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from toposcope.errors import ConfigError
-from toposcope.tokens import load_token
+from toposcope.tokens import MAX_TOKEN_FILE, load_token
 
 
 def write(path: Path, text: str, mode: int = 0o600) -> Path:
@@ -26,15 +29,42 @@ def test_reads_the_first_line_without_blanks(
     assert caplog.records == []
 
 
-def test_a_world_readable_file_works_with_a_warning(
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o602, 0o666])
+def test_a_file_every_user_can_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
+    path = write(tmp_path / "token", "s3cret\n", mode=mode)
+    with pytest.raises(ConfigError) as refused:
+        load_token(path)
+    message = str(refused.value)
+    assert str(path) in message and f"mode {mode:04o}" in message
+    assert f"chmod 600 {path}" in message and "--allow-insecure-token-file" in message
+    assert "s3cret" not in message
+
+
+def test_allow_insecure_reads_it_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(tmp_path / "token", "s3cret\n", mode=0o644)
-    with caplog.at_level(logging.WARNING, logger="toposcope.rmapi"):
-        assert load_token(str(path)) == "s3cret"
-    assert len(caplog.records) == 1
-    assert "readable by every user" in caplog.records[0].getMessage()
-    assert str(path) in caplog.records[0].getMessage()
+    with caplog.at_level(logging.WARNING, logger="toposcope.tokens"):
+        assert load_token(str(path), allow_insecure=True) == "s3cret"
+    [record] = caplog.records
+    assert "every user" in record.getMessage() and str(path) in record.getMessage()
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o620, 0o440])
+def test_a_file_its_group_can_use_works_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int
+) -> None:
+    path = write(tmp_path / "token", "s3cret\n", mode=mode)
+    with caplog.at_level(logging.WARNING, logger="toposcope.tokens"):
+        assert load_token(path) == "s3cret"
+    [record] = caplog.records
+    assert "its group" in record.getMessage() and f"mode {mode:04o}" in record.getMessage()
+
+
+def test_a_huge_file_is_not_a_token(tmp_path: Path) -> None:
+    path = write(tmp_path / "token", "x" * (MAX_TOKEN_FILE + 1))
+    with pytest.raises(ConfigError, match="not a token"):
+        load_token(path)
 
 
 def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:

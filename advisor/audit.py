@@ -7,14 +7,44 @@ crash in between leaves a row without a result; the next run finds it
 (:meth:`AuditLog.unresolved`) and asks the resource manager what became of it. Reverts are
 rows too, linked both ways (``reverts`` / ``reverted_by``).
 
-Results: ``succeeded``, ``failed``, ``running`` (accepted, not finished), ``unknown`` (the
-call's outcome could not be learnt yet), ``not-applied`` (the resource manager never saw it).
+**States of a row** (:attr:`AuditEntry.state`; kept in the ``result`` column, with
+``pending`` stored as no result yet and ``reverted`` as a ``reverted_by`` link on a
+``succeeded`` row, so that readers of the columns see what they always saw):
+
+* ``pending``: the intent is committed, the resource manager's answer is not;
+* ``running``: the resource manager accepted the action and is still carrying it out;
+* ``unknown``: the call's outcome could not be learnt (unreachable); the next run asks again;
+* ``succeeded`` / ``failed``: the resource manager finished it / refused or failed it;
+* ``not-applied``: the resource manager never saw it (the intent may be tried again);
+* ``reverted``: it succeeded and a revert row that undid it succeeded too.
+
+:data:`TRANSITIONS` is the one place that says which moves are legal; every writer
+(:meth:`AuditLog.record_intent`, :meth:`AuditLog.record_result`,
+:meth:`AuditLog.mark_reverted`) checks its move there inside its transaction, and an illegal
+move raises :class:`AuditStateError` and changes nothing::
+
+    from          to
+    (no row)      pending
+    pending       running, succeeded, failed, unknown, not-applied
+    unknown       running, succeeded, failed, unknown, not-applied
+    running       running, succeeded, failed, unknown
+    not-applied   pending           (the intent is tried again)
+    succeeded     reverted          (an action; a revert row cannot be reverted)
+    failed        pending           (a revert row only: a failed revert is tried again)
+    reverted      -
+
+**State of a recommendation** (:func:`recommendation_state`, from all its rows):
+``in_progress`` while any row is pending, running or unknown; otherwise ``partial`` when
+some of its actions were reverted and others are still applied, ``failed`` when one of its
+actions failed, ``reverted`` when everything it applied was undone, ``applied`` when it has
+applied actions, and ``none`` when nothing of it took effect.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,8 +78,67 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE INDEX IF NOT EXISTS actions_recommendation ON actions (recommendation_id);
 """
 
+# row states (see the module docstring)
+PENDING = "pending"
+RUNNING = "running"
+UNKNOWN = "unknown"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+NOT_APPLIED = "not-applied"
+REVERTED = "reverted"
+
+#: row state -> the states it may move to (``None``: the row does not exist yet)
+TRANSITIONS: Mapping[str | None, frozenset[str]] = {
+    None: frozenset({PENDING}),
+    PENDING: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN, NOT_APPLIED}),
+    UNKNOWN: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN, NOT_APPLIED}),
+    RUNNING: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN}),
+    NOT_APPLIED: frozenset({PENDING}),
+    SUCCEEDED: frozenset({REVERTED}),
+    FAILED: frozenset({PENDING}),
+    REVERTED: frozenset(),
+}
+#: moves only a revert row may make, and moves only an action (not a revert) may make
+REVERT_ONLY = frozenset({(FAILED, PENDING)})
+ACTION_ONLY = frozenset({(SUCCEEDED, REVERTED)})
+
+#: results a resource manager's answer can be recorded as
+RESULTS = frozenset({RUNNING, UNKNOWN, SUCCEEDED, FAILED, NOT_APPLIED})
+#: row states whose outcome is not settled yet
+UNSETTLED = frozenset({PENDING, RUNNING, UNKNOWN})
 #: results after which nothing more will happen to an action
-FINAL_RESULTS = frozenset({"succeeded", "failed", "not-applied"})
+FINAL_RESULTS = frozenset({SUCCEEDED, FAILED, NOT_APPLIED})
+
+# recommendation states (see :func:`recommendation_state`)
+IN_PROGRESS = "in_progress"
+PARTIAL = "partial"
+APPLIED = "applied"
+NONE = "none"
+
+
+class AuditStateError(ConfigError):
+    """A write the audit log's state machine forbids (:data:`TRANSITIONS`); nothing changed.
+
+    Raised, for example, when an action is applied again while an earlier call of it is
+    still running, or a revert is recorded for an action that did not succeed.
+    """
+
+
+def check_transition(request_id: str, current: str | None, new: str, *, revert: bool) -> None:
+    """Raise :class:`AuditStateError` unless a row may move from ``current`` to ``new``.
+
+    ``current`` is ``None`` for a row not written yet; ``revert`` says whether the row
+    undoes another one (see :data:`REVERT_ONLY` and :data:`ACTION_ONLY`).
+    """
+    allowed = new in TRANSITIONS.get(current, frozenset())
+    if (current, new) in REVERT_ONLY:
+        allowed = allowed and revert
+    if (current, new) in ACTION_ONLY:
+        allowed = allowed and not revert
+    if not allowed:
+        what = "revert" if revert else "action"
+        was = "not recorded" if current is None else current
+        raise AuditStateError(f"audit log: {what} {request_id} is {was}; it cannot become {new}")
 
 
 def now_utc() -> str:
@@ -93,9 +182,46 @@ class AuditEntry:
     reverts: str | None
     reverted_by: str | None
 
+    @property
+    def state(self) -> str:
+        """The row's state in the log's state machine (see the module docstring)."""
+        return _state(self.result, self.reverted_by)
+
+
+def recommendation_state(entries: Iterable[AuditEntry]) -> str:
+    """The state of a recommendation from its rows (see the module docstring)."""
+    rows = list(entries)
+    if any(e.state in UNSETTLED for e in rows):
+        return IN_PROGRESS
+    actions = [e for e in rows if e.reverts is None]
+    applied = any(e.state == SUCCEEDED for e in actions)
+    reverted = any(e.state == REVERTED for e in actions)
+    if applied and reverted:
+        return PARTIAL
+    if any(e.state == FAILED for e in actions):
+        return FAILED
+    if reverted:
+        return REVERTED
+    return APPLIED if applied else NONE
+
+
+def _state(result: str | None, reverted_by: str | None) -> str:
+    if result is None:
+        return PENDING
+    if result == SUCCEEDED and reverted_by:
+        return REVERTED
+    return result
+
+
+def _row_state(row: sqlite3.Row | None) -> str | None:
+    return None if row is None else _state(row["result"], row["reverted_by"])
+
 
 class AuditLog(SqliteStore):
-    """The SQLite audit log at ``path`` (created with its schema on first use)."""
+    """The SQLite audit log at ``path`` (created with its schema on first use).
+
+    Every write goes through :func:`check_transition` (see the module docstring).
+    """
 
     def __init__(self, path: str | Path) -> None:
         super().__init__(path, SCHEMA, "the audit log")
@@ -112,8 +238,8 @@ class AuditLog(SqliteStore):
     ) -> None:
         """Commit the intent to carry out ``request`` (before calling the resource manager).
 
-        A row left ``not-applied`` by an earlier run is reused; any other existing row for
-        the request id is an error (the applier checks first).
+        A row left ``not-applied`` (or a revert row left ``failed``) is reused; any other
+        existing row for the request id is an :class:`AuditStateError`.
         """
         body = asdict(request)
         body["kind"] = str(request.kind)
@@ -130,9 +256,9 @@ class AuditLog(SqliteStore):
             reverts,
         )
         with self._connect() as db:
-            row = db.execute(
-                "SELECT result FROM actions WHERE request_id = ?", (request.request_id,)
-            ).fetchone()
+            row = self._row(db, request.request_id)
+            is_revert = reverts is not None if row is None else row["reverts"] is not None
+            check_transition(request.request_id, _row_state(row), PENDING, revert=is_revert)
             if row is None:
                 db.execute(
                     "INSERT INTO actions (recommendation_id, kind, workload, node, request_json,"
@@ -140,17 +266,13 @@ class AuditLog(SqliteStore):
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*values, request.request_id),
                 )
-            elif row["result"] == "not-applied":
+            else:
                 db.execute(
                     "UPDATE actions SET recommendation_id = ?, kind = ?, workload = ?, node = ?,"
                     " request_json = ?, actor = ?, backend = ?, intent_at = ?, before_json = ?,"
                     " reverts = ?, result = NULL, result_at = NULL, action_id = NULL,"
                     " after_json = NULL, error = '' WHERE request_id = ?",
                     (*values, request.request_id),
-                )
-            else:
-                raise ConfigError(
-                    f"audit log already has action {request.request_id} ({row['result']})"
                 )
 
     def record_result(
@@ -163,8 +285,16 @@ class AuditLog(SqliteStore):
         after: Allocation | None = None,
         error: str = "",
     ) -> None:
-        """Write the outcome of an intent (``before`` replaces the recorded one if given)."""
+        """Write the outcome of an intent (``before`` replaces the recorded one if given).
+
+        ``result`` is one of :data:`RESULTS`; the move must be legal (:data:`TRANSITIONS`).
+        """
+        if result not in RESULTS:
+            raise AuditStateError(f"audit log: {result!r} is not a result ({sorted(RESULTS)})")
         with self._connect() as db:
+            row = self._row(db, request_id)
+            revert = row is not None and row["reverts"] is not None
+            check_transition(request_id, _row_state(row), result, revert=revert)
             db.execute(
                 "UPDATE actions SET result = ?, result_at = ?, action_id = ?, after_json = ?,"
                 " error = ?, before_json = COALESCE(?, before_json) WHERE request_id = ?",
@@ -180,14 +310,32 @@ class AuditLog(SqliteStore):
             )
 
     def mark_reverted(self, request_id: str, by: str) -> None:
-        """Link an action to the action that reverted it."""
+        """Link an action to the succeeded revert row ``by`` that undid it."""
         with self._connect() as db:
+            row = self._row(db, request_id)
+            revert = row is not None and row["reverts"] is not None
+            check_transition(request_id, _row_state(row), REVERTED, revert=revert)
+            undoing = self._row(db, by)
+            if undoing is None or undoing["reverts"] != request_id:
+                raise AuditStateError(f"audit log: {by} is not a revert of {request_id}")
+            if _row_state(undoing) != SUCCEEDED:
+                raise AuditStateError(
+                    f"audit log: {request_id} is not reverted while its revert {by} is "
+                    f"{_row_state(undoing)}"
+                )
             db.execute("UPDATE actions SET reverted_by = ? WHERE request_id = ?", (by, request_id))
+
+    @staticmethod
+    def _row(db: sqlite3.Connection, request_id: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = db.execute(
+            "SELECT * FROM actions WHERE request_id = ?", (request_id,)
+        ).fetchone()
+        return row
 
     def entry(self, request_id: str) -> AuditEntry | None:
         """The row of ``request_id`` or ``None``."""
         with self._connect() as db:
-            row = db.execute("SELECT * FROM actions WHERE request_id = ?", (request_id,)).fetchone()
+            row = self._row(db, request_id)
         return _entry(row) if row is not None else None
 
     def entries(self, recommendation_id: str | None = None) -> list[AuditEntry]:

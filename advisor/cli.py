@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from toposcope.advisor.actuators import BACKENDS, Applier, make_resource_manager, read_token
+from toposcope.advisor.actuators.applier import REVERT_DONE
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cliargs import (
     add_agent_arguments,
@@ -44,6 +45,7 @@ from toposcope.advisor.policies import POLICIES, build, parse_overrides, setting
 from toposcope.advisor.runner import advise, load_model
 from toposcope.errors import ConfigError, UsageError
 from toposcope.resources import ResourceManager, ResourceManagerError
+from toposcope.tokens import add_token_file_options
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -93,6 +95,7 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
     parser.add_argument(
         "--token-file", default=default(None), metavar="FILE", help="bearer token for the API"
     )
+    add_token_file_options(parser, suppress=suppress)
     parser.add_argument(
         "--audit-db",
         default=default(None),
@@ -152,7 +155,7 @@ def _audit(args: argparse.Namespace) -> AuditLog:
 
 
 def _manager(args: argparse.Namespace, nodes: list[str], out: TextIO) -> ResourceManager:
-    token = read_token(args.token_file) if args.token_file else None
+    token = read_token(args.token_file, args.allow_insecure_token_file) if args.token_file else None
     return make_resource_manager(
         args.resource_manager,
         url=args.rm_url,
@@ -238,7 +241,7 @@ def _revert(args: argparse.Namespace) -> int:
     outcomes = applier.revert(args.id)
     for outcome in outcomes:
         print(f"revert {outcome.recommendation_id}: {outcome.result} ({outcome.detail})")
-    return EXIT_OK if all(o.result == "reverted" for o in outcomes) else EXIT_ERROR
+    return EXIT_OK if all(o.result in REVERT_DONE for o in outcomes) else EXIT_ERROR
 
 
 def _log(args: argparse.Namespace) -> int:

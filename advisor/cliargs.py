@@ -87,7 +87,8 @@ def backend_from_args(args: argparse.Namespace) -> MetricsBackend:
     check_selector(args.selector)
     if args.scrape:
         return ScrapeLoader([ScrapeTarget.parse(t) for t in args.scrape], timeout=args.timeout)
-    token = read_token(Path(args.bearer_token_file)) if args.bearer_token_file else None
+    insecure = getattr(args, "allow_insecure_token_file", False)
+    token = read_token(Path(args.bearer_token_file), insecure) if args.bearer_token_file else None
     return PrometheusLoader(
         args.prometheus,
         headers=_pairs(args.header, ":", "--header"),

@@ -23,10 +23,20 @@ Routes of :meth:`AdvisorService.wsgi_app`::
     GET  /                                      a landing page
 
 Reads are open; ``POST`` needs ``Authorization: Bearer <token>`` (401 without it, 403 with
-a wrong one, 403 for everyone when the service was started without a token). Errors are JSON
-``{"error": "..."}``. An apply answers 200 for ``applied``, ``dry-run`` and ``skipped``, 409
-for ``failed`` and 502 when the resource manager could not be reached; a revert 200 when
-everything was reverted, 409 otherwise.
+a wrong one, 403 for everyone when the service was started without a token). A ``POST`` may
+carry a JSON body ``{"user": "NAME"}`` (1-128 letters, digits or ``._@+-``): the audit log then
+records the actor as ``NAME via <service actor>``; a body that is not such an object answers
+400, one over :data:`MAX_BODY_BYTES` 413. Every error is JSON ``{"error": "..."}``, an
+unexpected one a 500 without internals (the traceback goes to the service's log).
+
+An apply answers 200 for ``applied``, ``dry-run`` and ``skipped``, 409 for ``failed``, 502
+when the resource manager could not be reached, and 409
+``{"error": ..., "state": "in_progress", "entries": [...]}`` while an earlier call of it is
+still running (``entries``: its unsettled audit rows). A revert answers
+``{"state": "reverted" | "partial", "outcomes": [...]}`` (one outcome per action, see
+:class:`~toposcope.advisor.actuators.applier.Outcome`): 200 when everything was undone, 202
+when something is still running after the bounded wait (revert again later), 409 when a
+revert failed, 502 when an outcome is unknown.
 """
 
 from __future__ import annotations
@@ -49,7 +59,17 @@ from prometheus_client.core import Metric
 
 from toposcope import __version__
 from toposcope.advisor.actuators import Applier, DryRunResourceManager, Outcome
-from toposcope.advisor.audit import AuditEntry, AuditLog
+from toposcope.advisor.actuators.applier import DEFAULT_WAIT_SECONDS, REVERT_DONE
+from toposcope.advisor.audit import (
+    IN_PROGRESS,
+    PARTIAL,
+    REVERTED,
+    UNSETTLED,
+    AuditEntry,
+    AuditLog,
+    AuditStateError,
+    recommendation_state,
+)
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
 from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
@@ -70,6 +90,8 @@ from toposcope.advisor.runner import advise, load_model
 from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, SourceError, UsageError
 from toposcope.httpserver import HttpServer, WsgiApp
+from toposcope.jsonbody import JsonBodyError, parse_json_body
+from toposcope.names import InvalidNameError, check_user_name
 from toposcope.resources import ResourceManager, ResourceManagerError
 
 LOG = logging.getLogger("toposcope.advisor.serve")
@@ -90,13 +112,19 @@ StartResponse = Callable[..., Any]
 #: results an apply answers 200 for
 APPLY_OK = frozenset({"applied", "dry-run", "skipped"})
 
+#: the largest POST body accepted (``{"user": ...}`` needs far less); a larger one answers 413
+MAX_BODY_BYTES = 4096
+
 
 class ServiceError(Exception):
-    """A request the service refuses, with the HTTP status to answer."""
+    """A request the service refuses, with the HTTP status and any fields to answer besides
+    ``error``.
+    """
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.extra = extra or {}
 
 
 @dataclass(frozen=True)
@@ -131,7 +159,7 @@ class AdvisorService:
 
     ``manager_factory`` builds the resource manager for a call (``backend_name`` names it in
     the audit log; ``dry-run`` records nothing). ``clock`` gives Unix seconds (tests pass
-    their own).
+    their own). ``wait_seconds`` bounds how long a revert waits for running actions.
     """
 
     def __init__(
@@ -148,6 +176,7 @@ class AdvisorService:
         actor: str,
         token: str | None,
         clock: Callable[[], float] = time.time,
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
     ) -> None:
         self.backend = backend
         self.policies = list(policies)
@@ -161,6 +190,7 @@ class AdvisorService:
         self.actor = actor
         self._token = token.encode() if token is not None else None
         self.clock = clock
+        self.wait_seconds = wait_seconds
         self._state_lock = threading.Lock()
         self._act_lock = threading.Lock()
         self.report: Report | None = None
@@ -176,15 +206,20 @@ class AdvisorService:
 
     # -- acting ----------------------------------------------------------------------------
 
-    def _applier(self, nodes: Sequence[str], out: TextIO) -> Applier:
+    def actor_for(self, user: str | None) -> str:
+        """Who the audit log names: ``USER via <service actor>``, or the service alone."""
+        return f"{user} via {self.actor}" if user else self.actor
+
+    def _applier(self, nodes: Sequence[str], out: TextIO, user: str | None = None) -> Applier:
         return Applier(
             self.manager_factory(nodes, out),
             None if self.dry_run else self.audit,
-            actor=self.actor,
+            actor=self.actor_for(user),
             backend=self.backend_name,
             dry_run=self.dry_run,
             max_per_run=1,
             max_per_node=1,
+            wait_seconds=self.wait_seconds,
         )
 
     def _count(self, applier: Applier) -> None:
@@ -229,17 +264,18 @@ class AdvisorService:
             )
         return rec
 
-    def apply(self, rec_id: str) -> tuple[Outcome, str]:
+    def apply(self, rec_id: str, user: str | None = None) -> tuple[Outcome, str]:
         """Apply one recommendation of the latest report; the outcome and any dry-run calls.
 
-        An applied pin or memory migration starts its verification.
+        ``user`` is who asked (recorded in the audit log). An applied pin or memory
+        migration starts its verification.
         """
         rec = self.recommendation(rec_id)
         with self._state_lock:
             model = self.model
         out = io.StringIO()
         with self._act_lock:
-            applier = self._applier(sorted({rec.target.node, *self._nodes()}), out)
+            applier = self._applier(sorted({rec.target.node, *self._nodes()}), out, user)
             try:
                 [outcome] = applier.apply([rec])
             finally:
@@ -249,14 +285,18 @@ class AdvisorService:
         LOG.info("apply %s: %s %s", rec_id, outcome.result, outcome.detail)
         return outcome, out.getvalue()
 
-    def revert(self, rec_id: str, reason: str = "") -> list[Outcome]:
-        """Revert what was applied under ``rec_id`` (a recommendation or a request id)."""
+    def revert(self, rec_id: str, reason: str = "", user: str | None = None) -> list[Outcome]:
+        """Revert what was applied under ``rec_id`` (a recommendation or a request id).
+
+        One outcome per action (see :class:`Outcome`); a recommendation counts as reverted,
+        and its verification is settled, only once everything it applied is undone.
+        """
         if self.dry_run:
             raise ServiceError(
                 "revert needs a resource manager (--resource-manager sim, agent or local)", 409
             )
         with self._act_lock:
-            applier = self._applier(self._nodes(), io.StringIO())
+            applier = self._applier(self._nodes(), io.StringIO(), user)
             try:
                 outcomes = applier.revert(rec_id)
             except ConfigError as exc:
@@ -264,6 +304,8 @@ class AdvisorService:
             finally:
                 self._count(applier)
             for rec in sorted({o.recommendation_id for o in outcomes if o.result == "reverted"}):
+                if recommendation_state(self.audit.entries(rec)) != REVERTED:
+                    continue
                 self.counts[(kind_of(rec), "reverted")] += 1
                 verification = self.outcomes.get(rec)
                 if verification is not None and verification.verdict == Verdict.PENDING:
@@ -329,8 +371,7 @@ class AdvisorService:
         """Judge applied recommendations whose wait is over; revert the harmful ones."""
         now = self.clock()
         for item in self.outcomes.pending():
-            entries = self.audit.entries(item.recommendation_id)
-            if entries and all(e.reverted_by or e.reverts for e in entries):
+            if recommendation_state(self.audit.entries(item.recommendation_id)) == REVERTED:
                 self.outcomes.settle(
                     item.recommendation_id, Verdict.REVERTED, None, "reverted", now
                 )
@@ -371,7 +412,8 @@ class AdvisorService:
             LOG.error("harmful %s could not be reverted: %s", rec_id, exc)
             return f"{detail}; revert failed: {exc}"
         results = ", ".join(f"{o.result} {o.detail}".strip() for o in outcomes)
-        return f"{detail}; reverted ({results})"
+        done = all(o.result in REVERT_DONE for o in outcomes)
+        return f"{detail}; {'reverted' if done else 'revert incomplete'} ({results})"
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -493,10 +535,12 @@ class AdvisorService:
         with self._state_lock:
             first = self.first_seen.get(rec_id)
         verification = self.outcomes.get(rec_id)
+        entries = self.audit.entries(rec_id)
         return {
             **rec.to_dict(),
             "first_seen": first,
-            "audit": [_entry_dict(e) for e in self.audit.entries(rec_id)],
+            "state": recommendation_state(entries),
+            "audit": [_entry_dict(e) for e in entries],
             "verification": verification.to_dict() if verification else None,
         }
 
@@ -552,15 +596,25 @@ class AdvisorService:
         if not path.startswith(prefix) or not rec_id or action not in ("apply", "revert"):
             raise ServiceError(f"no route POST {path}", 404)
         self._authorise(environ)
+        user = requesting_user(environ)
         if action == "apply":
-            outcome, calls = self.apply(rec_id)
+            outcome, calls = self.apply(rec_id, user)
+            if outcome.result == IN_PROGRESS:
+                busy = [e for e in self.audit.entries(rec_id) if e.state in UNSETTLED]
+                raise ServiceError(
+                    outcome.detail,
+                    409,
+                    {"state": IN_PROGRESS, "entries": [_entry_dict(e) for e in busy]},
+                )
             status = 200 if outcome.result in APPLY_OK else 409
             if outcome.result == "unknown":
                 status = 502
             return status, {**_outcome_dict(outcome), "dry_run_calls": calls.splitlines()}
-        outcomes = self.revert(rec_id)
-        status = 200 if outcomes and all(o.result == "reverted" for o in outcomes) else 409
-        return status, {"outcomes": [_outcome_dict(o) for o in outcomes]}
+        outcomes = self.revert(rec_id, user=user)
+        return revert_status(outcomes), {
+            "state": REVERTED if all(o.result in REVERT_DONE for o in outcomes) else PARTIAL,
+            "outcomes": [_outcome_dict(o) for o in outcomes],
+        }
 
     def _get(self, path: str, environ: dict[str, Any]) -> tuple[int, Any]:
         if path == f"{API}/recommendations":
@@ -603,11 +657,17 @@ class AdvisorService:
                 else:
                     raise ServiceError(f"method {method} not allowed", 405)
             except ServiceError as exc:
-                return _json(start_response, exc.status, {"error": str(exc)})
+                return _json(start_response, exc.status, {**exc.extra, "error": str(exc)})
             except ResourceManagerError as exc:
                 return _json(start_response, 502, {"error": f"resource manager: {exc}"})
             except AdvisorConnectionError as exc:
                 return _json(start_response, 502, {"error": str(exc)})
+            except AuditStateError as exc:
+                return _json(start_response, 409, {"error": str(exc)})
+            except Exception:
+                LOG.exception("%s %s failed", method, path)
+                error = "internal error; the advisor service's log has the details"
+                return _json(start_response, 500, {"error": error})
             return _json(start_response, status, body)
 
         return app
@@ -615,12 +675,15 @@ class AdvisorService:
 
 _REASONS = {
     200: "OK",
+    202: "Accepted",
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
+    413: "Content Too Large",
+    500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
@@ -659,12 +722,71 @@ def _outcome_dict(outcome: Outcome) -> dict[str, Any]:
 
 
 def _entry_dict(entry: AuditEntry) -> dict[str, Any]:
-    return asdict(entry)
+    return {**asdict(entry), "state": entry.state}
+
+
+def revert_status(outcomes: Sequence[Outcome]) -> int:
+    """The HTTP status of a revert: 200 all undone, 409 a revert failed, 502 an outcome is
+    unknown, 202 something is still running (revert again later).
+    """
+    results = {o.result for o in outcomes}
+    if results <= REVERT_DONE:
+        return 200
+    if "failed" in results:
+        return 409
+    if "unknown" in results:
+        return 502
+    return 202
+
+
+def read_body(environ: dict[str, Any]) -> bytes:
+    """The request's body, ``b""`` without one (:class:`ServiceError` 400, or 413 when it is
+    over :data:`MAX_BODY_BYTES`, whatever server runs the application).
+    """
+    given = str(environ.get("CONTENT_LENGTH") or "").strip()
+    if not given:
+        return b""
+    if not (given.isascii() and given.isdigit()):
+        raise ServiceError(f"invalid Content-Length header: {given[:20]!r}", 400)
+    length = int(given)
+    if length > MAX_BODY_BYTES:
+        raise ServiceError(
+            f"the request body has {length} bytes; at most {MAX_BODY_BYTES} are accepted", 413
+        )
+    return bytes(environ["wsgi.input"].read(length)) if length else b""
+
+
+def requesting_user(environ: dict[str, Any]) -> str | None:
+    """The ``user`` a POST names in its body ``{"user": NAME}``; ``None`` without a body or
+    without the field, :class:`ServiceError` 400 for any other body (parsed by the shared,
+    depth-bounded :func:`~toposcope.jsonbody.parse_json_body`).
+    """
+    raw = read_body(environ)
+    if not raw.strip():
+        return None
+    try:
+        body = parse_json_body(raw)
+    except JsonBodyError as exc:
+        raise ServiceError(str(exc), 400) from None
+    if not isinstance(body, dict):
+        raise ServiceError('the request body must be a JSON object like {"user": "NAME"}', 400)
+    unknown = sorted(k for k in body if k != "user")
+    if unknown:
+        listed = ", ".join(repr(k[:40]) for k in unknown[:5])
+        raise ServiceError(
+            f"unknown field(s) in the request body: {listed}; only 'user' is accepted", 400
+        )
+    if "user" not in body:
+        return None
+    try:
+        return check_user_name(body["user"])
+    except InvalidNameError as exc:
+        raise ServiceError(str(exc), 400) from None
 
 
 def service_server(app: WsgiApp, listen: str) -> HttpServer:
     """The service's HTTP server on ``listen`` (not yet serving)."""
-    return HttpServer(app, listen, thread_name="advisor-http")
+    return HttpServer(app, listen, thread_name="advisor-http", max_body=MAX_BODY_BYTES)
 
 
 def dry_run_factory(nodes: Sequence[str], out: TextIO) -> ResourceManager:

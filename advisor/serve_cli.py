@@ -52,6 +52,7 @@ from toposcope.advisor.serve import (
 )
 from toposcope.errors import ConfigError, UsageError
 from toposcope.resources import ResourceManager
+from toposcope.tokens import add_token_file_options
 
 LOG = logging.getLogger("toposcope.advisor.serve")
 
@@ -83,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="bearer token that apply and revert requests must carry (without it they answer 403)",
     )
+    add_token_file_options(serve)
     serve.add_argument(
         "--resource-manager",
         choices=BACKENDS,
@@ -172,10 +174,14 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
     window = Window.parse(args.window)
     policies = build(args.policy, parse_overrides(args.set))
     backend = backend_from_args(args)
-    token = read_token(args.token_file) if args.token_file else None
+    token = read_token(args.token_file, args.allow_insecure_token_file) if args.token_file else None
     if token is None:
         LOG.warning("no --token-file: applying and reverting through the API are disabled")
-    rm_token = read_token(args.rm_token_file) if args.rm_token_file else None
+    rm_token = (
+        read_token(args.rm_token_file, args.allow_insecure_token_file)
+        if args.rm_token_file
+        else None
+    )
     path = Path(args.audit_db) if args.audit_db else default_audit_db()
     verify_after = _duration("--verify-after", args.verify_after) if args.verify_after else None
     if verify_after is None:

@@ -24,9 +24,9 @@ from toposcope.tokens import load_token
 BACKENDS = ("dry-run", "sim", "agent", "local")
 
 
-def read_token(path: str | Path | None) -> str | None:
+def read_token(path: str | Path | None, allow_insecure: bool = False) -> str | None:
     """The bearer token in ``path`` (surrounding whitespace removed); ``None`` without a path."""
-    return None if path is None else load_token(path)
+    return None if path is None else load_token(path, allow_insecure=allow_insecure)
 
 
 def make_resource_manager(

@@ -445,7 +445,8 @@ def resolver_from_options(
 
 def nodes_allowed(resolver: EndpointResolver, nodes: Iterable[str]) -> list[str]:
     """The subset of ``nodes`` the resolver allows (others are logged once per call)."""
-    allowed, refused = [], []
+    allowed: list[str] = []
+    refused: list[str] = []
     for node in sorted(set(nodes)):
         (allowed if is_node_name(node) and resolver.resolve(node) else refused).append(node)
     if refused:

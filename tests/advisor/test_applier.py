@@ -18,8 +18,9 @@ from toposcope.advisor.actuators import (
     HttpResourceManager,
     make_resource_manager,
     read_token,
+    resolver_from_options,
 )
-from toposcope.advisor.audit import AuditLog
+from toposcope.advisor.audit import AuditLog, AuditStateError, recommendation_state
 from toposcope.advisor.recommendations import (
     Evidence,
     Recommendation,
@@ -311,8 +312,10 @@ def test_release_cannot_be_reverted(
 def test_manager_factory_and_token_file(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("abc\n")
+    token.chmod(0o600)
     assert read_token(token) == "abc"
     (tmp_path / "empty").write_text("")
+    (tmp_path / "empty").chmod(0o600)
     with pytest.raises(ConfigError, match="empty"):
         read_token(tmp_path / "empty")
     assert isinstance(make_resource_manager("dry-run"), DryRunResourceManager)
@@ -333,9 +336,9 @@ def test_agent_backend_routes_each_action_to_its_node() -> None:
         return agents[node](replace(request, path="/" + rest))
 
     with FakeServer(route).run() as server:
-        manager = make_resource_manager(
-            "agent", url=server.url + "/agents/{node}", token=TOKEN, nodes=["n1", "n2"]
-        )
+        agents_map = f"n1={server.url}/agents/n1,n2={server.url}/agents/n2"
+        allowed = resolver_from_options(url=None, url_map=agents_map, endpoints=None, token=TOKEN)
+        manager = make_resource_manager("agent", token=TOKEN, nodes=["n1", "n2"], agents=allowed)
         assert sorted(w.name for w in manager.workloads()) == ["a", "b"]
         state = manager.apply(ActionRequest("r-1", ActionKind.PIN, "b", "n2", [1], [1]))
         assert state.after is not None and state.after.cpus == [1]
@@ -344,5 +347,64 @@ def test_agent_backend_routes_each_action_to_its_node() -> None:
         with pytest.raises(ResourceManagerError) as raised:
             manager.action("missing")
         assert raised.value.status == 404
-    with pytest.raises(ConfigError, match="placeholder"):
-        make_resource_manager("agent", url="http://x", nodes=["n1"])
+    with pytest.raises(ConfigError, match="allow-list"):
+        make_resource_manager("agent", url="http://{node}:1/", nodes=["n1"])
+
+
+def test_the_audit_log_refuses_moves_its_state_machine_forbids(audit: AuditLog) -> None:
+    rec = pin("train")
+    action = rec.actions[0]
+    rid = action.request_id
+    with pytest.raises(AuditStateError, match="not recorded; it cannot become succeeded"):
+        audit.record_result(rid, "succeeded")
+    audit.record_intent(rec.id, action, actor=ACTOR, backend="sim", before=None)
+    with pytest.raises(AuditStateError, match="'done' is not a result"):
+        audit.record_result(rid, "done")
+    audit.record_result(rid, "running")
+    with pytest.raises(AuditStateError, match="is running; it cannot become pending"):
+        audit.record_intent(rec.id, action, actor=ACTOR, backend="sim", before=None)
+    with pytest.raises(AuditStateError, match="is running; it cannot become reverted"):
+        audit.mark_reverted(rid, f"revert-{rid}")
+    audit.record_result(rid, "running")
+    audit.record_result(rid, "succeeded")
+    with pytest.raises(AuditStateError, match="is succeeded; it cannot become running"):
+        audit.record_result(rid, "running")
+
+    undo = replace(action, request_id=f"revert-{rid}")
+    audit.record_intent(rec.id, undo, actor=ACTOR, backend="sim", before=None, reverts=rid)
+    with pytest.raises(AuditStateError, match=f"while its revert revert-{rid} is pending"):
+        audit.mark_reverted(rid, undo.request_id)
+    audit.record_result(undo.request_id, "failed")
+    audit.record_intent(rec.id, undo, actor=ACTOR, backend="sim", before=None, reverts=rid)
+    audit.record_result(undo.request_id, "succeeded")
+    with pytest.raises(AuditStateError, match=r"revert revert-.* is succeeded; it cannot become"):
+        audit.mark_reverted(undo.request_id, rid)
+    audit.mark_reverted(rid, undo.request_id)
+    assert audit.entry(rid).state == "reverted"  # type: ignore[union-attr]
+    with pytest.raises(AuditStateError, match="is reverted; it cannot become"):
+        audit.mark_reverted(rid, undo.request_id)
+
+    failed = rec.actions[1]
+    audit.record_intent(rec.id, failed, actor=ACTOR, backend="sim", before=None)
+    audit.record_result(failed.request_id, "failed", error="refused")
+    with pytest.raises(AuditStateError, match=r"action .* is failed; it cannot become pending"):
+        audit.record_intent(rec.id, failed, actor=ACTOR, backend="sim", before=None)
+    assert [e.state for e in audit.entries(rec.id)] == ["reverted", "succeeded", "failed"]
+    assert recommendation_state(audit.entries(rec.id)) == "failed"
+
+
+def test_a_running_action_the_manager_forgot_is_unknown_before_it_is_sent_again(
+    rm: tuple[FakeResourceManager, FakeServer], audit: AuditLog
+) -> None:
+    fake, server = rm
+    rec = pin("db")
+    rid = rec.actions[0].request_id
+    audit.record_intent(rec.id, rec.actions[0], actor=ACTOR, backend="sim", before=None)
+    audit.record_result(rid, "running", action_id="act-1")
+    [settled] = applier(server, audit).recover()
+    assert (settled.state, settled.action_id) == ("unknown", "act-1")
+    assert "unknown action" in settled.error
+    [outcome] = applier(server, audit).apply([rec])
+    assert outcome.result == "applied"
+    assert audit.entry(rid).state == "succeeded"  # type: ignore[union-attr]
+    assert fake.allocations["db"].cpus == [0, 1, 2, 3]

@@ -143,6 +143,36 @@ class Clock:
         return self.now
 
 
+def advisor_service(
+    prometheus_url: str,
+    db: Path,
+    factory: ManagerFactory,
+    *,
+    backend_name: str = "sim",
+    token: str | None = API_TOKEN,
+    clock: Clock | None = None,
+    verify_after: float = 600.0,
+    wait_seconds: float = 5.0,
+) -> AdvisorService:
+    """The advisor service under test: numa-pinning over the PromQL API at ``prometheus_url``,
+    acting through ``factory``, its audit log in ``db``, its actor ``tester@host``.
+    """
+    return AdvisorService(
+        PrometheusLoader(prometheus_url, timeout=5, retries=0),
+        build(["numa-pinning"]),
+        AnalysisSettings(Window.parse("10m")),
+        manager_factory=factory,
+        backend_name=backend_name,
+        audit=AuditLog(db),
+        outcomes=OutcomeLog(db),
+        rule=VerificationRule(verify_after_seconds=verify_after),
+        actor="tester@host",
+        token=token,
+        clock=clock or Clock(),
+        wait_seconds=wait_seconds,
+    )
+
+
 @dataclass
 class Bench:
     """Everything a service test needs; :meth:`service` builds (another) service on it."""
@@ -168,18 +198,14 @@ class Bench:
         backend_name: str = "sim",
         token: str | None = API_TOKEN,
     ) -> AdvisorService:
-        return AdvisorService(
-            PrometheusLoader(self.prometheus.url, timeout=5, retries=0),
-            build(["numa-pinning"]),
-            AnalysisSettings(Window.parse("10m")),
-            manager_factory=factory or self.http_factory(),
+        return advisor_service(
+            self.prometheus.url,
+            self.db,
+            factory or self.http_factory(),
             backend_name=backend_name,
-            audit=AuditLog(self.db),
-            outcomes=OutcomeLog(self.db),
-            rule=VerificationRule(verify_after_seconds=self.verify_after),
-            actor="tester@host",
             token=token,
             clock=self.clock,
+            verify_after=self.verify_after,
         )
 
     def dry_service(self, token: str | None = API_TOKEN) -> AdvisorService:
@@ -206,13 +232,17 @@ def serving(service: AdvisorService) -> Iterator[str]:
 
 
 def call(
-    url: str, method: str = "GET", token: str | None = None
+    url: str, method: str = "GET", token: str | None = None, body: bytes | None = None
 ) -> tuple[int, dict[str, str], Any]:
-    """One HTTP call: status, headers and the decoded body (JSON when it is JSON)."""
+    """One HTTP call: status, headers and the decoded body (JSON when it is JSON).
+
+    A ``POST`` sends ``body`` (JSON), or an empty body without one.
+    """
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    request = urllib.request.Request(
-        url, data=b"" if method == "POST" else None, headers=headers, method=method
-    )
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    data = (body if body is not None else b"") if method == "POST" else None
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             status, got, raw = response.status, dict(response.headers), response.read()

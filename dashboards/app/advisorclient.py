@@ -2,8 +2,10 @@
 
 Reads (the report, one recommendation, the audit log, a what-if placement) are open;
 :meth:`AdvisorClient.apply` and :meth:`AdvisorClient.revert` send the operator's bearer
-token, which lives only in the Dash server process and is never sent to the browser.
-Failures become :class:`AdvisorError` subclasses whose messages are meant for the page.
+token, which lives only in the Dash server process and is never sent to the browser, and
+the name of the user who asked (``{"user": NAME}``), which the advisor records as the actor.
+Failures become :class:`AdvisorError` subclasses whose messages are meant for the page; an
+answer that is not JSON is reported with its HTTP status and text.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class AdvisorRefused(AdvisorError):
         super().__init__(message)
         self.status = status
         self.body = dict(body or {})
+
+
+class ActionInProgress(AdvisorRefused):
+    """The advisor still runs an earlier apply or revert of the recommendation (HTTP 409)."""
 
 
 class AdvisorBadAnswer(AdvisorError):
@@ -184,6 +190,11 @@ class ActionResult:
         """True when the service answered 200 (applied, dry-run, skipped or all reverted)."""
         return self.status == 200
 
+    @property
+    def pending(self) -> bool:
+        """True when part of a revert still runs (HTTP 202: revert again later)."""
+        return self.status == 202
+
 
 @dataclass(frozen=True)
 class PlacementOption:
@@ -212,8 +223,19 @@ class AdvisorClient:
         """Whether apply and revert can be sent (a token is configured)."""
         return bool(self.token)
 
-    def _call(self, method: str, path: str, *, authorised: bool = False) -> tuple[int, Any]:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        authorised: bool = False,
+        body: Mapping[str, Any] | None = None,
+    ) -> tuple[int, Any]:
         headers = {"Accept": "application/json"}
+        data = b"" if method == "POST" else None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            data = json.dumps(body).encode()
         if authorised:
             if not self.token:
                 raise AdvisorRefused(
@@ -224,7 +246,7 @@ class AdvisorClient:
             headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(
             f"{self.url.rstrip('/')}{path}",
-            data=b"" if method == "POST" else None,
+            data=data,
             method=method,
             headers=headers,
         )
@@ -244,13 +266,17 @@ class AdvisorClient:
                 "and that `toposcope advisor serve` runs"
             ) from exc
         try:
-            body = json.loads(raw)
+            answer = json.loads(raw)
         except ValueError as exc:
+            if status >= 400:
+                raise AdvisorRefused(
+                    f"the advisor answered HTTP {status}: {_text(raw) or 'no detail'}", status
+                ) from exc
             raise AdvisorBadAnswer(
                 f"{self.url}{path} did not answer JSON (HTTP {status}); is --advisor the "
                 "advisor service's base URL?"
             ) from exc
-        return status, body
+        return status, answer
 
     def _get(self, path: str) -> Mapping[str, Any]:
         status, body = self._call("GET", path)
@@ -318,13 +344,22 @@ class AdvisorClient:
         except (KeyError, TypeError, ValueError) as exc:
             raise AdvisorBadAnswer(f"a placement the advisor sent is malformed: {exc}") from exc
 
-    def _act(self, rec_id: str, action: str) -> ActionResult:
+    def _act(self, rec_id: str, action: str, user: str | None) -> ActionResult:
         path = f"{API}/recommendations/{urllib.parse.quote(rec_id, safe='')}/{action}"
-        status, body = self._call("POST", path, authorised=True)
+        sent = {"user": user} if user is not None else None
+        status, body = self._call("POST", path, authorised=True, body=sent)
         if not isinstance(body, dict):
             raise AdvisorBadAnswer(f"{self.url}{path} answered something other than an object")
         if "error" in body:
-            raise AdvisorRefused(f"{action} refused (HTTP {status}): {body['error']}", status)
+            if status == 409 and body.get("state") == "in_progress":
+                running = len(body.get("entries") or ())
+                raise ActionInProgress(
+                    f"{action} {rec_id} is already in progress ({running} action"
+                    f"{'' if running == 1 else 's'} still running): {body['error']}",
+                    status,
+                    body,
+                )
+            raise AdvisorRefused(f"{action} refused (HTTP {status}): {body['error']}", status, body)
         outcomes: Sequence[Any] = body.get("outcomes") or [body]
         return ActionResult(
             status=status,
@@ -333,10 +368,20 @@ class AdvisorClient:
             dry_run_calls=tuple(str(c) for c in body.get("dry_run_calls") or ()),
         )
 
-    def apply(self, rec_id: str) -> ActionResult:
-        """Apply a recommendation of the latest report (POST with the bearer token)."""
-        return self._act(rec_id, "apply")
+    def apply(self, rec_id: str, user: str | None = None) -> ActionResult:
+        """Apply a recommendation of the latest report (POST with the bearer token), on
+        behalf of ``user`` when given (the advisor records that user as the actor).
+        """
+        return self._act(rec_id, "apply", user)
 
-    def revert(self, rec_id: str) -> ActionResult:
-        """Revert what was applied under a recommendation (POST with the bearer token)."""
-        return self._act(rec_id, "revert")
+    def revert(self, rec_id: str, user: str | None = None) -> ActionResult:
+        """Revert what was applied under a recommendation (POST with the bearer token), on
+        behalf of ``user`` when given.
+        """
+        return self._act(rec_id, "revert", user)
+
+
+def _text(raw: bytes, limit: int = 200) -> str:
+    """The start of a non-JSON answer, on one line, for a message."""
+    text = " ".join(raw.decode("utf-8", "replace").split())
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

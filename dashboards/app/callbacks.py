@@ -3,7 +3,8 @@
 Every callback catches the clients' errors and shows them (a banner, a figure that says what
 is missing) instead of failing: a Prometheus that is down never leaves a blank page or a
 browser console error. Apply and revert run here, on the server, with the token the app was
-started with; the browser never sees it.
+started with (the browser never sees it), for the user :mod:`.access` let through, whom the
+advisor records as the actor.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from dash import Dash, Input, Output, State, ctx, html, no_update
 
 from toposcope.dashboards.app import figures, pages
 from toposcope.dashboards.app import queries as q
+from toposcope.dashboards.app.access import Access, action_user, current_user
 from toposcope.dashboards.app.advisorclient import (
+    ActionInProgress,
     AdvisorClient,
     AdvisorError,
     AdvisorRefused,
@@ -74,20 +77,35 @@ def _report(clients: Clients) -> tuple[Sequence[Recommendation], str | None]:
         return (), _advisor_failed(exc)
 
 
-def register(app: Dash, clients: Clients) -> None:
-    """Attach every callback of the app to ``app``."""
-    _register_shell(app, clients)
+def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
+    """Attach every callback of the app to ``app``; answer the ids of those that change
+    state (apply and revert), which :func:`.access.install` guards.
+    """
+    _register_shell(app, clients, access)
     _register_cluster(app, clients)
     _register_node(app, clients)
     _register_workload(app, clients)
-    _register_recommendations(app, clients)
+    actions = _register_recommendations(app, clients, access)
     _register_placement(app, clients)
+    return actions
+
+
+def actions_off(advisor: AdvisorClient, access: Access) -> str | None:
+    """Why the current request may not apply or revert, or ``None`` when it may."""
+    if not advisor.can_act:
+        return (
+            "apply and revert are off: start the app with --advisor-token-file or "
+            "TOPOSCOPE_ADVISOR_TOKEN set"
+        )
+    if current_user() is None:
+        return access.sign_in_hint()
+    return None
 
 
 # -- shell -------------------------------------------------------------------------------
 
 
-def _register_shell(app: Dash, clients: Clients) -> None:
+def _register_shell(app: Dash, clients: Clients, access: Access) -> None:
     @app.callback(
         Output("page", "children"),
         Output("nav", "children"),
@@ -103,7 +121,7 @@ def _register_shell(app: Dash, clients: Clients) -> None:
         elif path == pages.WORKLOAD:
             page = pages.workload_page(pages.query_value(search, "workload"))
         elif path == pages.RECOMMENDATIONS:
-            page = pages.recommendations_page(clients.advisor.can_act)
+            page = pages.recommendations_page(actions_off(clients.advisor, access), current_user())
         elif path == pages.PLACEMENT:
             gpus = pages.query_value(search, "gpus") or "2"
             count = int(gpus) if gpus.isdigit() and int(gpus) > 0 else 2
@@ -448,7 +466,7 @@ def selected_id(
     return str(rows[selected[0]]["id"])
 
 
-def _register_recommendations(app: Dash, clients: Clients) -> None:
+def _register_recommendations(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
     advisor = clients.advisor
 
     @app.callback(
@@ -509,9 +527,10 @@ def _register_recommendations(app: Dash, clients: Clients) -> None:
             return pages.banner("select a recommendation to see its evidence", "info"), True, True
         row = next((r for r in rows or () if r["id"] == rec_id), None)
         status = row["status"] if row else "open"
-        can_revert = advisor.can_act and status in pages.REVERTIBLE
+        can_act = actions_off(advisor, access) is None
+        can_revert = can_act and status in pages.REVERTIBLE
         can_apply = (
-            advisor.can_act
+            can_act
             and status in ("open", "failed", "reverted")
             and row is not None
             and row["gain"] is not None
@@ -564,6 +583,8 @@ def _register_recommendations(app: Dash, clients: Clients) -> None:
             return False, ""
         return True, f"Revert what was applied under {rec_id}?"
 
+    registered = set(app.callback_map)
+
     @app.callback(
         Output("recs-outcome", "children"),
         Output("recs-version", "data"),
@@ -585,17 +606,29 @@ def _register_recommendations(app: Dash, clients: Clients) -> None:
         if rec_id is None:
             return pages.banner("select a recommendation first", "info"), no_update
         action = "apply" if ctx.triggered_id == "recs-confirm-apply" else "revert"
+        user = action_user()
+        if user is None:
+            return pages.banner(access.sign_in_hint()), no_update
         try:
-            result = advisor.apply(rec_id) if action == "apply" else advisor.revert(rec_id)
+            if action == "apply":
+                result = advisor.apply(rec_id, user=user)
+            else:
+                result = advisor.revert(rec_id, user=user)
+        except ActionInProgress as exc:
+            LOG.info("%s %s by %s: %s", action, rec_id, user, exc)
+            return pages.banner(str(exc), "info"), (version or 0) + 1
         except AdvisorError as exc:
-            LOG.warning("%s %s: %s", action, rec_id, exc)
+            LOG.warning("%s %s by %s: %s", action, rec_id, user, exc)
             return pages.banner(f"{action} {rec_id} failed: {exc}"), (version or 0) + 1
-        LOG.info("%s %s: %s", action, rec_id, ", ".join(result.results))
+        LOG.info("%s %s by %s: %s", action, rec_id, user, ", ".join(result.results))
         text = _action_text(action, rec_id, result.results, result.details)
-        children: list[Any] = [pages.banner(text, "ok" if result.ok else "error")]
+        kind = "ok" if result.ok else "info" if result.pending else "error"
+        children: list[Any] = [pages.banner(text, kind)]
         if result.dry_run_calls:
             children.append(html.Pre("\n".join(result.dry_run_calls)))
         return html.Div(children, id="recs-outcome-text"), (version or 0) + 1
+
+    return frozenset(set(app.callback_map) - registered)
 
 
 # -- placement ---------------------------------------------------------------------------

@@ -2,11 +2,17 @@
 
     toposcope dash [--prometheus URL] [--advisor URL] [--advisor-token-file FILE]
         [--listen 127.0.0.1:9851] [--refresh 30s] [--timeout 10]
+        [--web.config.file FILE] [--auth.trusted-user-header NAME]
+        [--auth.trusted-proxy ADDR[,ADDR]] [--web.allowed-hosts HOST[,HOST]]
 
 It reads metrics from the Prometheus HTTP API and recommendations from the advisor service;
 it never scrapes exporters itself. The operator's advisor token (``--advisor-token-file``,
 else the ``TOPOSCOPE_ADVISOR_TOKEN`` environment variable) stays in this process: apply and
-revert are sent from here, never from the browser. Without a token the app is read-only.
+revert are sent from here, never from the browser, and only for a signed-in user: a
+basic-auth user of ``--web.config.file`` or the user a trusted proxy names in
+``--auth.trusted-user-header``. Without a token or a way to sign in the app is read-only.
+It answers only for the hosts of ``--web.allowed-hosts`` (default: the listen address and
+the loopback names), which stops DNS rebinding.
 It listens on loopback by default; a Prometheus or advisor that is down is logged and shown
 on the pages, and the app keeps serving. Exit codes: 0 stopped, 2 usage errors.
 """
@@ -18,6 +24,14 @@ import logging
 import os
 import urllib.parse
 
+from toposcope.dashboards.app.access import (
+    DEFAULT_PROXIES,
+    Access,
+    check_header_name,
+    default_hosts,
+    parse_hosts,
+    parse_proxies,
+)
 from toposcope.dashboards.app.pages import REFRESH
 from toposcope.dashboards.app.server import (
     DEFAULT_ADVISOR,
@@ -27,14 +41,16 @@ from toposcope.dashboards.app.server import (
     create_app,
 )
 from toposcope.errors import UsageError
-from toposcope.httpserver import HttpServer
-from toposcope.tokens import load_token
+from toposcope.httpserver import HttpServer, parse_listen
+from toposcope.tokens import add_token_file_options, load_token
+from toposcope.webconfig import load_web_config
 
 LOG = logging.getLogger("toposcope.dashboards.app")
 
 DEFAULT_PORT = 9851
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 TOKEN_ENV = "TOPOSCOPE_ADVISOR_TOKEN"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"bearer token for applying and reverting (default: ${TOKEN_ENV}; without "
         "either the app is read-only)",
     )
+    add_token_file_options(parser)
     parser.add_argument(
         "--listen",
         default=DEFAULT_LISTEN,
@@ -75,6 +92,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         help="seconds to wait for Prometheus and the advisor (default 10)",
     )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="web configuration file (Prometheus exporter-toolkit format): its basic_auth_users "
+        "may apply and revert, and every request must then carry one",
+    )
+    parser.add_argument(
+        "--auth.trusted-user-header",
+        dest="trusted_user_header",
+        metavar="NAME",
+        help="header in which an authenticating reverse proxy names the user (e.g. "
+        "X-Forwarded-User); believed only from --auth.trusted-proxy addresses",
+    )
+    parser.add_argument(
+        "--auth.trusted-proxy",
+        dest="trusted_proxy",
+        default=DEFAULT_PROXIES,
+        metavar="ADDR[,ADDR]",
+        help=f"addresses or networks of the proxy that sets the user header (default "
+        f"{DEFAULT_PROXIES})",
+    )
+    parser.add_argument(
+        "--web.allowed-hosts",
+        dest="allowed_hosts",
+        metavar="HOST[,HOST]",
+        help="Host header values the app answers (HOST or HOST:PORT; default: the listen "
+        "address and localhost, 127.0.0.1 and [::1], with the listen port)",
+    )
 
 
 def check_url(option: str, url: str) -> str:
@@ -85,12 +131,44 @@ def check_url(option: str, url: str) -> str:
     return url.rstrip("/")
 
 
-def read_token(path: str | None, environ: dict[str, str] | None = None) -> str | None:
+def read_token(
+    path: str | None, environ: dict[str, str] | None = None, allow_insecure: bool = False
+) -> str | None:
     """The advisor token from ``path``, else from ``$TOPOSCOPE_ADVISOR_TOKEN``, else ``None``."""
     if path is None:
         token = (environ if environ is not None else dict(os.environ)).get(TOKEN_ENV, "").strip()
         return token or None
-    return load_token(path)
+    return load_token(path, allow_insecure=allow_insecure)
+
+
+def access_from_args(args: argparse.Namespace) -> Access:
+    """Who may use the app, from ``--web.config.file``, ``--auth.*`` and
+    ``--web.allowed-hosts``.
+    """
+    header = args.trusted_user_header
+    if args.allowed_hosts is not None:
+        hosts = parse_hosts(args.allowed_hosts)
+    else:
+        hosts = default_hosts(args.listen)
+    return Access(
+        web_config=load_web_config(args.web_config_file) if args.web_config_file else None,
+        user_header=check_header_name(header) if header is not None else None,
+        trusted_proxies=parse_proxies(args.trusted_proxy),
+        allowed_hosts=hosts,
+    )
+
+
+def describe_access(settings: AppSettings) -> str:
+    """Who may apply and revert, for the start-up log line."""
+    access = settings.access
+    if not settings.advisor_token:
+        return "read-only: no advisor token"
+    who = []
+    if access.web_config is not None and access.basic_auth:
+        who.append(f"basic-auth users {', '.join(access.web_config.users)}")
+    if access.user_header is not None:
+        who.append(f"users named in {access.user_header} by a trusted proxy")
+    return f"apply/revert for {' and '.join(who)}" if who else "read-only: no users configured"
 
 
 def settings_from_args(args: argparse.Namespace) -> AppSettings:
@@ -100,9 +178,12 @@ def settings_from_args(args: argparse.Namespace) -> AppSettings:
     return AppSettings(
         prometheus=check_url("--prometheus", args.prometheus),
         advisor=check_url("--advisor", args.advisor),
-        advisor_token=read_token(args.advisor_token_file),
+        advisor_token=read_token(
+            args.advisor_token_file, allow_insecure=args.allow_insecure_token_file
+        ),
         timeout=args.timeout,
         refresh=args.refresh,
+        access=access_from_args(args),
     )
 
 
@@ -112,11 +193,16 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(settings)
     server = HttpServer(app.server, args.listen, thread_name="dash-http")
     LOG.info(
-        "dash app on http://%s/ (prometheus %s, advisor %s, %s)",
+        "dash app on http://%s/ (prometheus %s, advisor %s, %s; hosts %s)",
         server.address,
         settings.prometheus,
         settings.advisor,
-        "apply/revert enabled" if settings.advisor_token else "read-only: no advisor token",
+        describe_access(settings),
+        ", ".join(settings.access.allowed_hosts),
     )
+    if not settings.access.basic_auth and parse_listen(args.listen)[0] not in LOOPBACK:
+        LOG.warning(
+            "the pages are open to anyone who reaches %s: add basic_auth_users", args.listen
+        )
     server.serve_until_signalled()
     return 0

@@ -311,7 +311,7 @@ def shape_topology(node: str, answers: Mapping[str, Vector]) -> NodeTopology:
             id=n,
             package=numa_package[n],
             cpus=numa_cpus[n],
-            cpu_count=len(parse_cpulist(numa_cpus[n])) if numa_cpus[n] else 0,
+            cpu_count=_cpu_count(numa_cpus[n]),
             memory_total=total.get(str(n)),
             memory_used=used.get(str(n)),
             cpu_busy=busy.get(str(n)),
@@ -505,3 +505,11 @@ def load_workload(
 def nodes_of(index: NodeIndex, extra: Iterable[str] = ()) -> list[str]:
     """Every node the index knows plus ``extra`` names, sorted and unique."""
     return sorted(set(index.nodes) | set(extra))
+
+
+def _cpu_count(cpus: str) -> int:
+    """How many CPUs a scraped ``cpus`` label lists (0 when empty or malformed)."""
+    try:
+        return len(parse_cpulist(cpus)) if cpus else 0
+    except ValueError:
+        return 0

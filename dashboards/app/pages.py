@@ -296,17 +296,16 @@ RECOMMENDATION_COLUMNS: tuple[Any, ...] = (
 )
 
 
-def recommendations_page(can_act: bool) -> html.Div:
-    """Skeleton of the recommendations page; without a token the buttons say why they are off."""
-    note = (
-        banner(
-            "apply and revert are off: start the app with --advisor-token-file or "
-            "TOPOSCOPE_ADVISOR_TOKEN set",
-            "info",
-        )
-        if not can_act
-        else None
-    )
+def recommendations_page(actions_off: str | None, user: str | None = None) -> html.Div:
+    """Skeleton of the recommendations page: ``actions_off`` says why Apply and Revert are
+    off (no advisor token, no signed-in user), else the page names the ``user`` they act as.
+    """
+    if actions_off is not None:
+        note: html.Div | None = banner(actions_off, "info")
+    elif user:
+        note = banner(f"signed in as {user}: apply and revert are recorded under that name", "ok")
+    else:
+        note = None
     return html.Div(
         [
             html.Div(id="recs-message"),

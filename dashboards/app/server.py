@@ -1,4 +1,8 @@
-"""Builds the Dash app from its settings; the CLI serves it, tests run it under ``dash_duo``."""
+"""Builds the Dash app from its settings; the CLI serves it, tests run it under ``dash_duo``.
+
+Every request goes through :mod:`.access` (Host allow-list, the user, CSRF on apply and
+revert), whichever server runs the app.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from dataclasses import dataclass, field
 from dash import Dash
 
 from toposcope.dashboards.app import callbacks, pages
+from toposcope.dashboards.app.access import Access, install
 from toposcope.dashboards.app.advisorclient import AdvisorClient
 from toposcope.dashboards.app.promclient import PromClient
 
@@ -17,13 +22,16 @@ DEFAULT_REFRESH = "30s"
 
 @dataclass(frozen=True)
 class AppSettings:
-    """Where the app reads from, the operator's advisor token and the default refresh."""
+    """Where the app reads from, the operator's advisor token, the default refresh, and who
+    may use it (``access``: by default loopback host names and no users, so read-only).
+    """
 
     prometheus: str = DEFAULT_PROMETHEUS
     advisor: str = DEFAULT_ADVISOR
     advisor_token: str | None = field(default=None, repr=False)
     timeout: float = 10.0
     refresh: str = DEFAULT_REFRESH
+    access: Access = field(default_factory=Access)
 
     def __post_init__(self) -> None:
         if self.refresh not in pages.REFRESH:
@@ -46,5 +54,7 @@ def create_app(settings: AppSettings) -> Dash:
         PromClient(settings.prometheus, timeout=settings.timeout),
         AdvisorClient(settings.advisor, settings.advisor_token, timeout=settings.timeout),
     )
-    callbacks.register(app, clients)
+    actions = callbacks.register(app, clients, settings.access)
+    update = f"{app.config.routes_pathname_prefix}_dash-update-component"
+    install(app.server, settings.access, actions, update)
     return app

@@ -40,10 +40,13 @@ Handler = Callable[[str, str, dict[str, str]], tuple[int, Any]]
 
 @dataclass
 class FakeApi:
-    """A loopback HTTP server whose answers come from ``handler``; it records requests."""
+    """A loopback HTTP server whose answers come from ``handler``; it records requests
+    (method, path, parameters, headers) and, in ``bodies``, each request's raw body.
+    """
 
     handler: Handler
     requests: list[tuple[str, str, dict[str, str], dict[str, str]]] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -54,16 +57,18 @@ class FakeApi:
                 parsed = urllib.parse.urlparse(self.path)
                 params = dict(urllib.parse.parse_qsl(parsed.query))
                 length = int(self.headers.get("Content-Length", "0") or 0)
-                if length:
-                    params.update(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+                raw = self.rfile.read(length) if length else b""
+                if self.headers.get("Content-Type") != "application/json":
+                    params.update(urllib.parse.parse_qsl(raw.decode()))
+                api.bodies.append(raw)
                 api.requests.append((method, parsed.path, params, dict(self.headers)))
                 status, body = api.handler(method, parsed.path, params)
-                raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+                answer = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
-                self.wfile.write(raw)
+                self.wfile.write(answer)
 
             def do_GET(self) -> None:
                 self._answer("GET")
@@ -127,8 +132,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("dash-stack")
     sim_token = workdir / "sim.token"
     sim_token.write_text(SIM_TOKEN)
+    sim_token.chmod(0o600)
     advisor_token = workdir / "advisor.token"
     advisor_token.write_text(ADVISOR_TOKEN)
+    advisor_token.chmod(0o600)
     targets = workdir / "targets.json"
     sim_port, advisor_port = free_port(), free_port()
     sim_url, advisor_url = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{advisor_port}"

@@ -1,25 +1,30 @@
 """The Dash app in a real headless Chromium against a real stack (``stack`` in conftest):
 every page loads without console errors, the topology drawing matches the simulator's
 template, the what-if placement is the advisor's, and applying and reverting through the UI
-changes the simulator. Each page's screenshot is written to ``docs/img/`` for the README.
+as a basic-auth user changes the simulator and is recorded under that user. Each page's
+screenshot is written to ``docs/img/`` for the README.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+import bcrypt
 import pytest
 from selenium.common.exceptions import NoAlertPresentException
 
 from tests.dash.conftest import ADVISOR_TOKEN, Stack
 from tests.helpers import REPO
 from tests.procs import free_port, http_get, poll
+from toposcope.dashboards.app.access import Access
 from toposcope.dashboards.app.server import AppSettings, create_app
 from toposcope.sim.scenarios import load_scenario
+from toposcope.webconfig import parse_web_config
 
 pytestmark = [
     pytest.mark.integration,
@@ -47,15 +52,40 @@ def alert_shown(driver: Any) -> bool:
     return True
 
 
-def start(dash_duo: Any, settings: AppSettings, path: str) -> None:
-    """Serve the app on a free port and open ``path`` in a 1280x800 window."""
-    dash_duo.start_server(create_app(settings), port=free_port())
+def start(dash_duo: Any, settings: AppSettings, path: str, login: str = "") -> None:
+    """Serve the app on a free port and open ``path`` in a 1280x800 window; with ``login``
+    (``user:password``) the browser sends those basic-auth credentials on every request, as
+    it does once its sign-in prompt was answered.
+    """
+    dash_duo.start_server(create_app(settings), navigate=False, port=free_port())
+    if login:
+        credentials = base64.b64encode(login.encode()).decode()
+        dash_duo.driver.execute_cdp_cmd("Network.enable", {})
+        dash_duo.driver.execute_cdp_cmd(
+            "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {credentials}"}}
+        )
     dash_duo.driver.set_window_size(1280, 800)
+    dash_duo.server_url = dash_duo.server.url  # opens the app's root page
     dash_duo.wait_for_page(url=f"{dash_duo.server_url}{path}", timeout=TIMEOUT)
 
 
-def settings_for(stack: Stack, token: str | None = ADVISOR_TOKEN) -> AppSettings:
-    return AppSettings(stack.prometheus, stack.advisor, token, timeout=10, refresh="off")
+def settings_for(
+    stack: Stack, token: str | None = ADVISOR_TOKEN, access: Access | None = None
+) -> AppSettings:
+    return AppSettings(
+        stack.prometheus,
+        stack.advisor,
+        token,
+        timeout=10,
+        refresh="off",
+        access=access or Access(),
+    )
+
+
+#: a basic-auth user of the app (cost 4: fast to check in tests)
+USER, PASSWORD = "alice", "alice-pw"
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+USERS = Access(web_config=parse_web_config(f"basic_auth_users:\n  {USER}: '{HASH}'\n", "web.yml"))
 
 
 def graphs_drawn(dash_duo: Any) -> bool:
@@ -197,7 +227,13 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack) -> None:
     action = next(a for a in rec["actions"] if a["kind"] == "pin")
     before = json.loads(http_get(f"{stack.sim}/api/v1/workloads/{workload}"))
     assert sorted(before["allocation"]["cpus"]) != sorted(action["cpus"])
-    start(dash_duo, settings_for(stack), f"/recommendations?id={rec['id']}")
+    start(
+        dash_duo,
+        settings_for(stack, access=USERS),
+        f"/recommendations?id={rec['id']}",
+        login=f"{USER}:{PASSWORD}",
+    )
+    dash_duo.wait_for_contains_text("#recommendations-page", f"signed in as {USER}")
     wait_until(lambda: _row_status(dash_duo, rec["id"]) == "open", "row open")
     dash_duo.wait_for_contains_text("#recs-detail", rec["summary"], timeout=TIMEOUT)
 
@@ -211,6 +247,7 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack) -> None:
     poll(lambda: cpus_of(stack, workload) == sorted(action["cpus"]))
     audit = advisor_json(stack, f"/api/v1/audit?recommendation={rec['id']}")["actions"]
     assert {a["kind"]: a["result"] for a in audit}["pin"] in ("succeeded", "running")
+    assert {a["actor"].split(" ")[0] for a in audit} == {USER}
     # moving pages takes simulated time; revert undoes only what finished (the advisor's rule)
     for entry in audit:
         poll(finished(stack, str(entry["action_id"])), deadline_s=60)
@@ -223,6 +260,23 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack) -> None:
     )
     wait_until(lambda: _row_status(dash_duo, rec["id"]) == "reverted", "row reverted")
     poll(lambda: cpus_of(stack, workload) == sorted(before["allocation"]["cpus"]))
+    audit = advisor_json(stack, f"/api/v1/audit?recommendation={rec['id']}")["actions"]
+    assert {a["actor"].split(" ")[0] for a in audit if a["reverts"]} == {USER}
+    no_console_errors(dash_duo)
+
+
+def test_no_apply_without_a_signed_in_user(dash_duo: Any, stack: Stack) -> None:
+    recs = advisor_json(stack, "/api/v1/recommendations")["recommendations"]
+    rec = max((r for r in recs if r["kind"] == "pin"), key=lambda r: r["estimated_gain"])
+    start(dash_duo, settings_for(stack), f"/recommendations?id={rec['id']}")
+    dash_duo.wait_for_contains_text(
+        "#recommendations-page", "they need a signed-in user", timeout=TIMEOUT
+    )
+    # the row is selected and shown: with a user, Apply would be enabled now
+    dash_duo.wait_for_contains_text("#recs-detail", rec["summary"], timeout=TIMEOUT)
+    assert _row_status(dash_duo, rec["id"]) in ("open", "reverted")
+    assert not dash_duo.find_element("#recs-apply").is_enabled()
+    assert not dash_duo.find_element("#recs-revert").is_enabled()
     no_console_errors(dash_duo)
 
 

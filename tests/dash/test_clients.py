@@ -4,6 +4,7 @@ on apply and revert."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from tests.dash.conftest import FakeApi, matrix, vector
 from tests.procs import free_port
 from toposcope.dashboards.app.advisorclient import (
+    ActionInProgress,
     AdvisorBadAnswer,
     AdvisorClient,
     AdvisorRefused,
@@ -224,3 +226,39 @@ def test_advisor_errors() -> None:
     ):
         AdvisorClient(api.url).report()
     assert refused.value.status == 503
+
+
+def test_apply_names_the_user_and_a_running_action_is_in_progress() -> None:
+    running = {
+        "error": "pin-1 is still being applied",
+        "state": "in_progress",
+        "entries": [{"seq": 1}, {"seq": 2}],
+    }
+
+    def answer(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+        if path.endswith("/revert"):
+            return 409, running
+        return 200, {"recommendation_id": "pin-1", "result": "applied", "detail": "1 action"}
+
+    with FakeApi(answer) as api:
+        client = AdvisorClient(api.url, "s3cret")
+        assert client.apply("pin-1", user="alice").ok
+        with pytest.raises(ActionInProgress, match=r"already in progress \(2 actions") as busy:
+            client.revert("pin-1", user="alice")
+    assert busy.value.status == 409 and busy.value.body["state"] == "in_progress"
+    assert [json.loads(b) for b in api.bodies] == [{"user": "alice"}] * 2
+    assert api.requests[0][3]["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("status", [403, 502])
+def test_an_error_page_is_reported_with_its_status_not_blamed_on_the_url(status: int) -> None:
+    page = b"<html><body>upstream\n  went away</body></html>"
+    with (
+        FakeApi(lambda m, p, q: (status, page)) as api,
+        pytest.raises(AdvisorRefused) as refused,
+    ):
+        AdvisorClient(api.url, "s3cret").apply("pin-1", user="alice")
+    assert refused.value.status == status
+    assert str(refused.value) == (
+        f"the advisor answered HTTP {status}: <html><body>upstream went away</body></html>"
+    )

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import pytest
 
 from tests.dash.conftest import FakeApi, matrix, vector
@@ -224,20 +225,31 @@ def test_cli_options_and_token(
     assert cli.settings_from_args(parse()).advisor_token == "from-env"
     token = tmp_path / "token"
     token.write_text("from-file\n")
+    token.chmod(0o600)
     settings = cli.settings_from_args(parse("--advisor-token-file", str(token)))
     assert settings.advisor_token == "from-file" and "from-file" not in repr(settings)
     # the token never reaches the browser: not in the layout nor in any page skeleton
     app = create_app(settings)
-    assert "from-file" not in app.server.test_client().get("/").get_data(as_text=True) + str(
-        app.layout
-    ) + str(pages.recommendations_page(True))
+    index = app.server.test_client().get("/", headers={"Host": "127.0.0.1:9851"})
+    assert index.status_code == 200
+    assert "from-file" not in index.get_data(as_text=True) + str(app.layout) + str(
+        pages.recommendations_page(None, "alice")
+    )
     (tmp_path / "empty").write_text("")
+    (tmp_path / "empty").chmod(0o600)
+    bad_config = tmp_path / "web.yml"
+    bad_config.write_text("basic_auth_users:\n  alice: plain-text\n")
     for argv, needle in (
         (["--prometheus", "localhost:9090"], "must be an http"),
         (["--advisor-token-file", str(tmp_path / "missing")], "reading token file"),
         (["--advisor-token-file", str(tmp_path / "empty")], "is empty"),
         (["--timeout", "0"], "--timeout must be positive"),
         (["--listen", "nohost"], "HOST:PORT"),
+        (["--web.config.file", str(tmp_path / "missing")], "reading web config file"),
+        (["--web.config.file", str(bad_config)], f"{bad_config}:2: basic_auth_users.alice: not"),
+        (["--auth.trusted-proxy", "10.0.0.0/8,proxy"], "'proxy' is not an IP address"),
+        (["--auth.trusted-user-header", "X-User:"], "not a usable header name"),
+        (["--web.allowed-hosts", "http://dash.example/"], "is not HOST or HOST:PORT"),
     ):
         assert main(["dash", *argv]) == 2, argv
         assert needle in capsys.readouterr().err
@@ -246,3 +258,31 @@ def test_cli_options_and_token(
     assert exited.value.code == 2
     with pytest.raises(ValueError):
         AppSettings(refresh="2h")
+
+
+def test_cli_access_options(tmp_path: Path) -> None:
+    access = cli.settings_from_args(parse()).access
+    assert access.allowed_hosts == ("127.0.0.1:9851", "localhost:9851", "[::1]:9851")
+    assert not access.authenticates
+    assert cli.access_from_args(parse("--listen", "[::1]:8000")).allowed_hosts[0] == "[::1]:8000"
+    wildcard = cli.access_from_args(parse("--listen", ":9851")).allowed_hosts
+    assert "localhost:9851" in wildcard and len(wildcard) >= 4
+    digest = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  alice: '{digest}'\n")
+    access = cli.access_from_args(
+        parse(
+            "--web.config.file", str(web),
+            "--auth.trusted-user-header", "X-Forwarded-User",
+            "--auth.trusted-proxy", "10.0.0.0/8, fd00::/8",
+            "--web.allowed-hosts", "Dash.Example., dash.example:8443,[::1]",
+        )
+    )  # fmt: skip
+    assert access.basic_auth and access.user_header == "X-Forwarded-User"
+    assert access.allowed_hosts == ("dash.example", "dash.example:8443", "[::1]")
+    assert access.trusted("10.2.3.4") and access.trusted("fd00::5") and not access.trusted("::1")
+    assert access.host_allowed("DASH.example:1234") and not access.host_allowed("dash.example@x")
+    settings = AppSettings(advisor_token="t", access=access)
+    assert "basic-auth users alice" in cli.describe_access(settings)
+    assert "X-Forwarded-User" in cli.describe_access(settings)
+    assert cli.describe_access(AppSettings(advisor_token="t")) == "read-only: no users configured"

@@ -1,0 +1,303 @@
+"""The Dash app applies and reverts only for a signed-in user, from its own pages, on its own
+host names: its Flask server (test client) in front of a recording stand-in for the advisor
+on loopback, which must receive nothing from a refused request.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+from flask.testing import FlaskClient
+
+from tests.dash.conftest import FakeApi
+from tests.procs import free_port
+from toposcope.dashboards.app import csrf
+from toposcope.dashboards.app.access import Access, parse_proxies
+from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.webconfig import load_web_config
+
+TOKEN = "operator-t0ken"
+REC = {
+    "id": "pin-1",
+    "kind": "pin",
+    "target": {"node": "n1", "workload": "train", "gpus": []},
+    "summary": "pin train",
+    "estimated_gain": 0.4,
+}
+UPDATE = "/_dash-update-component"
+
+
+def advisor_api(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+    if path == "/api/v1/recommendations/pin-1/apply":
+        return 200, {"recommendation_id": "pin-1", "result": "applied", "detail": "1 action"}
+    if path == "/api/v1/recommendations/pin-1":
+        return 200, {**REC, "audit": []}
+    if path == "/api/v1/audit":
+        return 200, {"actions": []}
+    return 404, {"error": f"no route {method} {path}"}
+
+
+@pytest.fixture
+def advisor() -> Iterator[FakeApi]:
+    with FakeApi(advisor_api) as api:
+        yield api
+
+
+@pytest.fixture
+def web_config(tmp_path: Path) -> Path:
+    digest = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(rounds=4)).decode()
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  alice: '{digest}'\n")
+    return path
+
+
+def client_for(advisor: FakeApi, access: Access) -> FlaskClient:
+    closed = f"http://127.0.0.1:{free_port()}"
+    settings = AppSettings(closed, advisor.url, TOKEN, timeout=2, refresh="off", access=access)
+    client: FlaskClient = create_app(settings).server.test_client()
+    return client
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {encoded}"}
+
+
+ALICE = basic("alice", "alice-pw")
+
+
+def callback_id(client: FlaskClient, output: str, headers: dict[str, str]) -> str:
+    """The id of the callback that writes ``output``, as the page's renderer learns it."""
+    answer = client.get("/_dash-dependencies", headers=headers)
+    assert answer.status_code == 200
+    return next(str(d["output"]) for d in answer.get_json() if output in d["output"])
+
+
+def apply_body(client: FlaskClient, headers: dict[str, str]) -> dict[str, Any]:
+    """What the renderer posts when the operator confirms Apply on the first table row."""
+    return {
+        "output": callback_id(client, "recs-outcome.children", headers),
+        "outputs": [
+            {"id": "recs-outcome", "property": "children"},
+            {"id": "recs-version", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "recs-confirm-apply", "property": "submit_n_clicks", "value": 1},
+            {"id": "recs-confirm-revert", "property": "submit_n_clicks", "value": None},
+        ],
+        "changedPropIds": ["recs-confirm-apply.submit_n_clicks"],
+        "state": [
+            {"id": "recs-table", "property": "selected_rows", "value": [0]},
+            {"id": "recs-table", "property": "data", "value": [{"id": "pin-1"}]},
+            {"id": "recs-version", "property": "data", "value": 0},
+        ],
+    }
+
+
+def csrf_header(client: FlaskClient, domain: str = "localhost") -> dict[str, str]:
+    """The header the renderer copies from the app's CSRF cookie."""
+    cookie = client.get_cookie(csrf.COOKIE, domain=domain)
+    assert cookie is not None, "the app set no CSRF cookie"
+    return {csrf.HEADER: cookie.value}
+
+
+def posts(advisor: FakeApi) -> list[tuple[str, dict[str, str], bytes]]:
+    """The POSTs the advisor received: path, headers, body."""
+    return [
+        (path, headers, body)
+        for (method, path, _, headers), body in zip(advisor.requests, advisor.bodies, strict=True)
+        if method == "POST"
+    ]
+
+
+def test_without_users_nobody_applies_and_the_page_says_why(advisor: FakeApi) -> None:
+    client = client_for(advisor, Access())
+    assert client.get("/").status_code == 200  # reading stays open on loopback
+    body = apply_body(client, {})
+    answer = client.post(UPDATE, json=body, headers=csrf_header(client))
+    assert answer.status_code == 403
+    assert "--web.config.file" in answer.get_data(as_text=True)
+    assert posts(advisor) == []
+    page = route(client, "/recommendations", {})
+    assert "need a signed-in user" in page and "--auth.trusted-user-header" in page
+    assert detail_buttons(client, {}) == (True, True)
+
+
+def route(client: FlaskClient, path: str, headers: dict[str, str]) -> str:
+    """The page skeleton the router callback answers for ``path``, as text."""
+    body = {
+        "output": callback_id(client, "page.children", headers),
+        "outputs": [{"id": "page", "property": "children"}, {"id": "nav", "property": "children"}],
+        "inputs": [{"id": "url", "property": "pathname", "value": path}],
+        "changedPropIds": ["url.pathname"],
+        "state": [{"id": "url", "property": "search", "value": ""}],
+    }
+    answer = client.post(UPDATE, json=body, headers=headers)
+    assert answer.status_code == 200
+    return json.dumps(answer.get_json())
+
+
+def detail_buttons(client: FlaskClient, headers: dict[str, str]) -> tuple[bool, bool]:
+    """Whether Apply and Revert are disabled with an open recommendation selected."""
+    row = {"id": "pin-1", "status": "open", "gain": 0.4}
+    body = {
+        "output": callback_id(client, "recs-apply.disabled", headers),
+        "outputs": [
+            {"id": "recs-detail", "property": "children"},
+            {"id": "recs-apply", "property": "disabled"},
+            {"id": "recs-revert", "property": "disabled"},
+        ],
+        "inputs": [
+            {"id": "recs-table", "property": "selected_rows", "value": [0]},
+            {"id": "recs-table", "property": "data", "value": [row]},
+        ],
+        "changedPropIds": ["recs-table.selected_rows"],
+    }
+    answer = client.post(UPDATE, json=body, headers=headers).get_json()["response"]
+    return answer["recs-apply"]["disabled"], answer["recs-revert"]["disabled"]
+
+
+def test_basic_auth_users_sign_in_before_anything(advisor: FakeApi, web_config: Path) -> None:
+    client = client_for(advisor, Access(web_config=load_web_config(web_config)))
+    for headers in ({}, basic("alice", "wrong"), basic("mallory", "alice-pw")):
+        answer = client.get("/", headers=headers)
+        assert answer.status_code == 401, headers
+        assert answer.headers["WWW-Authenticate"].startswith("Basic realm=")
+    assert client.get("/", headers=ALICE).status_code == 200
+    body = apply_body(client, ALICE)
+    assert client.post(UPDATE, json=body, headers=csrf_header(client)).status_code == 401
+    assert posts(advisor) == []
+    assert "signed in as alice" in route(client, "/recommendations", ALICE)
+    assert detail_buttons(client, ALICE) == (False, True)
+
+
+def test_apply_needs_the_csrf_token(advisor: FakeApi, web_config: Path) -> None:
+    client = client_for(advisor, Access(web_config=load_web_config(web_config)))
+    assert client.get("/", headers=ALICE).status_code == 200
+    body = apply_body(client, ALICE)
+    token = csrf_header(client)[csrf.HEADER]
+    other = create_app(AppSettings()).server.test_client()
+    other.get("/")
+    foreign = csrf_header(other)[csrf.HEADER]  # valid for another app instance only
+    for headers, cookie in (
+        (ALICE, token),  # no header: a cross-site form or fetch cannot add one
+        ({**ALICE, csrf.HEADER: token[:-1] + "0"}, token),
+        ({**ALICE, csrf.HEADER: foreign}, foreign),  # a planted cookie, matching header
+    ):
+        client.set_cookie(csrf.COOKIE, cookie)
+        answer = client.post(UPDATE, json=body, headers=headers)
+        assert answer.status_code == 403, headers
+        assert "CSRF" in answer.get_data(as_text=True)
+    assert posts(advisor) == []
+    client.set_cookie(csrf.COOKIE, token)
+    answer = client.post(UPDATE, json=body, headers={**ALICE, csrf.HEADER: token})
+    assert answer.status_code == 200
+    assert "apply pin-1: applied 1 action" in answer.get_data(as_text=True)
+    [(path, headers, sent)] = posts(advisor)
+    assert path == "/api/v1/recommendations/pin-1/apply"
+    assert json.loads(sent) == {"user": "alice"}
+    assert headers["Authorization"] == f"Bearer {TOKEN}"
+    assert headers["Content-Type"] == "application/json"
+
+
+def test_cross_origin_pages_cannot_apply(advisor: FakeApi, web_config: Path) -> None:
+    client = client_for(advisor, Access(web_config=load_web_config(web_config)))
+    client.get("/", headers=ALICE)
+    body = apply_body(client, ALICE)
+    signed = {**ALICE, **csrf_header(client)}
+    for origin in (
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Referer": "http://evil.example/x"},
+        {"Origin": "http://[::1"},
+    ):
+        answer = client.post(UPDATE, json=body, headers={**signed, **origin})
+        assert answer.status_code == 403, origin
+    assert posts(advisor) == []
+    same = client.post(UPDATE, json=body, headers={**signed, "Origin": "http://localhost:9851"})
+    assert same.status_code == 200
+    assert len(posts(advisor)) == 1
+
+
+def test_other_host_names_are_refused(advisor: FakeApi, web_config: Path) -> None:
+    access = Access(
+        web_config=load_web_config(web_config), allowed_hosts=("127.0.0.1:9851", "dash.example")
+    )
+    client = client_for(advisor, access)
+    assert client.get("/", headers={**ALICE, "Host": "127.0.0.1:9851"}).status_code == 200
+    assert client.get("/", headers={**ALICE, "Host": "dash.example:443"}).status_code == 200
+    body = apply_body(client, {**ALICE, "Host": "127.0.0.1:9851"})
+    signed = {**ALICE, **csrf_header(client, "127.0.0.1")}
+    # a DNS-rebinding page: the browser sends its own name, even to 127.0.0.1
+    for host in ("evil.example", "evil.example:9851", "127.0.0.1:80", "localhost:9851", ""):
+        answer = client.get("/", headers={**ALICE, "Host": host})
+        assert answer.status_code == 421, host
+        assert client.post(UPDATE, json=body, headers={**signed, "Host": host}).status_code == 421
+        assert csrf.COOKIE not in answer.headers.get("Set-Cookie", "")
+    assert posts(advisor) == []
+
+
+def test_the_trusted_header_counts_only_from_the_trusted_proxy(advisor: FakeApi) -> None:
+    client = client_for(advisor, Access(user_header="X-Forwarded-User"))
+    client.get("/")
+    body = apply_body(client, {})
+    signed = {"X-Forwarded-User": "bob", **csrf_header(client)}
+    outside = {"REMOTE_ADDR": "10.1.2.3"}
+    answer = client.post(UPDATE, json=body, headers=signed, environ_base=outside)
+    assert answer.status_code == 403
+    assert "trusted proxy with the X-Forwarded-User header" in answer.get_data(as_text=True)
+    assert detail_buttons(client, {"X-Forwarded-User": "bob"}) == (False, True)
+    assert posts(advisor) == []
+    proxy = {"REMOTE_ADDR": "127.0.0.1"}
+    answer = client.post(UPDATE, json=body, headers=signed, environ_base=proxy)
+    assert answer.status_code == 200
+    [(_, _, sent)] = posts(advisor)
+    assert json.loads(sent) == {"user": "bob"}
+
+
+def test_trusted_proxy_networks(advisor: FakeApi) -> None:
+    access = Access(user_header="X-Forwarded-User", trusted_proxies=parse_proxies("10.0.0.0/8"))
+    client = client_for(advisor, access)
+    client.get("/")
+    body = apply_body(client, {})
+    signed = {"X-Forwarded-User": "carol", **csrf_header(client)}
+    for remote, status in (("127.0.0.1", 403), ("::ffff:10.9.8.7", 200), ("10.1.2.3", 200)):
+        answer = client.post(
+            UPDATE, json=body, headers=signed, environ_base={"REMOTE_ADDR": remote}
+        )
+        assert answer.status_code == status, remote
+    assert [json.loads(sent) for _, _, sent in posts(advisor)] == [{"user": "carol"}] * 2
+    for name in (" ", "bob smith", "<b>bob</b>", "x" * 129):
+        named = {**signed, "X-Forwarded-User": name}
+        inside = {"REMOTE_ADDR": "10.1.2.3"}
+        assert client.post(UPDATE, json=body, headers=named, environ_base=inside).status_code == 403
+    assert len(posts(advisor)) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "shown"),
+    [
+        (
+            409,
+            {"error": "pin-1 is being applied", "state": "in_progress", "entries": [{"seq": 1}]},
+            "apply pin-1 is already in progress (1 action still running)",
+        ),
+        (502, b"<html>Bad Gateway</html>", "the advisor answered HTTP 502: <html>Bad Gateway"),
+    ],
+)
+def test_apply_outcomes_the_page_explains(status: int, answer: Any, shown: str) -> None:
+    with FakeApi(lambda m, p, q: (status, answer)) as advisor:
+        client = client_for(advisor, Access(user_header="X-Forwarded-User"))
+        client.get("/")
+        signed = {"X-Forwarded-User": "bob", **csrf_header(client)}
+        reply = client.post(UPDATE, json=apply_body(client, signed), headers=signed)
+    assert reply.status_code == 200
+    text = json.dumps(reply.get_json())
+    assert shown in text and "base URL" not in text
+    assert len(posts(advisor)) == 1

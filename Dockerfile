@@ -17,6 +17,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 COPY pyproject.toml README.md /src/
 COPY toposcope /src/toposcope
 COPY exporters /src/exporters
+COPY agent /src/agent
 COPY advisor /src/advisor
 COPY dashboards /src/dashboards
 COPY sim /src/sim

@@ -46,7 +46,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "place": ("toposcope.advisor.place_cli", "best GPU set for a job of N GPUs"),
     "sim": ("toposcope.sim.cli", "run a simulated cluster: per-node /metrics, truth, the API"),
     "agent": (
-        "toposcope.exporters.agent_cli",
+        "toposcope.agent.cli",
         "serve the resource-manager API for this host (affinity, cpusets, migrate_pages)",
     ),
     "advisor": (

@@ -1,25 +1,38 @@
-"""The ``local`` backend: this host's processes and cgroups, changed by the advisor itself.
+"""Resource-manager backends that live in other parts, found by name at run time.
 
-The code that acts lives on the node side, in :mod:`toposcope.exporters.local_rm` (the node
-agent serves the same object over HTTP). The advisor otherwise talks to the exporters only
-over the wire, so this bridge imports that module when ``--resource-manager local`` is
-chosen, never at start-up.
+``--resource-manager local`` acts on the advisor's own host with the node agent's code
+(:mod:`toposcope.agent`). The advisor talks to every other part only over the wire and never
+imports it; the agent registers its factory under the ``toposcope.resource_managers`` entry
+point group (pyproject.toml), which is looked up here when the backend is chosen, never at
+start-up. An install without the agent says which extra to add.
 """
 
 from __future__ import annotations
 
-import importlib
+from importlib.metadata import entry_points
 from typing import cast
 
+from toposcope.errors import ConfigError
 from toposcope.resources import ResourceManager
 
-LOCAL_MODULE = "toposcope.exporters.local_rm"
+ENTRY_POINT_GROUP = "toposcope.resource_managers"
+
+
+def registered_backend(name: str, **options: object) -> ResourceManager:
+    """The resource manager the entry point ``name`` of the group builds with ``options``."""
+    found = entry_points(group=ENTRY_POINT_GROUP, name=name)
+    if not found:
+        raise ConfigError(
+            f"--resource-manager {name}: no such backend is installed (the local backend "
+            "comes with the node agent: pip install 'toposcope[agent]')"
+        )
+    factory = next(iter(found)).load()
+    return cast(ResourceManager, factory(**options))
 
 
 def local_resource_manager(node_name: str | None = None) -> ResourceManager:
-    """A :class:`~toposcope.exporters.local_rm.LocalResourceManager` for this host.
+    """This host's resource manager (the node agent's code, in-process).
 
     ``node_name`` is the node it reports (default: the hostname).
     """
-    module = importlib.import_module(LOCAL_MODULE)
-    return cast(ResourceManager, module.LocalResourceManager(node_name=node_name))
+    return registered_backend("local", node_name=node_name)

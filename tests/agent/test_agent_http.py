@@ -22,8 +22,8 @@ from toposcope.advisor.recommendations import (
     Target,
     make_recommendation,
 )
+from toposcope.agent import cli as agent_cli
 from toposcope.cpulist import format_cpulist
-from toposcope.exporters import agent_cli
 from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError
 
 TOKEN = "agent-s3cret"

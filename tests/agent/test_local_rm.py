@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import Child, allowed_cpus, cpus_allowed, running_child, tasks
+from toposcope.agent.local_rm import LocalResourceManager, Syscalls
 from toposcope.cpulist import format_cpulist
-from toposcope.exporters.local_rm import LocalResourceManager, Syscalls
 from toposcope.resources import ActionKind, ActionRequest, ActionStatus, ResourceManagerError
 
 
@@ -158,7 +158,7 @@ def test_refusals(
 UNPRIVILEGED = textwrap.dedent(
     """
     import json, os, sys
-    from toposcope.exporters.local_rm import LocalResourceManager
+    from toposcope.agent.local_rm import LocalResourceManager
     from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError
     rm = LocalResourceManager(node_name="n1")
     # the interpreter's own files may be unreadable once root is dropped: load what is

@@ -12,6 +12,7 @@ from tests.helpers import REPO
 FOLDERS = {
     "toposcope": "toposcope",
     "exporters": "toposcope.exporters",
+    "agent": "toposcope.agent",
     "advisor": "toposcope.advisor",
     "dashboards": "toposcope.dashboards",
     "sim": "toposcope.sim",

@@ -6,7 +6,7 @@
 
 It serves the same API as the simulator (:func:`toposcope.rmapi.make_api_app`: ``GET
 /api/v1/nodes``, ``/workloads``, ``POST /api/v1/actions``...) over
-:class:`~toposcope.exporters.local_rm.LocalResourceManager`, so the advisor's ``agent``
+:class:`~toposcope.agent.local_rm.LocalResourceManager`, so the advisor's ``agent``
 backend (``--rm-url http://{node}:9848``) pins threads, writes cpusets and migrates pages on
 each node. It listens on loopback unless told otherwise. Reads are open; state changes need
 ``Authorization: Bearer <token>`` with the token of ``--token-file``, and without a token
@@ -21,8 +21,8 @@ import argparse
 import logging
 import socket
 
+from toposcope.agent.local_rm import LocalResourceManager
 from toposcope.config import HostPaths
-from toposcope.exporters.local_rm import LocalResourceManager
 from toposcope.httpserver import HttpServer
 from toposcope.rmapi import make_api_app
 from toposcope.tokens import add_token_file_options, load_token

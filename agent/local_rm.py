@@ -74,6 +74,7 @@ from toposcope.resources import (
     ActionStatus,
     Allocation,
     NodeView,
+    ResourceManager,
     ResourceManagerError,
     WorkloadView,
 )
@@ -835,3 +836,13 @@ def _tree(children: dict[int, list[int]], root: int) -> list[int]:
 
 
 __all__ = ["MIGRATE_PAGES_SYSCALL", "NOT_ON_ONE_HOST", "LocalResourceManager", "Syscalls"]
+
+
+def local_resource_manager(node_name: str | None = None) -> ResourceManager:
+    """This host's resource manager, for the advisor's ``--resource-manager local``.
+
+    Registered as the ``local`` entry point of ``toposcope.resource_managers`` (pyproject),
+    so the advisor finds it by name without importing the agent. ``node_name`` is the node
+    it reports (default: the hostname).
+    """
+    return LocalResourceManager(node_name=node_name)

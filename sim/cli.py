@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,18 @@ from toposcope.errors import ConfigError, UsageError
 from toposcope.rmapi import make_api_app
 from toposcope.sim.clock import SimClock
 from toposcope.sim.nodefs import SimExporters
+from toposcope.sim.paths import remove_tree
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
 from toposcope.sim.server import SimServer, WsgiApp, file_sd_targets, make_sim_app, write_file_sd
-from toposcope.tokens import load_token
+from toposcope.sim.stopping import StopRequested, StopSignals
+from toposcope.tokens import add_token_file_options, load_token
 
 LOG = logging.getLogger("toposcope.sim")
 
 DEFAULT_LISTEN = "127.0.0.1:9850"
+#: Seconds the clean-up after a stop request may take (threads, GPU sources, the state
+#: directory; a tree too large to delete in time is finished by a detached process).
+STOP_SECONDS = 3.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="bearer token guarding the API's state changes (without it they are refused)",
     )
+    add_token_file_options(parser)
     parser.add_argument("--seed", type=int, help="random seed (default: the scenario's own seed)")
     parser.add_argument(
         "--state-dir",
@@ -73,34 +79,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _api_app(cluster: Any, token_file: str | None) -> WsgiApp:
+def _api_app(cluster: Any, token_file: str | None, allow_insecure: bool = False) -> WsgiApp:
     """The resource-manager API app; state changes are refused unless a token is given."""
-    token = load_token(token_file) if token_file else None
+    token = load_token(token_file, allow_insecure=allow_insecure) if token_file else None
     app: WsgiApp = make_api_app(cluster, token)
     return app
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the scenario's cluster, serve it until interrupted, clean up."""
+    """Build the scenario's cluster, serve it until SIGTERM or SIGINT, clean up.
+
+    A stop signal is honoured at any moment, also while the scenario loads or the trees are
+    still being written in the background: the simulator exits (0) within
+    :data:`STOP_SECONDS` plus a second, removing the state directory it created.
+    """
     if args.speed < 0:
         raise UsageError("--speed must be 0 or more")
+    with StopSignals() as signals:
+        try:
+            return _serve(args, signals)
+        except StopRequested as stop:
+            LOG.info("stopped (signal %d)", stop.signum)
+            return 0
+
+
+def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
     scenario = load_scenario(args.scenario, seed=args.seed)
     clock = SimClock(seed=scenario.seed, speed=args.speed)
     cluster = build_cluster(scenario, clock)
     owned = args.state_dir is None
-    state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="toposcope-sim-"))
-    exporters = SimExporters(cluster, state_dir)
+    state_dir: Path | None = None
+    exporters: SimExporters | None = None
     server: SimServer | None = None
     stop = threading.Event()
-    preparing = threading.Thread(
-        target=exporters.prepare, args=(stop,), daemon=True, name="sim-prepare"
-    )
+    preparing: threading.Thread | None = None
     try:
-        api = _api_app(cluster, args.token_file)
+        with signals.deferred():
+            state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="toposcope-sim-"))
+        exporters = SimExporters(cluster, state_dir)
+        api = _api_app(cluster, args.token_file, args.allow_insecure_token_file)
         placeholder = make_sim_app(cluster, exporters, api)
         server = SimServer(placeholder, args.listen)
         address = args.file_sd_address or server.address
         server.httpd.set_app(make_sim_app(cluster, exporters, api, address))
+        preparing = threading.Thread(
+            target=exporters.prepare, args=(stop,), daemon=True, name="sim-prepare"
+        )
         preparing.start()
         if args.file_sd:
             write_file_sd(args.file_sd, file_sd_targets(cluster.node_names(), address))
@@ -113,17 +137,32 @@ def run(args: argparse.Namespace) -> int:
             args.speed,
             state_dir,
         )
-        server.serve_until_signalled()
+        server.serve_forever()
     finally:
-        stop.set()
-        if preparing.is_alive():
-            preparing.join(timeout=60)
-        if server is not None:
-            server.httpd.server_close()
-        exporters.close()
-        if owned:
-            shutil.rmtree(state_dir, ignore_errors=True)
+        _clean_up(stop, preparing, server, exporters, state_dir if owned else None)
     return 0
+
+
+def _clean_up(
+    stop: threading.Event,
+    preparing: threading.Thread | None,
+    server: SimServer | None,
+    exporters: SimExporters | None,
+    remove: Path | None,
+) -> None:
+    """Stop writing trees and serving, then remove the state directory (when ours), all
+    within :data:`STOP_SECONDS`.
+    """
+    deadline = time.monotonic() + STOP_SECONDS
+    stop.set()
+    if server is not None:
+        server.httpd.server_close()
+    if preparing is not None and preparing.is_alive():
+        preparing.join(timeout=max(deadline - time.monotonic() - 2.0, 0.5))
+    if exporters is not None:
+        exporters.close(timeout=max(deadline - time.monotonic() - 2.0, 0.5))
+    if remove is not None:
+        remove_tree(remove, max(deadline - time.monotonic(), 0.5))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,12 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from toposcope.names import (
+    OBJECT_NAME_RULE,
+    InvalidNameError,
+    check_node_name,
+    check_object_name,
+)
 from toposcope.resources import (
     ActionKind,
     ActionRequest,
@@ -53,7 +59,7 @@ from toposcope.resources import (
     WorkloadView,
 )
 from toposcope.sim.clock import SimClock
-from toposcope.sim.jobs import GIB, JobKind, JobSpec
+from toposcope.sim.jobs import GIB, JobKind, JobSpec, is_unit_name
 from toposcope.sim.model import (
     CoRunner,
     Performance,
@@ -217,7 +223,11 @@ class SimCluster:
     def add_node(
         self, name: str, template: NodeTemplate, labels: dict[str, str] | None = None
     ) -> None:
-        """Add a node (names are unique)."""
+        """Add a node (names are unique, host names that are also safe as one path
+        component: :func:`toposcope.names.check_node_name`, ``check_object_name``).
+        """
+        check_node_name(name)
+        check_object_name(name, "node name")
         with self._lock:
             if name in self._nodes:
                 raise ValueError(f"node {name!r} added twice")
@@ -232,8 +242,11 @@ class SimCluster:
     def submit(self, job: JobSpec, placement: Allocation | None = None) -> None:
         """Add a job; it arrives at ``job.submit_time`` and starts on ``placement`` when given
         (then validated like a ``place``, GPUs shared with other workloads allowed), else
-        waits for the scheduler or a ``place`` action.
+        waits for the scheduler or a ``place`` action. A name that is not a unit name
+        (:func:`~toposcope.sim.jobs.unit_name`) is an ``InvalidNameError``.
         """
+        if not is_unit_name(job.name):
+            raise InvalidNameError(f"workload name {job.name!r} is not {OBJECT_NAME_RULE}")
         with self._lock:
             if job.name in self._workloads:
                 raise ValueError(f"workload {job.name!r} submitted twice")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from toposcope.cpulist import format_cpulist
+from toposcope.sim.paths import contained
 from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
 
@@ -229,7 +230,12 @@ def _cgroup_dirs(root: Path, version: int, hierarchy: str | None) -> Path:
 
 
 def _ensure_cgroup(base: Path, cgroup: str) -> Path:
-    """Create the cgroup directory and empty ``cgroup.procs`` files on the way down."""
+    """Create the cgroup directory and empty ``cgroup.procs`` files on the way down (the
+    directory must lie inside ``base``).
+    """
+    relative = cgroup.strip("/")
+    if relative:
+        contained(base, base / relative)
     directory = base
     procs = directory / "cgroup.procs"
     if not procs.exists():
@@ -444,7 +450,9 @@ def write_topology_sysfs(
     distance, meminfo}``) and PCI functions (``bus/pci/devices/<bdf>/{vendor, device,
     class, numa_node, local_cpulist}``). When ``cpu_dir`` / ``pci_dir`` are given, those two
     directories are written there once and linked into ``root/sys`` (the simulator shares
-    them between nodes of one template). ``meminfo`` starts with every byte free.
+    them between nodes of one template). ``meminfo`` starts with every byte free. A PCI
+    bus id that would lead outside the PCI directory (``../x`` from an imported topology)
+    raises :class:`~toposcope.sim.paths.UnsafePathError` before anything is written there.
     """
     sys = root / "sys"
     cpu_target = cpu_dir if cpu_dir is not None else sys / "devices/system/cpu"
@@ -460,9 +468,9 @@ def write_topology_sysfs(
         _symlink(sys / "devices/system/cpu", str(cpu_dir))
     pci_target = pci_dir if pci_dir is not None else sys / "bus/pci/devices"
     if not pci_target.exists():
+        bases = [contained(pci_target, pci_target / d.bus_id) for d in topology.pci_devices]
         pci_target.mkdir(parents=True, exist_ok=True)
-        for device in topology.pci_devices:
-            base = pci_target / device.bus_id
+        for device, base in zip(topology.pci_devices, bases, strict=True):
             _write(base / "vendor", f"0x{device.vendor:04x}\n")
             _write(base / "device", f"0x{device.device:04x}\n")
             _write(base / "class", f"0x{device.class_id:04x}00\n")

@@ -18,14 +18,20 @@ Every simulated node gets what a real node's exporter reads:
 
 :class:`SimExporters` holds one :class:`NodeExporter` per node, built on first scrape, each
 with its own lock so that different nodes scrape in parallel.
+
+Every directory a tree creates or removes is checked to lie inside the node's root first
+(:func:`toposcope.sim.paths.contained`), and every node's root inside the state directory:
+a workload whose name would lead outside is refused and logged, never written.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,9 +48,12 @@ from toposcope.exporters.sources.fake_nvml import FakeNvml, FakeProcess, Ramp, p
 from toposcope.sim.cluster import NodeSnapshot, SimCluster, WorkloadSnapshot
 from toposcope.sim.fsgen import mountinfo_text, numa_stat_text, stat_line, write_topology_sysfs
 from toposcope.sim.jobs import JobKind
+from toposcope.sim.paths import UnsafePathError, contained, remove_contained
 from toposcope.sim.templates import NodeTemplate
 from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
+
+LOG = logging.getLogger("toposcope.sim")
 
 TICKS = 100
 PAGE = 4096
@@ -180,10 +189,15 @@ class NodeTree:
                 f"local_node {NUMASTAT_BASELINE}\nother_node 0\n",
             )
         self._written: dict[str, _Written] = {}
+        self._refused: set[str] = set()
         self._time: float | None = None
 
     def update(self, snap: NodeSnapshot) -> None:
-        """Bring the tree to ``snap``: structure where it changed, counters if time moved."""
+        """Bring the tree to ``snap``: structure where it changed, counters if time moved.
+
+        A workload whose directories would lie outside the root is left out of the tree
+        (logged once): the rest of the node is still written.
+        """
         current = {w.name: w for w in snap.workloads}
         for name in [n for n in self._written if n not in current]:
             self._remove(name)
@@ -198,7 +212,12 @@ class NodeTree:
             if known is None or known.pid != workload.pid:
                 if known is not None:
                     self._remove(workload.name)
-                self._create(workload, key)
+                try:
+                    self._create(workload, key)
+                except UnsafePathError as exc:
+                    if workload.name not in self._refused:
+                        self._refused.add(workload.name)
+                        LOG.error("node %s: workload left out of the tree: %s", snap.name, exc)
             elif known.key != key:
                 self._restructure(workload, key)
         if snap.now != self._time:
@@ -215,6 +234,9 @@ class NodeTree:
         threads = min(max(workload.spec.threads, 1), MAX_THREADS)
         tids = tuple(range(pid, pid + threads))
         base = f"{self._proc}/{pid}"
+        cgroup = self._cgroup_dir(workload.name)
+        contained(self.root, base)
+        contained(self.root, cgroup)
         os.makedirs(base + "/fd", exist_ok=True)
         for tid in tids:
             os.makedirs(f"{base}/task/{tid}", exist_ok=True)
@@ -223,7 +245,6 @@ class NodeTree:
         _write(base + "/cgroup", f"0::/system.slice/{workload.name}\n")
         for fd in range(3):
             _link(f"{base}/fd/{fd}", "/dev/null")
-        cgroup = self._cgroup_dir(workload.name)
         os.makedirs(cgroup, exist_ok=True)
         _write(cgroup + "/cgroup.procs", f"{pid}\n")
         self._written[workload.name] = _Written(pid, tids, key)
@@ -262,15 +283,17 @@ class NodeTree:
 
     def _remove(self, name: str) -> None:
         known = self._written.pop(name)
-        shutil.rmtree(f"{self._proc}/{known.pid}", ignore_errors=True)
-        shutil.rmtree(self._cgroup_dir(name), ignore_errors=True)
+        remove_contained(self.root, f"{self._proc}/{known.pid}")
+        remove_contained(self.root, self._cgroup_dir(name))
 
     # -- counters ------------------------------------------------------------------------------
 
     def _counters(self, snap: NodeSnapshot) -> None:
         uptime_ticks = int((UPTIME_AT_START + snap.now) * TICKS)
         for workload in snap.workloads:
-            known = self._written[workload.name]
+            known = self._written.get(workload.name)
+            if known is None:
+                continue
             base = f"{self._proc}/{known.pid}"
             count = len(known.tids)
             per_thread = int(workload.cpu_seconds * TICKS / count)
@@ -480,9 +503,13 @@ class NodeExporter:
         """Run the collectors once (hold :attr:`lock`)."""
         return render(self.runner, self.name)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
         """Stop the GPU source's threads and shut the fake NVML down."""
-        self.source.close(timeout=5.0)
+        self.source.close(timeout=timeout)
+
+
+class ExportersClosed(RuntimeError):
+    """The simulated exporters were closed (the simulator is stopping)."""
 
 
 class SimExporters:
@@ -519,39 +546,51 @@ class SimExporters:
         return build
 
     def exporter(self, name: str) -> NodeExporter:
-        """The node's exporter, built (tree written) on first use; ``KeyError`` if unknown."""
+        """The node's exporter, built (tree written) on first use; ``KeyError`` if unknown,
+        :class:`ExportersClosed` once :meth:`close` has begun, :class:`UnsafePathError` if
+        the node's or its template's directory would lie outside the state directory.
+        """
         with self._lock:
             if self._closed:
-                raise RuntimeError("the simulated exporters are closed")
+                raise ExportersClosed("the simulated exporters are closed")
             found = self._exporters.get(name)
             if found is not None:
                 return found
         template = self.cluster.template_of(name)
+        root = contained(self.state_dir, self.state_dir / "nodes" / name)
+        shared = contained(self.state_dir, self.state_dir / "templates" / template.name)
         with self._lock:
             building = self._building.setdefault(template.name, threading.Lock())
         with building:
             with self._lock:
+                if self._closed:
+                    raise ExportersClosed("the simulated exporters are closed")
                 found = self._exporters.get(name)
             if found is not None:
                 return found
-            shared = self.state_dir / "templates" / template.name
             exporter = NodeExporter(
                 name,
                 template,
-                self.state_dir / "nodes" / name,
+                root,
                 shared,
                 self._topology(template),
                 self.cluster.clock,
                 self.background,
             )
             with self._lock:
-                self._exporters[name] = exporter
+                closed = self._closed
+                if not closed:
+                    self._exporters[name] = exporter
+            if closed:
+                exporter.close(timeout=0.0)
+                raise ExportersClosed("the simulated exporters are closed")
             return exporter
 
     def prepare(self, stop: threading.Event) -> int:
         """Build every node's exporter (write its tree) ahead of the first scrape, so that
         Prometheus' first round is as fast as the later ones. Returns how many were built;
-        stops early when ``stop`` is set or the exporters are closed.
+        stops early when ``stop`` is set or the exporters are closed. A node that cannot
+        be built is logged and skipped (its scrapes will report the error).
         """
         built = 0
         for name in self.cluster.node_names():
@@ -559,23 +598,53 @@ class SimExporters:
                 break
             try:
                 self.exporter(name)
-            except RuntimeError:
+            except ExportersClosed:
                 break
+            except (UnsafePathError, OSError) as exc:
+                LOG.error("node %s: cannot write its tree: %s", name, exc)
+                continue
             built += 1
         return built
 
-    def scrape(self, name: str) -> bytes:
-        """The node's /metrics text now (``KeyError`` for an unknown node)."""
+    @contextmanager
+    def updated(self, name: str) -> Iterator[NodeExporter]:
+        """The node's exporter, locked and brought up to the cluster's state now.
+
+        ``KeyError`` for an unknown node, :class:`ExportersClosed` once :meth:`close` has
+        begun (so that nothing is written into trees being removed).
+        """
         exporter = self.exporter(name)
         with exporter.lock:
+            if self._closed:
+                raise ExportersClosed("the simulated exporters are closed")
             exporter.update(self.cluster.node_snapshot(name))
+            yield exporter
+
+    def scrape(self, name: str) -> bytes:
+        """The node's /metrics text now (``KeyError`` for an unknown node)."""
+        with self.updated(name) as exporter:
             return exporter.render()
 
-    def close(self) -> None:
-        """Close every node's GPU source (idempotent)."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop writing and close every node's GPU source, in about ``timeout`` seconds at
+        most (idempotent).
+
+        Builds and scrapes under way finish first; later ones raise
+        :class:`ExportersClosed`, so the trees can be removed safely afterwards.
+        """
+        deadline = time.monotonic() + timeout
         with self._lock:
             self._closed = True
+            building = list(self._building.values())
+        for lock in building:
+            if lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+                lock.release()
+        with self._lock:
             exporters = list(self._exporters.values())
             self._exporters.clear()
         for exporter in exporters:
-            exporter.close()
+            exporter.source.stop_background(timeout=0.0)
+        for exporter in exporters:
+            if exporter.lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+                exporter.lock.release()
+            exporter.close(timeout=max(deadline - time.monotonic(), 0.0))

@@ -40,7 +40,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from toposcope.exporters.app import render
 from toposcope.httpserver import HttpServer
 from toposcope.sim.cluster import SimCluster
-from toposcope.sim.nodefs import SimExporters
+from toposcope.sim.nodefs import ExportersClosed, SimExporters
+from toposcope.sim.paths import UnsafePathError
 from toposcope.sim.truth import render_truth
 
 LOG = logging.getLogger("toposcope.sim")
@@ -128,12 +129,15 @@ def make_sim_app(
                 return _text(start_response, "404 Not Found", f"unknown node {name!r}\n")
             query = parse_qs(environ.get("QUERY_STRING", ""))
             include, exclude = query.get("collect[]", []), query.get("exclude[]", [])
-            if include or exclude:
-                body = _subset(exporters, cluster, name, include, exclude)
-                if body is None:
-                    return _text(start_response, "400 Bad Request", "unknown collector(s)\n")
-            else:
-                body = exporters.scrape(name)
+            try:
+                body = _node_metrics(exporters, name, include, exclude)
+            except ExportersClosed:
+                return _text(start_response, "503 Service Unavailable", "shutting down\n")
+            except (UnsafePathError, OSError) as exc:
+                LOG.error("node %s: cannot write its tree: %s", name, exc)
+                return _text(start_response, "500 Internal Server Error", "node tree failed\n")
+            if body is None:
+                return _text(start_response, "400 Bad Request", "unknown collector(s)\n")
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [body]
         if path == "/truth/metrics":
@@ -152,19 +156,17 @@ def make_sim_app(
     return app
 
 
-def _subset(
-    exporters: SimExporters,
-    cluster: SimCluster,
-    name: str,
-    include: list[str],
-    exclude: list[str],
+def _node_metrics(
+    exporters: SimExporters, name: str, include: list[str], exclude: list[str]
 ) -> bytes | None:
-    exporter = exporters.exporter(name)
-    unknown = set(include) - set(exporter.runner.names())
-    if unknown:
-        return None
-    with exporter.lock:
-        exporter.update(cluster.node_snapshot(name))
+    """The node's /metrics text, of the ``include``d collectors less the ``exclude``d ones
+    (all when both are empty); ``None`` when ``include`` names an unknown collector.
+    """
+    with exporters.updated(name) as exporter:
+        if not include and not exclude:
+            return exporter.render()
+        if set(include) - set(exporter.runner.names()):
+            return None
         return render(exporter.runner.subset(include, exclude), name)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,18 @@ def test_http_routes_and_api_mount(demo: tuple[SimCluster, SimExporters]) -> Non
     assert call(mounted, "/api/v1/actions", method="POST") == ("200 OK", b"api")
     assert paths == ["/api/v1/actions"]
     assert call(mounted, "/truth/metrics", method="POST")[0].startswith("405")
+
+
+def test_closed_exporters_answer_503_and_write_nothing(tmp_path: Path) -> None:
+    """Once the simulator is stopping, scrapes and late builds stop writing into the trees
+    that are about to be removed.
+    """
+    cluster = build_cluster(load_scenario("builtin:cpu-numa"))
+    exporters = SimExporters(cluster, tmp_path / "state", background=False)
+    app = make_sim_app(cluster, exporters)
+    assert call(app, "/nodes/xeon-01/metrics")[0].startswith("200")
+    exporters.close(timeout=1.0)
+    assert call(app, "/nodes/xeon-01/metrics") == ("503 Service Unavailable", b"shutting down\n")
+    assert call(app, "/nodes/xeon-02/metrics")[0].startswith("503")
+    assert exporters.prepare(threading.Event()) == 0
+    assert sorted(p.name for p in (tmp_path / "state" / "nodes").iterdir()) == ["xeon-01"]

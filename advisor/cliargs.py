@@ -13,6 +13,7 @@ from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLo
 from toposcope.advisor.loaders.base import check_selector
 from toposcope.advisor.policies import POLICIES
 from toposcope.errors import ConfigError, UsageError
+from toposcope.nodeidentity import add_node_label_argument
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,13 +54,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MATCHERS",
         help='label matchers added to every query, e.g. job="toposcope"',
     )
-    parser.add_argument(
-        "--node-label",
-        default="auto",
-        metavar="LABEL",
-        help="label naming a series' node (default auto: node, then the exporter's "
-        "hostname, then instance)",
-    )
+    add_node_label_argument(parser)
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per HTTP request (default 10)"
     )

@@ -5,7 +5,8 @@ The advisor's loader and the Dash app both read ``/api/v1/query`` and
 behind credentials, at the wrong path or answering something other than the API's JSON is
 recognised, retried and worded the same way everywhere. Each caller turns
 :class:`PromApiError` subclasses into its own errors (exit codes for the CLI, a message on
-a page for the app) and parses the ``data`` object it gets back.
+a page for the app) and parses the ``data`` object it gets back with
+:mod:`toposcope.promtypes`.
 
 Retries (exponential back-off) cover what may pass: refused connections, timeouts, and
 HTTP 429/5xx. Credentials refused (401/403), a wrong path (404) and a rejected query are

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from toposcope.advisor.recommendations import Report
 from toposcope.errors import ConfigError
+from toposcope.recommendation import Report
 
 Formatter = Callable[[Report], str]
 

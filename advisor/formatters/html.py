@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from toposcope.advisor.formatters import formatter
 from toposcope.advisor.formatters.text import header
-from toposcope.advisor.recommendations import Report
+from toposcope.recommendation import Report
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }

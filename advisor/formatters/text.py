@@ -7,7 +7,7 @@ import io
 import json
 
 from toposcope.advisor.formatters import formatter
-from toposcope.advisor.recommendations import Recommendation, Report
+from toposcope.recommendation import Recommendation, Report
 
 COLUMNS = ("ID", "KIND", "TARGET", "GAIN", "SEVERITY", "RISK", "CONF", "SUMMARY")
 
@@ -60,7 +60,9 @@ def table(report: Report) -> str:
 
 @formatter("json")
 def as_json(report: Report) -> str:
-    """The whole report as JSON (sorted keys), the form ``Report.from_json`` reads back."""
+    """The whole report as JSON (sorted keys, with its ``schema_version``), the form
+    :func:`toposcope.recommendation_decoder.report_from_json` reads back.
+    """
     return report.to_json() + "\n"
 
 

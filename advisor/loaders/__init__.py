@@ -11,14 +11,13 @@ from toposcope.advisor.loaders.base import (
     MetricsBackend,
     Query,
     QueryResult,
-    Sample,
-    Series,
     Window,
     parse_duration,
 )
 from toposcope.advisor.loaders.prometheus import PrometheusLoader
 from toposcope.advisor.loaders.queries import PLACEMENT_QUERIES, QUERY_TYPES, load_all, queries
 from toposcope.advisor.loaders.scrape import ScrapeLoader, ScrapeTarget
+from toposcope.promtypes import Sample, Series
 
 __all__ = [
     "PLACEMENT_QUERIES",

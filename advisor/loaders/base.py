@@ -5,7 +5,8 @@ exporters' ``/metrics`` pages read directly (:class:`ScrapeLoader`). A *query* i
 the advisor (GPU utilization over the window, a workload's memory per NUMA node...), declared
 once as a :class:`Query` with its catalogue metric and how samples are reduced over the
 window. Backends answer queries through :meth:`MetricsBackend.load`, so the model builder and
-the policies never care where the numbers came from.
+the policies never care where the numbers came from. Samples and series are the core's
+PromQL result types (:mod:`toposcope.promtypes`), with ``__name__`` left out of their labels.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import ClassVar, Literal, Protocol
 
 from toposcope.catalogue import MetricSpec, spec
 from toposcope.errors import ConfigError
+from toposcope.promtypes import Sample, Series
 
 Reduction = Literal["value", "avg", "min", "max", "count", "rate"]
 QueryType = Literal["instant", "range"]
@@ -69,22 +71,6 @@ class Window:
     def step_seconds(self, points: int = 60) -> float:
         """The step of a range query that returns about ``points`` points (at least 1 s)."""
         return max(1.0, self.seconds / points)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One instant-vector element: its labels (``__name__`` removed) and a finite value."""
-
-    labels: Mapping[str, str]
-    value: float
-
-
-@dataclass(frozen=True)
-class Series:
-    """One range-vector element: its labels and ``(timestamp, value)`` points, finite only."""
-
-    labels: Mapping[str, str]
-    points: tuple[tuple[float, float], ...]
 
 
 @dataclass(frozen=True)
@@ -183,11 +169,6 @@ class LoadedData:
 def finite(value: float) -> bool:
     """True for values a policy may use (not NaN, not infinite)."""
     return not (math.isnan(value) or math.isinf(value))
-
-
-def labels_without_name(labels: Mapping[str, str]) -> dict[str, str]:
-    """A copy of ``labels`` without ``__name__`` (identity of a sample is its other labels)."""
-    return {k: v for k, v in labels.items() if k != "__name__"}
 
 
 def check_selector(selector: str) -> str:

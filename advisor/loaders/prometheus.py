@@ -6,8 +6,9 @@ credentials (a bearer token) and extra headers (Mimir's ``X-Scope-OrgID``) or pa
 (Thanos' ``dedup``). The HTTP (retries with back-off, the answer's envelope) is the core's
 :class:`~toposcope.promapi.PromApi`, shared with the Dash app; this class turns its errors
 into one clear :class:`AdvisorConnectionError` with the URL when the backend is unreachable
-or answers something else, :class:`AdvisorQueryError` when it rejects a query, and parses
-results: warnings (partial responses) kept, NaN and Inf samples dropped and counted.
+or answers something else, :class:`AdvisorQueryError` when it rejects a query. Results are
+parsed by the core (:mod:`toposcope.promtypes`): warnings (partial responses) kept, NaN and
+Inf samples dropped and counted.
 """
 
 from __future__ import annotations
@@ -15,27 +16,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorQueryError
-from toposcope.advisor.loaders.base import (
-    Query,
-    QueryResult,
-    Sample,
-    Series,
-    Window,
-    finite,
-    labels_without_name,
-)
+from toposcope.advisor.loaders.base import Query, QueryResult, Window
 from toposcope.promapi import (
+    Answer,
     PromApi,
+    PromApiBadAnswer,
     PromApiDenied,
     PromApiError,
     PromApiRejected,
     PromApiUnreachable,
     base_url,
 )
+from toposcope.promtypes import Matrix, parse_result
 
 LOG = logging.getLogger("toposcope.advisor.prometheus")
 
@@ -93,8 +88,7 @@ class PrometheusLoader:
         params = {"query": query}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        data, warnings = self._call("/api/v1/query", params, query)
-        return self._parse(query, data, warnings)
+        return self._parsed(query, self._call("query", params))
 
     def range(self, query: str, start: float, end: float, step: float) -> QueryResult:
         """Evaluate ``query`` from ``start`` to ``end`` every ``step`` seconds."""
@@ -104,8 +98,7 @@ class PrometheusLoader:
             "end": f"{end:.3f}",
             "step": f"{step:g}",
         }
-        data, warnings = self._call("/api/v1/query_range", params, query)
-        return self._parse(query, data, warnings)
+        return self._parsed(query, self._call("query_range", params))
 
     def load(self, query: Query, window: Window) -> QueryResult:
         """Answer one advisor query over ``window`` (instant or range as the query says)."""
@@ -126,11 +119,9 @@ class PrometheusLoader:
         )
 
     # HTTP ---------------------------------------------------------------------------------
-    def _call(
-        self, path: str, params: Mapping[str, str], query: str
-    ) -> tuple[dict[str, Any], list[str]]:
+    def _call(self, endpoint: str, params: Mapping[str, str]) -> Answer:
         try:
-            answer = self._api.get(path.removeprefix("/api/v1/"), params)
+            return self._api.get(endpoint, params)
         except PromApiDenied as exc:
             raise AdvisorConnectionError(f"{exc}; check --bearer-token-file / --header") from exc
         except PromApiRejected as exc:
@@ -139,53 +130,20 @@ class PrometheusLoader:
             raise AdvisorConnectionError(f"metrics backend {exc}") from exc
         except PromApiError as exc:
             raise AdvisorConnectionError(str(exc)) from exc
-        return answer.data, list(answer.warnings)
 
-    def _parse(self, query: str, data: Mapping[str, Any], warnings: list[str]) -> QueryResult:
-        kind = data.get("resultType")
-        raw = data.get("result")
-        dropped = 0
-        samples: list[Sample] = []
-        series: list[Series] = []
+    def _parsed(self, query: str, answer: Answer) -> QueryResult:
+        """The samples or series of ``answer`` (the core parses them), its errors named with
+        the query and its NaN/Inf samples logged.
+        """
         try:
-            if kind == "vector":
-                for item in raw or []:
-                    value = float(item["value"][1])
-                    if not finite(value):
-                        dropped += 1
-                        continue
-                    labels = item.get("metric", {})
-                    labels.pop("__name__", None)  # the decoded dict is ours: no copy
-                    samples.append(Sample(labels, value))
-            elif kind == "scalar":
-                value = float(raw[1]) if raw else float("nan")
-                if finite(value):
-                    samples.append(Sample({}, value))
-                else:
-                    dropped += 1
-            elif kind == "matrix":
-                for item in raw or []:
-                    points = []
-                    for ts, text in item.get("values", []):
-                        value = float(text)
-                        if finite(value):
-                            points.append((float(ts), value))
-                        else:
-                            dropped += 1
-                    if points:
-                        series.append(
-                            Series(labels_without_name(item.get("metric", {})), tuple(points))
-                        )
-            else:
-                raise AdvisorConnectionError(
-                    f"{self.url} answered {query!r} with result type {kind!r}"
-                )
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise AdvisorConnectionError(
-                f"{self.url} answered {query!r} with a malformed result: {exc}"
-            ) from exc
+            parsed = parse_result(
+                answer.data, source=self.url, warnings=answer.warnings, drop_name=True
+            )
+        except PromApiBadAnswer as exc:
+            raise AdvisorConnectionError(f"malformed result for query {query!r}: {exc}") from exc
+        dropped = parsed.non_finite
         if dropped:
             LOG.info("%s: dropped %d NaN/Inf sample(s) of %r", self.url, dropped, query)
-        return QueryResult(
-            query, "", tuple(samples), tuple(series), tuple(warnings), dropped, False
-        )
+        if isinstance(parsed, Matrix):
+            return QueryResult(query, "", (), parsed.series, parsed.warnings, dropped)
+        return QueryResult(query, "", parsed.samples, (), parsed.warnings, dropped)

@@ -32,7 +32,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
-from toposcope.advisor.loaders.base import Query, QueryResult, Sample, Series, Window, finite
+from toposcope.advisor.loaders.base import Query, QueryResult, Window, finite
+from toposcope.promtypes import Sample, Series
 
 LOG = logging.getLogger("toposcope.advisor.scrape")
 

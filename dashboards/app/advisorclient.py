@@ -5,7 +5,9 @@ Reads (the report, one recommendation, the audit log, a what-if placement) are o
 token, which lives only in the Dash server process and is never sent to the browser, and
 the name of the user who asked (``{"user": NAME}``), which the advisor records as the actor.
 Failures become :class:`AdvisorError` subclasses whose messages are meant for the page; an
-answer that is not JSON is reported with its HTTP status and text.
+answer that is not JSON is reported with its HTTP status and text. Recommendations and
+reports are the core's contract (:mod:`toposcope.recommendation`), decoded and checked by
+its decoder: a report this version of toposcope cannot read is a clear error, not a guess.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from toposcope.recommendation import Recommendation, RecommendationError, Report
+from toposcope.recommendation_decoder import decode_recommendation, decode_report
 
 DEFAULT_TIMEOUT = 10.0
 API = "/api/v1"
@@ -47,90 +52,31 @@ class AdvisorBadAnswer(AdvisorError):
     """The answer is not the advisor API's JSON."""
 
 
+#: what the advisor service adds around the report contract: the service's state, and when
+#: each recommendation was first seen (the app reads neither)
+SERVICE_FIELDS = frozenset({"service"})
+SERVED_RECOMMENDATION_FIELDS = frozenset({"first_seen"})
+#: what ``GET /recommendations/{id}`` adds to the recommendation: its state, audit rows and
+#: verification
+ONE_RECOMMENDATION_FIELDS = SERVED_RECOMMENDATION_FIELDS | {"state", "audit", "verification"}
+
+
 @dataclass(frozen=True)
-class Evidence:
-    """A series value supporting a recommendation."""
+class AdvisorReport:
+    """The advisor's latest report (the core's :class:`Report`) and the service's last error."""
 
-    series: str
-    labels: Mapping[str, str]
-    value: float
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """One recommendation as the advisor's report lists it (the fields the app shows)."""
-
-    id: str
-    kind: str
-    policy: str
-    node: str
-    workload: str | None
-    gpus: tuple[int, ...]
-    summary: str
-    estimated_gain: float
-    gain_model: str
-    confidence: float
-    risk: str
-    severity: str
-    evidence: tuple[Evidence, ...]
-    current: Mapping[str, Any]
-    proposed: Mapping[str, Any]
-    first_seen: float | None
+    report: Report
+    last_error: str | None
 
     @property
-    def target(self) -> str:
-        """``node/workload``, ``node/gpu0,1`` or ``node`` (as the advisor's tables say)."""
-        if self.workload:
-            return f"{self.node}/{self.workload}"
-        if self.gpus:
-            return f"{self.node}/gpu" + ",".join(str(g) for g in self.gpus)
-        return self.node
+    def recommendations(self) -> list[Recommendation]:
+        """The report's recommendations, highest gain first."""
+        return self.report.by_gain()
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Recommendation:
-        """Parse one item of the API's ``recommendations`` list."""
-        try:
-            target = data["target"]
-            return cls(
-                id=str(data["id"]),
-                kind=str(data["kind"]),
-                policy=str(data.get("policy", "")),
-                node=str(target["node"]),
-                workload=str(target["workload"]) if target.get("workload") else None,
-                gpus=tuple(int(g) for g in target.get("gpus") or ()),
-                summary=str(data.get("summary", "")),
-                estimated_gain=float(data["estimated_gain"]),
-                gain_model=str(data.get("gain_model", "")),
-                confidence=float(data.get("confidence", 0.0)),
-                risk=str(data.get("risk", "")),
-                severity=str(data.get("severity", "")),
-                evidence=tuple(
-                    Evidence(
-                        str(e["series"]),
-                        {str(k): str(v) for k, v in (e.get("labels") or {}).items()},
-                        float(e["value"]),
-                    )
-                    for e in data.get("evidence") or ()
-                ),
-                current=dict(data.get("current") or {}),
-                proposed=dict(data.get("proposed") or {}),
-                first_seen=float(data["first_seen"]) if data.get("first_seen") else None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AdvisorBadAnswer(
-                f"a recommendation the advisor sent is malformed: {exc}"
-            ) from exc
-
-
-@dataclass(frozen=True)
-class Report:
-    """The advisor's latest report: when it ran, its recommendations (by gain) and notes."""
-
-    started_at: str
-    window: str
-    recommendations: tuple[Recommendation, ...]
-    notes: tuple[str, ...]
-    last_error: str | None
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Each note as ``policy: target: reason``."""
+        return tuple(f"{n.policy}: {n.target}: {n.reason}" for n in self.report.notes)
 
 
 @dataclass(frozen=True)
@@ -289,31 +235,32 @@ class AdvisorClient:
             raise AdvisorBadAnswer(f"{self.url}{path} answered something other than an object")
         return body
 
-    def report(self) -> Report:
+    def report(self) -> AdvisorReport:
         """The latest report (:class:`AdvisorRefused` 503 until a first analysis finished)."""
         body = self._get(f"{API}/recommendations")
-        run = body.get("run") or {}
-        service = body.get("service") or {}
-        notes = tuple(
-            f"{n.get('policy', '')}: {n.get('target', '')}: {n.get('reason', '')}"
-            for n in body.get("notes") or ()
-            if isinstance(n, dict)
-        )
-        return Report(
-            started_at=str(run.get("started_at", "")),
-            window=str(run.get("window", "")),
-            recommendations=tuple(
-                Recommendation.from_json(r) for r in body.get("recommendations") or ()
-            ),
-            notes=notes,
-            last_error=str(service["last_error"]) if service.get("last_error") else None,
-        )
+        service = body.get("service")
+        last_error = service.get("last_error") if isinstance(service, dict) else None
+        try:
+            report = decode_report(
+                body, extra=SERVICE_FIELDS, recommendation_extra=SERVED_RECOMMENDATION_FIELDS
+            )
+        except RecommendationError as exc:
+            raise AdvisorBadAnswer(f"the report the advisor sent is malformed: {exc}") from exc
+        return AdvisorReport(report, str(last_error) if last_error else None)
 
     def recommendation(self, rec_id: str) -> tuple[Recommendation, tuple[AuditRow, ...]]:
         """One recommendation of the latest report and its audit rows."""
         body = self._get(f"{API}/recommendations/{urllib.parse.quote(rec_id, safe='')}")
-        audit = tuple(AuditRow.from_json(a) for a in body.get("audit") or ())
-        return Recommendation.from_json(body), audit
+        try:
+            rec = decode_recommendation(body, extra=ONE_RECOMMENDATION_FIELDS)
+        except RecommendationError as exc:
+            raise AdvisorBadAnswer(
+                f"the recommendation the advisor sent is malformed: {exc}"
+            ) from exc
+        audit = body.get("audit")
+        if not isinstance(audit, list | None):
+            raise AdvisorBadAnswer("the advisor sent audit rows that are not a list")
+        return rec, tuple(AuditRow.from_json(a) for a in audit or ())
 
     def audit(self, rec_id: str | None = None) -> tuple[AuditRow, ...]:
         """The audit log (of one recommendation, when given), oldest first."""

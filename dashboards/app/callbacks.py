@@ -26,19 +26,21 @@ from toposcope.dashboards.app.advisorclient import (
     AdvisorError,
     AdvisorRefused,
     AuditRow,
-    Recommendation,
 )
 from toposcope.dashboards.app.data import (
     ClusterData,
     NodeIndex,
     WorkloadRef,
     load_cluster,
+    load_index,
     load_node_series,
     load_topology,
     load_workload,
     load_workloads,
 )
 from toposcope.dashboards.app.promclient import PromClient, PrometheusError
+from toposcope.nodeidentity import AUTO
+from toposcope.recommendation import Recommendation
 
 LOG = logging.getLogger("toposcope.dashboards.app")
 
@@ -52,10 +54,15 @@ REFRESH_INPUTS = (
 
 @dataclass(frozen=True)
 class Clients:
-    """The app's two HTTP clients."""
+    """The app's two HTTP clients, and the label that names nodes (``--node-label``)."""
 
     prometheus: PromClient
     advisor: AdvisorClient
+    node_label: str = AUTO
+
+    def node_index(self) -> NodeIndex:
+        """The node index of the exporters Prometheus scrapes now, named as configured."""
+        return load_index(self.prometheus, self.node_label)
 
 
 def _prom_failed(exc: PrometheusError) -> str:
@@ -147,7 +154,7 @@ def _register_shell(app: Dash, clients: Clients, access: Access) -> None:
     )
     def prometheus_status(_tick: int | None, _clicks: int | None) -> tuple[str, str]:
         try:
-            index = NodeIndex(clients.prometheus.query(q.BUILD_INFO))
+            index = clients.node_index()
         except PrometheusError as exc:
             _prom_failed(exc)
             return "Prometheus unreachable", "status bad"
@@ -166,7 +173,7 @@ def cluster_view(clients: Clients, range_: str) -> tuple[Any, ...]:
     Public so that ``bench/dash_render.py`` times exactly what the page renders.
     """
     try:
-        cluster = load_cluster(clients.prometheus, range_)
+        cluster = load_cluster(clients.prometheus, range_, clients.node_label)
     except PrometheusError as exc:
         message = _prom_failed(exc)
         empty = figures.empty_figure(message)
@@ -277,7 +284,7 @@ def _register_node(app: Dash, clients: Clients) -> None:
         chosen: str | None, _tick: int | None, _clicks: int | None, range_: str
     ) -> tuple[Any, ...]:
         try:
-            index = NodeIndex(clients.prometheus.query(q.BUILD_INFO))
+            index = clients.node_index()
         except PrometheusError as exc:
             message = _prom_failed(exc)
             return (
@@ -387,7 +394,7 @@ def _register_workload(app: Dash, clients: Clients) -> None:
             return list(options), chosen, pages.banner(text, kind), [], empty, empty, empty, []
 
         try:
-            index = NodeIndex(clients.prometheus.query(q.BUILD_INFO))
+            index = clients.node_index()
             refs = load_workloads(clients.prometheus, index)
         except PrometheusError as exc:
             return failed(_prom_failed(exc))
@@ -419,7 +426,7 @@ def _register_workload(app: Dash, clients: Clients) -> None:
             ]
         )
         recs, advisor_error = _report(clients)
-        mine = [r for r in recs if r.node == ref.node and r.workload == ref.workload]
+        mine = [r for r in recs if (r.target.node, r.target.workload) == (ref.node, ref.workload)]
         listed = pages.recommendation_list(
             mine, advisor_error or "no recommendation concerns this workload"
         )
@@ -646,7 +653,7 @@ def _register_placement(app: Dash, clients: Clients) -> None:
     )
     def placement(_clicks: int | None, gpus: int | None, node: str | None) -> tuple[Any, ...]:
         try:
-            index = NodeIndex(clients.prometheus.query(q.BUILD_INFO))
+            index = clients.node_index()
         except PrometheusError as exc:
             message = _prom_failed(exc)
             return [], pages.banner(message), figures.empty_figure(message), []

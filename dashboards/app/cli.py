@@ -1,16 +1,18 @@
 """``toposcope dash``: serve the Dash app.
 
     toposcope dash [--prometheus URL] [--advisor URL] [--advisor-token-file FILE]
-        [--listen 127.0.0.1:9851] [--refresh 30s] [--timeout 10]
+        [--listen 127.0.0.1:9851] [--refresh 30s] [--timeout 10] [--node-label LABEL]
         [--web.config.file FILE] [--auth.trusted-user-header NAME]
         [--auth.trusted-proxy ADDR[,ADDR]] [--web.allowed-hosts HOST[,HOST]]
 
 It reads metrics from the Prometheus HTTP API and recommendations from the advisor service;
-it never scrapes exporters itself. The operator's advisor token (``--advisor-token-file``,
-else the ``TOPOSCOPE_ADVISOR_TOKEN`` environment variable) stays in this process: apply and
-revert are sent from here, never from the browser, and only for a signed-in user: a
-basic-auth user of ``--web.config.file`` or the user a trusted proxy names in
-``--auth.trusted-user-header``. Without a token or a way to sign in the app is read-only.
+it never scrapes exporters itself. It names the node of a series as the advisor does
+(``--node-label``: give both the same value). The operator's advisor token
+(``--advisor-token-file``, else the ``TOPOSCOPE_ADVISOR_TOKEN`` environment variable) stays
+in this process: apply and revert are sent from here, never from the browser, and only for
+a signed-in user: a basic-auth user of ``--web.config.file`` or the user a trusted proxy
+names in ``--auth.trusted-user-header``. Without a token or a way to sign in the app is
+read-only.
 It answers only for the hosts of ``--web.allowed-hosts`` (default: the listen address and
 the loopback names), which stops DNS rebinding.
 It listens on loopback by default; a Prometheus or advisor that is down is logged and shown
@@ -42,6 +44,7 @@ from toposcope.dashboards.app.server import (
 )
 from toposcope.errors import UsageError
 from toposcope.httpserver import HttpServer, parse_listen
+from toposcope.nodeidentity import add_node_label_argument
 from toposcope.tokens import add_token_file_options, load_token
 from toposcope.webconfig import load_web_config
 
@@ -92,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         help="seconds to wait for Prometheus and the advisor (default 10)",
     )
+    add_node_label_argument(parser)
     parser.add_argument(
         "--web.config.file",
         dest="web_config_file",
@@ -184,6 +188,7 @@ def settings_from_args(args: argparse.Namespace) -> AppSettings:
         timeout=args.timeout,
         refresh=args.refresh,
         access=access_from_args(args),
+        node_label=args.node_label,
     )
 
 
@@ -193,12 +198,13 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(settings)
     server = HttpServer(app.server, args.listen, thread_name="dash-http")
     LOG.info(
-        "dash app on http://%s/ (prometheus %s, advisor %s, %s; hosts %s)",
+        "dash app on http://%s/ (prometheus %s, advisor %s, %s; hosts %s; node label %s)",
         server.address,
         settings.prometheus,
         settings.advisor,
         describe_access(settings),
         ", ".join(settings.access.allowed_hosts),
+        settings.node_label,
     )
     if not settings.access.basic_auth and parse_listen(args.listen)[0] not in LOOPBACK:
         LOG.warning(

@@ -4,9 +4,11 @@ The ``load_*`` functions run the page's queries through a :class:`PromClient` an
 frozen dataclasses of pandas frames; the shaping helpers (:func:`vector_frame`,
 :func:`matrix_frame`, :class:`NodeIndex`) are pure and tested on hand-made answers.
 
-Which node a series belongs to follows the advisor's rule: the ``node`` label when present
-(the simulator's file_sd targets set it), else the ``hostname`` that the exporter reports on
-``toposcope_exporter_build_info`` for the same ``(job, instance)``, else ``instance``.
+Which node a series belongs to is the core's rule, shared with the advisor
+(:class:`toposcope.nodeidentity.NodeNamer`): the ``node`` label when present (the simulator's
+file_sd targets set it), else the ``hostname`` that the exporter reports on
+``toposcope_exporter_build_info`` for the same ``(job, instance)``, else ``instance``; the
+app's ``--node-label`` forces one label instead.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import pandas as pd
 
 from toposcope.cpulist import parse_cpulist
 from toposcope.dashboards.app import queries as q
-from toposcope.dashboards.app.promclient import Matrix, PromClient, Vector
+from toposcope.dashboards.app.promclient import PromClient
+from toposcope.nodeidentity import AUTO, NodeNamer
+from toposcope.promtypes import Matrix, Vector
 from toposcope.topology.model import LinkType, link_type
 
 #: the time ranges the app offers, PromQL duration -> seconds
@@ -43,31 +47,27 @@ def step_for(seconds: float) -> float:
 
 
 class NodeIndex:
-    """Names nodes from ``toposcope_exporter_build_info`` (see the module docstring)."""
+    """Names nodes with the core's rule and selects a node's series by its scrape targets.
 
-    def __init__(self, build_info: Vector) -> None:
-        self._names: dict[tuple[str, str], str] = {}
-        for sample in build_info.samples:
-            key = (sample.labels.get("job", ""), sample.labels.get("instance", ""))
-            name = sample.labels.get("node") or sample.labels.get("hostname") or key[1]
-            if name:
-                self._names[key] = name
+    ``build_info`` is the answer for ``toposcope_exporter_build_info``; ``node_label`` is
+    the app's ``--node-label`` (:data:`~toposcope.nodeidentity.AUTO` by default).
+    """
+
+    def __init__(self, build_info: Vector, node_label: str = AUTO) -> None:
+        self.namer = NodeNamer((s.labels for s in build_info.samples), node_label)
 
     def name(self, labels: Mapping[str, str]) -> str:
         """The node a series with ``labels`` belongs to."""
-        if labels.get("node"):
-            return labels["node"]
-        key = (labels.get("job", ""), labels.get("instance", ""))
-        return self._names.get(key) or key[1] or "local"
+        return self.namer(labels)
 
     @property
     def nodes(self) -> list[str]:
         """Every node name, sorted."""
-        return sorted(set(self._names.values()))
+        return self.namer.nodes
 
     def targets(self, node: str) -> list[tuple[str, str]]:
         """The ``(job, instance)`` scrape targets of ``node``."""
-        return sorted(k for k, v in self._names.items() if v == node)
+        return self.namer.targets(node)
 
     def selector(self, node: str, extra: Mapping[str, str] | None = None) -> str:
         """PromQL label matchers for ``node``'s series (``LookupError`` for unknown nodes)."""
@@ -75,6 +75,11 @@ class NodeIndex:
         if not targets:
             raise LookupError(f"no exporter reports node {node!r}")
         return q.selector(targets, extra)
+
+
+def load_index(prom: PromClient, node_label: str = AUTO) -> NodeIndex:
+    """The node index of the exporters Prometheus scrapes now."""
+    return NodeIndex(prom.query(q.BUILD_INFO), node_label)
 
 
 def vector_frame(
@@ -141,10 +146,12 @@ class ClusterData:
         return gpus[mask].sort_values(["node", "gpu"]).reset_index(drop=True)
 
 
-def load_cluster(prom: PromClient, range_: str = DEFAULT_RANGE) -> ClusterData:
+def load_cluster(
+    prom: PromClient, range_: str = DEFAULT_RANGE, node_label: str = AUTO
+) -> ClusterData:
     """Query the cluster page's data (instant queries at now)."""
     range_seconds(range_)
-    index = NodeIndex(prom.query(q.BUILD_INFO))
+    index = load_index(prom, node_label)
     up = prom.query(q.GPU_UP)
     util = prom.query(q.gpu_utilization_avg(range_))
     memory = prom.query(q.gpu_memory_ratio())
@@ -439,9 +446,8 @@ class WorkloadRef:
         return cls(node, workload)
 
 
-def load_workloads(prom: PromClient, index: NodeIndex | None = None) -> list[WorkloadRef]:
+def load_workloads(prom: PromClient, index: NodeIndex) -> list[WorkloadRef]:
     """Every workload the exporters track, sorted by node and name."""
-    index = index or NodeIndex(prom.query(q.BUILD_INFO))
     found = {
         WorkloadRef(index.name(s.labels), s.labels.get("workload", ""))
         for s in prom.query(q.WORKLOAD_INFO).samples

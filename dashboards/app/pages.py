@@ -17,8 +17,9 @@ import pandas as pd
 from dash import dcc, html
 from dash.dash_table.DataTable import DataTable
 
-from toposcope.dashboards.app.advisorclient import AuditRow, Recommendation
+from toposcope.dashboards.app.advisorclient import AuditRow
 from toposcope.dashboards.app.data import DEFAULT_RANGE, RANGES
+from toposcope.recommendation import Recommendation
 
 CLUSTER, NODE, WORKLOAD, RECOMMENDATIONS, PLACEMENT = (
     "/",
@@ -460,8 +461,8 @@ def recommendation_list(recs: Sequence[Recommendation], empty: str) -> Any:
         html.Tr(
             [
                 html.Td(f"{r.estimated_gain:.0%}"),
-                html.Td(r.kind),
-                html.Td(r.target),
+                html.Td(str(r.kind)),
+                html.Td(r.target.label()),
                 html.Td(dcc.Link(r.summary, href=href(RECOMMENDATIONS, id=r.id))),
             ]
         )
@@ -500,12 +501,12 @@ def table_rows(recs: Sequence[Recommendation], audit: Sequence[AuditRow]) -> lis
             "id": r.id,
             "status": status_of(by_rec.get(r.id, ())),
             "gain": r.estimated_gain,
-            "kind": r.kind,
-            "severity": r.severity,
-            "target": r.target,
+            "kind": str(r.kind),
+            "severity": str(r.severity),
+            "target": r.target.label(),
             "summary": r.summary,
             "confidence": r.confidence,
-            "risk": r.risk,
+            "risk": str(r.risk),
         }
         for r in recs
     ]

@@ -14,6 +14,7 @@ from toposcope.dashboards.app import callbacks, pages
 from toposcope.dashboards.app.access import Access, install
 from toposcope.dashboards.app.advisorclient import AdvisorClient
 from toposcope.dashboards.app.promclient import PromClient
+from toposcope.nodeidentity import AUTO, check_node_label
 
 DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
 DEFAULT_ADVISOR = "http://127.0.0.1:9849"
@@ -22,8 +23,9 @@ DEFAULT_REFRESH = "30s"
 
 @dataclass(frozen=True)
 class AppSettings:
-    """Where the app reads from, the operator's advisor token, the default refresh, and who
-    may use it (``access``: by default loopback host names and no users, so read-only).
+    """Where the app reads from, the operator's advisor token, the default refresh, who may
+    use it (``access``: by default loopback host names and no users, so read-only) and the
+    label that names nodes (``node_label``, the advisor's ``--node-label`` rule).
     """
 
     prometheus: str = DEFAULT_PROMETHEUS
@@ -32,10 +34,12 @@ class AppSettings:
     timeout: float = 10.0
     refresh: str = DEFAULT_REFRESH
     access: Access = field(default_factory=Access)
+    node_label: str = AUTO
 
     def __post_init__(self) -> None:
         if self.refresh not in pages.REFRESH:
             raise ValueError(f"refresh {self.refresh!r} is not one of {', '.join(pages.REFRESH)}")
+        check_node_label(self.node_label)
 
 
 def create_app(settings: AppSettings) -> Dash:
@@ -53,6 +57,7 @@ def create_app(settings: AppSettings) -> Dash:
     clients = callbacks.Clients(
         PromClient(settings.prometheus, timeout=settings.timeout),
         AdvisorClient(settings.advisor, settings.advisor_token, timeout=settings.timeout),
+        settings.node_label,
     )
     actions = callbacks.register(app, clients, settings.access)
     update = f"{app.config.routes_pathname_prefix}_dash-update-component"

@@ -10,15 +10,16 @@ import pytest
 
 from tests.helpers import FIXTURES
 from toposcope.advisor.formatters import FORMATTERS, find_formatter
-from toposcope.advisor.recommendations import Report, RunInfo
 from toposcope.errors import ConfigError
+from toposcope.recommendation import Report, RunInfo
+from toposcope.recommendation_decoder import report_from_json
 
 REPORT_JSON = FIXTURES / "advisor" / "report.json"
 
 
 @pytest.fixture
 def report() -> Report:
-    return Report.from_json(REPORT_JSON.read_text())
+    return report_from_json(REPORT_JSON.read_text())
 
 
 def test_registry_has_the_documented_formats() -> None:

@@ -1,10 +1,19 @@
-"""Recommendations: stable ids, JSON round trip, conflicts, the min-gain filter."""
+"""Recommendations: stable ids, JSON round trip through the core decoder (the committed
+fixture and the real ``toposcope advise --format json``), the kind/action table, conflicts,
+the min-gain filter."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+from pathlib import Path
+
+import pytest
 
 from tests.advisor.builders import GIB, cluster, pcie4, pcie8, workload
+from tests.helpers import FIXTURES, REPO
+from toposcope.advisor import cli as advise_cli
 from toposcope.advisor.policies import build
 from toposcope.advisor.recommendations import (
     Evidence,
@@ -22,7 +31,18 @@ from toposcope.advisor.recommendations import (
     severity_for,
 )
 from toposcope.advisor.runner import advise
+from toposcope.recommendation import ACTIONS_BY_KIND, SCHEMA_VERSION, RecommendationError
+from toposcope.recommendation_decoder import report_from_json
 from toposcope.resources import ActionKind, ActionRequest
+
+#: an action of each kind of recommendation that has one
+ACTION_OF = {
+    RecommendationKind.PIN: ActionKind.PIN,
+    RecommendationKind.MIGRATE_MEMORY: ActionKind.MIGRATE_MEMORY,
+    RecommendationKind.PLACE: ActionKind.PLACE,
+    RecommendationKind.MIGRATE_JOB: ActionKind.MIGRATE,
+    RecommendationKind.RELEASE_IDLE: ActionKind.RELEASE,
+}
 
 
 def rec(
@@ -44,7 +64,7 @@ def rec(
         gain_model="test",
         confidence=0.5,
         risk=Risk.LOW,
-        actions=[ActionRequest("", ActionKind.PLACE, name, node, gpus=[0])],
+        actions=[ActionRequest("", ACTION_OF[kind], name, node, gpus=[0])],
         claims=claims,
     )
 
@@ -84,10 +104,93 @@ def test_json_round_trip() -> None:
     r = rec(0.3, ["gpu:n1/0"])
     report = Report(RunInfo("2026-01-01T00:00:00+00:00", "test", "1h", ("test",), 0.05), (r,))
     text = report.to_json()
-    assert Report.from_json(text) == report
+    assert report_from_json(text) == report
     data = json.loads(text)
+    assert data["schema_version"] == SCHEMA_VERSION == "1"
     assert data["recommendations"][0]["actions"][0]["kind"] == "place"
     assert data["recommendations"][0]["severity"] == "critical"
+
+
+def test_the_committed_report_fixture_decodes_and_encodes_to_the_same_json() -> None:
+    text = (FIXTURES / "advisor" / "report.json").read_text()
+    report = report_from_json(text)
+    kinds = {r.kind for r in report.recommendations}
+    assert kinds == set(RecommendationKind) - {RecommendationKind.MIGRATE_MEMORY}
+    assert json.loads(report.to_json()) == json.loads(text)
+
+
+def test_the_advisors_json_output_round_trips_through_the_core_decoder(
+    scrape_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser(prog="toposcope")
+    advise_cli.add_arguments(parser)
+    argv = ["--scrape", f"n1={scrape_file.as_uri()}", "--format", "json", "--min-gain", "0"]
+    assert advise_cli.run(parser.parse_args(argv)) == 1
+    printed = capsys.readouterr().out
+    report = report_from_json(printed)
+    assert report.recommendations and report.run.source.startswith("scrape:")
+    assert json.loads(report.to_json()) == json.loads(printed)
+    assert report_from_json(report.to_json()) == report
+
+
+def test_every_kind_has_its_row_in_the_action_table() -> None:
+    assert set(ACTIONS_BY_KIND) == set(RecommendationKind)
+    assert ACTIONS_BY_KIND[RecommendationKind.CONFIG] == frozenset()
+    for kind, action in ACTION_OF.items():
+        assert action in ACTIONS_BY_KIND[kind]
+
+
+def test_the_documented_action_table_is_the_code() -> None:
+    text = (REPO / "docs" / "policies.md").read_text()
+    table = text.split("| kind | actions |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    documented = {
+        kind: set(re.findall(r"`([a-z-]+)`", actions))
+        for kind, actions in re.findall(r"^\| `([a-z-]+)` \| (.*) \|$", table, re.MULTILINE)
+    }
+    assert documented == {str(k): {str(a) for a in v} for k, v in ACTIONS_BY_KIND.items()}
+
+
+@pytest.mark.parametrize(
+    ("kind", "action"),
+    [
+        (RecommendationKind.PIN, ActionKind.RELEASE),
+        (RecommendationKind.RELEASE_IDLE, ActionKind.MIGRATE),
+        (RecommendationKind.MIGRATE_JOB, ActionKind.PLACE),
+        (RecommendationKind.CONFIG, ActionKind.PIN),
+    ],
+)
+def test_actions_that_do_not_fit_the_kind_are_refused_when_built(
+    kind: RecommendationKind, action: ActionKind
+) -> None:
+    with pytest.raises(RecommendationError, match=f"a {kind} recommendation cannot be applied by"):
+        make_recommendation(
+            kind=kind,
+            policy="test",
+            target=Target("n1", "w"),
+            summary="s",
+            current={},
+            proposed={},
+            evidence=[],
+            estimated_gain=0.2,
+            gain_model="test",
+            confidence=0.5,
+            risk=Risk.LOW,
+            actions=[ActionRequest("", action, "w", "n1")],
+        )
+
+
+def test_every_policy_builds_actions_the_table_allows() -> None:
+    model = cluster(
+        [pcie4(), pcie8()],
+        [
+            workload("train", cpu={1: 4.0}, memory={1: 8 * GIB}, gpus=[0]),
+            workload("job", node="n8", gpus=[0, 4]),
+        ],
+    )
+    recs = advise(model, build(), min_gain=0).recommendations
+    assert {r.kind for r in recs} >= {RecommendationKind.PIN, RecommendationKind.MIGRATE_JOB}
+    for r in recs:
+        assert {a.kind for a in r.actions} <= ACTIONS_BY_KIND[r.kind]
 
 
 def test_conflicts_keep_the_higher_gain_and_note_the_other() -> None:

@@ -25,6 +25,18 @@ from toposcope.dashboards.app.promclient import (
     PrometheusTimeout,
     PrometheusUnreachable,
 )
+from toposcope.recommendation import (
+    Evidence,
+    Note,
+    Recommendation,
+    RecommendationKind,
+    Report,
+    Risk,
+    RunInfo,
+    Severity,
+    Target,
+)
+from toposcope.resources import ActionKind, ActionRequest
 
 
 def test_instant_query_drops_nan_and_keeps_labels() -> None:
@@ -112,28 +124,29 @@ def test_prometheus_down_and_slow() -> None:
             PromClient(api.url, timeout=0.3).query("up")
 
 
-REC = {
-    "id": "pin-1",
-    "kind": "pin",
-    "policy": "numa-pinning",
-    "target": {"node": "n1", "workload": "train", "gpus": []},
-    "summary": "pin train",
-    "estimated_gain": 0.4,
-    "gain_model": "model",
-    "confidence": 0.8,
-    "risk": "medium",
-    "severity": "critical",
-    "evidence": [
-        {
-            "series": "toposcope_workload_locality_ratio",
-            "labels": {"resource": "cpu"},
-            "value": 0.25,
-        }
-    ],
-    "current": {"cpus": [0]},
-    "proposed": {"cpus": [1]},
-    "first_seen": 1.0,
-}
+RECOMMENDATION = Recommendation(
+    id="pin-1",
+    kind=RecommendationKind.PIN,
+    policy="numa-pinning",
+    target=Target("n1", "train"),
+    summary="pin train",
+    current={"cpus": [0]},
+    proposed={"cpus": [1]},
+    evidence=(Evidence("toposcope_workload_locality_ratio", {"resource": "cpu"}, 0.25),),
+    estimated_gain=0.4,
+    gain_model="model",
+    confidence=0.8,
+    risk=Risk.MEDIUM,
+    severity=Severity.CRITICAL,
+    actions=(ActionRequest("pin-1-0", ActionKind.PIN, "train", "n1", [1], [0]),),
+)
+REPORT = Report(
+    RunInfo("t", "http://prometheus:9090", "1h", ("numa-pinning",), 0.05),
+    (RECOMMENDATION,),
+    (Note("p", "x", "r"),),
+)
+#: one recommendation as the service lists it (the contract plus when it was first seen)
+REC = {**RECOMMENDATION.to_dict(), "first_seen": 1.0}
 AUDIT = {
     "seq": 1, "request_id": "pin-1-0", "recommendation_id": "pin-1", "kind": "pin",
     "workload": "train", "node": "n1", "actor": "a@h", "backend": "sim",
@@ -144,14 +157,9 @@ AUDIT = {
 
 def advisor_api(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
     if path == "/api/v1/recommendations":
-        return 200, {
-            "run": {"started_at": "t", "window": "1h"},
-            "recommendations": [REC],
-            "notes": [{"policy": "p", "target": "x", "reason": "r"}],
-            "service": {"last_error": None},
-        }
+        return 200, {**REPORT.to_dict(), "recommendations": [REC], "service": {"last_error": None}}
     if path == "/api/v1/recommendations/pin-1":
-        return 200, {**REC, "audit": [AUDIT]}
+        return 200, {**REC, "state": "applied", "audit": [AUDIT], "verification": None}
     if path == "/api/v1/recommendations/pin-1/apply":
         return 200, {
             "recommendation_id": "pin-1",
@@ -186,10 +194,10 @@ def test_advisor_reads_and_acts_with_the_token() -> None:
         client = AdvisorClient(api.url, "s3cret")
         report = client.report()
         [rec] = report.recommendations
-        assert (rec.target, rec.estimated_gain, rec.evidence[0].value) == ("n1/train", 0.4, 0.25)
-        assert report.notes == ("p: x: r",)
+        assert rec == RECOMMENDATION and rec.target.label() == "n1/train"
+        assert report.notes == ("p: x: r",) and report.last_error is None
         one, audit = client.recommendation("pin-1")
-        assert one.id == "pin-1" and audit[0].result == "succeeded"
+        assert one == RECOMMENDATION and audit[0].result == "succeeded"
         assert client.audit("pin-1")[0].request_id == "pin-1-0"
         [option] = client.placement(2, "n1")
         assert option.gpus == (2, 3) and option.worst_link == "PIX"
@@ -219,6 +227,18 @@ def test_advisor_errors() -> None:
         pytest.raises(AdvisorBadAnswer, match="malformed"),
     ):
         AdvisorClient(api.url).report()
+    newer = {**REPORT.to_dict(), "schema_version": "2"}
+    with (
+        FakeApi(lambda m, p, q: (200, newer)) as api,
+        pytest.raises(AdvisorBadAnswer, match="schema_version '2' is not supported"),
+    ):
+        AdvisorClient(api.url).report()
+    wrong = {**REC, "actions": [{**REC["actions"][0], "kind": "release"}]}
+    with (
+        FakeApi(lambda m, p, q: (200, wrong)) as api,
+        pytest.raises(AdvisorBadAnswer, match="pin recommendation cannot be applied by release"),
+    ):
+        AdvisorClient(api.url).recommendation("pin-1")
     busy = {"error": "no analysis has completed yet"}
     with (
         FakeApi(lambda m, p, q: (503, busy)) as api,

@@ -26,8 +26,9 @@ from toposcope.dashboards.app.data import (
     load_workload,
     load_workloads,
 )
-from toposcope.dashboards.app.promclient import PromClient, Vector
+from toposcope.dashboards.app.promclient import PromClient
 from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.promtypes import Vector
 from toposcope.topology.model import LinkType
 
 SIM = {"job": "sim", "instance": "n1", "node": "n1"}
@@ -110,6 +111,48 @@ def test_node_names_follow_the_advisor_rule(prom: PromClient) -> None:
     )
     with pytest.raises(LookupError):
         index.selector("nope")
+
+
+#: an exporter in a Kubernetes pod: its hostname is the pod's, the node is a target label
+POD = {"job": "k8s", "instance": "10.0.0.5:9400", "kubernetes_node": "gpu-07"}
+
+
+def pod_prometheus(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+    query = params["query"]
+    if query == q.BUILD_INFO:
+        return 200, vector(({**POD, "hostname": "toposcope-exporter-x7"}, 1))
+    if query == q.GPU_UP:
+        return 200, vector(({**POD, "gpu": "0"}, 1))
+    if query.startswith("avg by"):  # the aggregation keeps job and instance, not the label
+        return 200, vector(({"job": POD["job"], "instance": POD["instance"]}, 0.5))
+    return 200, vector()
+
+
+def test_the_node_label_option_is_honoured() -> None:
+    with FakeApi(pod_prometheus) as api:
+        prom = PromClient(api.url)
+        assert load_cluster(prom, "15m").nodes == ("toposcope-exporter-x7",)
+        cluster = load_cluster(prom, "15m", "kubernetes_node")
+        assert cluster.nodes == ("gpu-07",)
+        assert cluster.gpus["node"].tolist() == ["gpu-07"]
+        assert cluster.locality["node"].tolist() == ["gpu-07"]
+        index = NodeIndex(prom.query(q.BUILD_INFO), "kubernetes_node")
+        assert index.selector("gpu-07") == 'job="k8s", instance="10.0.0.5:9400"'
+        settings = cli.settings_from_args(parse("--node-label", "kubernetes_node"))
+        assert settings.node_label == "kubernetes_node"
+        clients = Clients(prom, _closed_advisor(), settings.node_label)
+        assert clients.node_index().nodes == ["gpu-07"]
+        assert "gpu-07" in str(cluster_view(clients, "15m"))
+    assert cli.settings_from_args(parse()).node_label == "auto"
+    with pytest.raises(ValueError, match="is neither 'auto' nor a label name"):
+        AppSettings(node_label="kubernetes-node")
+
+
+def test_a_bad_node_label_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["dash", "--node-label", "kubernetes-node"])
+    assert exited.value.code == 2
+    assert "--node-label: node label 'kubernetes-node' is neither" in capsys.readouterr().err
 
 
 def test_cluster_shaping_and_heatmap(prom: PromClient) -> None:

@@ -9,7 +9,7 @@
 
 It analyses every ``--interval`` (the same loaders and policies as ``toposcope advise``),
 serves ``/metrics`` (scrape it as job ``toposcope-advisor``, which the alert rules expect)
-and the JSON API of :mod:`toposcope.advisor.serve`, on loopback unless told otherwise.
+and the JSON API of :mod:`toposcope.advisor.api`, on loopback unless told otherwise.
 Applying and reverting need the bearer token of ``--token-file``; the resource manager is
 dry-run unless ``--resource-manager`` names another, and every action goes to the audit log
 (``--audit-db``), which is the truth across restarts. Applied pins and memory migrations are
@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from toposcope.advisor.acting import ManagerFactory
 from toposcope.advisor.actuators import BACKENDS, make_resource_manager, read_token
+from toposcope.advisor.api import DEFAULT_LISTEN, advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cli import default_audit_db
 from toposcope.advisor.cliargs import (
@@ -43,18 +45,12 @@ from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.loaders.base import Window, parse_duration
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build, parse_overrides
-from toposcope.advisor.serve import (
-    DEFAULT_LISTEN,
-    AdvisorService,
-    AnalysisSettings,
-    ManagerFactory,
-    service_server,
-)
+from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.errors import ConfigError, UsageError
 from toposcope.resources import ResourceManager
 from toposcope.tokens import add_token_file_options
 
-LOG = logging.getLogger("toposcope.advisor.serve")
+LOG = logging.getLogger("toposcope.advisor.serve_cli")
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -174,9 +170,6 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
     window = Window.parse(args.window)
     policies = build(args.policy, parse_overrides(args.set))
     backend = backend_from_args(args)
-    token = read_token(args.token_file, args.allow_insecure_token_file) if args.token_file else None
-    if token is None:
-        LOG.warning("no --token-file: applying and reverting through the API are disabled")
     rm_token = (
         read_token(args.rm_token_file, args.allow_insecure_token_file)
         if args.rm_token_file
@@ -202,16 +195,24 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
         outcomes=OutcomeLog(path),
         rule=rule,
         actor=_actor(),
-        token=token,
     )
+
+
+def api_token(args: argparse.Namespace) -> str | None:
+    """The bearer token apply and revert requests must carry (``None``: they are refused)."""
+    token = read_token(args.token_file, args.allow_insecure_token_file) if args.token_file else None
+    if token is None:
+        LOG.warning("no --token-file: applying and reverting through the API are disabled")
+    return token
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; configuration errors exit 2."""
     try:
         interval = _duration("--interval", args.interval)
+        token = api_token(args)
         service = build_service(args)
-        server = service_server(service.wsgi_app(), args.listen)
+        server = service_server(advisor_app(service, token), args.listen)
     except (UsageError, ConfigError, AdvisorError) as exc:
         print(f"toposcope advisor serve: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -23,18 +23,14 @@ from tests.advisor.fakes import (
     FakeServer,
     Request,
 )
+from toposcope.advisor.acting import ManagerFactory, dry_run_factory
 from toposcope.advisor.actuators import HttpResourceManager
+from toposcope.advisor.api import advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.loaders import PrometheusLoader, Window
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build
-from toposcope.advisor.serve import (
-    AdvisorService,
-    AnalysisSettings,
-    ManagerFactory,
-    dry_run_factory,
-    service_server,
-)
+from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.resources import Allocation, ResourceManager
 
 API_TOKEN = "advisor-t0ken"
@@ -149,7 +145,6 @@ def advisor_service(
     factory: ManagerFactory,
     *,
     backend_name: str = "sim",
-    token: str | None = API_TOKEN,
     clock: Clock | None = None,
     verify_after: float = 600.0,
     wait_seconds: float = 5.0,
@@ -167,7 +162,6 @@ def advisor_service(
         outcomes=OutcomeLog(db),
         rule=VerificationRule(verify_after_seconds=verify_after),
         actor="tester@host",
-        token=token,
         clock=clock or Clock(),
         wait_seconds=wait_seconds,
     )
@@ -196,20 +190,18 @@ class Bench:
         *,
         factory: ManagerFactory | None = None,
         backend_name: str = "sim",
-        token: str | None = API_TOKEN,
     ) -> AdvisorService:
         return advisor_service(
             self.prometheus.url,
             self.db,
             factory or self.http_factory(),
             backend_name=backend_name,
-            token=token,
             clock=self.clock,
             verify_after=self.verify_after,
         )
 
-    def dry_service(self, token: str | None = API_TOKEN) -> AdvisorService:
-        return self.service(factory=dry_run_factory, backend_name="dry-run", token=token)
+    def dry_service(self) -> AdvisorService:
+        return self.service(factory=dry_run_factory, backend_name="dry-run")
 
 
 @pytest.fixture
@@ -221,9 +213,11 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
 
 
 @contextmanager
-def serving(service: AdvisorService) -> Iterator[str]:
-    """The service's HTTP server on 127.0.0.1, port 0; yields its base URL."""
-    server = service_server(service.wsgi_app(), "127.0.0.1:0")
+def serving(service: AdvisorService, token: str | None = API_TOKEN) -> Iterator[str]:
+    """The service's HTTP server (its API guarded by ``token``) on 127.0.0.1, port 0; yields
+    its base URL.
+    """
+    server = service_server(advisor_app(service, token), "127.0.0.1:0")
     server.start()
     try:
         yield f"http://127.0.0.1:{server.port}"

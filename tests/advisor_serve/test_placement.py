@@ -67,5 +67,5 @@ def test_placement_errors(bench: Bench) -> None:
             assert status == 400 and needle in body["error"], (query, body)
         status, _, body = call(f"{url}/api/v1/placement?gpus=1&node=nope")
         assert status == 404 and "known nodes: n1" in body["error"]
-        status, _, body = call(f"{url}/api/v1/placement?gpus=1", method="POST")
-        assert status == 404
+        status, headers, body = call(f"{url}/api/v1/placement?gpus=1", method="POST")
+        assert status == 405 and "GET" in headers["Allow"] and "POST" in body["error"]

@@ -23,8 +23,8 @@ from tests.advisor_serve.conftest import (
     the_pin,
 )
 from tests.procs import poll, require_binary
+from toposcope.advisor.acting import kind_of
 from toposcope.advisor.outcomes import Verdict
-from toposcope.advisor.serve import kind_of
 from toposcope.resources import (
     ActionRequest,
     ActionState,
@@ -97,9 +97,9 @@ def test_reads_are_open_and_changes_need_the_token(bench: Bench) -> None:
         assert call(f"{url}/api/v1/recommendations/pin-000000000000", token=API_TOKEN)[0] == 404
         assert call(f"{url}/api/v1/recommendations/{rec_id}", "PUT")[0] == 405
     assert bench.rm.posts == 0
-    unguarded = bench.service(token=None)
+    unguarded = bench.service()
     unguarded.analyse_once()
-    with serving(unguarded) as url:
+    with serving(unguarded, token=None) as url:
         status, _, body = call(f"{url}{apply}", "POST", token=API_TOKEN)
     assert status == 403 and "--token-file" in body["error"]
     assert bench.rm.posts == 0
@@ -337,3 +337,19 @@ def test_a_recommendation_that_went_away_counts_its_age_afresh(bench: Bench) -> 
     text = service.metrics_text().decode()
     labels = {"recommendation": rec_id, "kind": "pin", "workload": "n1/train"}
     assert value(text, "toposcope_advisor_recommendation_age_seconds", **labels) == 5
+
+
+def test_unknown_routes_and_methods_answer_json_and_the_landing_page_links_the_api(
+    bench: Bench,
+) -> None:
+    service = bench.dry_service()
+    with serving(service) as url:
+        status, headers, body = call(f"{url}/api/v1/nope")
+        assert (status, body) == (404, {"error": "no route GET /api/v1/nope"})
+        status, headers, body = call(f"{url}/api/v1/recommendations", "POST", API_TOKEN)
+        assert status == 405 and "GET" in headers["Allow"] and "POST" in body["error"]
+        status, headers, page = call(f"{url}/")
+        assert status == 200 and headers["Content-Type"].startswith("text/html")
+        assert 'href="api/v1/openapi.json"' in page and 'href="metrics"' in page
+        status, headers, text = call(f"{url}/-/ready")
+        assert (status, text) == (503, "no analysis yet\n")

@@ -32,9 +32,11 @@ from tests.advisor_serve.conftest import (
     serving,
     the_pin,
 )
+from toposcope.advisor.acting import ManagerFactory
 from toposcope.advisor.actuators import HttpResourceManager
-from toposcope.advisor.serve import MAX_BODY_BYTES, AdvisorService, ManagerFactory
-from toposcope.httpserver import HttpServer
+from toposcope.advisor.api import MAX_BODY_BYTES, advisor_app
+from toposcope.advisor.service import AdvisorService
+from toposcope.httpserver import HttpServer, WsgiApp
 from toposcope.resources import (
     ActionRequest,
     ActionState,
@@ -326,7 +328,8 @@ def test_the_service_refuses_an_oversize_body_under_any_server(stack: Stack) -> 
     )
     environ["wsgi.input"] = io.BytesIO(b" " * (MAX_BODY_BYTES + 1))
     answered: list[str] = []
-    body = b"".join(service.wsgi_app()(environ, lambda status, headers: answered.append(status)))
+    app: WsgiApp = advisor_app(service, API_TOKEN)
+    body = b"".join(app(environ, lambda status, headers: answered.append(status)))
     assert answered == ["413 Content Too Large"]
     assert json.loads(body) == {
         "error": f"the request body has {MAX_BODY_BYTES + 1} bytes; at most 4096 are accepted"

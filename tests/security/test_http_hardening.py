@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from tests.advisor_serve.conftest import advisor_service, serving
 from tests.sim_api.fake_rm import FakeResourceManager
 from toposcope import __version__
-from toposcope.advisor.serve import dry_run_factory
+from toposcope.advisor.acting import dry_run_factory
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.exporters.app import ExporterServer, build_runner
 from toposcope.exporters.collectors import default_table

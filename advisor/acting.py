@@ -1,0 +1,188 @@
+"""How the advisor service applies and reverts recommendations, and settles what a crash left.
+
+:class:`Acting` wraps the one :class:`~toposcope.advisor.actuators.Applier` for the service:
+one call at a time (a lock), one recommendation per call, the audit log as the truth (none
+in a dry run, where calls are only written out), the person who asked recorded as
+``USER via <service actor>``, and the results counted for ``toposcope_advisor_actions_total``.
+An applied pin or memory migration starts its verification; a revert that undid everything
+a recommendation applied settles it.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from toposcope.advisor.actuators import Applier, DryRunResourceManager, Outcome
+from toposcope.advisor.actuators.applier import DEFAULT_WAIT_SECONDS, REVERT_DONE
+from toposcope.advisor.audit import REVERTED, AuditEntry, AuditLog, recommendation_state
+from toposcope.advisor.errors import AdvisorConnectionError
+from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, Verdict, baseline
+from toposcope.advisor.recommendations import Recommendation, RecommendationKind
+from toposcope.errors import ConfigError
+from toposcope.resources import ResourceManager, ResourceManagerError
+
+LOG = logging.getLogger("toposcope.advisor.acting")
+
+#: the resource manager for the nodes a call concerns; dry-run calls are written to the text
+ManagerFactory = Callable[[Sequence[str], TextIO], ResourceManager]
+
+
+class ServiceError(Exception):
+    """A request the service refuses, with the HTTP status and any fields to answer besides
+    ``error``.
+    """
+
+    def __init__(self, message: str, status: int, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.extra = extra or {}
+
+
+def kind_of(recommendation_id: str) -> str:
+    """The recommendation kind in an id (``pin-0123abcd4567`` -> ``pin``), or ``unknown``."""
+    kind = recommendation_id.rsplit("-", 1)[0]
+    return kind if kind in set(RecommendationKind) else "unknown"
+
+
+def dry_run_factory(nodes: Sequence[str], out: TextIO) -> ResourceManager:
+    """The dry-run resource manager (the default): calls are written to ``out``."""
+    return DryRunResourceManager(out)
+
+
+@dataclass
+class Acting:
+    """Applying, reverting and recovering for the service.
+
+    ``manager_factory`` builds the resource manager for a call (``backend_name`` names it in
+    the audit log; ``dry-run`` records nothing); ``known_nodes`` lists the nodes the latest
+    model knows; ``clock`` gives Unix seconds; ``wait_seconds`` bounds how long a revert
+    waits for running actions. ``counts`` holds the results per (recommendation kind,
+    result), for ``toposcope_advisor_actions_total``.
+    """
+
+    manager_factory: ManagerFactory
+    backend_name: str
+    audit: AuditLog
+    outcomes: OutcomeLog
+    actor: str
+    known_nodes: Callable[[], Iterable[str]]
+    clock: Callable[[], float]
+    wait_seconds: float = DEFAULT_WAIT_SECONDS
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether calls are only written out (nothing is applied, nothing audited)."""
+        return self.backend_name == "dry-run"
+
+    def actor_for(self, user: str | None) -> str:
+        """Who the audit log names: ``USER via <service actor>``, or the service alone."""
+        return f"{user} via {self.actor}" if user else self.actor
+
+    def _applier(self, nodes: Sequence[str], out: TextIO, user: str | None = None) -> Applier:
+        return Applier(
+            self.manager_factory(nodes, out),
+            None if self.dry_run else self.audit,
+            actor=self.actor_for(user),
+            backend=self.backend_name,
+            dry_run=self.dry_run,
+            max_per_run=1,
+            max_per_node=1,
+            wait_seconds=self.wait_seconds,
+        )
+
+    def _count(self, applier: Applier) -> None:
+        for (kind, result), value in applier.counts.items():
+            if result != "reverted":  # counted per recommendation by revert()
+                self.counts[(kind, result)] += value
+
+    def _nodes(self) -> list[str]:
+        nodes = set(self.known_nodes())
+        nodes |= {e.node for e in self.audit.entries() if e.node}
+        return sorted(nodes)
+
+    def recover(self) -> list[AuditEntry]:
+        """Settle intents an earlier run left without a result (the audit log is the truth)."""
+        if self.dry_run:
+            return []
+        with self._lock:
+            applier = self._applier(self._nodes(), io.StringIO())
+            try:
+                settled = applier.recover()
+            except (ResourceManagerError, AdvisorConnectionError) as exc:
+                LOG.warning("cannot settle unfinished actions yet: %s", exc)
+                return []
+        for entry in settled:
+            LOG.info("settled %s: %s", entry.request_id, entry.result)
+        return settled
+
+    def apply(
+        self, rec: Recommendation, model: ClusterModel | None, user: str | None = None
+    ) -> tuple[Outcome, str]:
+        """Apply ``rec`` (made from ``model``); the outcome and any dry-run calls.
+
+        ``user`` is who asked. An applied pin or memory migration starts its verification.
+        """
+        out = io.StringIO()
+        with self._lock:
+            applier = self._applier(sorted({rec.target.node, *self._nodes()}), out, user)
+            try:
+                [outcome] = applier.apply([rec])
+            finally:
+                self._count(applier)
+            if outcome.result == "applied" and rec.kind in VERIFIED_KINDS and rec.target.workload:
+                self.outcomes.start(rec, baseline(rec, model), self.clock())
+        LOG.info("apply %s: %s %s", rec.id, outcome.result, outcome.detail)
+        return outcome, out.getvalue()
+
+    def revert(self, rec_id: str, reason: str = "", user: str | None = None) -> list[Outcome]:
+        """Revert what was applied under ``rec_id`` (a recommendation or a request id).
+
+        One outcome per action (see :class:`Outcome`); a recommendation counts as reverted,
+        and its verification is settled, only once everything it applied is undone.
+        """
+        if self.dry_run:
+            raise ServiceError(
+                "revert needs a resource manager (--resource-manager sim, agent or local)", 409
+            )
+        with self._lock:
+            applier = self._applier(self._nodes(), io.StringIO(), user)
+            try:
+                outcomes = applier.revert(rec_id)
+            except ConfigError as exc:
+                raise ServiceError(str(exc), 409) from exc
+            finally:
+                self._count(applier)
+            for rec in sorted({o.recommendation_id for o in outcomes if o.result == "reverted"}):
+                if recommendation_state(self.audit.entries(rec)) == REVERTED:
+                    self._reverted(rec, reason)
+        LOG.info("revert %s: %s", rec_id, ", ".join(o.result for o in outcomes))
+        return outcomes
+
+    def _reverted(self, rec_id: str, reason: str) -> None:
+        """Count a recommendation whose every action is undone; settle its verification."""
+        self.counts[(kind_of(rec_id), "reverted")] += 1
+        verification = self.outcomes.get(rec_id)
+        if verification is not None and verification.verdict == Verdict.PENDING:
+            detail = reason or "reverted by request"
+            self.outcomes.settle(rec_id, Verdict.REVERTED, None, detail, self.clock())
+
+    def revert_harmful(self, rec_id: str, kind: str, detail: str) -> str:
+        """Revert a change judged harmful; the verdict's detail, saying how the revert went."""
+        self.counts[(kind, "harmful")] += 1
+        try:
+            outcomes = self.revert(rec_id, reason=f"harmful: {detail}")
+        except (ServiceError, ResourceManagerError, AdvisorConnectionError) as exc:
+            LOG.error("harmful %s could not be reverted: %s", rec_id, exc)
+            return f"{detail}; revert failed: {exc}"
+        results = ", ".join(f"{o.result} {o.detail}".strip() for o in outcomes)
+        done = all(o.result in REVERT_DONE for o in outcomes)
+        return f"{detail}; {'reverted' if done else 'revert incomplete'} ({results})"

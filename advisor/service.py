@@ -1,0 +1,293 @@
+"""The advisor as a service: periodic analysis, and applying and reverting on request.
+
+:class:`AdvisorService` runs the same analysis as ``toposcope advise`` (loaders -> model ->
+policies -> report) every ``interval`` seconds and keeps the latest :class:`Analysis`;
+applies and reverts its recommendations through :class:`~toposcope.advisor.acting.Acting`
+(dry-run unless a resource manager is configured); and has each analysis check what applied
+changes did (:class:`~toposcope.advisor.verifier.Verifier`), reverting harmful ones. The
+audit log is the truth across restarts: unresolved intents are settled at start-up, ages and
+verifications are read back from the same SQLite file.
+
+What serves it: its own metrics are :mod:`toposcope.advisor.service_metrics`, its HTTP API
+(``/metrics``, ``/api/v1/...``) is :mod:`toposcope.advisor.api`, and
+``toposcope advisor serve`` (:mod:`toposcope.advisor.serve_cli`) starts both.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from toposcope.advisor.acting import Acting, ManagerFactory, ServiceError
+from toposcope.advisor.actuators import Outcome
+from toposcope.advisor.actuators.applier import DEFAULT_WAIT_SECONDS
+from toposcope.advisor.audit import AuditEntry, AuditLog
+from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
+from toposcope.advisor.loaders.base import MetricsBackend, Window
+from toposcope.advisor.model import ClusterModel, PendingWorkload
+from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
+from toposcope.advisor.policies import Policy
+from toposcope.advisor.recommendations import Recommendation, Report
+from toposcope.advisor.runner import advise, load_model
+from toposcope.advisor.service_metrics import ServiceFigures, exposition
+from toposcope.advisor.verifier import Verifier
+from toposcope.errors import ConfigError, SourceError, UsageError
+from toposcope.resources import ResourceManagerError
+
+LOG = logging.getLogger("toposcope.advisor.service")
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """What one analysis reads: the window, the selector, the node label, the minimum gain."""
+
+    window: Window
+    selector: str = ""
+    node_label: str = "auto"
+    min_gain: float = 0.05
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The latest completed analysis: its report, the model it came from, and since when
+    (Unix seconds) each of its recommendations has been open.
+    """
+
+    report: Report
+    model: ClusterModel
+    first_seen: Mapping[str, float]
+
+
+class AdvisorService:
+    """The advisor service (see the module docstring).
+
+    ``manager_factory`` builds the resource manager for a call (``backend_name`` names it in
+    the audit log; ``dry-run`` records nothing). ``clock`` gives Unix seconds (tests pass
+    their own). ``wait_seconds`` bounds how long a revert waits for running actions.
+    """
+
+    def __init__(
+        self,
+        backend: MetricsBackend,
+        policies: Sequence[Policy[Any]],
+        settings: AnalysisSettings,
+        *,
+        manager_factory: ManagerFactory,
+        backend_name: str,
+        audit: AuditLog,
+        outcomes: OutcomeLog,
+        rule: VerificationRule,
+        actor: str,
+        clock: Callable[[], float] = time.time,
+        wait_seconds: float = DEFAULT_WAIT_SECONDS,
+    ) -> None:
+        self.backend = backend
+        self.policies = list(policies)
+        self.settings = settings
+        self.audit = audit
+        self.outcomes = outcomes
+        self.clock = clock
+        self.acting = Acting(
+            manager_factory=manager_factory,
+            backend_name=backend_name,
+            audit=audit,
+            outcomes=outcomes,
+            actor=actor,
+            known_nodes=self._model_nodes,
+            clock=clock,
+            wait_seconds=wait_seconds,
+        )
+        self.verifier = Verifier(audit, outcomes, rule, self.acting.revert_harmful)
+        self._state_lock = threading.Lock()
+        self.report: Report | None = None
+        self.model: ClusterModel | None = None
+        self.first_seen: dict[str, float] = {}
+        self.last_success: float | None = None
+        self.last_duration: float | None = None
+        self.last_error = ""
+        self.analyses: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _model_nodes(self) -> list[str]:
+        with self._state_lock:
+            model = self.model
+        return sorted(model.nodes) if model is not None else []
+
+    # -- acting ----------------------------------------------------------------------------
+
+    def recover(self) -> list[AuditEntry]:
+        """Settle intents an earlier run left without a result (the audit log is the truth)."""
+        return self.acting.recover()
+
+    def latest(self) -> Analysis:
+        """The latest analysis (:class:`ServiceError` 503 before the first one finished,
+        naming the last error).
+        """
+        with self._state_lock:
+            report, model, error = self.report, self.model, self.last_error
+            first_seen = dict(self.first_seen)
+        if report is None or model is None:
+            raise ServiceError(f"no analysis has completed yet ({error or None})", 503)
+        return Analysis(report, model, first_seen)
+
+    def recommendation(self, rec_id: str) -> Recommendation:
+        """The recommendation ``rec_id`` of the latest report (:class:`ServiceError` 404/503)."""
+        with self._state_lock:
+            report = self.report
+        if report is None:
+            raise ServiceError("no analysis has completed yet", 503)
+        rec = report.find(rec_id)
+        if rec is None:
+            raise ServiceError(
+                f"no recommendation {rec_id!r} in the latest report (what was applied under "
+                f"it, if anything, is in /api/v1/audit?recommendation={rec_id})",
+                404,
+            )
+        return rec
+
+    def apply(self, rec_id: str, user: str | None = None) -> tuple[Outcome, str]:
+        """Apply one recommendation of the latest report; the outcome and any dry-run calls.
+
+        ``user`` is who asked (recorded in the audit log). An applied pin or memory
+        migration starts its verification.
+        """
+        rec = self.recommendation(rec_id)
+        with self._state_lock:
+            model = self.model
+        return self.acting.apply(rec, model, user)
+
+    def revert(self, rec_id: str, reason: str = "", user: str | None = None) -> list[Outcome]:
+        """Revert what was applied under ``rec_id`` (see :meth:`Acting.revert`)."""
+        return self.acting.revert(rec_id, reason, user)
+
+    # -- analysing -------------------------------------------------------------------------
+
+    def _pending_jobs(self, model: ClusterModel) -> ClusterModel:
+        if self.acting.dry_run or not any(p.name == "gpu-placement" for p in self.policies):
+            return model
+        try:
+            manager = self.acting.manager_factory(sorted(model.nodes), io.StringIO())
+            workloads = manager.workloads()
+        except (ResourceManagerError, AdvisorConnectionError) as exc:
+            LOG.warning("no pending jobs for gpu-placement: %s", exc)
+            return model
+        pending = tuple(
+            PendingWorkload(w.name, w.gpus_requested)
+            for w in workloads
+            if w.state == "pending" and w.gpus_requested > 0
+        )
+        return replace(model, pending=pending)
+
+    def analyse_once(self) -> Report | None:
+        """One analysis; ``None`` (and the error kept for /metrics and the API) on failure."""
+        started = self.clock()
+        begin = time.monotonic()
+        try:
+            model = load_model(
+                self.backend,
+                self.settings.window,
+                selector=self.settings.selector,
+                node_label=self.settings.node_label,
+            )
+            model = self._pending_jobs(model)
+            report = advise(model, self.policies, min_gain=self.settings.min_gain, started=started)
+        except (AdvisorError, ConfigError, SourceError, UsageError) as exc:
+            duration = time.monotonic() - begin
+            with self._state_lock:
+                self.last_duration = duration
+                self.last_error = str(exc)
+                self.analyses["failure"] += 1
+            LOG.error("analysis failed: %s", exc)
+            return None
+        duration = time.monotonic() - begin
+        seen = self.outcomes.first_seen((r.id for r in report.recommendations), started)
+        with self._state_lock:
+            self.report = report
+            self.model = model
+            self.first_seen = seen
+            self.last_duration = duration
+            self.last_success = self.clock()
+            self.last_error = ""
+            self.analyses["success"] += 1
+        self.verifier.verify(model, self.clock())
+        LOG.info("analysis: %d recommendation(s) in %.2fs", len(report.recommendations), duration)
+        return report
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run_forever(self, interval: float) -> None:
+        """Analyse every ``interval`` seconds until :meth:`stop` (the first one at once)."""
+        while not self._stop.is_set():
+            self.analyse_once()
+            self._stop.wait(interval)
+
+    def start(self, interval: float) -> None:
+        """Run :meth:`run_forever` in a daemon thread."""
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self.run_forever, args=(interval,), daemon=True, name="advisor-analysis"
+        )
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """True while the analysis thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop the analysis thread (after the analysis under way, if any)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    # -- what it reports -------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Whether an analysis has completed (the service has a report to answer with)."""
+        with self._state_lock:
+            return self.report is not None
+
+    def first_seen_of(self, rec_id: str) -> float | None:
+        """Since when (Unix seconds) the recommendation ``rec_id`` has been open, if it is."""
+        with self._state_lock:
+            return self.first_seen.get(rec_id)
+
+    def status(self) -> dict[str, Any]:
+        """The service's state for the API: last analysis, error, backend."""
+        with self._state_lock:
+            return {
+                "resource_manager": self.acting.backend_name,
+                "last_success": self.last_success,
+                "last_duration_seconds": self.last_duration,
+                "last_error": self.last_error or None,
+                "analyses": dict(self.analyses),
+            }
+
+    def figures(self) -> ServiceFigures:
+        """What ``/metrics`` exports, as of now."""
+        with self._state_lock:
+            state = (self.report, dict(self.first_seen), self.last_success, self.last_duration)
+            analyses = dict(self.analyses)
+        report, first_seen, last_success, last_duration = state
+        return ServiceFigures(
+            now=self.clock(),
+            report=report,
+            first_seen=first_seen,
+            last_success=last_success,
+            last_duration=last_duration,
+            analyses=analyses,
+            actions=dict(self.acting.counts),
+            verdicts=[v.verdict for v in self.outcomes.all()],
+        )
+
+    def metrics_text(self) -> bytes:
+        """The ``toposcope_advisor_*`` families in the Prometheus text format."""
+        return exposition(self.figures())

@@ -1,0 +1,104 @@
+"""The advisor service's own metrics (``toposcope_advisor_*``, defined in the catalogue).
+
+:class:`ServiceFigures` is what the service knows at one instant (its latest report, the
+ages of its recommendations, what it applied and how the verifications stand, how its
+analyses went); :func:`families` turns it into Prometheus families and :func:`exposition`
+into the text ``/metrics`` serves. Every recommendation kind and severity, every verdict,
+and the ``failed`` and ``harmful`` results of each kind are exported even at zero, so the
+alert rules see a series before anything goes wrong.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import generate_latest
+from prometheus_client.core import Metric
+
+from toposcope.advisor.outcomes import Verdict
+from toposcope.advisor.recommendations import RecommendationKind, Report, Severity
+from toposcope.catalogue import spec
+
+#: action results exported at zero for every kind (what the alerts watch)
+ALWAYS_EXPORTED_RESULTS = ("failed", "harmful")
+
+
+@dataclass(frozen=True)
+class ServiceFigures:
+    """The service's figures at ``now`` (Unix seconds).
+
+    ``actions`` counts results per (recommendation kind, result); ``analyses`` counts
+    ``success`` and ``failure``; ``verdicts`` holds one entry per verification.
+    """
+
+    now: float
+    report: Report | None
+    first_seen: Mapping[str, float]
+    last_success: float | None
+    last_duration: float | None
+    analyses: Mapping[str, int]
+    actions: Mapping[tuple[str, str], int]
+    verdicts: Sequence[Verdict]
+
+
+def _recommendation_families(figures: ServiceFigures) -> list[Metric]:
+    recs = figures.report.recommendations if figures.report is not None else ()
+    open_recs = spec("toposcope_advisor_recommendations").family()
+    by_kind = Counter((str(r.kind), str(r.severity)) for r in recs)
+    for kind in RecommendationKind:
+        for severity in Severity:
+            open_recs.add_metric([str(kind), str(severity)], by_kind[(kind, severity)])
+    gain = spec("toposcope_advisor_estimated_gain_ratio").family()
+    age = spec("toposcope_advisor_recommendation_age_seconds").family()
+    for rec in recs:
+        labels = [rec.id, str(rec.kind), rec.target.label()]
+        gain.add_metric(labels, rec.estimated_gain)
+        first = figures.first_seen.get(rec.id, figures.now)
+        age.add_metric(labels, max(0.0, figures.now - first))
+    return [open_recs, gain, age]
+
+
+def families(figures: ServiceFigures) -> list[Metric]:
+    """The ``toposcope_advisor_*`` families of ``figures``."""
+    actions = spec("toposcope_advisor_actions_total").family()
+    counts: Counter[tuple[str, str]] = Counter(
+        {(str(k), r): 0 for k in RecommendationKind for r in ALWAYS_EXPORTED_RESULTS}
+    )
+    counts.update(figures.actions)
+    for (kind_text, result), value in sorted(counts.items()):
+        actions.add_metric([kind_text, result], value)
+    verdicts = spec("toposcope_advisor_verifications").family()
+    by_verdict = Counter(figures.verdicts)
+    for verdict in Verdict:
+        verdicts.add_metric([str(verdict)], by_verdict[verdict])
+    runs = spec("toposcope_advisor_analyses_total").family()
+    for result in ("success", "failure"):
+        runs.add_metric([result], figures.analyses.get(result, 0))
+    found = [*_recommendation_families(figures), actions, verdicts, runs]
+    if figures.last_duration is not None:
+        duration = spec("toposcope_advisor_analysis_duration_seconds").family()
+        duration.add_metric([], figures.last_duration)
+        found.append(duration)
+    if figures.last_success is not None:
+        success = spec("toposcope_advisor_last_success_timestamp_seconds").family()
+        success.add_metric([], figures.last_success)
+        found.append(success)
+    return found
+
+
+class _Families:
+    """Adapts a list of families to the collector interface ``generate_latest`` expects."""
+
+    def __init__(self, found: list[Metric]) -> None:
+        self.found = found
+
+    def collect(self) -> Iterable[Metric]:
+        """The families."""
+        return self.found
+
+
+def exposition(figures: ServiceFigures) -> bytes:
+    """The families of ``figures`` in the Prometheus text format."""
+    return generate_latest(_Families(families(figures)))

@@ -1,28 +1,21 @@
-"""The advisor's picture of the cluster: frozen dataclasses built from loader results.
+"""The advisor's picture of the cluster: frozen dataclasses built from loader results
+(:func:`toposcope.advisor.model_builder.build_model` builds them).
 
 Per node: NUMA nodes (package, CPUs, memory, distances), GPUs (NUMA node, utilization,
 memory, throttling) and the GPU link matrix. Per workload: where its CPU time and memory
 sit per NUMA node, the exporter's locality ratios, the GPUs it holds and their use. From
 these the model answers capacity questions (free memory and CPU load per NUMA node, free
 GPUs) for the policies. Nothing here reads the outside world or decides anything.
-
-Which node a series belongs to: the ``node`` label when present (the simulator's and the
-scraper's ``NAME=URL`` targets set it), else the exporter's reported hostname joined from
-``toposcope_exporter_build_info`` by ``(job, instance)``, else the ``instance`` label.
-``node_label`` forces one label instead.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from toposcope.advisor.loaders.base import LoadedData, Sample
-from toposcope.cpulist import parse_cpulist
-from toposcope.errors import SourceError
 from toposcope.topology.model import LinkType, link_type
 
 LOG = logging.getLogger("toposcope.advisor.model")
@@ -37,8 +30,8 @@ class NumaNodeState:
     """One NUMA node of a machine with its capacity (``None``: not published)."""
 
     id: int
-    package: int | None
-    cpus: tuple[int, ...]
+    package: int | None = None
+    cpus: tuple[int, ...] = ()
     cpus_online: int | None = None
     memory_total_bytes: float | None = None
     memory_free_bytes: float | None = None
@@ -61,7 +54,7 @@ class GpuState:
     """
 
     index: int
-    numa_node: int | None
+    numa_node: int | None = None
     uuid: str = ""
     model: str = ""
     pci_bus_id: str = ""
@@ -336,296 +329,3 @@ class ClusterModel:
     def has(self, metric: str) -> bool:
         """True when the catalogue metric ``metric`` had series in this run."""
         return metric in self.present
-
-
-# building ---------------------------------------------------------------------------------
-class NodeNamer:
-    """Decides which node a sample belongs to (see the module docstring)."""
-
-    def __init__(self, build_info: Iterable[Sample], node_label: str = "auto") -> None:
-        self.node_label = node_label
-        self.hostnames: dict[tuple[str, str], str] = {}
-        for sample in build_info:
-            host = sample.labels.get("hostname", "")
-            if host:
-                key = (sample.labels.get("job", ""), sample.labels.get("instance", ""))
-                self.hostnames[key] = host
-
-    def __call__(self, labels: Mapping[str, str]) -> str:
-        """The node name for a sample's labels."""
-        if self.node_label != "auto":
-            return labels.get(self.node_label, "") or "unknown"
-        if labels.get("node"):
-            return labels["node"]
-        key = (labels.get("job", ""), labels.get("instance", ""))
-        if key in self.hostnames:
-            return self.hostnames[key]
-        return labels.get("instance", "") or "local"
-
-
-def _int(text: str | None) -> int | None:
-    if text is None or text == "":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-@dataclass
-class _NumaAcc:
-    package: int | None = None
-    cpus: tuple[int, ...] = ()
-    cpus_online: int | None = None
-    memory_total_bytes: float | None = None
-    memory_free_bytes: float | None = None
-    distances: dict[int, int] = field(default_factory=dict)
-
-
-@dataclass
-class _GpuAcc:
-    numa_node: int | None = None
-    uuid: str = ""
-    model: str = ""
-    pci_bus_id: str = ""
-    up: bool | None = None
-    utilization: float | None = None
-    utilization_max: float | None = None
-    samples: int | None = None
-    covered_seconds: float | None = None
-    memory_used_bytes: float | None = None
-    memory_total_bytes: float | None = None
-    clock_events: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class _WorkloadAcc:
-    name: str
-    node: str
-    identity: dict[str, str] = field(default_factory=dict)
-    cpu: dict[int, float] = field(default_factory=dict)
-    threads: dict[int, int] = field(default_factory=dict)
-    memory: dict[int, float] = field(default_factory=dict)
-    locality: dict[str, float] = field(default_factory=dict)
-    gpus: set[int] = field(default_factory=set)
-    gpu_memory: dict[int, float] = field(default_factory=dict)
-
-
-class _Builder:
-    """Accumulates samples per node, NUMA node, GPU and workload."""
-
-    def __init__(self, data: LoadedData, node_label: str) -> None:
-        self.data = data
-        self.namer = NodeNamer(data.samples("build-info"), node_label)
-        self.numa: dict[str, dict[int, _NumaAcc]] = defaultdict(dict)
-        self.gpus: dict[str, dict[int, _GpuAcc]] = defaultdict(dict)
-        self.links: dict[str, dict[tuple[int, int], str]] = defaultdict(dict)
-        self.workloads: dict[tuple[str, str], _WorkloadAcc] = {}
-
-    def numa_acc(self, labels: Mapping[str, str], key: str = "numa_node") -> _NumaAcc | None:
-        numa_id = _int(labels.get(key))
-        if numa_id is None:
-            return None
-        return self.numa[self.namer(labels)].setdefault(numa_id, _NumaAcc())
-
-    def gpu_acc(self, labels: Mapping[str, str]) -> _GpuAcc | None:
-        index = _int(labels.get("gpu"))
-        if index is None:
-            return None
-        return self.gpus[self.namer(labels)].setdefault(index, _GpuAcc())
-
-    def workload_acc(self, labels: Mapping[str, str]) -> _WorkloadAcc | None:
-        name = labels.get("workload")
-        if not name:
-            return None
-        node = self.namer(labels)
-        return self.workloads.setdefault((node, name), _WorkloadAcc(name, node))
-
-    def topology(self) -> None:
-        for s in self.data.samples("numa-nodes"):
-            acc = self.numa_acc(s.labels)
-            if acc is None:
-                continue
-            acc.package = _int(s.labels.get("package"))
-            try:
-                acc.cpus = parse_cpulist(s.labels.get("cpus", ""))
-            except (ValueError, SourceError):
-                LOG.debug("unusable cpulist %r", s.labels.get("cpus"))
-        for s in self.data.samples("cpus-online"):
-            if (acc := self.numa_acc(s.labels)) is not None:
-                acc.cpus_online = int(s.value)
-        for s in self.data.samples("numa-memory-total"):
-            if (acc := self.numa_acc(s.labels)) is not None:
-                acc.memory_total_bytes = s.value
-        for s in self.data.samples("numa-memory-free"):
-            if (acc := self.numa_acc(s.labels)) is not None:
-                acc.memory_free_bytes = s.value
-        for s in self.data.samples("numa-distance"):
-            peer = _int(s.labels.get("peer_node"))
-            if (acc := self.numa_acc(s.labels)) is not None and peer is not None:
-                acc.distances[peer] = int(s.value)
-
-    def gpu_state(self) -> None:
-        for s in self.data.samples("gpu-locality"):
-            if (acc := self.gpu_acc(s.labels)) is not None:
-                acc.numa_node = _int(s.labels.get("numa_node"))
-                acc.pci_bus_id = s.labels.get("pci_bus_id", "")
-        for s in self.data.samples("gpu-info"):
-            if s.labels.get("GPU_I_ID"):
-                continue  # MIG instances share their parent's locality; placement is per GPU
-            if (acc := self.gpu_acc(s.labels)) is None:
-                continue
-            if acc.numa_node is None:  # sysfs wins over NVML, as in the exporter
-                acc.numa_node = _int(s.labels.get("numa_node"))
-            acc.uuid = s.labels.get("UUID", "")
-            acc.model = s.labels.get("modelName", "")
-            acc.pci_bus_id = s.labels.get("pci_bus_id", "") or acc.pci_bus_id
-        for s in self.data.samples("gpu-up"):
-            if (acc := self.gpu_acc(s.labels)) is not None:
-                acc.up = s.value >= 1
-        for s in self.data.samples("gpu-utilization"):
-            if (acc := self.gpu_acc(s.labels)) is not None:
-                acc.utilization = s.value
-        for s in self.data.samples("gpu-utilization-max"):
-            if (acc := self.gpu_acc(s.labels)) is not None:
-                acc.utilization_max = s.value
-        for s in self.data.samples("gpu-utilization-samples"):
-            if (acc := self.gpu_acc(s.labels)) is not None:
-                acc.samples = int(s.value)
-        for s in self.data.samples("gpu-memory-used"):
-            if (acc := self.gpu_acc(s.labels)) is not None:
-                acc.memory_used_bytes = s.value
-        for s in self.data.samples("gpu-memory-total"):
-            if (acc := self.gpu_acc(s.labels)) is not None:
-                acc.memory_total_bytes = s.value
-        for series in self.data.series("gpu-utilization-history"):
-            if (acc := self.gpu_acc(series.labels)) is not None and series.points:
-                acc.covered_seconds = series.points[-1][0] - series.points[0][0]
-        for s in self.data.samples("gpu-clock-events"):
-            reason = s.labels.get("reason", "")
-            if (acc := self.gpu_acc(s.labels)) is not None and reason:
-                acc.clock_events[reason] = s.value
-        for s in self.data.samples("gpu-links"):
-            a, b = _int(s.labels.get("gpu")), _int(s.labels.get("peer_gpu"))
-            if a is not None and b is not None and a != b:
-                self.links[self.namer(s.labels)][(a, b)] = s.labels.get("link", "")
-
-    def workload_state(self) -> None:
-        for s in self.data.samples("workload-info"):
-            if (acc := self.workload_acc(s.labels)) is not None:
-                for key in ("pid", "comm", "cgroup", "pod", "namespace", "container"):
-                    acc.identity[key] = s.labels.get(key, "")
-        for s in self.data.samples("workload-cpu"):
-            numa_id = _int(s.labels.get("numa_node"))
-            if (acc := self.workload_acc(s.labels)) is not None and numa_id is not None:
-                acc.cpu[numa_id] = s.value
-        for s in self.data.samples("workload-threads"):
-            numa_id = _int(s.labels.get("numa_node"))
-            if (acc := self.workload_acc(s.labels)) is not None and numa_id is not None:
-                acc.threads[numa_id] = int(s.value)
-        for s in self.data.samples("workload-memory"):
-            numa_id = _int(s.labels.get("numa_node"))
-            if (acc := self.workload_acc(s.labels)) is not None and numa_id is not None:
-                acc.memory[numa_id] = s.value
-        for s in self.data.samples("workload-locality"):
-            resource = s.labels.get("resource", "")
-            if (acc := self.workload_acc(s.labels)) is not None and resource:
-                acc.locality[resource] = s.value
-        for s in self.data.samples("workload-gpus"):
-            gpu = _int(s.labels.get("gpu"))
-            if (acc := self.workload_acc(s.labels)) is not None and gpu is not None:
-                acc.gpus.add(gpu)
-        for s in self.data.samples("workload-gpu-memory"):
-            gpu = _int(s.labels.get("gpu"))
-            if (acc := self.workload_acc(s.labels)) is not None and gpu is not None:
-                acc.gpus.add(gpu)
-                acc.gpu_memory[gpu] = s.value
-
-    def node_models(self) -> dict[str, NodeModel]:
-        names = set(self.numa) | set(self.gpus) | set(self.links)
-        names |= {node for node, _ in self.workloads}
-        nodes = {}
-        for name in sorted(names):
-            numa_states = tuple(
-                NumaNodeState(
-                    id=numa_id,
-                    package=acc.package,
-                    cpus=acc.cpus,
-                    cpus_online=acc.cpus_online,
-                    memory_total_bytes=acc.memory_total_bytes,
-                    memory_free_bytes=acc.memory_free_bytes,
-                    distances=dict(acc.distances),
-                )
-                for numa_id, acc in sorted(self.numa.get(name, {}).items())
-            )
-            gpu_states = tuple(
-                GpuState(
-                    index=index,
-                    numa_node=acc.numa_node,
-                    uuid=acc.uuid,
-                    model=acc.model,
-                    pci_bus_id=acc.pci_bus_id,
-                    up=acc.up,
-                    utilization=acc.utilization,
-                    utilization_max=acc.utilization_max,
-                    samples=acc.samples,
-                    covered_seconds=acc.covered_seconds,
-                    memory_used_bytes=acc.memory_used_bytes,
-                    memory_total_bytes=acc.memory_total_bytes,
-                    clock_events=dict(acc.clock_events),
-                )
-                for index, acc in sorted(self.gpus.get(name, {}).items())
-            )
-            nodes[name] = NodeModel(name, numa_states, gpu_states, dict(self.links.get(name, {})))
-        return nodes
-
-    def workload_models(self) -> tuple[WorkloadModel, ...]:
-        result = self.data.results.get("workload-cpu")
-        cumulative = bool(result and result.cumulative)
-        return tuple(
-            WorkloadModel(
-                name=acc.name,
-                node=acc.node,
-                pid=acc.identity.get("pid", ""),
-                comm=acc.identity.get("comm", ""),
-                cgroup=acc.identity.get("cgroup", ""),
-                pod=acc.identity.get("pod", ""),
-                namespace=acc.identity.get("namespace", ""),
-                container=acc.identity.get("container", ""),
-                cpu_by_numa=dict(acc.cpu),
-                cpu_cumulative=cumulative,
-                threads_by_numa=dict(acc.threads),
-                memory_by_numa=dict(acc.memory),
-                locality=dict(acc.locality),
-                gpus=tuple(sorted(acc.gpus)),
-                gpu_memory_bytes=dict(acc.gpu_memory),
-            )
-            for _, acc in sorted(self.workloads.items())
-        )
-
-
-def build_model(
-    data: LoadedData,
-    *,
-    node_label: str = "auto",
-    pending: Iterable[PendingWorkload] = (),
-) -> ClusterModel:
-    """Turn loader results into a :class:`ClusterModel`.
-
-    Samples with unusable labels (a ``numa_node`` that is not a number) are skipped; a node
-    appears as soon as any topology, GPU or workload series names it.
-    """
-    builder = _Builder(data, node_label)
-    builder.topology()
-    builder.gpu_state()
-    builder.workload_state()
-    return ClusterModel(
-        nodes=builder.node_models(),
-        workloads=builder.workload_models(),
-        window=data.window.text,
-        window_seconds=data.window.seconds,
-        source=data.source,
-        present=data.present_metrics(),
-        notes=data.notes,
-        pending=tuple(pending),
-    )

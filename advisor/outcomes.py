@@ -39,8 +39,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from toposcope.advisor.locality import remote_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
-from toposcope.advisor.policies.numa_pinning import remote_share
 from toposcope.advisor.recommendations import Recommendation, RecommendationKind
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
@@ -81,18 +81,6 @@ class Verdict(StrEnum):
     HARMFUL = "harmful"
     UNVERIFIABLE = "unverifiable"
     REVERTED = "reverted"
-
-
-#: verdicts after which a recommendation is no longer checked
-FINAL_VERDICTS = frozenset(
-    {
-        Verdict.EFFECTIVE,
-        Verdict.INEFFECTIVE,
-        Verdict.HARMFUL,
-        Verdict.UNVERIFIABLE,
-        Verdict.REVERTED,
-    }
-)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import sys
 
 from toposcope.advisor.cliargs import add_source_arguments, backend_from_args, selector
 from toposcope.advisor.errors import AdvisorError
+from toposcope.advisor.gpu_sets import Placement, link_factor, place
 from toposcope.advisor.loaders import PLACEMENT_QUERIES, Window, queries
-from toposcope.advisor.policies.gpu_placement import Placement, link_factor, place
 from toposcope.advisor.runner import load_model
 from toposcope.errors import ConfigError, UsageError
 from toposcope.tokens import add_token_file_options

@@ -14,7 +14,8 @@ from typing import Any
 from toposcope import __version__
 from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
 from toposcope.advisor.loaders.queries import load_all, queries
-from toposcope.advisor.model import ClusterModel, PendingWorkload, build_model
+from toposcope.advisor.model import ClusterModel, PendingWorkload
+from toposcope.advisor.model_builder import build_model
 from toposcope.advisor.policies import Policy, evaluate_all
 from toposcope.advisor.recommendations import (
     Note,

@@ -2,7 +2,13 @@
 
 Each policy lives in its own module (rule and gain model in its docstring, documented in
 ``docs/policies.md``); :data:`POLICIES` maps names to classes. There is no subclass scan:
-adding a policy means adding it here, and tests can build their own mapping.
+adding a policy means adding it here, and tests can build their own mapping. A part of one
+policy that is not the policy itself sits beside it (numa-pinning's capacity planning in
+:mod:`.pin_capacity`, job-migration's recommendations in :mod:`.migration_recommendations`);
+what several parts of the advisor share lives in the advisor package: the GPU-set ranking
+(:mod:`toposcope.advisor.gpu_sets`), its per-run searches (:mod:`toposcope.advisor.gpu_search`),
+defragmentation plans (:mod:`toposcope.advisor.defragment`) and the NUMA locality model
+(:mod:`toposcope.advisor.locality`).
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from toposcope.advisor.policies.base import (
     SettingInfo,
     setting,
 )
-from toposcope.advisor.policies.config import Config
 from toposcope.advisor.policies.gpu_placement import GpuPlacement
 from toposcope.advisor.policies.idle_release import IdleRelease
 from toposcope.advisor.policies.job_migration import JobMigration
 from toposcope.advisor.policies.memory_migration import MemoryMigration
+from toposcope.advisor.policies.node_settings import NodeSettingsCheck
 from toposcope.advisor.policies.numa_pinning import NumaPinning
 from toposcope.errors import ConfigError
 
@@ -34,7 +40,7 @@ POLICIES: dict[str, PolicyType] = {
     GpuPlacement.name: GpuPlacement,
     JobMigration.name: JobMigration,
     IdleRelease.name: IdleRelease,
-    Config.name: Config,
+    NodeSettingsCheck.name: NodeSettingsCheck,
 }
 
 

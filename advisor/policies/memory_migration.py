@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
-from toposcope.advisor.policies.numa_pinning import (
+from toposcope.advisor.locality import (
     CRI_RM_PENALTY,
     GIB,
     distance_penalty,
@@ -28,6 +26,8 @@ from toposcope.advisor.policies.numa_pinning import (
     rounded,
     workload_evidence,
 )
+from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.recommendations import (
     Note,
     Recommendation,

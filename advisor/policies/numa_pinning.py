@@ -25,10 +25,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from toposcope.advisor.locality import (
+    CRI_RM_PENALTY,
+    GIB,
+    distance_penalty,
+    gpu_numa_nodes,
+    remote_share,
+    rounded,
+    workload_evidence,
+)
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
+from toposcope.advisor.policies.pin_capacity import (
+    PinCandidate,
+    PinLimits,
+    PinPlan,
+    assign_targets,
+)
 from toposcope.advisor.recommendations import (
     Evidence,
     Note,
@@ -42,122 +57,8 @@ from toposcope.catalogue import spec
 from toposcope.cpulist import format_cpulist
 from toposcope.resources import ActionKind, ActionRequest
 
-GIB = 1024**3
-#: the CRI-RM / AIStation figure: up to 57.76 % faster CNN training once pinned
-CRI_RM_PENALTY = 0.5776
-
 
 #: relative error allowed on measured cores (a rate over a window is an estimate)
-RATE_SLACK = 0.03
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    """A workload the policy would pin: gain, targets best first, cores it would bring
-    (``None``: unknown), the gain's explanation, and the NUMA node it leaves when the
-    reason is CPU contention there (``crowded``).
-    """
-
-    gain: float
-    workload: WorkloadModel
-    targets: list[int]
-    cores: float | None
-    gain_model: str
-    crowded: int | None = None
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """A candidate assigned to a target: the memory binding, the gain for it, whether the
-    capacity behind the decision was known, and the bytes it moves to each NUMA node.
-    """
-
-    candidate: _Candidate
-    target: int
-    mems: list[int]
-    gain: float
-    gain_model: str
-    capacity_known: bool
-    placed: dict[int, float]
-
-
-def remote_share(cpu: Mapping[int, float], memory: Mapping[int, float], target: int) -> float:
-    """``1 - c * m`` on ``target`` (one side alone when the other has no data)."""
-    if cpu and memory:
-        return 1.0 - cpu.get(target, 0.0) * memory.get(target, 0.0)
-    if cpu:
-        return 1.0 - cpu.get(target, 0.0)
-    if memory:
-        return 1.0 - memory.get(target, 0.0)
-    return 0.0
-
-
-def distance_penalty(
-    node: NodeModel,
-    cpu: Mapping[int, float],
-    memory: Mapping[int, float],
-    target: int,
-    penalty: float,
-    reference_distance: int,
-) -> float:
-    """``penalty x min(1, (d - 10) / (reference - 10))``, ``d`` the remote part's mean
-    distance and ``reference`` the node's farthest published distance (``reference_distance``
-    when the node publishes none): the farthest pair costs the full penalty, as on the
-    2-socket machine CRI-RM measured, nearer pairs in proportion.
-    """
-    weights: dict[int, float] = defaultdict(float)
-    for shares in (cpu, memory):
-        for numa, share in shares.items():
-            if numa != target:
-                weights[numa] += share
-    published = [d for n in node.numa_nodes for p, d in n.distances.items() if p != n.id]
-    farthest = max(published) if published and max(published) > 10 else reference_distance
-    total = sum(weights.values())
-    if total <= 0:
-        distance = float(farthest)
-    else:
-        distance = sum(w * node.distance(n, target) for n, w in weights.items()) / total
-    return max(0.0, penalty * min(1.0, (distance - 10.0) / (farthest - 10.0)))
-
-
-def workload_evidence(workload: WorkloadModel) -> list[Evidence]:
-    """The series behind a locality decision: CPU and memory per NUMA node, locality ratios."""
-    base = {"node": workload.node, "workload": workload.name}
-    evidence = [
-        Evidence("toposcope_workload_cpu_seconds_total", {**base, "numa_node": str(n)}, v)
-        for n, v in sorted(workload.cpu_by_numa.items())
-    ]
-    if not workload.cpu_by_numa or sum(workload.cpu_by_numa.values()) <= 0:
-        evidence += [
-            Evidence("toposcope_workload_threads", {**base, "numa_node": str(n)}, float(v))
-            for n, v in sorted(workload.threads_by_numa.items())
-        ]
-    evidence += [
-        Evidence("toposcope_workload_memory_bytes", {**base, "numa_node": str(n)}, v)
-        for n, v in sorted(workload.memory_by_numa.items())
-    ]
-    evidence += [
-        Evidence("toposcope_workload_locality_ratio", {**base, "resource": r}, v)
-        for r, v in sorted(workload.locality.items())
-    ]
-    return evidence
-
-
-def gpu_numa_nodes(node: NodeModel, workload: WorkloadModel) -> list[int]:
-    """NUMA nodes of the workload's GPUs, the one with most of its GPUs first."""
-    counts: dict[int, int] = defaultdict(int)
-    for index in workload.gpus:
-        gpu = node.gpu(index)
-        if gpu is not None and gpu.numa_node is not None:
-            counts[gpu.numa_node] += 1
-    return sorted(counts, key=lambda n: (-counts[n], n))
-
-
-def rounded(shares: Mapping[int, float]) -> dict[str, float]:
-    """Shares keyed by NUMA node text, rounded for reports."""
-    return {str(k): round(v, 4) for k, v in sorted(shares.items())}
-
-
 @dataclass(frozen=True)
 class NumaPinningSettings(PolicySettings):
     """Settings of the numa-pinning policy."""
@@ -234,9 +135,9 @@ class NumaPinning(Policy[NumaPinningSettings]):
 
     def _candidates(
         self, node: NodeModel, workloads: list[WorkloadModel], notes: list[Note]
-    ) -> list[_Candidate]:
+    ) -> list[PinCandidate]:
         s = self.settings
-        found: list[_Candidate] = []
+        found: list[PinCandidate] = []
         for workload in workloads:
             cpu, memory = workload.cpu_shares(), workload.memory_shares()
             if not cpu and not memory:
@@ -256,7 +157,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 node, cpu, memory, first, s.numa_penalty, s.reference_distance
             )
             found.append(
-                _Candidate(
+                PinCandidate(
                     remote * penalty,
                     workload,
                     targets,
@@ -271,7 +172,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
 
     def _crowded(
         self, node: NodeModel, workloads: list[WorkloadModel], taken: set[str]
-    ) -> list[_Candidate]:
+    ) -> list[PinCandidate]:
         """Workloads confined to a saturated NUMA node whose threads outnumber its CPUs
         while another node has room: enough of them move that the rest fit.
         """
@@ -284,7 +185,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 used[numa_id] += share * (cores or 0.0)
             for numa_id, count in w.threads_by_numa.items():
                 threads[numa_id] += count
-        found: list[_Candidate] = []
+        found: list[PinCandidate] = []
         for numa in node.cpu_numa_nodes():
             cpus = numa.cpu_count
             if threads[numa.id] <= cpus or used[numa.id] < s.saturated_load * cpus:
@@ -314,7 +215,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
                     continue
                 remaining -= count
                 found.append(
-                    _Candidate(
+                    PinCandidate(
                         demand / cores - 1.0,
                         w,
                         [n.id for n in others],
@@ -335,173 +236,23 @@ class NumaPinning(Policy[NumaPinningSettings]):
         workloads: list[WorkloadModel],
         notes: list[Note],
     ) -> list[Recommendation]:
-        """Assign the node's candidates to targets, best gain first, so that the cores
-        of every workload that stays plus those pinned there fit under ``max_cpu_load``.
-        A candidate that fits nowhere stays where it is (its cores and memory count where
-        they are now) and the plan is made again.
+        """Plan the node's candidates against its capacity (:func:`assign_targets`); a note
+        for each candidate that fits nowhere.
         """
+        s = self.settings
         candidates = sorted(
             self._candidates(node, workloads, notes), key=lambda c: (-c.gain, c.workload.key)
         )
         if not candidates:
             return []
-        moving = {c.workload.key for c in candidates}
-        fixed: dict[int, float] = defaultdict(float)
-        cores_known = True
-        for w in workloads:
-            if w.key in moving:
-                continue
-            cores = w.cores_used()
-            if cores is None:
-                cores_known = False
-                continue
-            for numa, share in w.cpu_shares().items():
-                fixed[numa] += share * cores
-        stuck: dict[str, list[str]] = {}
-        while True:
-            load = dict(fixed)
-            for c in candidates:
-                if c.workload.key in stuck and c.cores is not None:
-                    for numa, share in c.workload.cpu_shares().items():
-                        load[numa] = load.get(numa, 0.0) + share * c.cores
-            chosen, newly = self._assign(node, candidates, stuck, load, cores_known)
-            if not newly:
-                break
-            stuck.update(newly)
+        limits = PinLimits(s.max_cpu_load, s.memory_headroom, s.numa_penalty, s.reference_distance)
+        chosen, stuck = assign_targets(node, workloads, candidates, limits)
         for c in candidates:
             if stuck.get(c.workload.key):
                 notes.append(
                     self.note(c.workload.key, "no capacity: " + "; ".join(stuck[c.workload.key]))
                 )
         return [self._recommend(model, plan) for plan in chosen]
-
-    def _assign(
-        self,
-        node: NodeModel,
-        candidates: list[_Candidate],
-        stuck: Mapping[str, list[str]],
-        load: Mapping[int, float],
-        cores_known: bool,
-    ) -> tuple[list[_Plan], dict[str, list[str]]]:
-        """One planning pass, candidates in order of gain, each to the first target with
-        room. Capacity is that of the node after the plan: the cores and memory of the
-        candidates count where the plan puts them, not where they are now (two spread
-        workloads can swap halves); the rest are returned with their refusals.
-        """
-        s = self.settings
-        assigned: dict[int, float] = defaultdict(float)
-        placed: dict[int, float] = defaultdict(float)
-        vacated: dict[int, float] = defaultdict(float)
-        for c in candidates:
-            if c.workload.key not in stuck:
-                for numa_id, size in c.workload.memory_by_numa.items():
-                    vacated[numa_id] += size
-        chosen: list[_Plan] = []
-        refused: dict[str, list[str]] = {}
-        for c in candidates:
-            if c.workload.key in stuck:
-                continue
-            reasons: list[str] = []
-            plan: _Plan | None = None
-            for target in c.targets:
-                numa = node.numa(target)
-                if numa is None:
-                    continue
-                if c.cores is not None:
-                    busy = load.get(target, 0.0) + assigned[target] + c.cores
-                    limit = numa.cpu_count * s.max_cpu_load
-                    if busy > limit * (1.0 + RATE_SLACK):
-                        reasons.append(
-                            f"NUMA node {target}: {busy:.1f} busy cores would exceed {limit:.1f}"
-                        )
-                        continue
-                found = self._memory_plan(node, c, target, placed, vacated)
-                if isinstance(found, str):
-                    reasons.append(found)
-                    continue
-                plan = replace(found, capacity_known=found.capacity_known and cores_known)
-                break
-            if plan is None:
-                refused[c.workload.key] = reasons
-                continue
-            assigned[plan.target] += c.cores or 0.0
-            for numa_id, size in plan.placed.items():
-                placed[numa_id] += size
-            chosen.append(plan)
-        return chosen, refused
-
-    def _memory_plan(
-        self,
-        node: NodeModel,
-        c: _Candidate,
-        target: int,
-        placed: Mapping[int, float],
-        vacated: Mapping[int, float],
-    ) -> _Plan | str:
-        """Where the workload's memory goes when pinned to ``target``: the target when it
-        has room (``memory_headroom`` per byte moved), else the target and its nearest
-        nodes of the same socket until the memory fits (the gain then counts the part left
-        on them); a refusal text when even that does not fit.
-        """
-        s = self.settings
-        w = c.workload
-        total = w.memory_bytes
-
-        def room(numa_id: int) -> float | None:
-            numa = node.numa(numa_id)
-            if numa is None or numa.memory_free_bytes is None:
-                return None
-            return numa.memory_free_bytes + vacated.get(numa_id, 0.0) - placed.get(numa_id, 0.0)
-
-        order = [
-            target,
-            *sorted(
-                (n.id for n in node.numa_nodes if n.id != target and n.memory_total_bytes != 0),
-                key=lambda n: (node.distance(target, n), n),
-            ),
-        ]
-        mems: list[int] = []
-        here: dict[int, float] = {}
-        to_move = total - w.memory_by_numa.get(target, 0.0)
-        known = True
-        for numa_id in order:
-            if numa_id != target and node.package_of(numa_id) != node.package_of(target):
-                break  # never spill memory to another socket: that is what a pin undoes
-            own = w.memory_by_numa.get(numa_id, 0.0)
-            if numa_id != target:
-                to_move -= own  # what already sits on a node of the binding stays
-            free = room(numa_id)
-            mems.append(numa_id)
-            if free is None:
-                known = False
-                here[numa_id] = own + max(0.0, to_move)
-                to_move = 0.0
-                break
-            take = min(max(0.0, to_move), max(0.0, free - own) / s.memory_headroom)
-            here[numa_id] = own + take
-            to_move -= take
-            if to_move <= 1.0:
-                break
-        if to_move > 1.0:
-            need = total - w.memory_by_numa.get(target, 0.0)
-            free = (room(target) or 0.0) - w.memory_by_numa.get(target, 0.0)
-            return f"NUMA node {target}: {need / GIB:.2f} GiB to move, {free / GIB:.2f} GiB free"
-        if mems == [target] or total <= 0:
-            return _Plan(c, target, [target], c.gain, c.gain_model, known, here)
-        cpu, memory = w.cpu_shares(), w.memory_shares()
-        after = {n: v / total for n, v in here.items()}
-        before_cost = remote_share(cpu, memory, target) * distance_penalty(
-            node, cpu, memory, target, s.numa_penalty, s.reference_distance
-        )
-        after_cost = remote_share({target: 1.0}, after, target) * distance_penalty(
-            node, {target: 1.0}, after, target, s.numa_penalty, s.reference_distance
-        )
-        text = (
-            f"{c.gain_model}; NUMA node {target} holds only part of its memory, the rest goes "
-            f"to the nearest nodes {mems[1:]}: estimated cost {before_cost:.4f} -> "
-            f"{after_cost:.4f}"
-        )
-        return _Plan(c, target, mems, max(0.0, before_cost - after_cost), text, known, here)
 
     def _targets(
         self,
@@ -527,7 +278,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
             return []
         return ranked
 
-    def _recommend(self, model: ClusterModel, plan: _Plan) -> Recommendation:
+    def _recommend(self, model: ClusterModel, plan: PinPlan) -> Recommendation:
         s = self.settings
         candidate, target, capacity_known = plan.candidate, plan.target, plan.capacity_known
         workload = candidate.workload

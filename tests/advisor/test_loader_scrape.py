@@ -11,7 +11,7 @@ from tests.advisor.fakes import FakeServer
 from tests.procs import free_port
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.loaders import ScrapeLoader, ScrapeTarget, Window, load_all, queries
-from toposcope.advisor.model import build_model
+from toposcope.advisor.model_builder import build_model
 
 
 def test_target_parsing() -> None:

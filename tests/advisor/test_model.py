@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from tests.advisor.builders import GIB, cluster, pcie4, workload
-from toposcope.advisor.loaders.base import LoadedData, QueryResult, Sample, Window
-from toposcope.advisor.model import build_model
+from toposcope.advisor.loaders.base import LoadedData, QueryResult, Window
+from toposcope.advisor.model_builder import build_model
+from toposcope.promtypes import Sample
 
 
 def data(**samples: list[tuple[dict[str, str], float]]) -> LoadedData:
@@ -75,3 +76,45 @@ def test_link_fallback_from_numa_nodes() -> None:
     node = pcie4()
     bare = type(node)(node.name, node.numa_nodes, node.gpus, {})
     assert str(bare.link(0, 1)) == "NODE" and str(bare.link(0, 2)) == "SYS"
+
+
+def test_every_sample_fills_its_field_of_the_frozen_model() -> None:
+    node = {"instance": "h:1", "job": "t", "node": "h"}
+    gpu = {**node, "gpu": "0"}
+    wl = {**node, "workload": "w", "numa_node": "0"}
+    loaded = data(
+        numa_nodes=[({**node, "numa_node": "0", "package": "0", "cpus": "0-3"}, 1)],
+        cpus_online=[({**node, "numa_node": "0"}, 4)],
+        numa_memory_total=[({**node, "numa_node": "0"}, 64.0)],
+        numa_memory_free=[({**node, "numa_node": "0"}, 16.0)],
+        numa_distance=[({**node, "numa_node": "0", "peer_node": "1"}, 21)],
+        gpu_up=[(gpu, 1)],
+        gpu_utilization=[(gpu, 0.5)],
+        gpu_utilization_max=[(gpu, 0.75)],
+        gpu_utilization_samples=[(gpu, 60)],
+        gpu_memory_used=[(gpu, 2.0)],
+        gpu_memory_total=[(gpu, 40.0)],
+        gpu_clock_events=[({**gpu, "reason": "hw_thermal"}, 0.25)],
+        workload_info=[({**node, "workload": "w", "pid": "7", "comm": "python"}, 1)],
+        workload_cpu=[(wl, 1.5)],
+        workload_threads=[(wl, 3)],
+        workload_memory=[(wl, 8.0)],
+        workload_locality=[({**node, "workload": "w", "resource": "cpu"}, 0.9)],
+        workload_gpu_memory=[({**node, "workload": "w", "gpu": "0"}, 5.0)],
+    )
+    model = build_model(loaded)
+    [numa] = model.nodes["h"].numa_nodes
+    assert (numa.package, numa.cpus, numa.cpus_online) == (0, (0, 1, 2, 3), 4)
+    assert (numa.memory_total_bytes, numa.memory_free_bytes, numa.distances) == (64, 16, {1: 21})
+    [state] = model.nodes["h"].gpus
+    assert state.numa_node is None  # no locality series: unknown, not an error
+    assert (state.up, state.utilization, state.utilization_max, state.samples) == (
+        True, 0.5, 0.75, 60
+    )  # fmt: skip
+    assert (state.memory_used_bytes, state.memory_total_bytes) == (2.0, 40.0)
+    assert state.clock_events == {"hw_thermal": 0.25}
+    [w] = model.workloads
+    assert (w.pid, w.comm, w.pod) == ("7", "python", "")
+    assert (w.cpu_by_numa, w.threads_by_numa, w.memory_by_numa) == ({0: 1.5}, {0: 3}, {0: 8.0})
+    assert isinstance(w.threads_by_numa[0], int) and isinstance(numa.cpus_online, int)
+    assert (w.locality, w.gpus, w.gpu_memory_bytes) == ({"cpu": 0.9}, (0,), {0: 5.0})

@@ -1,11 +1,12 @@
-"""Defragmentation for job-migration: free a well-connected GPU set by moving small jobs.
+"""Defragmentation: free a well-connected GPU set by moving small jobs out of the way.
 
 Gandiva and HiveD both observe that a large job often cannot get a good GPU set although
 the node has enough GPUs: small jobs sit one per switch or socket. Moving those small jobs
 to other free GPUs, first, frees a set that the large job (running badly placed, or pending)
-can then take. This module only *plans* such a coordinated move on one node; job-migration
-decides whether it pays off and turns it into a recommendation whose actions move the small
-jobs first and the large one last.
+can then take. This module *plans* such a coordinated move (:func:`plan_on_node` on one
+node, :func:`best_plan` over the cluster) and says what a plan is worth
+(:func:`plan_value`); the job-migration policy decides whether it pays off and turns it into
+a recommendation whose actions move the small jobs first and the large one last.
 
 A plan on node T for a job of N GPUs:
 
@@ -20,6 +21,12 @@ A plan on node T for a job of N GPUs:
 
 Only sets strictly better (worst link) than ``must_beat`` are considered, and only the best
 :data:`MAX_SETS_TRIED` of them are tried, so a plan costs at most a few relocation searches.
+Over the cluster, the job's own node is searched first, then at most
+:data:`DEFRAG_MAX_NODES` other nodes whose machine could beat ``must_beat`` at all.
+
+What a plan is worth (the model is in docs/policies.md): the large job's link change, plus
+every moved small job's link change, minus one checkpoint-restore per moved job over the
+remaining run time.
 """
 
 from __future__ import annotations
@@ -27,11 +34,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from toposcope.advisor.gpu_search import GpuSetSearch, worst_rank
+from toposcope.advisor.gpu_sets import Placement, gpu_claims, rank_sets
 from toposcope.advisor.model import ClusterModel, WorkloadModel
-from toposcope.advisor.policies.gpu_placement import Placement, gpu_claims, rank_sets
 
 #: candidate sets (best first) whose blockers a plan tries to relocate before giving up
 MAX_SETS_TRIED = 6
+#: nodes (besides the job's own) on which one defragmentation search is tried at most
+DEFRAG_MAX_NODES = 8
 
 #: finds where a blocker could go: (blocker, GPU claims to avoid) -> its best new set or None
 Relocator = Callable[[WorkloadModel, set[str]], Placement | None]
@@ -140,3 +150,115 @@ def plan_on_node(
         else:
             return DefragPlan(placement, tuple(moves))
     return None
+
+
+def best_plan(
+    search: GpuSetSearch,
+    count: int,
+    job: WorkloadModel | None,
+    *,
+    taken: Collection[str],
+    moved: Collection[str],
+    must_beat: int,
+    sensitivity: float,
+) -> DefragPlan | None:
+    """The best plan for a job of ``count`` GPUs (``job``: running, on its node first;
+    ``None``: pending): best worst link, then fewest moves, then staying on the job's node.
+
+    ``taken`` holds the GPU claims of earlier decisions, ``moved`` the keys of workloads
+    already moved; other nodes are searched only with ``search.cross_node`` (always for a
+    pending job), at most :data:`DEFRAG_MAX_NODES` of them.
+    """
+    model = search.model
+    names = [job.node] if job is not None and job.node in model.nodes else []
+    if job is None or search.cross_node:
+        names += [n for n in search.able_nodes(count, must_beat) if n not in names]
+    fixed = set(moved) | ({job.key} if job is not None else set())
+
+    def relocate(blocker: WorkloadModel, avoid: set[str]) -> Placement | None:
+        return search.best_for(blocker, avoid, include_own=False)
+
+    plans: list[DefragPlan] = []
+    searched = 0
+    for name in names:
+        own = job is not None and name == job.node
+        if not own and searched >= DEFRAG_MAX_NODES:
+            break
+        if search.ideal_rank(name, count) >= must_beat:
+            continue
+        searched += 0 if own else 1
+        plan = plan_on_node(
+            model,
+            name,
+            count,
+            own=job,
+            busy=taken,
+            fixed=fixed,
+            must_beat=must_beat,
+            relocate=relocate,
+            sensitivity=sensitivity,
+            node_cells=search.node_cells(name),
+        )
+        if plan is not None:
+            plans.append(plan)
+    if not plans:
+        return None
+    return min(
+        plans,
+        key=lambda p: (
+            worst_rank(p.target),
+            len(p.moves),
+            job is None or p.target.node != job.node,
+            p.target.score(),
+            p.target.node,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class DefragValue:
+    """What a defragmentation plan is worth: gain ratio, net seconds saved, and the text."""
+
+    gain: float
+    net_seconds: float
+    model_text: str
+
+
+def plan_value(
+    plan: DefragPlan,
+    f_now: float | None,
+    f_base: float | None,
+    *,
+    own_cost: bool,
+    cost: float,
+    remaining: float,
+    sensitivity: float,
+) -> DefragValue:
+    """Gain and net seconds of a plan (the model is in docs/policies.md).
+
+    The large job goes from step-time factor ``f_now`` (``None``: it would wait, at no
+    speed) to the plan's; its gain is counted against ``f_base`` (its own set for a running
+    job, first fit for a pending one; ``None``: nothing fits, its whole throughput
+    ``1 / f_new`` is gained). Every moved small job gains its link change and loses one
+    checkpoint-restore (``cost`` seconds) over the ``remaining`` run time, ``cost /
+    remaining`` of its throughput. ``own_cost``: the large job pays a checkpoint-restore too
+    (it is running).
+    """
+    f_new = plan.target.factor(sensitivity)
+    gain = f_base / f_new - 1.0 if f_base is not None else 1.0 / f_new
+    saved = remaining * (1.0 - f_new / f_now) if f_now is not None else remaining
+    net = saved - (cost if own_cost else 0.0)
+    for move in plan.moves:
+        fb_now = move.current.factor(sensitivity)
+        fb_new = move.target.factor(sensitivity)
+        gain += fb_now / fb_new - 1.0 - cost / remaining
+        net += remaining * (1.0 - fb_new / fb_now) - cost
+    names = ", ".join(m.workload.name for m in plan.moves)
+    base = f"link factor {f_base:.2f} / {f_new:.2f} - 1" if f_base else f"1 / {f_new:.2f}"
+    text = (
+        f"defragmentation: {base} for the large job, minus {cost:.0f}s/{remaining:.0f}s "
+        f"for each of the {len(plan.moves)} job(s) moved first ({names}); it saves "
+        f"{saved:.0f}s of {remaining:.0f}s remaining, {net:.0f}s net of "
+        f"{len(plan.moves) + (1 if own_cost else 0)} checkpoint-restore(s) of {cost:.0f}s"
+    )
+    return DefragValue(gain, net, text)

@@ -1,4 +1,4 @@
-"""config: host and GPU settings that undo topology work (throttling, NUMA balancing).
+"""config: node settings that undo topology work (GPU throttling, automatic NUMA balancing).
 
 Rules.
 
@@ -38,7 +38,7 @@ NUMA_BALANCING_METRIC = "toposcope_numa_balancing_enabled"
 
 
 @dataclass(frozen=True)
-class ConfigSettings(PolicySettings):
+class NodeSettingsCheckSettings(PolicySettings):
     """Settings of the config policy."""
 
     reasons: tuple[str, ...] = setting(
@@ -61,12 +61,12 @@ class ConfigSettings(PolicySettings):
     )
 
 
-class Config(Policy[ConfigSettings]):
+class NodeSettingsCheck(Policy[NodeSettingsCheckSettings]):
     """Report long GPU throttling; check NUMA balancing when a metric exists."""
 
     name = "config"
     description = "GPUs throttled for long; automatic NUMA balancing fighting pinning"
-    settings_type = ConfigSettings
+    settings_type = NodeSettingsCheckSettings
     requires = (spec("toposcope_gpu_clock_event_active"),)
 
     def evaluate(self, model: ClusterModel) -> Evaluation:

@@ -1,0 +1,249 @@
+"""GPU sets: which N GPUs of a node go well together, and the best ones across nodes.
+
+Every candidate set of N GPUs on a node is ranked by (1) its worst pairwise link, NVLink >
+same PCIe switch (PIX, then PXB) > same socket (PHB, NODE) > across sockets (SYS); (2) the
+sum of its pairwise link ranks; (3) fragmentation, buddy-cell style as in HiveD: the GPUs of
+a node form cells (a PCIe switch or NVLink island, then a socket, then the node), and a set
+that breaks fewer fully free cells, and then leaves fewer free GPUs stranded in the cells it
+touches, keeps larger well-connected blocks for later jobs; (4) the GPU indexes
+(deterministic). :func:`rank_sets` ranks the sets of one node, :func:`place` across nodes
+(``toposcope place --gpus N``), :func:`first_fit` is what a topology-blind scheduler would
+pick. A multi-GPU job's step time scales with its worst link by :data:`LINK_FACTOR`
+(Gandiva-anchored; see the gpu-placement policy). GPU claims (``gpu:NODE/INDEX``,
+:func:`gpu_claims`) name GPUs that earlier decisions of a run took.
+
+The gpu-placement and job-migration policies, defragmentation and the placement endpoints
+all rank with this one module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from toposcope.advisor.model import ClusterModel, NodeModel
+from toposcope.topology.model import LinkType
+
+#: relative step time of a communication-bound multi-GPU job by its worst link (PIX = 1.0)
+LINK_FACTOR: dict[LinkType | None, float] = {
+    None: 1.0,  # one GPU: no GPU-to-GPU traffic
+    LinkType.NVLINK: 0.8,
+    LinkType.PIX: 1.0,
+    LinkType.PXB: 1.2,
+    LinkType.PHB: 1.4,
+    LinkType.NODE: 1.4,
+    LinkType.SYS: 2.0,
+}
+#: most candidate sets enumerated per node before falling back to a greedy search
+MAX_COMBINATIONS = 20000
+
+
+def link_factor(worst: LinkType | None, sensitivity: float = 1.0) -> float:
+    """Step-time factor of a GPU set whose worst link is ``worst``.
+
+    ``sensitivity`` scales the slowdown part (0: the job does not communicate; 1: as
+    communication-bound as Gandiva's measured jobs).
+    """
+    return 1.0 + sensitivity * (LINK_FACTOR[worst] - 1.0)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A candidate GPU set on one node with its ranking terms (lower is better)."""
+
+    node: str
+    gpus: tuple[int, ...]
+    worst_link: LinkType | None
+    link_sum: int
+    broken_cells: int
+    stranded: int
+    numa_nodes: tuple[int, ...]
+
+    def score(self) -> tuple[int, int, int, int, tuple[int, ...]]:
+        """The ranking key: worst link, link sum, broken cells, stranded GPUs, indexes."""
+        worst = self.worst_link.rank if self.worst_link is not None else -1
+        return (worst, self.link_sum, self.broken_cells, self.stranded, self.gpus)
+
+    def factor(self, sensitivity: float = 1.0) -> float:
+        """The step-time factor of this set (see :data:`LINK_FACTOR`)."""
+        return link_factor(self.worst_link, sensitivity)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form for ``toposcope place --format json``."""
+        return {
+            "node": self.node,
+            "gpus": list(self.gpus),
+            "worst_link": str(self.worst_link) if self.worst_link else None,
+            "link_sum": self.link_sum,
+            "broken_cells": self.broken_cells,
+            "stranded": self.stranded,
+            "numa_nodes": list(self.numa_nodes),
+        }
+
+
+def _pair_rank(node: NodeModel, a: int, b: int) -> int:
+    link = node.link(a, b)
+    return link.rank if link is not None else LinkType.SYS.rank
+
+
+def _worst(node: NodeModel, gpus: Sequence[int]) -> tuple[LinkType | None, int]:
+    worst: LinkType | None = None
+    total = 0
+    for a, b in itertools.combinations(gpus, 2):
+        link = node.link(a, b) or LinkType.SYS
+        total += link.rank
+        if worst is None or link.rank > worst.rank:
+            worst = link
+    return worst, total
+
+
+def cells(node: NodeModel) -> list[frozenset[int]]:
+    """The node's GPU cells below the node level: switch/NVLink islands, then sockets.
+
+    An island is a group of GPUs joined by links of class PXB or better; a socket cell
+    holds the GPUs of one package (of one NUMA node when packages are unknown). Cells of
+    one GPU are left out (they cannot be broken).
+    """
+    indexes = [g.index for g in node.gpus]
+    parent = {g: g for g in indexes}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in itertools.combinations(indexes, 2):
+        link = node.link(a, b)
+        if link is not None and link.rank <= LinkType.PXB.rank:
+            parent[find(a)] = find(b)
+    islands: dict[int, set[int]] = {}
+    for g in indexes:
+        islands.setdefault(find(g), set()).add(g)
+    sockets: dict[object, set[int]] = {}
+    for gpu in node.gpus:
+        package = node.package_of(gpu.numa_node)
+        key = ("package", package) if package is not None else ("numa", gpu.numa_node)
+        if gpu.numa_node is not None or package is not None:
+            sockets.setdefault(key, set()).add(gpu.index)
+    found = {frozenset(c) for c in list(islands.values()) + list(sockets.values()) if len(c) > 1}
+    return sorted(found, key=lambda c: (len(c), sorted(c)))
+
+
+def _fragmentation(
+    node_cells: Sequence[frozenset[int]], free: frozenset[int], chosen: frozenset[int]
+) -> tuple[int, int]:
+    broken = stranded = 0
+    after = free - chosen
+    for cell in node_cells:
+        if not cell & chosen:
+            continue
+        if cell <= free and not cell <= chosen:
+            broken += 1
+        stranded += len(cell & after)
+    return broken, stranded
+
+
+def _candidates(node: NodeModel, free: Sequence[int], count: int) -> Iterable[tuple[int, ...]]:
+    if math.comb(len(free), count) <= MAX_COMBINATIONS:
+        yield from itertools.combinations(sorted(free), count)
+        return
+    for seed in sorted(free):  # greedy: grow from each seed by the best next link
+        chosen = [seed]
+        rest = [g for g in sorted(free) if g != seed]
+        while len(chosen) < count:
+            best = min(
+                rest,
+                key=lambda g: (
+                    max(_pair_rank(node, g, c) for c in chosen),
+                    sum(_pair_rank(node, g, c) for c in chosen),
+                    g,
+                ),
+            )
+            chosen.append(best)
+            rest.remove(best)
+        yield tuple(sorted(chosen))
+
+
+def rank_sets(
+    node: NodeModel,
+    free: Iterable[int],
+    count: int,
+    node_cells: Sequence[frozenset[int]] | None = None,
+) -> list[Placement]:
+    """Every candidate set of ``count`` GPUs among ``free`` on ``node``, best first
+    (``node_cells``: the node's :func:`cells`, when the caller has them already).
+    """
+    free_set = frozenset(free)
+    if count < 1 or len(free_set) < count:
+        return []
+    if node_cells is None:
+        node_cells = cells(node)
+    placements = []
+    seen: set[tuple[int, ...]] = set()
+    for gpus in _candidates(node, sorted(free_set), count):
+        if gpus in seen:
+            continue
+        seen.add(gpus)
+        worst, total = _worst(node, gpus)
+        broken, stranded = _fragmentation(node_cells, free_set, frozenset(gpus))
+        numa = sorted(
+            {g.numa_node for g in node.gpus if g.index in gpus and g.numa_node is not None}
+        )
+        placements.append(
+            Placement(node.name, tuple(gpus), worst, total, broken, stranded, tuple(numa))
+        )
+    return sorted(placements, key=Placement.score)
+
+
+def place(
+    model: ClusterModel,
+    count: int,
+    node: str | None = None,
+    *,
+    taken: Iterable[str] = (),
+    top: int = 5,
+) -> list[Placement]:
+    """The best ``top`` placements of ``count`` GPUs, over all nodes or on ``node``.
+
+    ``taken`` holds ``gpu:NODE/INDEX`` claims of GPUs to treat as busy (earlier decisions of
+    the same run). Across nodes the order is the same ranking; ties go to the node name.
+    """
+    busy = set(taken)
+    names = [node] if node is not None else sorted(model.nodes)
+    ranked: list[Placement] = []
+    for name in names:
+        node_model = model.node(name)
+        if node_model is None:
+            continue
+        free = [g for g in model.free_gpus(name) if f"gpu:{name}/{g}" not in busy]
+        ranked.extend(rank_sets(node_model, free, count)[: max(top, 1)])
+    ranked.sort(key=lambda p: (p.score(), p.node))
+    return ranked[:top]
+
+
+def first_fit(model: ClusterModel, count: int, taken: Iterable[str] = ()) -> Placement | None:
+    """What a topology-blind scheduler picks: the lowest free indexes on the first node."""
+    busy = set(taken)
+    for name in sorted(model.nodes):
+        free = [g for g in model.free_gpus(name) if f"gpu:{name}/{g}" not in busy]
+        if len(free) >= count:
+            node_model = model.nodes[name]
+            chosen = tuple(sorted(free)[:count])
+            worst, total = _worst(node_model, chosen)
+            numa = sorted(
+                {
+                    g.numa_node
+                    for g in node_model.gpus
+                    if g.index in chosen and g.numa_node is not None
+                }
+            )
+            return Placement(name, chosen, worst, total, 0, 0, tuple(numa))
+    return None
+
+
+def gpu_claims(node: str, gpus: Iterable[int]) -> list[str]:
+    """Claim strings of GPUs (``gpu:NODE/INDEX``) for conflict resolution."""
+    return [f"gpu:{node}/{g}" for g in gpus]

@@ -1,0 +1,237 @@
+"""From loader results to the advisor's model (:func:`build_model`).
+
+Which node a series belongs to is the core's rule (:class:`toposcope.nodeidentity.NodeNamer`,
+shared with the Dash app): the ``node`` label when present, else the exporter's reported
+hostname joined from ``toposcope_exporter_build_info`` by ``(job, instance)``, else the
+``instance`` label; ``node_label`` forces one label instead.
+
+Samples arrive query by query, so each NUMA node, GPU and workload is gathered as a *draft*:
+the keyword arguments of its frozen class (:class:`~toposcope.advisor.model.NumaNodeState`,
+:class:`~toposcope.advisor.model.GpuState`, :class:`~toposcope.advisor.model.WorkloadModel`)
+filled in sample by sample, then passed to the class once every query was read. The fields
+are declared once, in those classes; the tables here say which query fills which field.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from toposcope.advisor.loaders.base import LoadedData
+from toposcope.advisor.model import (
+    ClusterModel,
+    GpuState,
+    NodeModel,
+    NumaNodeState,
+    PendingWorkload,
+    WorkloadModel,
+)
+from toposcope.cpulist import parse_cpulist
+from toposcope.errors import SourceError
+from toposcope.nodeidentity import AUTO, NodeNamer
+
+LOG = logging.getLogger("toposcope.advisor.model")
+
+#: keyword arguments of a frozen model class, gathered sample by sample
+Draft = dict[str, Any]
+#: how a sample's value becomes a field's value
+Reader = Callable[[float], object]
+
+
+def _is_up(value: float) -> bool:
+    return value >= 1
+
+
+#: queries whose value is one field of a NUMA node: query -> (field, reader)
+NUMA_VALUES: dict[str, tuple[str, Reader]] = {
+    "cpus-online": ("cpus_online", int),
+    "numa-memory-total": ("memory_total_bytes", float),
+    "numa-memory-free": ("memory_free_bytes", float),
+}
+#: queries whose value is one field of a GPU: query -> (field, reader)
+GPU_VALUES: dict[str, tuple[str, Reader]] = {
+    "gpu-up": ("up", _is_up),
+    "gpu-utilization": ("utilization", float),
+    "gpu-utilization-max": ("utilization_max", float),
+    "gpu-utilization-samples": ("samples", int),
+    "gpu-memory-used": ("memory_used_bytes", float),
+    "gpu-memory-total": ("memory_total_bytes", float),
+}
+#: queries whose value is one NUMA node's entry of a workload's mapping: query -> (field, reader)
+WORKLOAD_BY_NUMA: dict[str, tuple[str, Reader]] = {
+    "workload-cpu": ("cpu_by_numa", float),
+    "workload-threads": ("threads_by_numa", int),
+    "workload-memory": ("memory_by_numa", float),
+}
+#: labels of ``toposcope_workload_info`` copied to the workload's fields of the same name
+WORKLOAD_IDENTITY = ("pid", "comm", "cgroup", "pod", "namespace", "container")
+
+
+def _int(text: str | None) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+class _Builder:
+    """Gathers the drafts of every node's NUMA nodes and GPUs, its links, and workloads."""
+
+    def __init__(self, data: LoadedData, node_label: str) -> None:
+        self.data = data
+        self.namer = NodeNamer((s.labels for s in data.samples("build-info")), node_label)
+        self.numa: dict[str, dict[int, Draft]] = defaultdict(dict)
+        self.gpus: dict[str, dict[int, Draft]] = defaultdict(dict)
+        self.links: dict[str, dict[tuple[int, int], str]] = defaultdict(dict)
+        self.workloads: dict[tuple[str, str], Draft] = {}
+
+    def numa_draft(self, labels: Mapping[str, str]) -> Draft | None:
+        numa_id = _int(labels.get("numa_node"))
+        if numa_id is None:
+            return None
+        return self.numa[self.namer(labels)].setdefault(numa_id, {})
+
+    def gpu_draft(self, labels: Mapping[str, str]) -> Draft | None:
+        index = _int(labels.get("gpu"))
+        if index is None:
+            return None
+        return self.gpus[self.namer(labels)].setdefault(index, {})
+
+    def workload_draft(self, labels: Mapping[str, str]) -> Draft | None:
+        name = labels.get("workload")
+        if not name:
+            return None
+        node = self.namer(labels)
+        return self.workloads.setdefault((node, name), {"name": name, "node": node})
+
+    def topology(self) -> None:
+        for s in self.data.samples("numa-nodes"):
+            draft = self.numa_draft(s.labels)
+            if draft is None:
+                continue
+            draft["package"] = _int(s.labels.get("package"))
+            try:
+                draft["cpus"] = parse_cpulist(s.labels.get("cpus", ""))
+            except (ValueError, SourceError):
+                LOG.debug("unusable cpulist %r", s.labels.get("cpus"))
+        for query, (name, read) in NUMA_VALUES.items():
+            for s in self.data.samples(query):
+                if (draft := self.numa_draft(s.labels)) is not None:
+                    draft[name] = read(s.value)
+        for s in self.data.samples("numa-distance"):
+            peer = _int(s.labels.get("peer_node"))
+            if (draft := self.numa_draft(s.labels)) is not None and peer is not None:
+                draft.setdefault("distances", {})[peer] = int(s.value)
+
+    def gpu_state(self) -> None:
+        for s in self.data.samples("gpu-locality"):
+            if (draft := self.gpu_draft(s.labels)) is not None:
+                draft["numa_node"] = _int(s.labels.get("numa_node"))
+                draft["pci_bus_id"] = s.labels.get("pci_bus_id", "")
+        for s in self.data.samples("gpu-info"):
+            if s.labels.get("GPU_I_ID"):
+                continue  # MIG instances share their parent's locality; placement is per GPU
+            if (draft := self.gpu_draft(s.labels)) is None:
+                continue
+            if draft.get("numa_node") is None:  # sysfs wins over NVML, as in the exporter
+                draft["numa_node"] = _int(s.labels.get("numa_node"))
+            draft["uuid"] = s.labels.get("UUID", "")
+            draft["model"] = s.labels.get("modelName", "")
+            draft["pci_bus_id"] = s.labels.get("pci_bus_id", "") or draft.get("pci_bus_id", "")
+        for query, (name, read) in GPU_VALUES.items():
+            for s in self.data.samples(query):
+                if (draft := self.gpu_draft(s.labels)) is not None:
+                    draft[name] = read(s.value)
+        for series in self.data.series("gpu-utilization-history"):
+            if (draft := self.gpu_draft(series.labels)) is not None and series.points:
+                draft["covered_seconds"] = series.points[-1][0] - series.points[0][0]
+        for s in self.data.samples("gpu-clock-events"):
+            reason = s.labels.get("reason", "")
+            if (draft := self.gpu_draft(s.labels)) is not None and reason:
+                draft.setdefault("clock_events", {})[reason] = s.value
+        for s in self.data.samples("gpu-links"):
+            a, b = _int(s.labels.get("gpu")), _int(s.labels.get("peer_gpu"))
+            if a is not None and b is not None and a != b:
+                self.links[self.namer(s.labels)][(a, b)] = s.labels.get("link", "")
+
+    def workload_state(self) -> None:
+        for s in self.data.samples("workload-info"):
+            if (draft := self.workload_draft(s.labels)) is not None:
+                for key in WORKLOAD_IDENTITY:
+                    draft[key] = s.labels.get(key, "")
+        for query, (name, read) in WORKLOAD_BY_NUMA.items():
+            for s in self.data.samples(query):
+                numa_id = _int(s.labels.get("numa_node"))
+                if (draft := self.workload_draft(s.labels)) is not None and numa_id is not None:
+                    draft.setdefault(name, {})[numa_id] = read(s.value)
+        for s in self.data.samples("workload-locality"):
+            resource = s.labels.get("resource", "")
+            if (draft := self.workload_draft(s.labels)) is not None and resource:
+                draft.setdefault("locality", {})[resource] = s.value
+        for s in self.data.samples("workload-gpus"):
+            gpu = _int(s.labels.get("gpu"))
+            if (draft := self.workload_draft(s.labels)) is not None and gpu is not None:
+                draft.setdefault("gpus", set()).add(gpu)
+        for s in self.data.samples("workload-gpu-memory"):
+            gpu = _int(s.labels.get("gpu"))
+            if (draft := self.workload_draft(s.labels)) is not None and gpu is not None:
+                draft.setdefault("gpus", set()).add(gpu)
+                draft.setdefault("gpu_memory_bytes", {})[gpu] = s.value
+
+    def node_models(self) -> dict[str, NodeModel]:
+        names = set(self.numa) | set(self.gpus) | set(self.links)
+        names |= {node for node, _ in self.workloads}
+        nodes = {}
+        for name in sorted(names):
+            numa_states = tuple(
+                NumaNodeState(id=numa_id, **draft)
+                for numa_id, draft in sorted(self.numa.get(name, {}).items())
+            )
+            gpu_states = tuple(
+                GpuState(index=index, **draft)
+                for index, draft in sorted(self.gpus.get(name, {}).items())
+            )
+            nodes[name] = NodeModel(name, numa_states, gpu_states, dict(self.links.get(name, {})))
+        return nodes
+
+    def workload_models(self) -> tuple[WorkloadModel, ...]:
+        result = self.data.results.get("workload-cpu")
+        cumulative = bool(result and result.cumulative)
+        return tuple(
+            WorkloadModel(
+                **{**draft, "gpus": tuple(sorted(draft.get("gpus", ())))},
+                cpu_cumulative=cumulative,
+            )
+            for _, draft in sorted(self.workloads.items())
+        )
+
+
+def build_model(
+    data: LoadedData,
+    *,
+    node_label: str = AUTO,
+    pending: Iterable[PendingWorkload] = (),
+) -> ClusterModel:
+    """Turn loader results into a :class:`~toposcope.advisor.model.ClusterModel`.
+
+    Samples with unusable labels (a ``numa_node`` that is not a number) are skipped; a node
+    appears as soon as any topology, GPU or workload series names it.
+    """
+    builder = _Builder(data, node_label)
+    builder.topology()
+    builder.gpu_state()
+    builder.workload_state()
+    return ClusterModel(
+        nodes=builder.node_models(),
+        workloads=builder.workload_models(),
+        window=data.window.text,
+        window_seconds=data.window.seconds,
+        source=data.source,
+        present=data.present_metrics(),
+        notes=data.notes,
+        pending=tuple(pending),
+    )

@@ -1,0 +1,242 @@
+"""The recommendations job-migration makes: a plain move, and a defragmentation.
+
+A plain move (:func:`move_recommendation`) migrates one running job to a better GPU set; a
+defragmentation (:func:`defrag_recommendation`) migrates the small jobs of a
+:class:`~toposcope.advisor.defragment.DefragPlan` first, then migrates the large running job
+or places the large pending one on the freed set. Both optionally pin the moved jobs' CPUs
+and memory to the NUMA node of their new GPUs (:func:`gpu_numa_pin`). The decisions (which
+job, which set, whether it pays off) are the policy's, in
+:mod:`~toposcope.advisor.policies.job_migration`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toposcope.advisor.defragment import DefragPlan, DefragValue
+from toposcope.advisor.gpu_sets import Placement, gpu_claims
+from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
+from toposcope.advisor.recommendations import (
+    Evidence,
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Target,
+    make_recommendation,
+)
+from toposcope.cpulist import format_cpulist
+from toposcope.resources import ActionKind, ActionRequest
+
+
+@dataclass(frozen=True)
+class MigrationTerms:
+    """What every recommendation of one run states or depends on: the policy's name, the
+    remaining run time and checkpoint-restore cost it assumed, and whether moved jobs are
+    pinned next to their new GPUs.
+    """
+
+    policy: str
+    remaining_seconds: float
+    checkpoint_restore_seconds: float
+    pin: bool
+
+
+def gpu_numa_pin(
+    node: NodeModel, gpus: tuple[int, ...], enabled: bool
+) -> tuple[list[int], list[int]]:
+    """CPUs and memory nodes for a job on ``gpus`` of ``node``: the NUMA node holding most
+    of them (empty when not ``enabled`` or without locality).
+    """
+    if not enabled:
+        return [], []
+    counts: dict[int, int] = {}
+    for index in gpus:
+        g = node.gpu(index)
+        if g is not None and g.numa_node is not None:
+            counts[g.numa_node] = counts.get(g.numa_node, 0) + 1
+    home = min(counts, key=lambda n: (-counts[n], n)) if counts else None
+    numa = node.numa(home) if home is not None else None
+    if numa is not None and numa.cpus:
+        return list(numa.cpus), [numa.id]
+    return [], []
+
+
+def _proposed(
+    best: Placement, cpus: list[int], mems: list[int], saves_seconds: float
+) -> dict[str, object]:
+    """The proposed state of a job moved to ``best``, pinned to ``cpus`` and ``mems``."""
+    return {
+        "node": best.node,
+        "gpus": list(best.gpus),
+        "cpus": format_cpulist(cpus),
+        "mems": mems,
+        "worst_link": str(best.worst_link),
+        "saves_seconds": round(saves_seconds),
+    }
+
+
+def move_recommendation(
+    model: ClusterModel,
+    job: WorkloadModel,
+    current: Placement,
+    best: Placement,
+    terms: MigrationTerms,
+    *,
+    gain: float,
+    saved: float,
+    model_text: str,
+    peers: list[str] | None = None,
+) -> Recommendation:
+    """Migrate ``job`` from its ``current`` set to ``best``, saving ``saved`` seconds of the
+    remaining run time (``peers``: the workloads it shares its GPUs with, when that is the
+    reason).
+    """
+    node = model.nodes[job.node]
+    cpus, mems = gpu_numa_pin(model.nodes[best.node], best.gpus, terms.pin)
+    evidence = [
+        Evidence(
+            "toposcope_gpu_link_info",
+            {"node": job.node, "gpu": str(a), "peer_gpu": str(b)},
+            1.0,
+        )
+        for a in job.gpus
+        for b in job.gpus
+        if a < b and node.link(a, b) == current.worst_link
+    ]
+    for index in job.gpus:
+        gpu = node.gpu(index)
+        if gpu is not None and gpu.utilization is not None:
+            evidence.append(
+                Evidence(
+                    "toposcope_gpu_utilization_ratio",
+                    {"node": job.node, "gpu": str(index)},
+                    gpu.utilization,
+                )
+            )
+    cross = best.node != job.node
+    why = (
+        f"shares its GPUs with {', '.join(peers)}" if peers else f"worst link {current.worst_link}"
+    )
+    return make_recommendation(
+        kind=RecommendationKind.MIGRATE_JOB,
+        policy=terms.policy,
+        target=Target(job.node, job.name, tuple(job.gpus)),
+        summary=(
+            f"move {job.name} from {job.node} GPUs {list(job.gpus)} ({why}) to "
+            f"{best.node} GPUs {list(best.gpus)} (worst link {best.worst_link})"
+        ),
+        current={
+            "node": job.node,
+            "gpus": list(job.gpus),
+            "worst_link": str(current.worst_link),
+        },
+        proposed=_proposed(best, cpus, mems, saved),
+        evidence=evidence,
+        estimated_gain=gain,
+        gain_model=(
+            f"{model_text}; saves {saved:.0f}s of {terms.remaining_seconds:.0f}s remaining vs "
+            f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore"
+        ),
+        confidence=0.5 if cross else 0.6,
+        risk=Risk.HIGH if cross else Risk.MEDIUM,
+        actions=[
+            ActionRequest("", ActionKind.MIGRATE, job.name, best.node, cpus, mems, list(best.gpus))
+        ],
+        claims=[*gpu_claims(best.node, best.gpus), f"workload:{job.key}"],
+    )
+
+
+def defrag_recommendation(
+    model: ClusterModel,
+    job: WorkloadModel | None,
+    current: Placement | None,
+    plan: DefragPlan,
+    value: DefragValue,
+    terms: MigrationTerms,
+    *,
+    pending: str = "",
+) -> Recommendation:
+    """Migrate the plan's small jobs, then the large one (``job`` running: ``migrate``, from
+    its ``current`` set; else the pending job ``pending``: ``place``, ``current`` being the
+    best free set it could get without the plan).
+    """
+    best = plan.target
+    actions: list[ActionRequest] = []
+    moves: list[dict[str, object]] = []
+    claims = plan.claims()
+    for move in plan.moves:
+        w, to = move.workload, move.target
+        cpus, mems = gpu_numa_pin(model.nodes[to.node], to.gpus, terms.pin)
+        actions.append(
+            ActionRequest("", ActionKind.MIGRATE, w.name, to.node, cpus, mems, list(to.gpus))
+        )
+        moves.append(
+            {"workload": w.name, "from_node": w.node, "from_gpus": list(w.gpus),
+             "node": to.node, "gpus": list(to.gpus)}
+        )  # fmt: skip
+        claims.append(f"workload:{w.key}")
+    cpus, mems = gpu_numa_pin(model.nodes[best.node], best.gpus, terms.pin)
+    name = job.name if job is not None else pending
+    kind = ActionKind.MIGRATE if job is not None else ActionKind.PLACE
+    actions.append(ActionRequest("", kind, name, best.node, cpus, mems, list(best.gpus)))
+    claims.append(f"workload:{job.key}" if job is not None else f"workload:pending/{name}")
+    cross = any(m.target.node != m.workload.node for m in plan.moves) or (
+        job is not None and best.node != job.node
+    )
+    evidence = [
+        Evidence(
+            "toposcope_workload_gpu_info",
+            {"node": m.workload.node, "workload": m.workload.name, "gpu": str(g)},
+            1.0,
+        )
+        for m in plan.moves
+        for g in m.workload.gpus
+        if g in best.gpus
+    ]
+    names = ", ".join(
+        f"{m.workload.name} ({m.workload.node} GPUs {list(m.workload.gpus)} -> "
+        f"{m.target.node} GPUs {list(m.target.gpus)})"
+        for m in plan.moves
+    )
+    if job is not None:
+        where = f"{job.name} from {job.node} GPUs {list(job.gpus)}"
+        worst_now = str(current.worst_link) if current is not None else "none"
+        summary_now = f" (worst link {worst_now})"
+        current_state: dict[str, object] = {
+            "node": job.node,
+            "gpus": list(job.gpus),
+            "worst_link": worst_now,
+        }
+        rec_kind = RecommendationKind.MIGRATE_JOB
+        target = Target(job.node, job.name, tuple(job.gpus))
+    else:
+        where = f"pending {pending}"
+        summary_now = (
+            f" (best free set: worst link {current.worst_link})"
+            if current is not None
+            else " (no free set fits it)"
+        )
+        current_state = {
+            "state": "pending",
+            "best_free": current.to_dict() if current is not None else None,
+        }
+        rec_kind = RecommendationKind.PLACE
+        target = Target(best.node, pending, best.gpus)
+    return make_recommendation(
+        kind=rec_kind,
+        policy=terms.policy,
+        target=target,
+        summary=(
+            f"defragment: move {names}, then {where}{summary_now} to {best.node} GPUs "
+            f"{list(best.gpus)} (worst link {best.worst_link})"
+        ),
+        current=current_state,
+        proposed={**_proposed(best, cpus, mems, value.net_seconds), "defragment": moves},
+        evidence=evidence,
+        estimated_gain=value.gain,
+        gain_model=value.model_text,
+        confidence=0.45 if cross else 0.55,
+        risk=Risk.HIGH if cross else Risk.MEDIUM,
+        actions=actions,
+        claims=claims,
+    )

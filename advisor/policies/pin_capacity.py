@@ -1,0 +1,235 @@
+"""Capacity planning for numa-pinning: which candidate goes to which NUMA node of a node.
+
+Candidates (workloads the policy would pin, each with its targets best first) are assigned
+in order of gain, each to its first target with room: the cores it brings must fit under
+``max_cpu_load`` of the target's online CPUs with what already runs there and what earlier
+assignments brought (within :data:`RATE_SLACK`: a rate over a window is an estimate), and
+the memory it moves (times ``memory_headroom``) must fit in the target's free memory, or,
+failing that, in the target and its nearest NUMA nodes of the same socket (the gain is then
+priced again for the part left on them). Capacity is that of the node after the plan: a
+candidate's cores and memory count where the plan puts it, not where it is now, so two
+spread workloads can swap halves. A candidate that fits nowhere stays where it is, its
+cores counted there, and the plan is made again (:func:`assign_targets`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from toposcope.advisor.locality import GIB, distance_penalty, remote_share
+from toposcope.advisor.model import NodeModel, WorkloadModel
+
+#: relative error allowed on measured cores (a rate over a window is an estimate)
+RATE_SLACK = 0.03
+
+
+@dataclass(frozen=True)
+class PinCandidate:
+    """A workload the policy would pin: gain, targets best first, cores it would bring
+    (``None``: unknown), the gain's explanation, and the NUMA node it leaves when the
+    reason is CPU contention there (``crowded``).
+    """
+
+    gain: float
+    workload: WorkloadModel
+    targets: list[int]
+    cores: float | None
+    gain_model: str
+    crowded: int | None = None
+
+
+@dataclass(frozen=True)
+class PinPlan:
+    """A candidate assigned to a target: the memory binding, the gain for it, whether the
+    capacity behind the decision was known, and the bytes it moves to each NUMA node.
+    """
+
+    candidate: PinCandidate
+    target: int
+    mems: list[int]
+    gain: float
+    gain_model: str
+    capacity_known: bool
+    placed: dict[int, float]
+
+
+@dataclass(frozen=True)
+class PinLimits:
+    """What bounds a plan: the busy share of a target's CPUs allowed, the free memory
+    needed per byte moved, and the gain model's terms (to price a plan whose memory spills
+    over to nearby nodes).
+    """
+
+    max_cpu_load: float
+    memory_headroom: float
+    numa_penalty: float
+    reference_distance: int
+
+
+def assign_targets(
+    node: NodeModel,
+    workloads: list[WorkloadModel],
+    candidates: list[PinCandidate],
+    limits: PinLimits,
+) -> tuple[list[PinPlan], dict[str, list[str]]]:
+    """Assign ``candidates`` (best gain first) of ``node``'s ``workloads`` to targets, so
+    that the cores of every workload that stays plus those pinned there fit under
+    ``max_cpu_load``: the plans made, and per workload key left out, why.
+
+    A candidate that fits nowhere stays where it is (its cores and memory count where they
+    are now) and the plan is made again.
+    """
+    moving = {c.workload.key for c in candidates}
+    fixed: dict[int, float] = defaultdict(float)
+    cores_known = True
+    for w in workloads:
+        if w.key in moving:
+            continue
+        cores = w.cores_used()
+        if cores is None:
+            cores_known = False
+            continue
+        for numa, share in w.cpu_shares().items():
+            fixed[numa] += share * cores
+    stuck: dict[str, list[str]] = {}
+    while True:
+        load = dict(fixed)
+        for c in candidates:
+            if c.workload.key in stuck and c.cores is not None:
+                for numa, share in c.workload.cpu_shares().items():
+                    load[numa] = load.get(numa, 0.0) + share * c.cores
+        chosen, newly = _assign(node, candidates, stuck, load, cores_known, limits)
+        if not newly:
+            break
+        stuck.update(newly)
+    return chosen, stuck
+
+
+def _assign(
+    node: NodeModel,
+    candidates: list[PinCandidate],
+    stuck: Mapping[str, list[str]],
+    load: Mapping[int, float],
+    cores_known: bool,
+    limits: PinLimits,
+) -> tuple[list[PinPlan], dict[str, list[str]]]:
+    """One planning pass, candidates in order of gain, each to the first target with
+    room. Capacity is that of the node after the plan: the cores and memory of the
+    candidates count where the plan puts them, not where they are now (two spread
+    workloads can swap halves); the rest are returned with their refusals.
+    """
+    assigned: dict[int, float] = defaultdict(float)
+    placed: dict[int, float] = defaultdict(float)
+    vacated: dict[int, float] = defaultdict(float)
+    for c in candidates:
+        if c.workload.key not in stuck:
+            for numa_id, size in c.workload.memory_by_numa.items():
+                vacated[numa_id] += size
+    chosen: list[PinPlan] = []
+    refused: dict[str, list[str]] = {}
+    for c in candidates:
+        if c.workload.key in stuck:
+            continue
+        reasons: list[str] = []
+        plan: PinPlan | None = None
+        for target in c.targets:
+            numa = node.numa(target)
+            if numa is None:
+                continue
+            if c.cores is not None:
+                busy = load.get(target, 0.0) + assigned[target] + c.cores
+                limit = numa.cpu_count * limits.max_cpu_load
+                if busy > limit * (1.0 + RATE_SLACK):
+                    reasons.append(
+                        f"NUMA node {target}: {busy:.1f} busy cores would exceed {limit:.1f}"
+                    )
+                    continue
+            found = _memory_plan(node, c, target, placed, vacated, limits)
+            if isinstance(found, str):
+                reasons.append(found)
+                continue
+            plan = replace(found, capacity_known=found.capacity_known and cores_known)
+            break
+        if plan is None:
+            refused[c.workload.key] = reasons
+            continue
+        assigned[plan.target] += c.cores or 0.0
+        for numa_id, size in plan.placed.items():
+            placed[numa_id] += size
+        chosen.append(plan)
+    return chosen, refused
+
+
+def _memory_plan(
+    node: NodeModel,
+    c: PinCandidate,
+    target: int,
+    placed: Mapping[int, float],
+    vacated: Mapping[int, float],
+    limits: PinLimits,
+) -> PinPlan | str:
+    """Where the workload's memory goes when pinned to ``target``: the target when it
+    has room (``memory_headroom`` per byte moved), else the target and its nearest
+    nodes of the same socket until the memory fits (the gain then counts the part left
+    on them); a refusal text when even that does not fit.
+    """
+    w = c.workload
+    total = w.memory_bytes
+
+    def room(numa_id: int) -> float | None:
+        numa = node.numa(numa_id)
+        if numa is None or numa.memory_free_bytes is None:
+            return None
+        return numa.memory_free_bytes + vacated.get(numa_id, 0.0) - placed.get(numa_id, 0.0)
+
+    order = [
+        target,
+        *sorted(
+            (n.id for n in node.numa_nodes if n.id != target and n.memory_total_bytes != 0),
+            key=lambda n: (node.distance(target, n), n),
+        ),
+    ]
+    mems: list[int] = []
+    here: dict[int, float] = {}
+    to_move = total - w.memory_by_numa.get(target, 0.0)
+    known = True
+    for numa_id in order:
+        if numa_id != target and node.package_of(numa_id) != node.package_of(target):
+            break  # never spill memory to another socket: that is what a pin undoes
+        own = w.memory_by_numa.get(numa_id, 0.0)
+        if numa_id != target:
+            to_move -= own  # what already sits on a node of the binding stays
+        free = room(numa_id)
+        mems.append(numa_id)
+        if free is None:
+            known = False
+            here[numa_id] = own + max(0.0, to_move)
+            to_move = 0.0
+            break
+        take = min(max(0.0, to_move), max(0.0, free - own) / limits.memory_headroom)
+        here[numa_id] = own + take
+        to_move -= take
+        if to_move <= 1.0:
+            break
+    if to_move > 1.0:
+        need = total - w.memory_by_numa.get(target, 0.0)
+        free = (room(target) or 0.0) - w.memory_by_numa.get(target, 0.0)
+        return f"NUMA node {target}: {need / GIB:.2f} GiB to move, {free / GIB:.2f} GiB free"
+    if mems == [target] or total <= 0:
+        return PinPlan(c, target, [target], c.gain, c.gain_model, known, here)
+    cpu, memory = w.cpu_shares(), w.memory_shares()
+    after = {n: v / total for n, v in here.items()}
+    before_cost = remote_share(cpu, memory, target) * distance_penalty(
+        node, cpu, memory, target, limits.numa_penalty, limits.reference_distance
+    )
+    after_cost = remote_share({target: 1.0}, after, target) * distance_penalty(
+        node, {target: 1.0}, after, target, limits.numa_penalty, limits.reference_distance
+    )
+    text = (
+        f"{c.gain_model}; NUMA node {target} holds only part of its memory, the rest goes "
+        f"to the nearest nodes {mems[1:]}: estimated cost {before_cost:.4f} -> "
+        f"{after_cost:.4f}"
+    )
+    return PinPlan(c, target, mems, max(0.0, before_cost - after_cost), text, known, here)

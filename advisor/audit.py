@@ -106,8 +106,6 @@ ACTION_ONLY = frozenset({(SUCCEEDED, REVERTED)})
 RESULTS = frozenset({RUNNING, UNKNOWN, SUCCEEDED, FAILED, NOT_APPLIED})
 #: row states whose outcome is not settled yet
 UNSETTLED = frozenset({PENDING, RUNNING, UNKNOWN})
-#: results after which nothing more will happen to an action
-FINAL_RESULTS = frozenset({SUCCEEDED, FAILED, NOT_APPLIED})
 
 # recommendation states (see :func:`recommendation_state`)
 IN_PROGRESS = "in_progress"

@@ -14,7 +14,7 @@ app's ``--node-label`` forces one label instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -506,11 +506,6 @@ def load_workload(
         locality=locality,
         latest_locality=latest,
     )
-
-
-def nodes_of(index: NodeIndex, extra: Iterable[str] = ()) -> list[str]:
-    """Every node the index knows plus ``extra`` names, sorted and unique."""
-    return sorted(set(index.nodes) | set(extra))
 
 
 def _cpu_count(cpus: str) -> int:

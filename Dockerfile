@@ -21,6 +21,7 @@ COPY agent /src/agent
 COPY advisor /src/advisor
 COPY dashboards /src/dashboards
 COPY sim /src/sim
+COPY slurm /src/slurm
 RUN pip install "/src[all]" && rm -rf /src
 
 EXPOSE 9847

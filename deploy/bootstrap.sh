@@ -18,6 +18,15 @@ OS_DEPS=(
   "victoria-metrics:victoria-metrics"
   "chromium:chromium"
   "chromedriver:chromium-driver"
+  "slurmctld:slurm-wlm"
+  "slurmd:slurm-wlm"
+  "sbatch:slurm-wlm"
+  "slurmrestd:slurmrestd"
+  "munged:munge"
+)
+# Files (shell patterns) that are no binary, and the Debian packages that provide them.
+OS_FILES=(
+  "/usr/lib/*/slurm-wlm/auth_jwt.so:slurm-wlm-jwt-plugin"
 )
 
 as_root() {
@@ -56,6 +65,12 @@ os_deps() {
     local bin=${pair%%:*} pkg=${pair#*:}
     if ! command -v "$bin" >/dev/null 2>&1; then
       case " ${missing[*]-} " in *" $pkg "*) ;; *) missing+=("$pkg") ;; esac
+    fi
+  done
+  for pair in "${OS_FILES[@]}"; do
+    local pattern=${pair%%:*} pkg=${pair#*:}
+    if ! compgen -G "$pattern" >/dev/null; then
+      missing+=("$pkg")
     fi
   done
   if [ ${#missing[@]} -gt 0 ]; then

@@ -1,5 +1,5 @@
 """Imports go one way: core <- exporters <- agent; core <- exporters <- sim; core <- advisor;
-core <- dashboards.
+core <- dashboards; core <- slurm.
 
 Each part talks to the others only through wire formats (Prometheus text, HTTP APIs), so it
 can run on another machine. A module-level or function-level import across the rule is a
@@ -30,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "sim": {"exporters"},
     "advisor": set(),
     "dashboards": set(),
+    "slurm": set(),
 }
 PARTS = set(ALLOWED) - {"toposcope"}
 #: files allowed to name any part in a string (the subcommand table)

@@ -1,6 +1,7 @@
 """The ``local`` resource manager: this Linux host's processes and cgroups, changed for real.
 
-It implements :class:`toposcope.resources.ResourceManager` for one host; ``toposcope agent``
+It is a resource-manager backend (:class:`toposcope.rm.base.BaseResourceManager`) for one
+host; ``toposcope agent``
 serves it over the resource-manager HTTP API, and the advisor's ``--resource-manager local``
 uses it in-process. It runs where the workloads run (node side), so it reads the exporter's
 sources (``/proc``, the cgroup filesystems) directly. It must share the host's PID namespace
@@ -11,8 +12,9 @@ Workload names are the exporter's ``workload`` label values:
 * ``pid-N``: the process ``N`` and every descendant (the exporter's process mode names
   top-level trees this way; any pid works here);
 * a cgroup workload (``cgroup`` mode): a Kubernetes container, Docker container, Slurm job,
-  systemd unit as :func:`~toposcope.exporters.sources.cgroups.classify_cgroup` names it, or
-  a cgroup path (``/my.slice/job``, looked up in the walked hierarchy, then in every mounted
+  systemd unit as
+  :func:`~toposcope.exporters.sources.workload_identity.classify_cgroup` names it, or a
+  cgroup path (``/my.slice/job``, looked up in the walked hierarchy, then in every mounted
   one): every process of those cgroups.
 
 Allocations report ``cpus`` as the union of the threads' affinities and ``mems`` as the
@@ -21,8 +23,10 @@ is where the pages were (``numa_maps``) and ``after.mems`` where they were sent.
 ``succeeded`` action's ``error`` may carry a note (pages that could not move, ``mems`` that
 could not be enforced).
 
-Actions, each idempotent by ``request_id`` (kept in memory; the advisor's audit log covers
-restarts):
+Actions, each idempotent by ``request_id`` under the one repeat rule of every backend
+(:mod:`toposcope.rm.idempotency`; kept in memory, the advisor's audit log covers restarts),
+and checked like every backend's first (:func:`toposcope.rm.validation.check_request`:
+``pin`` needs ``cpus``, ``migrate-memory`` needs ``mems``):
 
 * ``pin`` (``cpus`` required, ``mems`` optional): ``sched_setaffinity(2)`` on every thread
   (``/proc/PID/task/*``) of every process, listed again until a pass finds no new thread.
@@ -41,7 +45,7 @@ after-state is read back. A ``pin`` whose ``cpus``/``mems`` equal the before-sta
 workload's latest pin (which is how the advisor reverts) restores each thread's own mask and
 the cpuset files' exact text, not just the union the API reports.
 
-Refusals are :class:`~toposcope.resources.ResourceManagerError`: 404 for a workload that is
+Refusals are :class:`~toposcope.rm.errors.ResourceManagerError`: 404 for a workload that is
 gone, 400 for CPUs or nodes the host does not have, 403 naming the privilege that is missing
 (``EPERM``/``EACCES``: ``CAP_SYS_NICE`` for another user's threads, write access to the
 cgroup), 409 for a reused ``request_id``, 501 where ``migrate_pages`` is unknown. A change
@@ -57,25 +61,28 @@ import os
 import platform
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toposcope.config import HostPaths
 from toposcope.cpulist import format_cpulist, parse_cpulist
-from toposcope.errors import SourceError
-from toposcope.exporters.sources.cgroups import Cgroups, Hierarchy, PathMapper, parse_cgroup_procs
+from toposcope.errors import ConfigError, SourceError
+from toposcope.exporters.sources.cgroups import Cgroups, Hierarchy, parse_cgroup_procs
 from toposcope.exporters.sources.processes import VANISHED, ProcFs, read_all
-from toposcope.resources import (
+from toposcope.exporters.sources.workload_identity import PathMapper
+from toposcope.names import InvalidNameError, check_node_name
+from toposcope.rm import (
     ActionKind,
     ActionRequest,
     ActionState,
     ActionStatus,
     Allocation,
+    BaseResourceManager,
     NodeView,
     ResourceManager,
     ResourceManagerError,
+    WorkloadState,
     WorkloadView,
 )
 from toposcope.topology.sysfs import build_from_sysfs, online_cpus, online_nodes, read_text
@@ -198,21 +205,11 @@ class _Changes:
     files: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _comparable(request: ActionRequest) -> tuple[object, ...]:
-    return (
-        str(request.kind),
-        request.workload,
-        request.node,
-        sorted(request.cpus),
-        sorted(request.mems),
-        sorted(request.gpus),
-    )
-
-
-class LocalResourceManager:
+class LocalResourceManager(BaseResourceManager):
     """The resource-manager protocol over this host (see the module docstring).
 
-    ``node_name`` is the node this host reports (default: its hostname); an action's
+    ``node_name`` is the node this host reports (default: its hostname; a name that is not a
+    host name is a :class:`~toposcope.errors.ConfigError`); an action's
     ``node`` is echoed in its allocations, so that the advisor's revert reaches the same
     agent. ``mode`` chooses what :meth:`workloads` lists (``cgroup`` like the exporter's
     default, or ``process``); actions accept both kinds of names either way.
@@ -228,15 +225,17 @@ class LocalResourceManager:
     ) -> None:
         if mode not in ("cgroup", "process"):
             raise ValueError(f"workload mode must be 'cgroup' or 'process', not {mode!r}")
+        super().__init__()
         self.paths = paths if paths is not None else HostPaths()
-        self.node_name = node_name or socket.gethostname()
+        try:
+            self.node_name = check_node_name(node_name or socket.gethostname())
+        except InvalidNameError as exc:
+            raise ConfigError(f"{exc} (give the node's name with --hostname)") from None
         self.mode = mode
         self.syscalls = syscalls if syscalls is not None else Syscalls()
         self._proc = ProcFs(self.paths.procfs)
         self._cgroups = Cgroups(self.paths)
         self._mapper = PathMapper()
-        self._lock = threading.Lock()
-        self._actions: dict[str, ActionState] = {}
         self._pins: list[_PinRecord] = []
 
     # -- the host ------------------------------------------------------------------------
@@ -284,7 +283,7 @@ class LocalResourceManager:
                 WorkloadView(
                     name=target.name,
                     kind=target.kind,
-                    state="running",
+                    state=WorkloadState.RUNNING,
                     allocation=Allocation(self.node_name, cpus, mems, []),
                     pinned=cpus != online,
                 )
@@ -592,53 +591,37 @@ class LocalResourceManager:
 
     # -- actions ---------------------------------------------------------------------------
 
-    def apply(self, request: ActionRequest) -> ActionState:
-        """Carry out ``request`` (see the module docstring), or return its earlier result."""
-        with self._lock:
-            known = self._actions.get(request.request_id)
-            if known is not None:
-                if _comparable(known.request) != _comparable(request):
-                    raise ResourceManagerError(
-                        f"request_id {request.request_id!r} was used for a different request", 409
-                    )
-                return known
-            kind = ActionKind(request.kind)
-            if kind not in (ActionKind.PIN, ActionKind.MIGRATE_MEMORY):
-                raise ResourceManagerError(f"{kind.value}: {NOT_ON_ONE_HOST}", 400)
-            started = time.monotonic()
-            if kind == ActionKind.PIN:
-                before, after, error = self._pin(request)
-            else:
-                before, after, error = self._migrate_memory(request)
-            state = ActionState(
-                id=request.request_id,
-                request=request,
-                status=ActionStatus.SUCCEEDED,
-                before=before,
-                after=after,
-                error=error,
-                cost_seconds=round(time.monotonic() - started, 6),
-            )
-            self._actions[request.request_id] = state
-            LOG.info(
-                "%s %s: cpus %s -> %s, mems %s -> %s%s",
-                kind.value,
-                request.workload,
-                format_cpulist(before.cpus),
-                format_cpulist(after.cpus),
-                format_cpulist(before.mems),
-                format_cpulist(after.mems),
-                f" ({error})" if error else "",
-            )
-            return state
-
-    def action(self, action_id: str) -> ActionState:
-        """An earlier action by its id (which is its ``request_id``)."""
-        with self._lock:
-            state = self._actions.get(action_id)
-        if state is None:
-            raise ResourceManagerError(f"unknown action {action_id!r} on {self.node_name}", 404)
-        return state
+    def _carry_out(self, request: ActionRequest) -> ActionState:
+        """Carry out a new, checked ``request`` (see the module docstring); its id is its
+        ``request_id``.
+        """
+        kind = ActionKind(request.kind)
+        if kind not in (ActionKind.PIN, ActionKind.MIGRATE_MEMORY):
+            raise ResourceManagerError(f"{kind.value}: {NOT_ON_ONE_HOST}", 400)
+        started = time.monotonic()
+        if kind == ActionKind.PIN:
+            before, after, error = self._pin(request)
+        else:
+            before, after, error = self._migrate_memory(request)
+        LOG.info(
+            "%s %s: cpus %s -> %s, mems %s -> %s%s",
+            kind.value,
+            request.workload,
+            format_cpulist(before.cpus),
+            format_cpulist(after.cpus),
+            format_cpulist(before.mems),
+            format_cpulist(after.mems),
+            f" ({error})" if error else "",
+        )
+        return ActionState(
+            id=request.request_id,
+            request=request,
+            status=ActionStatus.SUCCEEDED,
+            before=before,
+            after=after,
+            error=error,
+            cost_seconds=round(time.monotonic() - started, 6),
+        )
 
     def _check_sets(self, request: ActionRequest) -> None:
         bad_cpus = sorted(set(request.cpus) - self.online_cpus())
@@ -657,8 +640,6 @@ class LocalResourceManager:
             )
 
     def _pin(self, request: ActionRequest) -> tuple[Allocation, Allocation, str]:
-        if not request.cpus:
-            raise ResourceManagerError("pin needs cpus", 400)
         self._check_sets(request)
         target = self._resolve(request.workload)
         node = request.node or self.node_name
@@ -731,8 +712,6 @@ class LocalResourceManager:
         return None
 
     def _migrate_memory(self, request: ActionRequest) -> tuple[Allocation, Allocation, str]:
-        if not request.mems:
-            raise ResourceManagerError("migrate-memory needs mems", 400)
         self._check_sets(request)
         target = self._resolve(request.workload)
         node = request.node or self.node_name

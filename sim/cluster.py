@@ -1,9 +1,10 @@
 """The simulated cluster: nodes, workloads, their allocations, and the resource-manager API.
 
-:class:`SimCluster` implements :class:`toposcope.resources.ResourceManager` (``nodes()``,
-``workloads()``, ``apply()``, ``action()``) over simulated state, so that the HTTP API, the
-advisor's ``sim`` actuator and the tests drive it exactly like a real backend. It is
-thread-safe: every public method holds one re-entrant lock.
+:class:`SimCluster` is a resource-manager backend
+(:class:`toposcope.rm.base.BaseResourceManager`: ``nodes()``, ``workloads()``, ``apply()``,
+``action()``) over simulated state, so that the HTTP API, the advisor's ``sim`` actuator and
+the tests drive it exactly like a real backend. It is thread-safe: every public method holds
+one re-entrant lock, which is also the one the base holds while it applies an action.
 
 Time is the :class:`~toposcope.sim.clock.SimClock`'s. State is advanced lazily and exactly:
 jobs arrive, finish and resume (after a checkpoint-restore) at events kept in a heap; each
@@ -18,7 +19,8 @@ on by default, places pending jobs the way a topology-unaware scheduler would: t
 node with enough free GPUs, the lowest-numbered free GPUs, no CPU or memory pinning. That
 is what makes the advisor useful.
 
-Actions (:class:`~toposcope.resources.ActionRequest`), validated before anything changes:
+Actions (:class:`~toposcope.rm.models.ActionRequest`), validated before anything changes
+(the checks every backend shares, :func:`toposcope.rm.validation.check_request`, first):
 
 * unknown workload or node: ``ResourceManagerError`` 404; a workload in the wrong state
   (``place`` on a running job, ``pin`` on a pending one): 409; GPUs held by another
@@ -30,8 +32,9 @@ Actions (:class:`~toposcope.resources.ActionRequest`), validated before anything
   job holds its new allocation and makes no progress until that time has passed.
 * ``release`` takes a workload's GPUs away: a notebook or service keeps running without
   them, a GPU training job goes back to ``pending`` (keeping its progress).
-* The same ``request_id`` again returns the first action's state; reusing it for a
-  different request is a 409.
+* The same ``request_id`` again follows the one repeat rule of every backend
+  (:mod:`toposcope.rm.idempotency`): the same request is answered with the first action's
+  state, a different one is a 409.
 """
 
 from __future__ import annotations
@@ -48,14 +51,16 @@ from toposcope.names import (
     check_node_name,
     check_object_name,
 )
-from toposcope.resources import (
+from toposcope.rm import (
     ActionKind,
     ActionRequest,
     ActionState,
     ActionStatus,
     Allocation,
+    BaseResourceManager,
     NodeView,
     ResourceManagerError,
+    WorkloadState,
     WorkloadView,
 )
 from toposcope.sim.clock import SimClock
@@ -71,9 +76,9 @@ from toposcope.sim.model import (
 )
 from toposcope.sim.templates import NodeTemplate
 
-PENDING = "pending"
-RUNNING = "running"
-DONE = "done"
+PENDING = WorkloadState.PENDING
+RUNNING = WorkloadState.RUNNING
+DONE = WorkloadState.DONE
 
 #: Page-migration speed of ``migrate_pages`` / cpuset memory migration (bytes per second).
 MIGRATE_PAGES_BYTES_PER_SECOND = 4 * GIB
@@ -116,7 +121,7 @@ class SimWorkload:
     """A workload's mutable state (its :class:`JobSpec` is fixed)."""
 
     spec: JobSpec
-    state: str = PENDING
+    state: WorkloadState = PENDING
     allocation: Allocation | None = None
     pinned: bool = False
     progress: float = 0.0
@@ -186,17 +191,7 @@ class JobState:
     allocation: Allocation | None
 
 
-@dataclass
-class _Action:
-    id: str
-    request: ActionRequest
-    before: Allocation | None
-    after: Allocation | None
-    cost: float
-    done_at: float
-
-
-class SimCluster:
+class SimCluster(BaseResourceManager):
     """Simulated nodes and workloads behind the resource-manager protocol.
 
     ``scheduler`` is ``"first-fit"`` (place pending jobs automatically) or ``"none"``.
@@ -208,12 +203,12 @@ class SimCluster:
         self.clock = clock if clock is not None else SimClock()
         self.scheduler = scheduler
         self._lock = threading.RLock()
+        super().__init__(lock=self._lock)
         self._nodes: dict[str, SimNode] = {}
         self._workloads: dict[str, SimWorkload] = {}
         self._events: list[tuple[float, int, str, str, int]] = []
         self._seq = 0
-        self._actions: dict[str, _Action] = {}
-        self._by_request: dict[str, str] = {}
+        self._done_at: dict[str, float] = {}
         self._time = self.clock.now()
         self._best_cache: dict[tuple[object, ...], float] = {}
         self._action_counts: dict[tuple[str, str], int] = {}
@@ -555,59 +550,33 @@ class SimCluster:
             raise ResourceManagerError(f"unknown workload {name!r}", 404)
         return workload
 
-    def action(self, action_id: str) -> ActionState:
-        """An earlier action by id or request id (``running`` until its cost has elapsed)."""
-        with self._lock:
-            self.sync()
-            record = self._actions.get(action_id) or self._actions.get(
-                self._by_request.get(action_id, "")
-            )
-            if record is None:
-                raise ResourceManagerError(f"unknown action {action_id!r}", 404)
-            return self._state(record)
+    def _current(self, state: ActionState) -> ActionState:
+        """A ``running`` action succeeds once its simulated cost has elapsed."""
+        self.sync()
+        if state.status is ActionStatus.RUNNING and self._done_at[state.id] <= self._time:
+            return state.advance(ActionStatus.SUCCEEDED)
+        return state
 
-    def _state(self, record: _Action) -> ActionState:
-        status = ActionStatus.RUNNING if record.done_at > self._time else ActionStatus.SUCCEEDED
-        return ActionState(
-            id=record.id,
-            request=record.request,
-            status=status,
-            before=record.before,
-            after=record.after,
-            cost_seconds=record.cost,
-        )
-
-    def apply(self, request: ActionRequest) -> ActionState:
-        """Validate and carry out one action (see the module docstring)."""
-        with self._lock:
-            self.sync()
-            known = self._by_request.get(request.request_id)
-            if known is not None:
-                record = self._actions[known]
-                if _comparable(record.request) != _comparable(request):
-                    raise ResourceManagerError(
-                        f"request_id {request.request_id!r} was used for a different request",
-                        409,
-                    )
-                return self._state(record)
-            workload = self._find(request.workload)
-            kind = ActionKind(request.kind)
-            before = workload.allocation
-            if kind is ActionKind.PLACE:
-                after, cost = self._do_place(workload, request)
-            elif kind is ActionKind.MIGRATE:
-                after, cost = self._do_migrate(workload, request)
-            elif kind is ActionKind.RELEASE:
-                after, cost = self._do_release(workload)
-            else:
-                after, cost = self._do_pin(workload, request, kind)
-            action_id = f"act-{len(self._actions) + 1:06d}"
-            record = _Action(action_id, request, before, after, cost, self._time + cost)
-            self._actions[action_id] = record
-            self._by_request[request.request_id] = action_id
-            key = (kind.value, "applied")
-            self._action_counts[key] = self._action_counts.get(key, 0) + 1
-            return self._state(record)
+    def _carry_out(self, request: ActionRequest) -> ActionState:
+        """Validate and carry out one new action (see the module docstring)."""
+        self.sync()
+        workload = self._find(request.workload)
+        kind = ActionKind(request.kind)
+        before = workload.allocation
+        if kind is ActionKind.PLACE:
+            after, cost = self._do_place(workload, request)
+        elif kind is ActionKind.MIGRATE:
+            after, cost = self._do_migrate(workload, request)
+        elif kind is ActionKind.RELEASE:
+            after, cost = self._do_release(workload)
+        else:
+            after, cost = self._do_pin(workload, request, kind)
+        action_id = f"act-{len(self._done_at) + 1:06d}"
+        self._done_at[action_id] = self._time + cost
+        key = (kind.value, "applied")
+        self._action_counts[key] = self._action_counts.get(key, 0) + 1
+        status = ActionStatus.RUNNING if cost > 0 else ActionStatus.SUCCEEDED
+        return ActionState(action_id, request, status, before, after, cost_seconds=cost)
 
     def _running(self, workload: SimWorkload, kind: ActionKind) -> Allocation:
         if workload.state != RUNNING or workload.allocation is None:
@@ -625,8 +594,7 @@ class SimCluster:
                 f"workload {workload.spec.name} is {workload.state}; place needs it pending",
                 409,
             )
-        if not request.node:
-            raise ResourceManagerError("place needs a node", 400)
+        assert request.node is not None  # checked: place needs a node
         wanted = Allocation(
             request.node, list(request.cpus), list(request.mems), list(request.gpus)
         )
@@ -638,8 +606,7 @@ class SimCluster:
         self, workload: SimWorkload, request: ActionRequest
     ) -> tuple[Allocation | None, float]:
         self._running(workload, ActionKind.MIGRATE)
-        if not request.node:
-            raise ResourceManagerError("migrate needs a node", 400)
+        assert request.node is not None  # checked: migrate needs a node
         wanted = Allocation(
             request.node, list(request.cpus), list(request.mems), list(request.gpus)
         )
@@ -671,10 +638,6 @@ class SimCluster:
         self, workload: SimWorkload, request: ActionRequest, kind: ActionKind
     ) -> tuple[Allocation | None, float]:
         current = self._running(workload, kind)
-        if kind is ActionKind.PIN and not request.cpus:
-            raise ResourceManagerError("pin needs cpus", 400)
-        if kind is ActionKind.MIGRATE_MEMORY and not request.mems:
-            raise ResourceManagerError("migrate-memory needs mems", 400)
         if request.node and request.node != current.node:
             raise ResourceManagerError(
                 f"{kind.value} acts on the workload's node {current.node}, not {request.node}",
@@ -835,7 +798,7 @@ class SimCluster:
         """Workloads by state."""
         with self._lock:
             self.sync()
-            result = {PENDING: 0, RUNNING: 0, DONE: 0}
+            result: dict[str, int] = {PENDING: 0, RUNNING: 0, DONE: 0}
             for workload in self._workloads.values():
                 result[workload.state] += 1
             return result
@@ -850,17 +813,6 @@ def _memory_shares(
     for (_, target), weight in memory_flows(shares, mems, template).items():
         result[target] = result.get(target, 0.0) + weight
     return result
-
-
-def _comparable(request: ActionRequest) -> tuple[object, ...]:
-    return (
-        ActionKind(request.kind),
-        request.workload,
-        request.node,
-        tuple(request.cpus),
-        tuple(request.mems),
-        tuple(request.gpus),
-    )
 
 
 def _short(values: Sequence[int]) -> str:

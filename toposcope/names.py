@@ -24,7 +24,9 @@ MAX_OBJECT_NAME = 63
 MAX_USER_NAME = 128
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_NODE_NAME_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+#: a node name as a regular expression (JSON Schema ``pattern``); length is checked apart
+NODE_NAME_PATTERN = rf"^{_LABEL}(?:\.{_LABEL})*$"
+_NODE_NAME_RE = re.compile(NODE_NAME_PATTERN)
 _OBJECT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _USER_NAME_RE = re.compile(r"[A-Za-z0-9._@+-]{1,128}")
 

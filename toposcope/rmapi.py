@@ -1,9 +1,10 @@
-"""The resource-manager HTTP API: one WSGI app over any :class:`ResourceManager`.
+"""The resource-manager HTTP API: one WSGI app over any resource-manager backend.
 
 The simulator serves it for its simulated cluster and the node agent (``toposcope agent``)
 serves it on a real host, backed by the local actuator; the advisor's ``agent`` and ``sim``
 actuators are its clients. The app knows nothing of either backend: it turns HTTP into
-calls of the :class:`toposcope.resources.ResourceManager` protocol and back.
+calls of a backend built on :class:`toposcope.rm.base.BaseResourceManager` and back, reading
+and writing the core models (:mod:`toposcope.rm.models`) from which its document is made.
 
 Routes (under ``prefix``, ``/api/v1`` by default)::
 
@@ -13,7 +14,7 @@ Routes (under ``prefix``, ``/api/v1`` by default)::
     GET  /workloads            every workload with its allocation
     GET  /workloads/{name}
     POST /actions              an ActionRequest; 202 with the ActionState, 200 for a repeat
-    GET  /actions/{id}
+    GET  /actions/{id}         by action id or request id
     GET  /openapi.json         the OpenAPI 3.1 document (also kept in ``docs/openapi.json``)
 
 Reads are open; ``POST`` needs ``Authorization: Bearer <token>`` (401 without it, 403 with a
@@ -22,9 +23,10 @@ agent left unconfigured cannot be steered by anyone. Every error is JSON
 ``{"error": "...", "field": "..."}`` (``field`` is null when no single field is at fault):
 400 for a body that is not JSON or nests deeper than :func:`toposcope.jsonbody.parse_json_body`
 allows, 413 for one over 1 MiB, 405 (with ``Allow``) for a method the route does not take, 422
-for a body that does not match the schema, and the status of :class:`ResourceManagerError`
-(404 unknown workload, 409 GPUs taken, 400 CPUs not on the node...) for requests the resource
-manager refuses.
+for a body that does not match the schema (worded by :func:`toposcope.rm.validation.describe`,
+as every backend words it), and the status of :class:`ResourceManagerError` (404 unknown
+workload, 409 GPUs taken or a request_id reused for another request, 400 CPUs not on the
+node...) for requests the resource manager refuses.
 
 Regenerate the committed document with
 ``python -m toposcope.rmapi --write-openapi docs/openapi.json``.
@@ -33,29 +35,33 @@ Regenerate the committed document with
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
-import hmac
-import json
 import logging
 import sys
-import threading
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from apiflask import APIFlask
 from apiflask.exceptions import HTTPError
-from flask import Request, Response, jsonify, request
-from flask.json.provider import DefaultJSONProvider
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr
-from pydantic_core import PydanticCustomError
+from flask import Response, jsonify
+from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.datastructures import Headers
-from werkzeug.exceptions import BadRequest, HTTPException
+from werkzeug.exceptions import HTTPException
 
-import toposcope.resources as core
+from toposcope.bearer import BearerAuth
+from toposcope.httpapi import JsonProvider, JsonRequest, document_text, tidy_spec
 from toposcope.httpserver import DEFAULT_MAX_BODY
-from toposcope.jsonbody import JsonBodyError, parse_json_body
+from toposcope.rm import (
+    ActionRequest,
+    ActionServer,
+    ActionState,
+    BaseResourceManager,
+    NodeView,
+    ResourceManagerError,
+    WorkloadView,
+)
+from toposcope.rm.validation import describe
 
 LOG = logging.getLogger("toposcope.rmapi")
 
@@ -69,20 +75,8 @@ NO_TOKEN_MESSAGE = (
     "configure one with --token-file"
 )
 
-
-def _json_integer(value: object) -> object:
-    """Refuse what JSON Schema's ``integer`` refuses but pydantic's lax ``int`` would coerce.
-
-    A bool or a string is not a number, while ``4.0`` is an integer in JSON Schema (and so
-    in the published document) and stays accepted.
-    """
-    if isinstance(value, bool | str | bytes):
-        raise PydanticCustomError("int_type", "Input should be a valid integer")
-    return value
-
-
 PIN_EXAMPLE: dict[str, Any] = {
-    "request_id": "rec-42/0",
+    "request_id": "rec-42-0",
     "kind": "pin",
     "workload": "train-a",
     "cpus": [4, 5, 6, 7],
@@ -90,70 +84,23 @@ PIN_EXAMPLE: dict[str, Any] = {
     "reason": "its GPU hangs off NUMA node 1",
 }
 
-Index = Annotated[int, Field(ge=0), BeforeValidator(_json_integer)]
+
+# The API's bodies are the core models (:mod:`toposcope.rm.models`); APIFlask takes pydantic
+# models, so each is wrapped as a root model, which the document then folds away.
+class NodeBody(RootModel[NodeView]):
+    """A node, as the API writes it."""
 
 
-class Allocation(BaseModel):
-    """What a workload holds: its node, CPUs, NUMA nodes for memory and GPU indexes."""
-
-    node: str = Field(description="node the workload runs on")
-    cpus: list[int] = Field(default_factory=list, description="logical CPU numbers")
-    mems: list[int] = Field(default_factory=list, description="NUMA nodes for its memory")
-    gpus: list[int] = Field(default_factory=list, description="GPU indexes on the node")
+class WorkloadBody(RootModel[WorkloadView]):
+    """A workload, as the API writes it."""
 
 
-class Node(BaseModel):
-    """A node with its topology (``Topology.to_dict`` form) and labels."""
-
-    name: str
-    topology: dict[str, Any] = Field(description="the node's topology model")
-    labels: dict[str, str] = Field(default_factory=dict)
+class ActionRequestBody(RootModel[ActionRequest]):
+    """An action request, as the API reads it."""
 
 
-class Workload(BaseModel):
-    """A workload as the resource manager sees it."""
-
-    name: str
-    kind: str = Field(description="kubernetes, slurm, docker, systemd, process...")
-    state: str = Field(description="pending, running or done")
-    allocation: Allocation | None
-    gpus_requested: int = 0
-    pinned: bool = False
-
-
-class ActionRequest(BaseModel):
-    """A request to change one workload's allocation (the body of ``POST /actions``).
-
-    Strict on purpose: a string where a number belongs, a bool for a CPU number or an
-    unknown field (a typo such as ``cpu``) is refused rather than guessed at.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    request_id: StrictStr = Field(
-        min_length=1,
-        max_length=256,
-        description="idempotency key: a repeat does nothing and returns the first action",
-    )
-    kind: core.ActionKind
-    workload: StrictStr = Field(min_length=1, description="the workload to change")
-    node: StrictStr | None = Field(default=None, description="target node (place, migrate)")
-    cpus: list[Index] = Field(default_factory=list, description="CPUs to pin to")
-    mems: list[Index] = Field(default_factory=list, description="NUMA nodes for memory")
-    gpus: list[Index] = Field(default_factory=list, description="GPU indexes (place, migrate)")
-    reason: StrictStr = Field(default="", max_length=4096, description="why, for the logs")
-
-
-class ActionState(BaseModel):
-    """The outcome of an action, with the allocation before (what a revert restores) and after."""
-
-    id: str
-    request: ActionRequest
-    status: core.ActionStatus
-    before: Allocation | None = None
-    after: Allocation | None = None
-    error: str = ""
-    cost_seconds: float = Field(default=0.0, description="modelled or measured cost, seconds")
+class ActionStateBody(RootModel[ActionState]):
+    """An action, as the API writes it."""
 
 
 class Health(BaseModel):
@@ -163,8 +110,8 @@ class Health(BaseModel):
 
 
 # APIFlask takes ``list[Model]`` for a JSON array of models, though its annotations omit it.
-NODE_LIST: Any = list[Node]
-WORKLOAD_LIST: Any = list[Workload]
+NODE_LIST: Any = list[NodeBody]
+WORKLOAD_LIST: Any = list[WorkloadBody]
 
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -190,100 +137,26 @@ def _error(
     return response
 
 
-def _validation_error(detail: dict[str, Any]) -> tuple[str, str | None]:
-    """Turn APIFlask's ``{location: {field: [messages]}}`` into one message and the first field."""
-    problems: list[tuple[str, str]] = []
-    for fields in detail.values():
-        if not isinstance(fields, dict):
-            continue
-        for name, messages in fields.items():
-            texts = messages if isinstance(messages, list) else [messages]
-            problems.extend((str(name), str(text)) for text in texts)
-    if not problems:
-        return "request does not match the schema", None
-    message = "; ".join(text if name == "_schema" else f"{name}: {text}" for name, text in problems)
-    first = problems[0][0]
-    return message, None if first == "_schema" else first.split(".")[0]
+def _validation_error(error: HTTPError) -> tuple[str, str | None]:
+    """The message and first field of a body APIFlask refused, in the core's words.
 
-
-class _JsonRequest(Request):
-    """Flask's request, with a message that says what is wrong with a body that is not JSON.
-
-    Flask hides the parser's message outside debug mode; a client fixing its request wants it.
+    APIFlask raises its error from pydantic's, which :func:`toposcope.rm.validation.describe`
+    words exactly as every backend words the same problem in a request built in Python.
     """
-
-    def on_json_loading_failed(self, e: ValueError | None) -> Any:
-        """Refuse the body with 400, naming the parser's complaint."""
-        if isinstance(e, JsonBodyError):
-            raise BadRequest(str(e))
-        detail = f": {e}" if e is not None else ""
-        raise BadRequest(f"the body is not valid JSON{detail}")
-
-
-class _JsonProvider(DefaultJSONProvider):
-    """Flask's JSON, reading request bodies with :func:`parse_json_body` (bounded nesting).
-
-    Flask's own parser lets a body of thousands of nested ``[`` raise ``RecursionError``,
-    which it answers with 500; this one refuses it as a ``ValueError``, answered with 400.
-    Answers keep the order of their fields.
-    """
-
-    sort_keys = False
-
-    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
-        """Parse a request body (``kwargs`` are Flask's and unused)."""
-        return parse_json_body(s)
-
-
-def _to_core(body: ActionRequest) -> core.ActionRequest:
-    """The validated body as the protocol's request."""
-    return core.ActionRequest(
-        request_id=body.request_id,
-        kind=body.kind,
-        workload=body.workload,
-        node=body.node,
-        cpus=list(body.cpus),
-        mems=list(body.mems),
-        gpus=list(body.gpus),
-        reason=body.reason,
-    )
-
-
-def _bearer_token() -> str | None:
-    """The token of an ``Authorization: Bearer`` header, or None when there is none."""
-    scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
+    cause = error.__cause__
+    if isinstance(cause, ValidationError):
+        return describe(cause)
+    return "the body does not match the schema", None
 
 
 def _require_token(token: str | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Guard a state-changing view: 403 when the server has no token, 401/403 for the client's.
+    """Guard a state-changing view with the shared bearer check (:mod:`toposcope.bearer`):
+    403 when the server has no token, 401/403 for the client's.
 
     It wraps the view outside body validation, so an unauthenticated client learns nothing
     about what a valid body looks like.
     """
-    expected = token.encode() if token is not None else None
-
-    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(view)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            if expected is None:
-                raise HTTPError(403, NO_TOKEN_MESSAGE)
-            given = _bearer_token()
-            if given is None:
-                raise HTTPError(
-                    401,
-                    "missing Authorization: Bearer <token> header",
-                    headers={"WWW-Authenticate": 'Bearer realm="toposcope"'},
-                )
-            if not hmac.compare_digest(given.encode(), expected):
-                raise HTTPError(403, "the bearer token is not valid for this server")
-            return view(*args, **kwargs)
-
-        return guarded
-
-    return decorator
+    return BearerAuth(token, realm="toposcope", no_token_message=NO_TOKEN_MESSAGE).required
 
 
 def _error_responses(*statuses: int) -> dict[int | str, Any]:
@@ -293,7 +166,8 @@ def _error_responses(*statuses: int) -> dict[int | str, Any]:
         401: "Missing bearer token",
         403: "Wrong bearer token, or the server has no token and refuses state changes",
         404: "Not found",
-        409: "Conflicts with the current allocation (e.g. GPUs taken)",
+        409: "Conflicts with the current allocation (e.g. GPUs taken), or a request_id "
+        "already used for a different request",
     }
     ref = {"$ref": "#/components/schemas/Error"}
     return {
@@ -307,12 +181,10 @@ def _find(items: Sequence[Any], name: str, what: str) -> Any:
     for item in items:
         if item.name == name:
             return item
-    raise core.ResourceManagerError(f"unknown {what} {name!r}", 404)
+    raise ResourceManagerError(f"unknown {what} {name!r}", 404)
 
 
-def make_api_app(
-    rm: core.ResourceManager, token: str | None, prefix: str = DEFAULT_PREFIX
-) -> APIFlask:
+def make_api_app(rm: ActionServer, token: str | None, prefix: str = DEFAULT_PREFIX) -> APIFlask:
     """Build the API's WSGI app over ``rm``.
 
     ``token`` guards every state change (``None`` refuses them all); ``prefix`` is the path
@@ -348,22 +220,13 @@ def make_api_app(
             "migrate, release) of one resource manager: the simulator or a node agent."
         ),
     )
-    app.request_class = _JsonRequest
-    app.json = _JsonProvider(app)
-    # The protocol returns the first ActionState for a repeated request_id but does not say
-    # it was a repeat, so the app remembers which ids it has answered (one short string per
-    # action, living as long as the resource manager it serves in the simulator and the
-    # agent). The lock makes "apply, then remember" atomic: of concurrent repeats exactly
-    # one answers 202, and state changes on one server run one at a time.
-    apply_lock = threading.Lock()
-    answered: set[str] = set()
+    app.request_class = JsonRequest
+    app.json = JsonProvider(app)
 
     @app.error_processor
     def on_http_error(error: HTTPError) -> Response:
-        if error.status_code == app.config["VALIDATION_ERROR_STATUS_CODE"] and isinstance(
-            error.detail, dict
-        ):
-            message, field = _validation_error(error.detail)
+        if error.status_code == app.config["VALIDATION_ERROR_STATUS_CODE"]:
+            message, field = _validation_error(error)
             return _error(message, error.status_code, field)
         return _error(str(error.message), error.status_code, headers=Headers(error.headers))
 
@@ -372,10 +235,10 @@ def make_api_app(
         status = error.code or 500
         return _error(error.description or error.name, status, headers=Headers(error.get_headers()))
 
-    @app.errorhandler(core.ResourceManagerError)
-    def on_refused(error: core.ResourceManagerError) -> Response:
+    @app.errorhandler(ResourceManagerError)
+    def on_refused(error: ResourceManagerError) -> Response:
         status = error.status if 400 <= error.status <= 599 else 500
-        return _error(str(error), status)
+        return _error(str(error), status, error.field)
 
     @app.get(f"{prefix}/healthz")
     @app.output(Health)
@@ -387,133 +250,97 @@ def make_api_app(
     @app.get(f"{prefix}/nodes")
     @app.output(NODE_LIST)
     @app.doc(operation_id="listNodes")
-    def list_nodes() -> list[dict[str, Any]]:
+    def list_nodes() -> list[NodeView]:
         """Every node with its topology."""
-        return [dataclasses.asdict(node) for node in rm.nodes()]
+        return rm.nodes()
 
     @app.get(f"{prefix}/nodes/<name>")
-    @app.output(Node)
+    @app.output(NodeBody)
     @app.doc(operation_id="getNode", responses=_error_responses(404))
-    def get_node(name: str) -> dict[str, Any]:
+    def get_node(name: str) -> NodeView:
         """One node with its topology."""
-        node: core.NodeView = _find(rm.nodes(), name, "node")
-        return dataclasses.asdict(node)
+        node: NodeView = _find(rm.nodes(), name, "node")
+        return node
 
     @app.get(f"{prefix}/workloads")
     @app.output(WORKLOAD_LIST)
     @app.doc(operation_id="listWorkloads")
-    def list_workloads() -> list[dict[str, Any]]:
+    def list_workloads() -> list[WorkloadView]:
         """Every workload with its allocation."""
-        return [dataclasses.asdict(workload) for workload in rm.workloads()]
+        return rm.workloads()
 
     @app.get(f"{prefix}/workloads/<name>")
-    @app.output(Workload)
+    @app.output(WorkloadBody)
     @app.doc(operation_id="getWorkload", responses=_error_responses(404))
-    def get_workload(name: str) -> dict[str, Any]:
+    def get_workload(name: str) -> WorkloadView:
         """One workload with its allocation."""
-        workload: core.WorkloadView = _find(rm.workloads(), name, "workload")
-        return dataclasses.asdict(workload)
+        workload: WorkloadView = _find(rm.workloads(), name, "workload")
+        return workload
 
-    state_ref = {"$ref": "#/components/schemas/ActionState"}
+    state_ref = {"$ref": "#/components/schemas/ActionStateBody"}
 
     @app.post(f"{prefix}/actions")
-    @app.output(ActionState, status_code=202, description="Accepted: the new action")
+    @app.output(ActionStateBody, status_code=202, description="Accepted: the new action")
     @app.doc(
         operation_id="applyAction",
         security=SECURITY_SCHEME,
         responses={
             200: {
-                "description": "A repeated request_id: the first action, nothing done again",
+                "description": "A repeated request (same request_id, same request): the first "
+                "action as it stands now, nothing done again",
                 "content": {"application/json": {"schema": state_ref}},
             },
             **_error_responses(400, 401, 403, 404, 409),
         },
     )
     @_require_token(token)
-    @app.input(ActionRequest, arg_name="body", example=PIN_EXAMPLE)
-    def apply_action(body: ActionRequest) -> tuple[dict[str, Any], int, dict[str, str]]:
+    @app.input(ActionRequestBody, arg_name="body", example=PIN_EXAMPLE)
+    def apply_action(body: ActionRequestBody) -> tuple[ActionState, int, dict[str, str]]:
         """Apply one action to a workload's allocation.
 
-        Idempotent by request_id: a repeat does nothing and answers 200 with the first action.
+        Idempotent by request_id: the same request again does nothing and answers 200 with
+        the first action; the same request_id for a different request is a 409.
         """
-        submitted = _to_core(body)
-        with apply_lock:
-            state = rm.apply(submitted)
-            repeat = submitted.request_id in answered
-            answered.add(submitted.request_id)
+        applied = rm.apply_once(body.root)
+        state = applied.state
         LOG.info(
             "action %s %s on %s: %s%s",
-            submitted.request_id,
-            submitted.kind.value,
-            submitted.workload,
+            state.request.request_id,
+            state.request.kind.value,
+            state.request.workload,
             state.status.value,
-            " (repeat)" if repeat else "",
+            " (repeat)" if applied.repeat else "",
         )
-        location = {"Location": f"{prefix}/actions/{state.id}"}
-        return dataclasses.asdict(state), 200 if repeat else 202, location
+        location = {"Location": f"{prefix}/actions/{urllib.parse.quote(state.id, safe='')}"}
+        return state, 200 if applied.repeat else 202, location
 
-    @app.get(f"{prefix}/actions/<action_id>")
-    @app.output(ActionState)
+    # ``path``: an id may hold a ``/`` (sent percent-encoded, decoded before routing)
+    @app.get(f"{prefix}/actions/<path:action_id>")
+    @app.output(ActionStateBody)
     @app.doc(operation_id="getAction", responses=_error_responses(404))
-    def get_action(action_id: str) -> dict[str, Any]:
-        """The state of an earlier action."""
-        return dataclasses.asdict(rm.action(action_id))
+    def get_action(action_id: str) -> ActionState:
+        """The state of an earlier action, by its id or by its request id."""
+        return rm.action(action_id)
 
     @app.spec_processor
     def finish_spec(spec: dict[Any, Any] | str) -> dict[Any, Any] | str:
-        return _tidy_spec(spec) if isinstance(spec, dict) else spec
+        return tidy_spec(spec) if isinstance(spec, dict) else spec
 
     return app
 
 
-def _tidy_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """Name the shared error schema ``Error`` and fold nested model copies into one each.
-
-    APIFlask files the error schema as ``HTTPError`` and ``ValidationError`` and copies each
-    nested pydantic model under its parent (``ActionState.Allocation``); clients are better
-    served by one schema per model.
-    """
-    schemas: dict[str, Any] = spec.get("components", {}).get("schemas", {})
-    renames: dict[str, str] = {}
-    for name in list(schemas):
-        short = "Error" if name in {"HTTPError", "ValidationError"} else name.rsplit(".", 1)[-1]
-        if short != name:
-            renames[name] = short
-            schemas.setdefault(short, schemas[name])
-            del schemas[name]
-
-    def fix(node: Any) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
-                name = ref.removeprefix("#/components/schemas/")
-                node = {**node, "$ref": f"#/components/schemas/{renames.get(name, name)}"}
-            return {key: fix(value) for key, value in node.items()}
-        if isinstance(node, list):
-            return [fix(item) for item in node]
-        return node
-
-    tidy: dict[str, Any] = fix(spec)
-    tidy["components"]["schemas"] = dict(sorted(tidy["components"]["schemas"].items()))
-    return tidy
-
-
-class _NoResourceManager:
+class _NoResourceManager(BaseResourceManager):
     """A resource manager that is never called: enough to build the app for its document."""
 
-    def nodes(self) -> list[core.NodeView]:
+    def nodes(self) -> list[NodeView]:
         """Never called."""
         raise NotImplementedError
 
-    def workloads(self) -> list[core.WorkloadView]:
+    def workloads(self) -> list[WorkloadView]:
         """Never called."""
         raise NotImplementedError
 
-    def apply(self, request: core.ActionRequest) -> core.ActionState:
-        """Never called."""
-        raise NotImplementedError
-
-    def action(self, action_id: str) -> core.ActionState:
+    def _carry_out(self, request: ActionRequest) -> ActionState:
         """Never called."""
         raise NotImplementedError
 
@@ -529,7 +356,7 @@ def openapi_document(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
 
 def openapi_text(prefix: str = DEFAULT_PREFIX) -> str:
     """The OpenAPI document as the text committed in ``docs/openapi.json``."""
-    return json.dumps(openapi_document(prefix), indent=2, ensure_ascii=False) + "\n"
+    return document_text(openapi_document(prefix))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

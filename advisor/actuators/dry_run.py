@@ -1,4 +1,9 @@
-"""The ``dry-run`` resource manager: prints each call it would make and changes nothing."""
+"""The ``dry-run`` resource manager: prints each call it would make and changes nothing.
+
+It is a backend like any other (:class:`toposcope.rm.base.BaseResourceManager`): requests
+are checked the same way, a repeated request is answered with its first (``pending``)
+action without being printed again, and a ``request_id`` reused for another request is a 409.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +11,22 @@ import json
 import sys
 from typing import TextIO
 
-from toposcope.advisor.actuators.http import request_body
-from toposcope.resources import (
+from toposcope.rm import (
     ActionRequest,
     ActionState,
     ActionStatus,
+    BaseResourceManager,
     NodeView,
-    ResourceManagerError,
     WorkloadView,
+    to_json,
 )
 
 
-class DryRunResourceManager:
+class DryRunResourceManager(BaseResourceManager):
     """Implements the resource-manager protocol by printing ``POST /actions`` bodies."""
 
     def __init__(self, out: TextIO | None = None) -> None:
+        super().__init__()
         self.out = out if out is not None else sys.stdout
         self.calls: list[ActionRequest] = []
 
@@ -32,13 +38,9 @@ class DryRunResourceManager:
         """No workloads (so no before-state is recorded)."""
         return []
 
-    def apply(self, request: ActionRequest) -> ActionState:
+    def _carry_out(self, request: ActionRequest) -> ActionState:
         """Print the call and answer "pending" without doing anything."""
         self.calls.append(request)
-        body = json.dumps(request_body(request), sort_keys=True)
+        body = json.dumps(to_json(request), sort_keys=True)
         self.out.write(f"dry-run: POST /api/v1/actions {body}\n")
         return ActionState(f"dry-run:{request.request_id}", request, ActionStatus.PENDING)
-
-    def action(self, action_id: str) -> ActionState:
-        """A dry run keeps no actions."""
-        raise ResourceManagerError(f"dry run: no action {action_id}", 404)

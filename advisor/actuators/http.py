@@ -2,75 +2,44 @@
 
 The simulator serves the API for all its nodes at one URL; the node agent serves it on each
 node, at the endpoint the operator's allow-list gives for it (:mod:`.endpoints`). Requests
-carry ``Authorization: Bearer TOKEN``. Refusals come back as
-:class:`~toposcope.resources.ResourceManagerError` with the HTTP status; an unreachable server
-as :class:`~toposcope.advisor.errors.AdvisorConnectionError` naming the URL.
+carry ``Authorization: Bearer TOKEN``. Bodies are written and answers read with the core
+models (:mod:`toposcope.rm.validation`), in the one shape the API has (a JSON array for a
+list). Refusals come back as :class:`~toposcope.rm.errors.ResourceManagerError` with the
+HTTP status and the field the server named; an unreachable server, or an answer that does not
+fit the models, as :class:`~toposcope.advisor.errors.AdvisorConnectionError` naming the URL.
 """
 
 from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from toposcope import __version__
 from toposcope.advisor.actuators.endpoints import EndpointResolver, nodes_allowed
 from toposcope.advisor.errors import AdvisorConnectionError
-from toposcope.advisor.recommendations import action_from_dict
 from toposcope.names import is_node_name
-from toposcope.resources import (
+from toposcope.rm import (
     ActionRequest,
     ActionState,
-    ActionStatus,
-    Allocation,
+    InvalidAnswerError,
     NodeView,
     ResourceManagerError,
     WorkloadView,
+    parse_answer,
+    to_json,
 )
+
+T = TypeVar("T")
 
 
 def api_base(url: str) -> str:
     """``url`` ending in ``/api/v1`` (appended when missing)."""
     base = url.rstrip("/")
     return base if base.endswith("/api/v1") else f"{base}/api/v1"
-
-
-def allocation_from(data: Mapping[str, Any] | None) -> Allocation | None:
-    """An :class:`Allocation` from its JSON form (``None`` stays ``None``)."""
-    if not data:
-        return None
-    return Allocation(
-        node=str(data.get("node", "")),
-        cpus=[int(c) for c in data.get("cpus", [])],
-        mems=[int(m) for m in data.get("mems", [])],
-        gpus=[int(g) for g in data.get("gpus", [])],
-    )
-
-
-def state_from(data: Mapping[str, Any], sent: ActionRequest | None = None) -> ActionState:
-    """An :class:`ActionState` from the API's JSON (the request we sent fills gaps)."""
-    request = action_from_dict(data["request"]) if data.get("request") else sent
-    if request is None:
-        raise ValueError("action without its request")
-    return ActionState(
-        id=str(data.get("id", request.request_id)),
-        request=request,
-        status=ActionStatus(data.get("status", "pending")),
-        before=allocation_from(data.get("before")),
-        after=allocation_from(data.get("after")),
-        error=str(data.get("error", "")),
-        cost_seconds=float(data.get("cost_seconds", 0.0)),
-    )
-
-
-def request_body(request: ActionRequest) -> dict[str, Any]:
-    """The POST /actions body: ``{request_id, kind, workload, node, cpus, mems, gpus, reason}``."""
-    body = asdict(request)
-    body["kind"] = str(request.kind)
-    return body
 
 
 class HttpResourceManager:
@@ -81,7 +50,7 @@ class HttpResourceManager:
         self.token = token
         self.timeout = timeout
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(self, method: str, path: str, body: object = None) -> Any:
         url = f"{self.url}{path}"
         headers = {"User-Agent": f"toposcope-advisor/{__version__}", "Accept": "application/json"}
         if self.token:
@@ -95,13 +64,14 @@ class HttpResourceManager:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            message = _error_message(exc.read()) or exc.reason
+            message, field = _error_answer(exc.read())
+            message = message or str(exc.reason)
             if exc.code in (401, 403):
                 raise ResourceManagerError(
                     f"resource manager {self.url} refused the token (HTTP {exc.code}): {message}",
                     exc.code,
                 ) from exc
-            raise ResourceManagerError(f"{method} {url}: {message}", exc.code) from exc
+            raise ResourceManagerError(f"{method} {url}: {message}", exc.code, field) from exc
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AdvisorConnectionError(f"resource manager {url} unreachable: {reason}") from exc
@@ -112,50 +82,31 @@ class HttpResourceManager:
                 f"resource manager {url} answered with invalid JSON: {exc}"
             ) from exc
 
+    def _read(self, kind: type[T], method: str, path: str, body: object = None) -> T:
+        """Call the API and read its answer as ``kind`` (a connection error if it does not fit)."""
+        data = self._call(method, path, body)
+        try:
+            return parse_answer(kind, data, f"{method} {path}")
+        except InvalidAnswerError as exc:
+            raise AdvisorConnectionError(
+                f"resource manager {self.url} answered with what the API does not define: {exc}"
+            ) from exc
+
     def nodes(self) -> list[NodeView]:
         """``GET /nodes``."""
-        data = self._call("GET", "/nodes")
-        items = data.get("nodes", []) if isinstance(data, dict) else data or []
-        return [
-            NodeView(str(n["name"]), dict(n.get("topology", {})), dict(n.get("labels", {})))
-            for n in items
-        ]
+        return self._read(list[NodeView], "GET", "/nodes")
 
     def workloads(self) -> list[WorkloadView]:
         """``GET /workloads``."""
-        data = self._call("GET", "/workloads")
-        items = data.get("workloads", []) if isinstance(data, dict) else data or []
-        return [
-            WorkloadView(
-                name=str(w["name"]),
-                kind=str(w.get("kind", "")),
-                state=str(w.get("state", "")),
-                allocation=allocation_from(w.get("allocation")),
-                gpus_requested=int(w.get("gpus_requested", 0)),
-                pinned=bool(w.get("pinned", False)),
-            )
-            for w in items
-        ]
+        return self._read(list[WorkloadView], "GET", "/workloads")
 
     def apply(self, request: ActionRequest) -> ActionState:
-        """``POST /actions``."""
-        data = self._call("POST", "/actions", request_body(request))
-        try:
-            return state_from(data, request)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AdvisorConnectionError(
-                f"resource manager {self.url} answered POST /actions with {data!r}"
-            ) from exc
+        """``POST /actions`` (202 for a new action, 200 for a repeat: the same answer)."""
+        return self._read(ActionState, "POST", "/actions", to_json(request))
 
     def action(self, action_id: str) -> ActionState:
         """``GET /actions/{id}`` (the advisor asks by request id)."""
-        data = self._call("GET", f"/actions/{action_id}")
-        try:
-            return state_from(data)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AdvisorConnectionError(
-                f"resource manager {self.url} answered GET /actions/{action_id} with {data!r}"
-            ) from exc
+        return self._read(ActionState, "GET", f"/actions/{urllib.parse.quote(action_id, safe='')}")
 
 
 class AgentResourceManager:
@@ -210,13 +161,16 @@ class AgentResourceManager:
         raise ResourceManagerError(f"no agent knows action {action_id}", 404)
 
 
-def _error_message(raw: bytes) -> str:
+def _error_answer(raw: bytes) -> tuple[str, str | None]:
+    """The message and field of an error answer (the API's ``{"error", "field"}``).
+
+    Anything else (a proxy's HTML page, say) gives its first 200 characters as the message.
+    """
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return raw.decode("utf-8", "replace").strip()[:200]
-    if isinstance(data, dict):
-        for key in ("error", "message", "detail"):
-            if data.get(key):
-                return str(data[key])
-    return str(data)[:200]
+        return raw.decode("utf-8", "replace").strip()[:200], None
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        field = data.get("field")
+        return data["error"], field if isinstance(field, str) else None
+    return str(data)[:200], None

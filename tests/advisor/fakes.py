@@ -16,13 +16,19 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from toposcope.resources import (
+from toposcope.rm import (
     ActionKind,
     ActionRequest,
     ActionState,
     ActionStatus,
     Allocation,
+    BaseResourceManager,
+    NodeView,
     ResourceManagerError,
+    WorkloadState,
+    WorkloadView,
+    parse_request,
+    to_json,
 )
 
 
@@ -166,77 +172,64 @@ class ExpositionPrometheus:
         return ok(vector(*((labels, str(value)) for labels, value in chosen)))
 
 
-class FakeResourceManager:
+class FakeResourceManager(BaseResourceManager):
     """The resource-manager HTTP API (``/api/v1``) over in-memory workloads, token-checked.
 
-    It keeps actions by id (= ``request_id``), applies each request once (idempotent) and
-    records before/after allocations, like the simulator's server.
+    A backend like the real ones (checks, repeat rule and action book from the shared base):
+    action ids are the request ids, every request is applied once, and before/after
+    allocations are recorded. Bodies are read and answers written with the core models, in
+    the API's shapes (202 for a new action, 200 for a repeat, ``{"error", "field"}``).
+    ``fail_kinds`` are action kinds that answer ``failed``; ``posts`` counts POSTs received.
     """
 
     def __init__(self, token: str, workloads: dict[str, Allocation]) -> None:
+        super().__init__()
         self.token = token
         self.allocations = dict(workloads)
-        self.actions: dict[str, ActionState] = {}
         self.posts = 0
         self.fail_kinds: set[str] = set()
 
+    @property
+    def actions(self) -> dict[str, ActionState]:
+        """Every action by its request id."""
+        return {state.request.request_id: state for state in self.recorded()}
+
+    def nodes(self) -> list[NodeView]:
+        return []
+
+    def workloads(self) -> list[WorkloadView]:
+        return [
+            WorkloadView(name, "job", WorkloadState.RUNNING, a, len(a.gpus))
+            for name, a in sorted(self.allocations.items())
+        ]
+
     def __call__(self, request: Request) -> Answer:
         if request.headers.get("Authorization") != f"Bearer {self.token}":
-            return 401, json.dumps({"error": "bad token"}).encode()
+            return _json(401, {"error": "bad token", "field": None})
         path = request.path.removeprefix("/api/v1")
-        if request.method == "GET" and path == "/workloads":
-            return 200, json.dumps(
-                [
-                    {
-                        "name": name,
-                        "kind": "job",
-                        "state": "running",
-                        "allocation": _alloc(a),
-                        "gpus_requested": len(a.gpus),
-                        "pinned": False,
-                    }
-                    for name, a in sorted(self.allocations.items())
-                ]
-            ).encode()
-        if request.method == "GET" and path == "/nodes":
-            return 200, b"[]"
-        if request.method == "GET" and path.startswith("/actions/"):
-            action = self.actions.get(path.removeprefix("/actions/"))
-            if action is None:
-                return 404, json.dumps({"error": "unknown action"}).encode()
-            return 200, json.dumps(_state(action)).encode()
-        if request.method == "POST" and path == "/actions":
-            self.posts += 1
-            try:
-                state = self.apply(json.loads(request.body))
-            except ResourceManagerError as exc:
-                return exc.status, json.dumps({"error": str(exc)}).encode()
-            return 200, json.dumps(_state(state)).encode()
-        return 404, json.dumps({"error": f"no route {path}"}).encode()
+        try:
+            if request.method == "GET" and path == "/workloads":
+                return _json(200, to_json(self.workloads(), list[WorkloadView]))
+            if request.method == "GET" and path == "/nodes":
+                return _json(200, to_json(self.nodes(), list[NodeView]))
+            if request.method == "GET" and path.startswith("/actions/"):
+                action_id = urllib.parse.unquote(path.removeprefix("/actions/"))
+                return _json(200, to_json(self.action(action_id)))
+            if request.method == "POST" and path == "/actions":
+                self.posts += 1
+                applied = self.apply_once(parse_request(json.loads(request.body)))
+                return _json(200 if applied.repeat else 202, to_json(applied.state))
+        except ResourceManagerError as exc:
+            return _json(exc.status, {"error": str(exc), "field": exc.field})
+        return _json(404, {"error": f"no route {path}", "field": None})
 
-    def apply(self, body: dict[str, Any]) -> ActionState:
-        """Carry out one request (or return the earlier result for its request_id)."""
-        request = ActionRequest(
-            request_id=body["request_id"],
-            kind=ActionKind(body["kind"]),
-            workload=body["workload"],
-            node=body.get("node"),
-            cpus=body.get("cpus", []),
-            mems=body.get("mems", []),
-            gpus=body.get("gpus", []),
-            reason=body.get("reason", ""),
-        )
-        if request.request_id in self.actions:
-            return self.actions[request.request_id]
+    def _carry_out(self, request: ActionRequest) -> ActionState:
         before = self.allocations.get(request.workload)
         if before is None:
             raise ResourceManagerError(f"unknown workload {request.workload}", 404)
+        rid = request.request_id
         if request.kind in self.fail_kinds:
-            state = ActionState(
-                request.request_id, request, ActionStatus.FAILED, before, before, "refused"
-            )
-            self.actions[request.request_id] = state
-            return state
+            return ActionState(rid, request, ActionStatus.FAILED, before, before, "refused")
         after = before
         if request.kind == ActionKind.PIN:
             after = Allocation(before.node, request.cpus, request.mems, before.gpus)
@@ -247,34 +240,8 @@ class FakeResourceManager:
         elif request.kind == ActionKind.RELEASE:
             after = Allocation(before.node, before.cpus, before.mems, [])
         self.allocations[request.workload] = after
-        state = ActionState(request.request_id, request, ActionStatus.SUCCEEDED, before, after)
-        self.actions[request.request_id] = state
-        return state
+        return ActionState(rid, request, ActionStatus.SUCCEEDED, before, after)
 
 
-def _alloc(a: Allocation | None) -> dict[str, Any] | None:
-    if a is None:
-        return None
-    return {"node": a.node, "cpus": a.cpus, "mems": a.mems, "gpus": a.gpus}
-
-
-def _state(s: ActionState) -> dict[str, Any]:
-    r = s.request
-    return {
-        "id": s.id,
-        "request": {
-            "request_id": r.request_id,
-            "kind": str(r.kind),
-            "workload": r.workload,
-            "node": r.node,
-            "cpus": r.cpus,
-            "mems": r.mems,
-            "gpus": r.gpus,
-            "reason": r.reason,
-        },
-        "status": str(s.status),
-        "before": _alloc(s.before),
-        "after": _alloc(s.after),
-        "error": s.error,
-        "cost_seconds": s.cost_seconds,
-    }
+def _json(status: int, data: object) -> tuple[int, bytes]:
+    return status, json.dumps(data).encode()

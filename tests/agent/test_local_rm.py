@@ -15,6 +15,7 @@ import pytest
 from tests.agent.conftest import Child, allowed_cpus, cpus_allowed, running_child, tasks
 from toposcope.agent.local_rm import LocalResourceManager, Syscalls
 from toposcope.cpulist import format_cpulist
+from toposcope.errors import ConfigError
 from toposcope.resources import ActionKind, ActionRequest, ActionStatus, ResourceManagerError
 
 
@@ -260,3 +261,9 @@ def test_pin_of_a_cgroup_workload_writes_its_cpuset(cpuset_child: tuple[Child, P
     rm.apply(pin(name, state.before.cpus, state.before.mems, rid="revert-r1"))
     assert (group / "cpuset.cpus").read_text() == before_text
     assert set(cpus_allowed(child.pid).values()) == {format_cpulist(state.before.cpus)}
+
+
+@pytest.mark.parametrize("name", ["node_1", "-lead", "a b", "x" * 300])
+def test_a_node_name_that_is_not_a_host_name_is_a_config_error(name: str) -> None:
+    with pytest.raises(ConfigError, match="--hostname"):
+        LocalResourceManager(node_name=name)

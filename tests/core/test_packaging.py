@@ -16,6 +16,7 @@ FOLDERS = {
     "advisor": "toposcope.advisor",
     "dashboards": "toposcope.dashboards",
     "sim": "toposcope.sim",
+    "slurm": "toposcope.slurm",
 }
 
 

@@ -36,7 +36,7 @@ NOT_READY = {"ready": False}
 
 
 def _empty_workloads(request: Request) -> tuple[int, bytes]:
-    return 200, json.dumps({"workloads": []}).encode()
+    return 200, json.dumps([]).encode()
 
 
 def _exporter_scrape(tmp_path: Path, hostname: str) -> Path:

@@ -2,23 +2,25 @@
 
 Two nodes and four workloads, with the validations the protocol documents (unknown
 workload or node 404, GPUs taken 409, CPUs or NUMA nodes not on the node 400, a place on a
-running job 409) and idempotency by ``request_id``. Action ids are ``act-N``, deliberately
-not the request id, so the tests prove the API does not rely on the two being equal.
+running job 409). Checking requests and the repeat rule come from the backend base every
+resource manager shares. Action ids are ``act-N``, deliberately not the request id, so the
+tests prove the API does not rely on the two being equal.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from toposcope.resources import (
+from toposcope.rm import (
     ActionKind,
     ActionRequest,
     ActionState,
     ActionStatus,
     Allocation,
+    BaseResourceManager,
     NodeView,
     ResourceManagerError,
+    WorkloadState,
     WorkloadView,
 )
 
@@ -71,7 +73,7 @@ class FakeWorkload:
 
     name: str
     kind: str
-    state: str
+    state: WorkloadState
     allocation: Allocation | None
     gpus_requested: int = 0
     pinned: bool = False
@@ -94,95 +96,77 @@ def _nodes() -> dict[str, FakeNode]:
     }
 
 
+RUNNING = WorkloadState.RUNNING
+
+
 def _workloads() -> dict[str, FakeWorkload]:
     return {
         "train-a": FakeWorkload(
-            "train-a", "slurm", "running", Allocation("node-a", [0, 1, 2, 3], [0], [0]), 1
+            "train-a", "slurm", RUNNING, Allocation("node-a", [0, 1, 2, 3], [0], [0]), 1
         ),
         "infer-b": FakeWorkload(
-            "infer-b", "kubernetes", "running", Allocation("node-b", list(range(8)), [], [0, 1]), 2
+            "infer-b", "kubernetes", RUNNING, Allocation("node-b", list(range(8)), [], [0, 1]), 2
         ),
-        "idle-c": FakeWorkload("idle-c", "docker", "running", Allocation("node-b", [], [], [2]), 1),
-        "queued-d": FakeWorkload("queued-d", "slurm", "pending", None, 2),
+        "idle-c": FakeWorkload("idle-c", "docker", RUNNING, Allocation("node-b", [], [], [2]), 1),
+        "queued-d": FakeWorkload("queued-d", "slurm", WorkloadState.PENDING, None, 2),
     }
 
 
-@dataclass
-class FakeResourceManager:
+class FakeResourceManager(BaseResourceManager):
     """The in-memory resource manager; ``applied`` counts actions actually carried out."""
 
-    node_specs: dict[str, FakeNode] = field(default_factory=_nodes)
-    jobs: dict[str, FakeWorkload] = field(default_factory=_workloads)
-    applied: int = 0
-    _by_request: dict[str, ActionState] = field(default_factory=dict)
-    _by_id: dict[str, ActionState] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self) -> None:
+        super().__init__()
+        self.node_specs = _nodes()
+        self.jobs = _workloads()
+        self.applied = 0
 
     def nodes(self) -> list[NodeView]:
         return [node.view() for node in self.node_specs.values()]
 
     def workloads(self) -> list[WorkloadView]:
-        with self._lock:
+        with self._action_lock:
             return [job.view() for job in self.jobs.values()]
 
-    def action(self, action_id: str) -> ActionState:
-        with self._lock:
-            if action_id in self._by_request:
-                return self._by_request[action_id]
-            if action_id not in self._by_id:
-                raise ResourceManagerError(f"unknown action {action_id!r}", 404)
-            return self._by_id[action_id]
+    def _carry_out(self, request: ActionRequest) -> ActionState:
+        job = self.jobs.get(request.workload)
+        if job is None:
+            raise ResourceManagerError(f"unknown workload {request.workload!r}", 404)
+        before = job.allocation
+        after = self._change(job, request)
+        job.allocation = after
+        self.applied += 1
+        return ActionState(
+            id=f"act-{self.applied}",
+            request=request,
+            status=ActionStatus.SUCCEEDED,
+            before=before,
+            after=after,
+            cost_seconds=30.0 if request.kind is ActionKind.MIGRATE else 0.0,
+        )
 
-    def apply(self, request: ActionRequest) -> ActionState:
-        with self._lock:
-            if request.request_id in self._by_request:
-                return self._by_request[request.request_id]
-            job = self.jobs.get(request.workload)
-            if job is None:
-                raise ResourceManagerError(f"unknown workload {request.workload!r}", 404)
-            before = job.allocation
-            after = self._carry_out(job, request)
-            job.allocation = after
-            self.applied += 1
-            state = ActionState(
-                id=f"act-{self.applied}",
-                request=request,
-                status=ActionStatus.SUCCEEDED,
-                before=before,
-                after=after,
-                cost_seconds=30.0 if request.kind is ActionKind.MIGRATE else 0.0,
-            )
-            self._by_request[request.request_id] = state
-            self._by_id[state.id] = state
-            return state
-
-    def _carry_out(self, job: FakeWorkload, request: ActionRequest) -> Allocation | None:
+    def _change(self, job: FakeWorkload, request: ActionRequest) -> Allocation | None:
         kind = ActionKind(request.kind)
         if kind in (ActionKind.PLACE, ActionKind.MIGRATE):
             return self._move(job, request, kind)
-        if job.allocation is None or job.state != "running":
+        if job.allocation is None or job.state != RUNNING:
             raise ResourceManagerError(f"workload {job.name!r} is not running", 409)
         node = self.node_specs[job.allocation.node]
         if kind is ActionKind.RELEASE:
             return replace(job.allocation, gpus=[])
         self._check_mems(node, request.mems)
         if kind is ActionKind.MIGRATE_MEMORY:
-            if not request.mems:
-                raise ResourceManagerError("migrate-memory needs mems", 400)
             return replace(job.allocation, mems=list(request.mems))
-        if not request.cpus:
-            raise ResourceManagerError("pin needs cpus", 400)
         self._check_cpus(node, request.cpus)
         job.pinned = True
         return replace(job.allocation, cpus=list(request.cpus), mems=list(request.mems))
 
     def _move(self, job: FakeWorkload, request: ActionRequest, kind: ActionKind) -> Allocation:
-        if kind is ActionKind.PLACE and job.state != "pending":
+        if kind is ActionKind.PLACE and job.state != WorkloadState.PENDING:
             raise ResourceManagerError(f"workload {job.name!r} is already placed", 409)
-        if kind is ActionKind.MIGRATE and job.state != "running":
+        if kind is ActionKind.MIGRATE and job.state != RUNNING:
             raise ResourceManagerError(f"workload {job.name!r} is not running", 409)
-        if request.node is None:
-            raise ResourceManagerError(f"{kind.value} needs a node", 400)
+        assert request.node is not None  # checked by the base: place and migrate need one
         node = self.node_specs.get(request.node)
         if node is None:
             raise ResourceManagerError(f"unknown node {request.node!r}", 404)
@@ -202,7 +186,7 @@ class FakeResourceManager:
             raise ResourceManagerError(f"GPUs {taken} on {node.name} are taken", 409)
         self._check_cpus(node, request.cpus)
         self._check_mems(node, request.mems)
-        job.state = "running"
+        job.state = RUNNING
         return Allocation(node.name, list(request.cpus), list(request.mems), list(request.gpus))
 
     @staticmethod

@@ -106,13 +106,14 @@ def test_a_repeated_request_id_does_nothing_and_answers_200_with_the_first_state
     assert rm.applied == 1
 
 
-def test_a_repeat_with_other_fields_still_returns_the_first_state(
+def test_a_request_id_reused_for_another_request_is_409_and_changes_nothing(
     client: FlaskClient, rm: FakeResourceManager
 ) -> None:
     first = post(client, {"request_id": "x", "kind": "pin", "workload": "infer-b", "cpus": [1]})
     other = post(client, {"request_id": "x", "kind": "release", "workload": "idle-c"})
-    assert (first.status_code, other.status_code) == (202, 200)
-    assert other.get_json() == first.get_json()
+    assert (first.status_code, other.status_code) == (202, 409)
+    assert other.get_json()["field"] == "request_id"
+    assert "'x' was used for a different request" in other.get_json()["error"]
     assert client.get(f"{BASE}/workloads/idle-c").get_json()["allocation"]["gpus"] == [2]
     assert rm.applied == 1
 
@@ -180,11 +181,11 @@ def test_a_refused_request_can_be_retried_with_the_same_id(client: FlaskClient) 
 
 
 def test_a_resource_manager_status_outside_4xx_5xx_becomes_500(rm: FakeResourceManager) -> None:
-    from toposcope.resources import ActionRequest, ActionState, ResourceManagerError
+    from toposcope.rm import ActionRequest, ActionState, ResourceManagerError
     from toposcope.rmapi import make_api_app
 
     class Odd(FakeResourceManager):
-        def apply(self, request: ActionRequest) -> ActionState:
+        def _carry_out(self, request: ActionRequest) -> ActionState:
             raise ResourceManagerError("odd", status=200)
 
     client = make_api_app(Odd(), token="t").test_client()

@@ -3,37 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-import pytest
 
 from tests.sim_api.conftest import BASE, TOKEN
-from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.rmapi import make_api_app
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def server() -> Iterator[str]:
-    app = make_api_app(FakeResourceManager(), token=TOKEN)
-    httpd: WSGIServer = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}{BASE}"
-    finally:
-        httpd.shutdown()
-        thread.join(timeout=10)
-        httpd.server_close()
 
 
 def call(

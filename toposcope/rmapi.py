@@ -34,12 +34,10 @@ Regenerate the committed document with
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import urllib.parse
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from apiflask import APIFlask
@@ -50,7 +48,7 @@ from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
 
 from toposcope.bearer import BearerAuth
-from toposcope.httpapi import JsonProvider, JsonRequest, document_text, tidy_spec
+from toposcope.httpapi import api_app, document_text, openapi_parser, tidy_spec, write_document
 from toposcope.httpserver import DEFAULT_MAX_BODY
 from toposcope.rm import (
     ActionRequest,
@@ -192,36 +190,21 @@ def make_api_app(rm: ActionServer, token: str | None, prefix: str = DEFAULT_PREF
     under ``/api/`` to this app unchanged keeps the default ``/api/v1``.
     """
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
-    app = APIFlask(
+    app = api_app(
         "toposcope.rmapi",
         title=API_TITLE,
         version=API_VERSION,
-        spec_path=f"{prefix}/openapi.json",
-        docs_path=None,
-    )
-    app.config.update(
-        AUTO_SERVERS=False,
-        MAX_CONTENT_LENGTH=DEFAULT_MAX_BODY,
-        AUTO_404_RESPONSE=False,
-        AUTO_VALIDATION_ERROR_RESPONSE=True,
-        AUTO_AUTH_ERROR_RESPONSE=False,
-        HTTP_ERROR_SCHEMA=ERROR_SCHEMA,
-        VALIDATION_ERROR_SCHEMA=ERROR_SCHEMA,
-        VALIDATION_ERROR_DESCRIPTION="Body does not match the schema (missing field, wrong type)",
-        SECURITY_SCHEMES={
-            SECURITY_SCHEME: {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "the token the server was started with (--token-file)",
-            }
-        },
-        DESCRIPTION=(
+        description=(
             "Nodes, workloads and idempotent allocation changes (pin, migrate-memory, place, "
             "migrate, release) of one resource manager: the simulator or a node agent."
         ),
+        spec_path=f"{prefix}/openapi.json",
+        max_body=DEFAULT_MAX_BODY,
+        error_schema=ERROR_SCHEMA,
+        token_description="the token the server was started with (--token-file)",
+        security_scheme=SECURITY_SCHEME,
+        VALIDATION_ERROR_DESCRIPTION="Body does not match the schema (missing field, wrong type)",
     )
-    app.request_class = JsonRequest
-    app.json = JsonProvider(app)
 
     @app.error_processor
     def on_http_error(error: HTTPError) -> Response:
@@ -361,22 +344,12 @@ def openapi_text(prefix: str = DEFAULT_PREFIX) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m toposcope.rmapi --write-openapi FILE``: regenerate the OpenAPI document."""
-    parser = argparse.ArgumentParser(prog="python -m toposcope.rmapi", description=main.__doc__)
-    parser.add_argument(
-        "--write-openapi",
-        metavar="FILE",
-        required=True,
-        help="write the OpenAPI document to FILE ('-' for standard output)",
-    )
+    parser = openapi_parser("python -m toposcope.rmapi", main.__doc__)
     parser.add_argument(
         "--prefix", default=DEFAULT_PREFIX, help="route prefix (default: %(default)s)"
     )
     args = parser.parse_args(argv)
-    text = openapi_text(args.prefix)
-    if args.write_openapi == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.write_openapi).write_text(text, encoding="utf-8")
+    write_document(args.write_openapi, openapi_text(args.prefix))
     return 0
 
 

@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from toposcope.advisor.actuators.allowlist import resolver_from_options
 from toposcope.advisor.actuators.applier import Applier, Outcome, inverse_request
 from toposcope.advisor.actuators.dry_run import DryRunResourceManager
-from toposcope.advisor.actuators.endpoints import EndpointResolver, resolver_from_options
+from toposcope.advisor.actuators.endpoints import EndpointResolver
 from toposcope.advisor.actuators.http import AgentResourceManager, HttpResourceManager
 from toposcope.advisor.actuators.local import local_resource_manager
 from toposcope.errors import ConfigError

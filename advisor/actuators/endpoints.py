@@ -19,16 +19,11 @@ slot of a template is replaced by a validated name or IP, never by text substitu
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
-import os
-import ssl
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,7 +37,6 @@ from toposcope.tokens import load_token
 LOG = logging.getLogger("toposcope.advisor.endpoints")
 
 NODE_PLACEHOLDER = "{node}"
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MAX_MAP_BYTES = 4 * 1024 * 1024
 
 
@@ -107,7 +101,7 @@ class UrlTemplate:
 
     def for_host(self, host: str) -> str:
         """The URL with ``host`` (a node name or an IP address) in the host slot."""
-        netloc = _host_part(host)
+        netloc = host_part(host)
         if self.port is not None:
             netloc = f"{netloc}:{self.port}"
         return urllib.parse.urlunsplit((self.scheme, netloc, self.path, "", ""))
@@ -126,7 +120,7 @@ def check_agent_url(url: str, where: str) -> str:
         raise ConfigError(f"{where}: {url!r} must not carry credentials, a query or a fragment")
     if NODE_PLACEHOLDER in url:
         raise ConfigError(f"{where}: {url!r} still holds {NODE_PLACEHOLDER}")
-    _host_part(parts.hostname)
+    host_part(parts.hostname)
     return url
 
 
@@ -250,7 +244,8 @@ def _node(name: object, where: str) -> str:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _host_part(host: str) -> str:
+def host_part(host: str) -> str:
+    """``host`` as a URL host (IPv6 in brackets); ``ConfigError`` unless a host name or IP."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
@@ -258,189 +253,6 @@ def _host_part(host: str) -> str:
             raise ConfigError(f"{host!r} is neither a host name nor an IP address") from None
         return host
     return f"[{address}]" if address.version == 6 else str(address)
-
-
-# -- Kubernetes ------------------------------------------------------------------------------
-
-Fetch = Callable[[str], Any]
-
-
-class KubernetesEndpoints:
-    """The agent DaemonSet's Service endpoints: node name -> ready agent pod IP.
-
-    Read from ``discovery.k8s.io/v1`` EndpointSlices labelled with the Service's name (the API
-    server, not the pods, says which node each agent runs on), refreshed at most every
-    ``ttl`` seconds. The URL keeps the ``--rm-url`` template's scheme, port and path.
-    """
-
-    def __init__(
-        self,
-        namespace: str,
-        service: str,
-        template: UrlTemplate,
-        token: str | None,
-        fetch: Fetch,
-        *,
-        ttl: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.namespace = namespace
-        self.service = service
-        self.template = template
-        self.token = token
-        self.fetch = fetch
-        self.ttl = ttl
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._read_at: float | None = None
-        self._ips: dict[str, str] = {}
-
-    def _path(self) -> str:
-        selector = urllib.parse.quote(f"kubernetes.io/service-name={self.service}", safe="")
-        namespace = urllib.parse.quote(self.namespace, safe="")
-        return (
-            f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
-            f"?labelSelector={selector}"
-        )
-
-    def _refresh(self) -> dict[str, str]:
-        with self._lock:
-            now = self.clock()
-            if self._read_at is not None and now - self._read_at < self.ttl:
-                return self._ips
-            self._ips = node_ips_from_slices(self.fetch(self._path()))
-            self._read_at = now
-            return self._ips
-
-    def resolve(self, node: str) -> AgentEndpoint | None:
-        """The agent pod of ``node``, when the API server lists a ready one."""
-        ip = self._refresh().get(node)
-        return None if ip is None else AgentEndpoint(node, self.template.for_host(ip), self.token)
-
-    def allowed_nodes(self) -> list[str]:
-        """Nodes with a ready agent pod."""
-        return sorted(self._refresh())
-
-
-def node_ips_from_slices(data: object) -> dict[str, str]:
-    """``{node name: pod IP}`` of the ready endpoints in an EndpointSliceList answer.
-
-    Entries with an invalid node name or address are skipped with a warning: the API server is
-    trusted, but not to the point of putting anything it returns into a URL unchecked.
-    """
-    if not isinstance(data, Mapping) or not isinstance(data.get("items"), list):
-        raise ConfigError("Kubernetes answered the EndpointSlice list without items")
-    found: dict[str, str] = {}
-    for item in data["items"]:
-        endpoints = item.get("endpoints") if isinstance(item, Mapping) else None
-        for endpoint in endpoints or []:
-            if not isinstance(endpoint, Mapping):
-                continue
-            conditions = endpoint.get("conditions") or {}
-            if isinstance(conditions, Mapping) and conditions.get("ready") is False:
-                continue
-            node = endpoint.get("nodeName")
-            addresses = endpoint.get("addresses") or []
-            address = addresses[0] if isinstance(addresses, list) and addresses else None
-            if not is_node_name(node) or not _is_ip(address):
-                LOG.warning("skipping agent endpoint %r on node %r", address, node)
-                continue
-            assert isinstance(node, str) and isinstance(address, str)
-            found[node] = address
-    return found
-
-
-def _is_ip(value: object) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
-
-
-def in_cluster_fetch(
-    account_dir: Path = SERVICE_ACCOUNT_DIR,
-    api_url: str | None = None,
-    timeout: float = 10.0,
-) -> Fetch:
-    """GET from the API server as the pod's service account (its token and CA bundle).
-
-    ``api_url`` defaults to ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``.
-    """
-    if api_url is None:
-        host = os.environ.get("KUBERNETES_SERVICE_HOST")
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if not host:
-            raise ConfigError(
-                "--rm-endpoints kubernetes: needs to run in a pod (KUBERNETES_SERVICE_HOST unset)"
-            )
-        api_url = f"https://{_host_part(host)}:{int(port)}"
-    check_agent_url(api_url, "Kubernetes API URL")
-    token = load_token(account_dir / "token", allow_insecure=True)
-    ca_file = account_dir / "ca.crt"
-    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file.exists() else None
-
-    def fetch(path: str) -> Any:
-        request = urllib.request.Request(
-            f"{api_url}{path}",
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-                return json.loads(response.read(MAX_MAP_BYTES * 4))
-        except urllib.error.HTTPError as exc:
-            raise ConfigError(f"Kubernetes API {path}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise ConfigError(f"Kubernetes API {api_url} unreachable: {exc}") from None
-
-    return fetch
-
-
-def parse_kubernetes_spec(spec: str) -> tuple[str, str]:
-    """``(namespace, service)`` from ``kubernetes:NAMESPACE/SERVICE``."""
-    _, sep, rest = spec.partition("kubernetes:")
-    namespace, slash, service = rest.partition("/")
-    if not sep or not slash or not is_node_name(namespace) or not is_node_name(service):
-        raise ConfigError(f"--rm-endpoints {spec!r}: expected kubernetes:NAMESPACE/SERVICE")
-    return namespace, service
-
-
-def resolver_from_options(
-    *,
-    url: str | None,
-    url_map: str | None,
-    endpoints: str | None,
-    token: str | None,
-    allow_insecure_token_file: bool = False,
-    fetch: Fetch | None = None,
-) -> EndpointResolver:
-    """The agent allow-list the ``agent`` backend's options describe (``ConfigError`` if none)."""
-    if url_map and endpoints:
-        raise ConfigError("give either --rm-url-map or --rm-endpoints, not both")
-    if url_map:
-        return parse_url_map(
-            url_map,
-            template=url,
-            token=token,
-            allow_insecure_token_file=allow_insecure_token_file,
-        )
-    if endpoints:
-        namespace, service = parse_kubernetes_spec(endpoints)
-        if not url:
-            raise ConfigError(
-                f"--rm-endpoints needs --rm-url with {NODE_PLACEHOLDER} for the scheme, port "
-                "and path, e.g. http://{node}:9848/api/v1"
-            )
-        return KubernetesEndpoints(
-            namespace, service, UrlTemplate.parse(url), token, fetch or in_cluster_fetch()
-        )
-    raise ConfigError(
-        "--resource-manager agent needs an allow-list of agents: --rm-url-map FILE (or "
-        "NODE=URL,...), or --rm-endpoints kubernetes:NAMESPACE/SERVICE; node names from "
-        "metrics alone never choose where the token is sent"
-    )
 
 
 def nodes_allowed(resolver: EndpointResolver, nodes: Iterable[str]) -> list[str]:

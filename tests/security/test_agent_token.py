@@ -18,13 +18,8 @@ import pytest
 
 from tests.advisor.fakes import FakeServer, Request
 from toposcope.advisor.actuators import AgentResourceManager
-from toposcope.advisor.actuators.endpoints import (
-    KubernetesEndpoints,
-    StaticEndpoints,
-    UrlTemplate,
-    node_ips_from_slices,
-    parse_url_map,
-)
+from toposcope.advisor.actuators.endpoints import StaticEndpoints, UrlTemplate, parse_url_map
+from toposcope.advisor.actuators.k8s_endpoints import KubernetesEndpoints, node_ips_from_slices
 from toposcope.cli import main
 from toposcope.errors import ConfigError
 from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError

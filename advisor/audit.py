@@ -52,7 +52,7 @@ from typing import Any
 
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
-from toposcope.resources import ActionRequest, Allocation
+from toposcope.rm import ActionRequest, Allocation, parse_answer
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actions (
@@ -153,8 +153,7 @@ def allocation_from_json(text: str | None) -> Allocation | None:
     """The inverse of :func:`allocation_json`."""
     if not text:
         return None
-    data = json.loads(text)
-    return Allocation(str(data["node"]), list(data["cpus"]), list(data["mems"]), list(data["gpus"]))
+    return parse_answer(Allocation, json.loads(text), "audit log allocation")
 
 
 @dataclass(frozen=True)

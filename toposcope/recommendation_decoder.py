@@ -37,7 +37,7 @@ from toposcope.recommendation import (
     Target,
     check_actions,
 )
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionRequest, InvalidAnswerError, parse_answer
 
 _Enum = TypeVar("_Enum", bound=StrEnum)
 _Item = TypeVar("_Item")
@@ -127,19 +127,14 @@ def decode_recommendation(
 
 
 def decode_action(data: object, where: str = "action") -> ActionRequest:
-    """An :class:`ActionRequest` from its JSON form (the resource-manager API's body)."""
-    obj = _object(data, where, _ACTION)
-    node = obj.get("node")
-    return ActionRequest(
-        request_id=_str(obj["request_id"], f"{where}.request_id"),
-        kind=_enum(obj["kind"], f"{where}.kind", ActionKind),
-        workload=_str(obj["workload"], f"{where}.workload", empty=False),
-        node=None if node is None else _str(node, f"{where}.node", empty=False),
-        cpus=list(_list(obj.get("cpus", []), f"{where}.cpus", _int)),
-        mems=list(_list(obj.get("mems", []), f"{where}.mems", _int)),
-        gpus=list(_list(obj.get("gpus", []), f"{where}.gpus", _int)),
-        reason=_str(obj.get("reason", ""), f"{where}.reason"),
-    )
+    """An :class:`ActionRequest` from its JSON form, checked by the resource-manager contract's
+    own rules (:func:`toposcope.rm.parse_answer`), so a report never holds an action that the
+    resource-manager API would refuse.
+    """
+    try:
+        return parse_answer(ActionRequest, data, where)
+    except InvalidAnswerError as exc:
+        raise RecommendationError(str(exc)) from None
 
 
 def _run(data: object, where: str) -> RunInfo:

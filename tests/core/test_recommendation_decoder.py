@@ -96,7 +96,7 @@ def test_fields_an_api_adds_around_the_contract_are_let_through_when_named() -> 
         ),
         (
             lambda d: d["recommendations"][0]["actions"][0].update(kind="reboot"),
-            r"^recommendations\[0\]\.actions\[0\]\.kind: 'reboot' is not one of pin,",
+            r"^recommendations\[0\]\.actions\[0\]: kind: Input should be 'pin',",
         ),
         (
             lambda d: pin(d)["actions"][0].update(kind="release"),
@@ -134,7 +134,7 @@ def test_text_that_is_not_a_report(text: str, message: str) -> None:
 def test_an_action_is_decoded_strictly() -> None:
     action = decode_action({"request_id": "r-0", "kind": "pin", "workload": "w", "cpus": [1]})
     assert (action.kind, action.cpus, action.node, action.gpus) == (ActionKind.PIN, [1], None, [])
-    with pytest.raises(RecommendationError, match=r"^action: unknown field\(s\) priority$"):
+    with pytest.raises(RecommendationError, match=r"^action: priority: unknown field$"):
         decode_action({"request_id": "r", "kind": "pin", "workload": "w", "priority": 1})
-    with pytest.raises(RecommendationError, match=r"^action\.cpus\[0\]: expected a whole"):
+    with pytest.raises(RecommendationError, match=r"^action: cpus\.0: Input should be greater"):
         decode_action({"request_id": "r", "kind": "pin", "workload": "w", "cpus": [-1]})

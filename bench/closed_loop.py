@@ -42,19 +42,17 @@ import math
 import os
 import secrets
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from toposcope.procs import Prometheus, wait_until
 from toposcope.resources import ResourceManagerError
 from toposcope.rmapi import make_api_app
 from toposcope.sim.clock import SimClock
@@ -78,73 +76,26 @@ EXCLUDED = {
 }
 
 
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def http_json(url: str) -> Any:
-    """GET ``url`` and decode its JSON body."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
-
-
-def wait_for(check: Any, deadline_s: float, what: str) -> Any:
-    """Call ``check`` until it returns something truthy; ``RuntimeError`` at the deadline."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            value = check()
-        except OSError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.2)
-    raise RuntimeError(f"timed out after {deadline_s:.0f}s waiting for {what}")
-
-
 @contextmanager
 def prometheus(binary: str, workdir: Path, targets: Path, nodes: int) -> Iterator[str]:
-    """A real Prometheus scraping the file_sd ``targets`` every second; yields its URL."""
-    port = free_port()
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {
-                "job_name": "toposcope-sim",
-                "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
-            }
-        ],
-    }
-    (workdir / "prometheus.yml").write_text(json.dumps(config))
-    argv = [
-        binary,
-        f"--config.file={workdir / 'prometheus.yml'}",
-        f"--storage.tsdb.path={workdir / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{port}",
+    """A real Prometheus scraping the file_sd ``targets`` every second; yields its URL once
+    every simulated node has been scraped.
+    """
+    scrape_configs = [
+        {
+            "job_name": "toposcope-sim",
+            "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
+        }
     ]
-    url = f"http://127.0.0.1:{port}"
-    with open(workdir / "prometheus.log", "wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: urllib.request.urlopen(f"{url}/-/ready", timeout=2), 30, "Prometheus")
+    server = Prometheus(workdir, scrape_configs, binary=binary)
+    with server.run():
 
         def all_up() -> bool:
-            query = urllib.parse.urlencode({"query": 'count(up{job="toposcope-sim"} == 1)'})
-            result = http_json(f"{url}/api/v1/query?{query}")["data"]["result"]
+            result = server.query('count(up{job="toposcope-sim"} == 1)')
             return bool(result) and int(float(result[0]["value"][1])) == nodes
 
-        wait_for(all_up, 60, "every simulated node scraped")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        wait_until(all_up, 60, what="every simulated node scraped")
+        yield server.url
 
 
 def truth(cluster: SimCluster) -> dict[str, float]:

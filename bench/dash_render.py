@@ -17,16 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,80 +31,53 @@ from toposcope.dashboards.app import queries as q
 from toposcope.dashboards.app.callbacks import render_cluster
 from toposcope.dashboards.app.data import load_cluster
 from toposcope.dashboards.app.promclient import PromClient, PrometheusError
+from toposcope.procs import (
+    MissingBinaryError,
+    NotReadyError,
+    Prometheus,
+    free_port,
+    running,
+    wait_until,
+)
 
 TARGET_SECONDS = 3.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def wait(check: Callable[[], Any], deadline_s: float, what: str) -> Any:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            value = check()
-        except (OSError, ValueError, PrometheusError):
-            value = None
-        if value:
-            return value
-        time.sleep(1.0)
-    raise SystemExit(f"dash_render: {what} not within {deadline_s:.0f}s")
-
-
-@contextmanager
-def process(argv: list[str], log: Path) -> Iterator[None]:
-    with open(log, "wb") as out:
-        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    """Call ``check`` every second until it answers; exit naming ``what`` at the deadline."""
     try:
-        yield
-    finally:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(timeout=20)
+        return wait_until(
+            check, deadline_s, interval_s=1.0, what=what,
+            errors=(OSError, ValueError, PrometheusError),
+        )  # fmt: skip
+    except NotReadyError as exc:
+        raise SystemExit(f"dash_render: {exc}") from exc
 
 
 def measure(scenario: str, repeat: int, range_: str, workdir: Path) -> dict[str, Any]:
-    prometheus_bin = shutil.which("prometheus")
-    if prometheus_bin is None:
-        raise SystemExit("dash_render: prometheus is not installed (make test installs it)")
-    sim_port, prom_port = free_port(), free_port()
+    sim_port = free_port()
     targets = workdir / "targets.json"
     sim = [
         sys.executable, "-m", "toposcope.cli", "sim", "--scenario", scenario,
         "--listen", f"127.0.0.1:{sim_port}", "--speed", "0", "--file-sd", str(targets),
         "--state-dir", str(workdir / "state"),
     ]  # fmt: skip
-    config = {
-        "global": {"scrape_interval": "60s", "scrape_timeout": "55s"},
-        "scrape_configs": [
-            {
-                "job_name": "toposcope-sim",
-                "file_sd_configs": [{"files": [str(targets)]}],
-                "relabel_configs": [{"source_labels": ["node"], "target_label": "instance"}],
-            }
-        ],
-    }
-    (workdir / "prometheus.yml").write_text(json.dumps(config))
-    prom = [
-        prometheus_bin, f"--config.file={workdir / 'prometheus.yml'}",
-        f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}",
-    ]  # fmt: skip
-    client = PromClient(f"http://127.0.0.1:{prom_port}", timeout=60)
-    with process(sim, workdir / "sim.log"):
+    scrape_configs = [
+        {
+            "job_name": "toposcope-sim",
+            "file_sd_configs": [{"files": [str(targets)]}],
+            "relabel_configs": [{"source_labels": ["node"], "target_label": "instance"}],
+        }
+    ]
+    try:
+        prometheus = Prometheus(workdir, scrape_configs, interval="60s", scrape_timeout="55s")
+    except MissingBinaryError as exc:
+        raise SystemExit(f"dash_render: {exc}") from exc
+    client = PromClient(prometheus.url, timeout=60)
+    with running(sim, workdir / "sim.log", stop_timeout_s=20):
         wait(targets.exists, 300, "the simulator's targets file")
         nodes = len(json.loads(targets.read_text()))
-        with process(prom, workdir / "prometheus.log"):
-            wait(
-                lambda: urllib.request.urlopen(f"{client.url}/-/ready", timeout=5).status == 200,
-                60,
-                "Prometheus ready",
-            )
+        with prometheus.run(ready_deadline_s=60, stop_timeout_s=20):
             started = time.monotonic()
             wait(
                 lambda: len(client.query(q.BUILD_INFO).samples) == nodes,

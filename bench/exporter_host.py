@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,28 +32,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.helpers import HWLOC_LINUX, extract_snapshot  # noqa: E402
+from toposcope.procs import free_port, stop, wait_http  # noqa: E402
 from toposcope.sim.fsgen import write_workload_tree  # noqa: E402
 
 FIXTURE = "64amd64-4s2n4ca2co"
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_ready(url: str, deadline_s: float = 30.0) -> None:
-    """Poll ``url`` until it answers, or raise after the deadline."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {deadline_s}s")
 
 
 def scrape_ms(url: str) -> float:
@@ -135,9 +116,9 @@ def run(workloads: int, rounds: int) -> dict[str, Any]:
         try:
             ours_full = f"http://127.0.0.1:{ours_port}/metrics"
             ours_numa = f"{ours_full}?collect[]=numa_memory&collect[]=numa_cpu"
-            wait_ready(ours_full)
-            if theirs_url:
-                wait_ready(theirs_url)
+            for url in (ours_full, theirs_url):
+                if url and not wait_http(url):
+                    raise RuntimeError(f"{url} did not answer within 30s")
             with urllib.request.urlopen(ours_full) as response:
                 body = response.read().decode()
             series = sum(1 for line in body.splitlines() if line and not line.startswith("#"))
@@ -170,8 +151,7 @@ def run(workloads: int, rounds: int) -> dict[str, Any]:
             return result
         finally:
             for proc in procs:
-                proc.terminate()
-                proc.wait(timeout=10)
+                stop(proc)
 
 
 def main() -> int:

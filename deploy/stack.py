@@ -26,22 +26,31 @@ then SIGKILL after a timeout) using the PID files. Each part is one entry of
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import bcrypt
 
+from toposcope.procs import (
+    ALERTMANAGER,
+    PROMETHEUS,
+    MissingBinaryError,
+    NotReadyError,
+    ServerKind,
+    pick_port,
+    prometheus_config,
+    wait_http,
+    wait_until,
+)
 from toposcope.tokens import ensure_token_file, write_secret
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,43 +59,6 @@ RUN = Path(os.environ.get("TOPOSCOPE_RUN_DIR") or REPO / ".run")
 VENV_BIN = Path(sys.executable).parent
 #: the Dash app's one basic-auth user in the local stack (its password is generated)
 DASH_USER = "admin"
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``host:port``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def pick_port(preferred: int) -> int:
-    """``preferred`` when free, else a free port chosen by the kernel."""
-    if port_is_free(preferred):
-        return preferred
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_http(url: str, deadline_s: float = 30.0, ready: tuple[int, ...] = (200,)) -> bool:
-    """Poll ``url`` until it answers one of the ``ready`` statuses or the deadline passes."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status in ready:
-                    return True
-        except urllib.error.HTTPError as exc:
-            if exc.code in ready:
-                return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)
-    return False
 
 
 @dataclass
@@ -146,43 +118,31 @@ receivers:
 
 
 def _start_server(
-    name: str,
-    binary_name: str,
+    kind: ServerKind,
     preferred_port: int,
-    config_name: str,
     config_text: str,
-    extra_args: Callable[[Path], list[str]],
+    extra_args: Sequence[str],
     ports: dict[str, int],
 ) -> Started:
-    """Start a Prometheus-style server: its config and data under ``.run/<name>``."""
-    binary = shutil.which(binary_name)
-    if binary is None:
-        raise SystemExit(f"{binary_name} is not installed: `make up` installs it with apt")
-    port = ports.get(name) or pick_port(preferred_port)
-    ports[name] = port
-    home = RUN / name
+    """Start a Prometheus-like server: its config and data under ``.run/<name>``."""
+    try:
+        binary = kind.find()
+    except MissingBinaryError as exc:
+        raise SystemExit(f"{kind.binary} is not installed: `make up` installs it with apt") from exc
+    port = ports.get(kind.name) or pick_port(preferred_port)
+    ports[kind.name] = port
+    home = RUN / kind.name
     (home / "data").mkdir(parents=True, exist_ok=True)
-    config_file = home / config_name
+    config_file = home / f"{kind.name}.yml"
     config_file.write_text(config_text)
-    _spawn(
-        name,
-        [
-            binary,
-            f"--config.file={config_file}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            *extra_args(home / "data"),
-        ],
-    )
+    _spawn(kind.name, kind.argv(binary, port, home / "data", config_file, extra_args))
     url = f"http://127.0.0.1:{port}"
-    return Started(name, url, f"{url}/-/ready")
+    return Started(kind.name, url, f"{url}{kind.ready_path}")
 
 
 def start_alertmanager(ports: dict[str, int]) -> Started:
     """A real Alertmanager with its data under ``.run/alertmanager``, gossip turned off."""
-    return _start_server(
-        "alertmanager", "prometheus-alertmanager", 9093, "alertmanager.yml", ALERTMANAGER_CONFIG,
-        lambda data: [f"--storage.path={data}", "--cluster.listen-address="], ports,
-    )  # fmt: skip
+    return _start_server(ALERTMANAGER, 9093, ALERTMANAGER_CONFIG, (), ports)
 
 
 def start_sim(ports: dict[str, int]) -> Started:
@@ -232,51 +192,45 @@ def start_advisor(ports: dict[str, int]) -> Started:
     return Started("advisor", f"{url}/api/v1/recommendations", f"{url}/-/healthy")
 
 
-def prometheus_config(ports: dict[str, int]) -> str:
+def stack_prometheus_config(ports: dict[str, int]) -> dict[str, object]:
     """Prometheus configuration: every toposcope target of the stack, our rules, Alertmanager."""
-    config = {
-        "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
-        "rule_files": [str(path) for path in sorted((REPO / "alerts").glob("*.rules.yml"))],
-        "alerting": {
-            "alertmanagers": [
-                {"static_configs": [{"targets": [f"127.0.0.1:{ports['alertmanager']}"]}]}
-            ]
+    scrape_configs = [
+        {
+            "job_name": "toposcope-host",
+            "static_configs": [
+                {
+                    "targets": [f"127.0.0.1:{ports['exporter']}"],
+                    "labels": {"hostname": socket.gethostname()},
+                }
+            ],
         },
-        "scrape_configs": [
-            {
-                "job_name": "toposcope-host",
-                "static_configs": [
-                    {
-                        "targets": [f"127.0.0.1:{ports['exporter']}"],
-                        "labels": {"hostname": socket.gethostname()},
-                    }
-                ],
-            },
-            {
-                "job_name": "toposcope-advisor",
-                "static_configs": [{"targets": [f"127.0.0.1:{ports['advisor']}"]}],
-            },
-            {
-                # one target per simulated node, all on the simulator's port: the node name
-                # becomes the instance, so per-instance rules and dashboards see real nodes
-                "job_name": "toposcope-sim",
-                "file_sd_configs": [{"files": [str(RUN / "sim" / "targets.json")]}],
-                "relabel_configs": [
-                    {"source_labels": ["node"], "target_label": "instance"},
-                    {"source_labels": ["node"], "target_label": "hostname"},
-                ],
-            },
-        ],
-    }
-    return json.dumps(config, indent=2)
+        {
+            "job_name": "toposcope-advisor",
+            "static_configs": [{"targets": [f"127.0.0.1:{ports['advisor']}"]}],
+        },
+        {
+            # one target per simulated node, all on the simulator's port: the node name
+            # becomes the instance, so per-instance rules and dashboards see real nodes
+            "job_name": "toposcope-sim",
+            "file_sd_configs": [{"files": [str(RUN / "sim" / "targets.json")]}],
+            "relabel_configs": [
+                {"source_labels": ["node"], "target_label": "instance"},
+                {"source_labels": ["node"], "target_label": "hostname"},
+            ],
+        },
+    ]
+    return prometheus_config(
+        scrape_configs,
+        interval="5s",
+        rule_files=[str(path) for path in sorted((REPO / "alerts").glob("*.rules.yml"))],
+        alertmanagers=[f"127.0.0.1:{ports['alertmanager']}"],
+    )
 
 
 def start_prometheus(ports: dict[str, int]) -> Started:
     """A real Prometheus with its TSDB under ``.run/prometheus``."""
-    return _start_server(
-        "prometheus", "prometheus", 9090, "prometheus.yml", prometheus_config(ports),
-        lambda data: [f"--storage.tsdb.path={data}", "--web.enable-lifecycle"], ports,
-    )  # fmt: skip
+    config = json.dumps(stack_prometheus_config(ports), indent=2)
+    return _start_server(PROMETHEUS, 9090, config, ("--web.enable-lifecycle",), ports)
 
 
 def start_dash(ports: dict[str, int]) -> Started:
@@ -331,6 +285,15 @@ def running() -> dict[str, int]:
     return alive
 
 
+def _gone(pid: int) -> bool:
+    """True once no process ``pid`` exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def down() -> int:
     """Stop every component ``up`` started; exit 0 even when nothing ran."""
     alive = running()
@@ -342,13 +305,15 @@ def down() -> int:
         print(f"stopping {name} (pid {pid})")
     deadline = time.monotonic() + 10
     for name, pid in alive.items():
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
+        try:
+            wait_until(
+                functools.partial(_gone, pid),
+                max(0.0, deadline - time.monotonic()),
+                interval_s=0.1,
+                what=f"{name} to stop",
+                errors=(),
+            )
+        except NotReadyError:
             try:
                 os.killpg(pid, signal.SIGKILL)
                 print(f"killed {name} (pid {pid})")

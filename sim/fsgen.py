@@ -23,27 +23,37 @@ the root or ``/init.scope`` cgroup, which the default workload filter excludes.
 from __future__ import annotations
 
 import random
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from toposcope.cpulist import format_cpulist
 from toposcope.sim.paths import contained
-from toposcope.topology.model import Topology
+from toposcope.sim.proc_text import (
+    V1_HIERARCHIES,
+    mountinfo_text,
+    numa_stat_text,
+    stat_line,
+)
+from toposcope.sim.sysfs_writer import (
+    copy_topology,
+    symlink,
+    write_file,
+    write_synthetic_topology,
+    write_topology_sysfs,
+)
 from toposcope.topology.sysfs import build_from_sysfs
 
-CLOCK_TICKS = 100
-PAGE = 4096
+#: ``write_topology_sysfs`` is re-exported for the tests that write a topology with a tree.
+__all__ = [
+    "GeneratedTree",
+    "GeneratedWorkload",
+    "write_synthetic_topology",
+    "write_topology_sysfs",
+    "write_workload_tree",
+]
+
 
 _KINDS = ("kubernetes",) * 6 + ("docker",) * 2 + ("systemd",) * 1 + ("slurm",) * 1
-_V1_HIERARCHIES = (
-    ("cpuset", "cpuset"),
-    ("cpu,cpuacct", "cpu,cpuacct"),
-    ("memory", "memory"),
-    ("pids", "pids"),
-    ("systemd", "xattr,name=systemd"),
-)
 _V1_PROC_CGROUP_IDS = {"pids": 5, "memory": 4, "cpu,cpuacct": 3, "cpuset": 2, "systemd": 1}
 
 
@@ -66,103 +76,6 @@ class GeneratedTree:
     root: Path
     cgroup_version: int
     workloads: tuple[GeneratedWorkload, ...]
-
-
-def stat_line(
-    pid: int,
-    comm: str,
-    *,
-    ppid: int,
-    utime: int,
-    stime: int,
-    starttime: int,
-    processor: int,
-    num_threads: int = 1,
-    state: str = "S",
-    flags: int = 0x400140,
-) -> str:
-    """A 52-field ``/proc/PID/stat`` line with the given fields and plausible others."""
-    fields = [
-        state, ppid, pid, pid, 0, -1, flags, 1200, 0, 3, 0, utime, stime, 0, 0, 20, 0,
-        num_threads, 0, starttime, 123456789, 2048, "18446744073709551615",
-        1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  # startcode .. cnswap (fields 26-37)
-        17, processor,  # exit_signal, processor (fields 38-39)
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  # rt_priority .. exit_code (fields 40-52)
-    ]  # fmt: skip
-    return f"{pid} ({comm}) " + " ".join(str(f) for f in fields) + "\n"
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
-def _symlink(path: Path, target: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or path.exists():
-        path.unlink()
-    path.symlink_to(target)
-
-
-def write_synthetic_topology(root: Path, nodes: int = 2, cpus_per_node: int = 4) -> None:
-    """A minimal sysfs: ``nodes`` NUMA nodes of ``cpus_per_node`` CPUs, one socket each, and
-    one NVIDIA 3D controller (class 0x030200) per node with its ``numa_node``.
-    """
-    sys = root / "sys"
-    total = nodes * cpus_per_node
-    _write(sys / "devices/system/cpu/online", f"0-{total - 1}\n")
-    for cpu in range(total):
-        node = cpu // cpus_per_node
-        topo = sys / f"devices/system/cpu/cpu{cpu}/topology"
-        _write(topo / "physical_package_id", f"{node}\n")
-        _write(topo / "core_id", f"{cpu % cpus_per_node}\n")
-    for node in range(nodes):
-        base = sys / f"devices/system/node/node{node}"
-        first = node * cpus_per_node
-        _write(base / "cpulist", f"{first}-{first + cpus_per_node - 1}\n")
-        _write(base / "meminfo", f"Node {node} MemTotal:       16777216 kB\n")
-        row = " ".join("10" if peer == node else "21" for peer in range(nodes))
-        _write(base / "distance", row + "\n")
-        first = node * cpus_per_node
-        pci = sys / f"bus/pci/devices/0000:{0x3B + 0x40 * node:02x}:00.0"
-        _write(pci / "vendor", "0x10de\n")
-        _write(pci / "device", "0x20b0\n")
-        _write(pci / "class", "0x030200\n")
-        _write(pci / "numa_node", f"{node}\n")
-        _write(pci / "local_cpulist", f"{first}-{first + cpus_per_node - 1}\n")
-
-
-def _copy_topology(source: Path, root: Path) -> None:
-    shutil.copytree(source / "sys", root / "sys", symlinks=True, dirs_exist_ok=True)
-    proc = source / "proc"
-    if proc.is_dir():
-        for entry in proc.iterdir():
-            if entry.is_file() and not entry.is_symlink():
-                (root / "proc").mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(entry, root / "proc" / entry.name)
-
-
-def _mountinfo(version: int) -> str:
-    lines = [
-        "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw",
-        "23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw",
-        "24 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw",
-    ]
-    if version == 2:
-        lines.append(
-            "29 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 "
-            "cgroup2 rw,nsdelegate,memory_recursiveprot"
-        )
-    else:
-        lines.append(
-            "25 24 0:23 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:3 - tmpfs tmpfs ro,mode=755"
-        )
-        for i, (directory, options) in enumerate(_V1_HIERARCHIES):
-            lines.append(
-                f"{30 + i} 25 0:{30 + i} / /sys/fs/cgroup/{directory} "
-                f"rw,nosuid,nodev,noexec,relatime shared:{5 + i} - cgroup cgroup rw,{options}"
-            )
-    return "\n".join(lines) + "\n"
 
 
 def _proc_stat(cpus: list[int], rng: random.Random) -> str:
@@ -239,36 +152,19 @@ def _ensure_cgroup(base: Path, cgroup: str) -> Path:
     directory = base
     procs = directory / "cgroup.procs"
     if not procs.exists():
-        _write(procs, "")
+        write_file(procs, "")
     for part in [p for p in cgroup.split("/") if p]:
         directory = directory / part
         procs = directory / "cgroup.procs"
         if not procs.exists():
-            _write(procs, "")
+            write_file(procs, "")
     return directory
 
 
 def _add_procs(directory: Path, pids: list[int]) -> None:
     procs = directory / "cgroup.procs"
     existing = procs.read_text(encoding="utf-8") if procs.exists() else ""
-    _write(procs, existing + "".join(f"{pid}\n" for pid in pids))
-
-
-def _numa_stat(version: int, per_node_pages: dict[int, int]) -> str:
-    nodes = sorted(per_node_pages)
-    if version == 2:
-        anon = " ".join(f"N{n}={per_node_pages[n] * PAGE * 3 // 4}" for n in nodes)
-        file = " ".join(f"N{n}={per_node_pages[n] * PAGE // 4}" for n in nodes)
-        zero = " ".join(f"N{n}=0" for n in nodes)
-        return f"anon {anon}\nfile {file}\nkernel_stack {zero}\nshmem {zero}\n"
-    total = sum(per_node_pages.values())
-    row = " ".join(f"N{n}={per_node_pages[n]}" for n in nodes)
-    zero = " ".join(f"N{n}=0" for n in nodes)
-    lines = [f"total={total} {row}", f"file=0 {zero}", f"anon={total} {row}",
-             f"unevictable=0 {zero}", f"hierarchical_total={total} {row}",
-             f"hierarchical_file=0 {zero}", f"hierarchical_anon={total} {row}",
-             f"hierarchical_unevictable=0 {zero}"]  # fmt: skip
-    return "\n".join(lines) + "\n"
+    write_file(procs, existing + "".join(f"{pid}\n" for pid in pids))
 
 
 def write_workload_tree(
@@ -292,7 +188,7 @@ def write_workload_tree(
     rng = random.Random(seed)
     root = Path(root)
     if topology_root is not None:
-        _copy_topology(Path(topology_root), root)
+        copy_topology(Path(topology_root), root)
     elif not (root / "sys").is_dir():
         write_synthetic_topology(root)
     topo = build_from_sysfs(root / "sys", root / "proc")
@@ -302,11 +198,11 @@ def write_workload_tree(
     gpus = [g.index for g in topo.gpus]
     proc = root / "proc"
 
-    _write(proc / "stat", _proc_stat(all_cpus or [0], rng))
-    _write(proc / "self" / "mountinfo", _mountinfo(cgroup_version))
+    write_file(proc / "stat", _proc_stat(all_cpus or [0], rng))
+    write_file(proc / "self" / "mountinfo", mountinfo_text(cgroup_version))
 
     hierarchies: list[str | None] = (
-        [None] if cgroup_version == 2 else [h for h, _ in _V1_HIERARCHIES]
+        [None] if cgroup_version == 2 else [h for h, _ in V1_HIERARCHIES]
     )
     init_cgroup = "/init.scope" if cgroup_version == 2 else "/"
     for hierarchy in hierarchies:
@@ -338,9 +234,9 @@ def write_workload_tree(
             leaf_dir = _ensure_cgroup(base, leaf)
             _add_procs(leaf_dir, [pid])
             if hierarchy in (None, "memory"):
-                stat = _numa_stat(cgroup_version, per_node_pages)
-                _write(leaf_dir / "memory.numa_stat", stat)
-                _write(_ensure_cgroup(base, cgroup) / "memory.numa_stat", stat)
+                stat = numa_stat_text(cgroup_version, per_node_pages)
+                write_file(leaf_dir / "memory.numa_stat", stat)
+                write_file(_ensure_cgroup(base, cgroup) / "memory.numa_stat", stat)
             if hierarchy in (None, "cpuset"):
                 first, last = min(all_cpus or [0]), max(all_cpus or [0])
                 names = (
@@ -348,8 +244,8 @@ def write_workload_tree(
                     if cgroup_version == 2
                     else ("cpuset.effective_cpus", "cpuset.effective_mems")
                 )
-                _write(leaf_dir / names[0], f"{first}-{last}\n")
-                _write(leaf_dir / names[1], f"{nodes[0]}-{nodes[-1]}\n")
+                write_file(leaf_dir / names[0], f"{first}-{last}\n")
+                write_file(leaf_dir / names[1], f"{nodes[0]}-{nodes[-1]}\n")
         comm = {"kubernetes": "python3", "docker": "redis-server",
                 "systemd": "svc daemon", "slurm": "train (rank 0)"}[kind]  # fmt: skip
         _write_process(
@@ -383,27 +279,27 @@ def _write_process(
         utime, stime = rng.randrange(0, 50_000), rng.randrange(0, 5_000)
         total_utime += utime
         total_stime += stime
-        _write(
+        write_file(
             base / "task" / str(tid) / "stat",
             stat_line(tid, comm, ppid=ppid, utime=utime, stime=stime,
                       starttime=starttime + (tid - pid), processor=cpu,
                       num_threads=len(tids)),
         )  # fmt: skip
-    _write(
+    write_file(
         base / "stat",
         stat_line(pid, comm, ppid=ppid, utime=total_utime, stime=total_stime,
                   starttime=starttime, processor=cpus[0], num_threads=len(tids)),
     )  # fmt: skip
-    _write(base / "comm", comm + "\n")
+    write_file(base / "comm", comm + "\n")
     if version == 2:
         cgroup_text = f"0::{cgroup}\n"
     else:
         cgroup_text = "".join(
             f"{_V1_PROC_CGROUP_IDS[h]}:{'name=systemd' if h == 'systemd' else h}:{cgroup}\n"
-            for h, _ in _V1_HIERARCHIES
+            for h, _ in V1_HIERARCHIES
         )
-    _write(base / "cgroup", cgroup_text)
-    _write(
+    write_file(base / "cgroup", cgroup_text)
+    write_file(
         base / "status",
         f"Name:\t{comm}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\n"
         f"Threads:\t{len(tids)}\nCpus_allowed_list:\t0-{max(cpus)}\n"
@@ -418,79 +314,10 @@ def _write_process(
                 f"kernelpagesize_kB=4"
             )
             address += 0x10000000
-    _write(base / "numa_maps", "\n".join(maps) + ("\n" if maps else ""))
+    write_file(base / "numa_maps", "\n".join(maps) + ("\n" if maps else ""))
     for fd in range(3):
-        _symlink(base / "fd" / str(fd), "/dev/null")
-    _symlink(base / "fd" / "3", f"socket:[{rng.randrange(10_000, 99_999)}]")
+        symlink(base / "fd" / str(fd), "/dev/null")
+    symlink(base / "fd" / "3", f"socket:[{rng.randrange(10_000, 99_999)}]")
     if gpu_minor is not None:
-        _symlink(base / "fd" / "4", "/dev/nvidiactl")
-        _symlink(base / "fd" / "5", f"/dev/nvidia{gpu_minor}")
-
-
-# -- helpers for the simulator's node trees ----------------------------------------------------
-
-
-def mountinfo_text(cgroup_version: Literal[1, 2] = 2) -> str:
-    """``/proc/self/mountinfo`` of a host with cgroups v2 (or the v1 hierarchies)."""
-    return _mountinfo(cgroup_version)
-
-
-def numa_stat_text(cgroup_version: Literal[1, 2], per_node_pages: dict[int, int]) -> str:
-    """A cgroup's ``memory.numa_stat`` for the given resident pages per NUMA node."""
-    return _numa_stat(cgroup_version, per_node_pages)
-
-
-def write_topology_sysfs(
-    root: Path, topology: Topology, *, cpu_dir: Path | None = None, pci_dir: Path | None = None
-) -> None:
-    """Write ``topology`` as a sysfs tree under ``root/sys`` that the sysfs builder reads back.
-
-    CPUs (``devices/system/cpu``: ``online``, ``cpuN/topology/{physical_package_id,
-    core_id}``), NUMA nodes (``devices/system/node``: ``online``, ``nodeN/{cpulist,
-    distance, meminfo}``) and PCI functions (``bus/pci/devices/<bdf>/{vendor, device,
-    class, numa_node, local_cpulist}``). When ``cpu_dir`` / ``pci_dir`` are given, those two
-    directories are written there once and linked into ``root/sys`` (the simulator shares
-    them between nodes of one template). ``meminfo`` starts with every byte free. A PCI
-    bus id that would lead outside the PCI directory (``../x`` from an imported topology)
-    raises :class:`~toposcope.sim.paths.UnsafePathError` before anything is written there.
-    """
-    sys = root / "sys"
-    cpu_target = cpu_dir if cpu_dir is not None else sys / "devices/system/cpu"
-    if not (cpu_target / "online").exists():
-        online = [c.id for c in topology.cpus if c.online] or list(topology.cpu_to_node())
-        _write(cpu_target / "online", format_cpulist(sorted(online)) + "\n")
-        _write(cpu_target / "possible", format_cpulist(sorted(online)) + "\n")
-        for cpu in topology.cpus:
-            topo = cpu_target / f"cpu{cpu.id}" / "topology"
-            _write(topo / "physical_package_id", f"{-1 if cpu.package is None else cpu.package}\n")
-            _write(topo / "core_id", f"{cpu.core if cpu.core is not None else cpu.id}\n")
-    if cpu_dir is not None:
-        _symlink(sys / "devices/system/cpu", str(cpu_dir))
-    pci_target = pci_dir if pci_dir is not None else sys / "bus/pci/devices"
-    if not pci_target.exists():
-        bases = [contained(pci_target, pci_target / d.bus_id) for d in topology.pci_devices]
-        pci_target.mkdir(parents=True, exist_ok=True)
-        for device, base in zip(topology.pci_devices, bases, strict=True):
-            _write(base / "vendor", f"0x{device.vendor:04x}\n")
-            _write(base / "device", f"0x{device.device:04x}\n")
-            _write(base / "class", f"0x{device.class_id:04x}00\n")
-            numa = -1 if device.numa_node is None else device.numa_node
-            _write(base / "numa_node", f"{numa}\n")
-            _write(base / "local_cpulist", format_cpulist(device.local_cpus) + "\n")
-    if pci_dir is not None:
-        _symlink(sys / "bus/pci/devices", str(pci_dir))
-    node_base = sys / "devices/system/node"
-    ids = [n.id for n in topology.numa_nodes]
-    _write(node_base / "online", format_cpulist(ids) + "\n")
-    _write(node_base / "possible", format_cpulist(ids) + "\n")
-    for node in topology.numa_nodes:
-        base = node_base / f"node{node.id}"
-        _write(base / "cpulist", format_cpulist(node.cpus) + "\n")
-        row = " ".join(str(node.distances.get(peer, 10 if peer == node.id else 20)) for peer in ids)
-        _write(base / "distance", row + "\n")
-        kib = node.memory_bytes // 1024
-        _write(
-            base / "meminfo",
-            f"Node {node.id} MemTotal:       {kib} kB\nNode {node.id} MemFree:        {kib} kB\n"
-            f"Node {node.id} MemUsed:        0 kB\n",
-        )
+        symlink(base / "fd" / "4", "/dev/nvidiactl")
+        symlink(base / "fd" / "5", f"/dev/nvidia{gpu_minor}")

@@ -32,25 +32,27 @@ job's best-case throughput divided by it) is the product of five factors:
     its threads / memory away from its GPUs' NUMA nodes.
 
 Where threads run and memory lives follows from the allocation alone
-(:func:`thread_cpus`, :func:`memory_flows`): threads spread evenly over the allowed CPUs,
-and each thread's pages go to its own node when ``mems`` allows it, else to the nearest
-allowed node (first touch under a memory binding).
+(:mod:`toposcope.sim.placement`): threads spread evenly over the allowed CPUs, and each
+thread's pages go to its own node when ``mems`` allows it, else to the nearest allowed node
+(first touch under a memory binding).
 
 The oracle (:func:`rank_allocations`, :func:`best_allocation`) scores every allocation of
-a job on a node (GPU subsets x CPU sets x memory bindings) when there are few enough, and a
-greedy choice otherwise. docs/sim-model.md gives the sources and the assumptions.
+a job on a node (GPU subsets x CPU sets x memory bindings, :mod:`toposcope.sim.candidates`)
+when there are few enough, and a greedy choice otherwise. docs/sim-model.md gives the
+sources and the assumptions.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
 from toposcope.resources import Allocation
+from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.jobs import JobKind, JobSpec
-from toposcope.sim.templates import (
+from toposcope.sim.nodetemplate import (
     LINK_CLASSES,
     LINK_CROSS_NODE,
     LINK_CROSS_SOCKET,
@@ -58,8 +60,30 @@ from toposcope.sim.templates import (
     LINK_NVLINK,
     LINK_SWITCH,
     NodeTemplate,
-    Placement,
 )
+from toposcope.sim.placement import effective_mems, memory_flows, placement, thread_shares
+
+#: The model's names, and the placement functions the cluster reads through it.
+__all__ = [
+    "ALPHA_REMOTE_MEMORY",
+    "BETA_THREAD_SPREAD",
+    "DELTA_INPUT_MEMORY",
+    "GAMMA_INPUT_THREADS",
+    "LINK_FACTORS",
+    "SHARING_OVERHEAD",
+    "CoRunner",
+    "Performance",
+    "best_allocation",
+    "best_over_nodes",
+    "cross_node_slowdown",
+    "evaluate",
+    "greedy_allocation",
+    "link_class_of",
+    "memory_flows",
+    "placement",
+    "rank_allocations",
+    "thread_shares",
+]
 
 #: Remote-memory weight: calibrated to CRI-RM's 57.76% on a 2-socket Xeon Gold 6132.
 ALPHA_REMOTE_MEMORY = 0.5776
@@ -105,108 +129,6 @@ class Performance:
     def stalled(self) -> bool:
         """True when the job cannot make progress (a GPU job without its GPUs)."""
         return math.isinf(self.slowdown)
-
-
-# -- where threads and memory are ----------------------------------------------------------------
-
-
-def effective_cpus(allocation: Allocation, node: NodeTemplate) -> tuple[int, ...]:
-    """The CPUs the job may use: its cpuset, or every CPU of the node when it has none."""
-    known = node.cpu_set
-    cpus = tuple(sorted(c for c in allocation.cpus if c in known))
-    return cpus or node.cpus
-
-
-def effective_mems(allocation: Allocation, node: NodeTemplate) -> tuple[int, ...]:
-    """The NUMA nodes memory may come from: its binding, or every node with memory."""
-    known = {n.id for n in node.topology.numa_nodes}
-    mems = tuple(sorted(m for m in allocation.mems if m in known))
-    if mems:
-        return mems
-    return tuple(n.id for n in node.topology.numa_nodes if n.memory_bytes > 0) or node.numa_ids
-
-
-def thread_cpus(cpus: Sequence[int], threads: int, node: NodeTemplate) -> list[int]:
-    """The CPU each thread last ran on: the allowed CPUs taken in turn across their NUMA
-    nodes (in proportion to each node's share of them), lowest-numbered first, wrapping
-    around when there are more threads than CPUs. Like the kernel's load balancing, an
-    unpinned job ends up spread over every node.
-    """
-    by_node: dict[int, list[int]] = {}
-    for cpu in sorted(cpus):
-        by_node.setdefault(node.numa_of_cpu(cpu), []).append(cpu)
-    if not by_node:
-        return []
-    ordered = [
-        cpu
-        for _, _, cpu in sorted(
-            (i / len(members), numa, cpu)
-            for numa, members in by_node.items()
-            for i, cpu in enumerate(members)
-        )
-    ]
-    return [ordered[i % len(ordered)] for i in range(max(threads, 1))]
-
-
-_PLACEMENT_CACHE_SIZE = 4096
-
-
-def placement(allocation: Allocation, node: NodeTemplate, threads: int) -> Placement:
-    """(effective CPUs, thread share per NUMA node, each thread's CPU), memoised per
-    template; callers must not modify the returned values.
-    """
-    cache = node.placement_cache()
-    key = (tuple(allocation.cpus), threads)
-    found = cache.get(key)
-    if found is not None:
-        return found
-    cpus = effective_cpus(allocation, node)
-    placed = thread_cpus(cpus, threads, node)
-    shares: dict[int, float] = {}
-    for cpu in placed:
-        numa = node.numa_of_cpu(cpu)
-        shares[numa] = shares.get(numa, 0.0) + 1.0 / len(placed)
-    if len(cache) >= _PLACEMENT_CACHE_SIZE:
-        cache.clear()
-    cache[key] = (cpus, shares, tuple(placed))
-    return cache[key]
-
-
-def thread_shares(allocation: Allocation, node: NodeTemplate, threads: int) -> dict[int, float]:
-    """Share of the job's threads on each NUMA node."""
-    return dict(placement(allocation, node, threads)[1])
-
-
-def memory_flows(
-    shares: dict[int, float], mems: Sequence[int], node: NodeTemplate
-) -> dict[tuple[int, int], float]:
-    """(thread node, memory node) -> share of the job's pages (first touch under ``mems``).
-
-    A thread's pages go to its own node when allowed, else are split evenly between the
-    nearest allowed nodes.
-    """
-    flows: dict[tuple[int, int], float] = {}
-    for source, weight in shares.items():
-        if source in mems:
-            targets = [source]
-        else:
-            nearest = min(node.distance(source, m) for m in mems)
-            targets = [m for m in mems if node.distance(source, m) == nearest]
-        for target in targets:
-            key = (source, target)
-            flows[key] = flows.get(key, 0.0) + weight / len(targets)
-    return flows
-
-
-def memory_shares(allocation: Allocation, node: NodeTemplate, threads: int) -> dict[int, float]:
-    """Share of the job's memory on each NUMA node."""
-    flows = memory_flows(
-        thread_shares(allocation, node, threads), effective_mems(allocation, node), node
-    )
-    shares: dict[int, float] = {}
-    for (_, target), weight in flows.items():
-        shares[target] = shares.get(target, 0.0) + weight
-    return shares
 
 
 def _norm_distance(node: NodeTemplate, a: int, b: int, span: float) -> float:
@@ -343,48 +265,6 @@ def cross_node_slowdown(job: JobSpec) -> float:
 # -- the oracle -----------------------------------------------------------------------------------
 
 
-def cpu_choices(node: NodeTemplate) -> list[tuple[int, ...]]:
-    """CPU sets worth trying: each NUMA node, each socket (when it has several nodes), all."""
-    choices: list[tuple[int, ...]] = []
-    for numa in node.topology.numa_nodes:
-        if numa.cpus:
-            choices.append(tuple(sorted(numa.cpus)))
-    for package in node.topology.packages:
-        cpus = tuple(sorted(c for c in package.cpus if c in set(node.cpus)))
-        if cpus and cpus not in choices:
-            choices.append(cpus)
-    if node.cpus not in choices:
-        choices.append(node.cpus)
-    return choices
-
-
-def mem_choices(node: NodeTemplate) -> list[tuple[int, ...]]:
-    """Memory bindings worth trying: none (first touch), then each single node with memory."""
-    return [(), *((n.id,) for n in node.topology.numa_nodes if n.memory_bytes > 0)]
-
-
-def candidate_count(job: JobSpec, node: NodeTemplate, gpu_pool: Sequence[int]) -> int:
-    """How many allocations :func:`candidate_allocations` yields."""
-    gpu_sets = math.comb(len(gpu_pool), job.gpus) if job.gpus else 1
-    return gpu_sets * len(cpu_choices(node)) * len(mem_choices(node))
-
-
-def candidate_allocations(
-    job: JobSpec, node_name: str, node: NodeTemplate, gpu_pool: Sequence[int] | None = None
-) -> Iterator[Allocation]:
-    """Every allocation of ``job`` on the node: GPU subsets of ``gpu_pool`` (default: all
-    GPUs) x :func:`cpu_choices` x :func:`mem_choices`.
-    """
-    pool = sorted(gpu_pool if gpu_pool is not None else (g.index for g in node.gpus))
-    gpu_sets: Iterable[tuple[int, ...]] = combinations(pool, job.gpus) if job.gpus else [()]
-    cpus_options = cpu_choices(node)
-    mems_options = mem_choices(node)
-    for gpus in gpu_sets:
-        for cpus in cpus_options:
-            for mems in mems_options:
-                yield Allocation(node_name, list(cpus), list(mems), list(gpus))
-
-
 def rank_allocations(
     job: JobSpec,
     node_name: str,
@@ -461,8 +341,9 @@ def best_allocation(
     gpu_pool: Sequence[int] | None = None,
     exhaustive_limit: int = 20_000,
 ) -> tuple[Allocation, Performance]:
-    """The best allocation on this node: exhaustive when :func:`candidate_count` is at most
-    ``exhaustive_limit``, else the greedy one (an achievable lower bound on the best).
+    """The best allocation on this node: exhaustive when
+    :func:`~toposcope.sim.candidates.candidate_count` is at most ``exhaustive_limit``, else
+    the greedy one (an achievable lower bound on the best).
     """
     pool = list(gpu_pool) if gpu_pool is not None else [g.index for g in node.gpus]
     if job.gpus > len(pool):

@@ -39,16 +39,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from toposcope.resources import Allocation
+from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.cluster import DONE, PENDING, RUNNING, JobState, SimCluster
 from toposcope.sim.jobs import JobSpec
-from toposcope.sim.model import (
-    CoRunner,
-    candidate_allocations,
-    candidate_count,
-    evaluate,
-    greedy_allocation,
-)
-from toposcope.sim.templates import NodeTemplate
+from toposcope.sim.model import CoRunner, evaluate, greedy_allocation
+from toposcope.sim.nodetemplate import NodeTemplate
 
 #: candidate allocations per job and node scored exhaustively; beyond, the greedy choice
 EXHAUSTIVE_LIMIT = 20_000

@@ -18,8 +18,8 @@ def metrics_markdown() -> str:
     lines = [
         "# Metric reference",
         "",
-        "Generated from `toposcope/catalogue.py` by `toposcope docs metrics --output "
-        "docs/metrics.md`; do not edit by hand.",
+        "Generated from the catalogue in `toposcope/catalogue/` by `toposcope docs metrics "
+        "--output docs/metrics.md`; do not edit by hand.",
         "",
         "Identity lives on `_info` series (value 1) and is joined in PromQL; value series carry "
         "only the labels they need. Label names shared with dcgm-exporter (`gpu`, `UUID`, "

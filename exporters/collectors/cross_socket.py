@@ -34,18 +34,16 @@ from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, NoDataError, SourceError
 from toposcope.exporters.context import CollectorContext, HostTopology
 from toposcope.exporters.registry import CollectorEntry
+from toposcope.exporters.sources.pcm import PcmClient, PcmLinkTraffic
 from toposcope.exporters.sources.perf_uncore import (
     CounterBackend,
-    PcmClient,
-    PcmLinkTraffic,
     PerfEventOpen,
     UncoreLinkCounters,
-    detect_uncore_pmus,
     perf_event_paranoid,
-    read_cpu_model,
 )
 from toposcope.exporters.sources.resctrl import MbmDomain, ResctrlMbm, resctrl_mount
 from toposcope.exporters.sources.sysfs import NodeNumastat, SysfsNodes
+from toposcope.exporters.sources.uncore_pmus import detect_uncore_pmus, read_cpu_model
 from toposcope.topology.model import Topology
 
 LOG = logging.getLogger(__name__)

@@ -2,12 +2,13 @@
 GPUs it holds, and how much of that is local to its GPUs.
 
 A *workload* is, in ``cgroup`` mode (the default), the set of processes of one cgroup that
-holds processes, named by :func:`~toposcope.exporters.sources.cgroups.classify_cgroup`: a
-Kubernetes container (``<pod uid>/<container id[:12]>``), a Docker container
-(``<id[:12]>``), a Slurm job (``slurm-job-<id>``, all steps), a systemd unit
-(``sshd.service``) or another cgroup (its path). In ``process`` mode it is a top-level process
-tree (a child of pid 1 and its descendants), named ``pid-<root pid>``. Include/exclude
-patterns see the workload's cgroup path (its ``comm`` in process mode).
+holds processes, named by
+:func:`~toposcope.exporters.sources.workload_identity.classify_cgroup`: a Kubernetes
+container (``<pod uid>/<container id[:12]>``), a Docker container (``<id[:12]>``), a Slurm
+job (``slurm-job-<id>``, all steps), a systemd unit (``sshd.service``) or another cgroup
+(its path). In ``process`` mode it is a top-level process tree (a child of pid 1 and its
+descendants), named ``pid-<root pid>``. Include/exclude patterns see the workload's cgroup
+path (its ``comm`` in process mode).
 
 Figures, per workload:
 
@@ -36,16 +37,13 @@ Figures, per workload:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from prometheus_client.core import Metric
 
 from toposcope.catalogue import nonempty, spec
 from toposcope.config import HostPaths, WorkloadSettings
-from toposcope.errors import NoDataError
 from toposcope.exporters.context import (
     CollectorContext,
     GpuProcess,
@@ -53,41 +51,9 @@ from toposcope.exporters.context import (
     HostTopology,
 )
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.exporters.sources.cgroups import (
-    CgroupLayout,
-    Cgroups,
-    PathMapper,
-    WorkloadIdentity,
-    WorkloadMapper,
-)
-from toposcope.exporters.sources.processes import (
-    VANISHED,
-    ProcFs,
-    gpu_minors,
-    process_trees,
-)
+from toposcope.exporters.sources.workload_identity import WorkloadMapper
+from toposcope.exporters.sources.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
 from toposcope.topology.model import Topology
-
-#: A process gone, or another user's process we may not inspect: skip it silently.
-_UNREADABLE = (FileNotFoundError, ProcessLookupError, PermissionError)
-_UNREADABLE_FDS = (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError)
-
-#: Thread key that survives pid reuse: (tid, starttime in ticks).
-ThreadKey = tuple[int, int]
-
-
-@dataclass
-class _Workload:
-    """One workload's readings during a scrape."""
-
-    identity: WorkloadIdentity
-    pids: list[int]
-    root_pid: int = 0
-    comm: str = ""
-    cpu_total: float = 0.0
-    #: (thread key, CPU seconds, NUMA node label) of every live thread.
-    threads: list[tuple[ThreadKey, float, str]] = field(default_factory=list)
-    live_pids: list[int] = field(default_factory=list)
 
 
 class WorkloadsCollector:
@@ -109,12 +75,7 @@ class WorkloadsCollector:
         self._settings = settings
         self._topology = topology
         self._gpu_processes = gpu_processes
-        self._mapper: WorkloadMapper = mapper if mapper is not None else PathMapper()
-        self._proc = ProcFs(paths.procfs)
-        self._cgroups = Cgroups(paths)
-        self._include = [re.compile(p) for p in settings.include]
-        self._exclude = [re.compile(p) for p in settings.exclude]
-        self._gpu_pattern = re.compile(settings.gpu_device_pattern)
+        self._reader = WorkloadReader(settings, paths, mapper)
         self._lock = threading.Lock()
         self._thread_seconds: dict[ThreadKey, float] = {}
         self._cpu: dict[str, dict[str, float]] = {}
@@ -122,129 +83,11 @@ class WorkloadsCollector:
         self._cpu_node_for: Topology | None = None
         self._cpu_node: dict[int, str] = {}
 
-    # -- selection -------------------------------------------------------------------------
-
-    def _selected(self, text: str) -> bool:
-        if self._include and not any(r.search(text) for r in self._include):
-            return False
-        return not any(r.search(text) for r in self._exclude)
-
-    def _keep_cgroup(self, cgroup: str) -> bool:
-        return self._selected(self._mapper.identify(cgroup).cgroup)
-
-    def _discover(self) -> tuple[dict[str, _Workload], CgroupLayout | None]:
-        """Workloads by name with their pids (not yet read), and the cgroup layout used."""
-        workloads: dict[str, _Workload] = {}
-        if self._settings.mode == "process":
-            for tree in process_trees(self._proc):
-                if not self._selected(tree.comm):
-                    continue
-                identity = self._process_identity(tree.root)
-                workloads[identity.name] = _Workload(identity, list(tree.pids))
-            return workloads, None
-        layout = self._cgroups.layout()
-        hierarchy = layout.walk_hierarchy()
-        if hierarchy is None:
-            raise NoDataError("no cgroup filesystem in mountinfo")
-        for cgroup, pids in self._cgroups.procs(hierarchy, self._keep_cgroup):
-            identity = self._mapper.identify(cgroup)
-            known = workloads.get(identity.name)
-            if known is None:
-                workloads[identity.name] = _Workload(identity, pids)
-            else:
-                known.pids.extend(pids)
-        return workloads, layout
-
-    def _process_identity(self, root: int) -> WorkloadIdentity:
-        """``pid-N`` plus the root process's cgroup (v2 entry, else the first listed)."""
-        cgroup = ""
-        try:
-            entries = self._proc.cgroups(root)
-        except _UNREADABLE:
-            entries = []
-        for entry in entries:
-            if entry.hierarchy == 0 or not cgroup:
-                cgroup = entry.path
-        mapped = self._mapper.identify(cgroup) if cgroup else None
-        return WorkloadIdentity(
-            name=f"pid-{root}",
-            kind="process",
-            cgroup=cgroup,
-            pod=mapped.pod if mapped else "",
-            namespace=mapped.namespace if mapped else "",
-            container=mapped.container if mapped else "",
-            pod_uid=mapped.pod_uid if mapped else "",
-            container_id=mapped.container_id if mapped else "",
-        )
-
-    # -- readings --------------------------------------------------------------------------
-
     def _node_labels(self, topo: Topology) -> dict[int, str]:
         if topo is not self._cpu_node_for:
             self._cpu_node = {cpu: str(node) for cpu, node in topo.cpu_to_node().items()}
             self._cpu_node_for = topo
         return self._cpu_node
-
-    def _read_threads(self, workload: _Workload, cpu_node: dict[int, str]) -> None:
-        """Fill threads, CPU total, root pid and comm; vanished processes are skipped."""
-        parents: dict[int, tuple[int, str]] = {}
-        threads = workload.threads
-        total = 0.0
-        for pid in workload.pids:
-            try:
-                ppid, comm, samples = self._proc.threads(pid)
-            except VANISHED:
-                continue
-            if not samples:
-                continue
-            workload.live_pids.append(pid)
-            for tid, starttime, seconds, processor in samples:
-                threads.append(((tid, starttime), seconds, cpu_node.get(processor, "")))
-                total += seconds
-            if ppid >= 0:
-                parents[pid] = (ppid, comm)
-        workload.cpu_total = total
-        if not parents:
-            workload.root_pid = min(workload.live_pids, default=0)
-            return
-        roots = [pid for pid, (ppid, _) in parents.items() if ppid not in parents]
-        workload.root_pid = min(roots) if roots else min(parents)
-        workload.comm = parents[workload.root_pid][1]
-
-    def _memory(self, workload: _Workload, layout: CgroupLayout | None) -> dict[int, int]:
-        if layout is not None:
-            stat = self._cgroups.numa_stat(workload.identity.cgroup, layout)
-            if stat is not None:
-                return stat
-        if not self._settings.numa_maps:
-            return {}
-        total: dict[int, int] = {}
-        for pid in workload.live_pids:
-            try:
-                per_node = self._proc.numa_maps(pid)
-            except _UNREADABLE:
-                continue
-            for node, value in per_node.items():
-                total[node] = total.get(node, 0) + value
-        return total
-
-    def _fd_gpus(self, workload: _Workload, minor_to_gpu: dict[int, int]) -> set[int]:
-        found: set[int] = set()
-        for pid in workload.live_pids:
-            try:
-                targets = self._proc.fd_targets(pid)
-            except _UNREADABLE_FDS:
-                continue
-            for minor in gpu_minors(targets, self._gpu_pattern):
-                found.add(minor_to_gpu.get(minor, minor))
-        return found
-
-    def _minor_to_gpu(self, topo: Topology) -> dict[int, int]:
-        """``/dev/nvidiaN`` minor -> GPU index, where the driver says which board N is."""
-        by_bus = {g.pci_bus_id: g.index for g in topo.gpus if g.pci_bus_id}
-        return {
-            minor: by_bus[bus] for minor, bus in self._proc.nvidia_minors().items() if bus in by_bus
-        }
 
     # -- scrape ----------------------------------------------------------------------------
 
@@ -252,10 +95,10 @@ class WorkloadsCollector:
         """Read every selected workload and yield the ``toposcope_workload*`` families."""
         topo = self._topology.get()
         cpu_node = self._node_labels(topo)
-        found, layout = self._discover()
-        candidates: list[_Workload] = []
+        found, layout = self._reader.discover()
+        candidates: list[WorkloadReading] = []
         for workload in found.values():
-            self._read_threads(workload, cpu_node)
+            self._reader.read_threads(workload, cpu_node)
             if not workload.threads:
                 continue
             if workload.cpu_total < self._settings.min_cpu_seconds:
@@ -269,7 +112,7 @@ class WorkloadsCollector:
         gpu_nodes = {g.index: g.numa_node for g in topo.gpus}
         # No GPU on the PCI bus, no GPU device file to find: skip the descriptor scan.
         scan_fds = self._settings.gpu_fds and bool(topo.gpus)
-        minor_to_gpu = self._minor_to_gpu(topo) if scan_fds else {}
+        minor_to_gpu = self._reader.minor_to_gpu(topo) if scan_fds else {}
         nvml_gpus: dict[int, dict[int, int | None]] = {}
         if self._gpu_processes is not None:
             for proc in self._gpu_processes.gpu_processes():
@@ -317,11 +160,11 @@ class WorkloadsCollector:
                 counts[node] = counts.get(node, 0) + 1
             for node, count in sorted(counts.items()):
                 threads.add_metric([name, node], float(count))
-            node_memory = self._memory(workload, layout)
+            node_memory = self._reader.memory(workload, layout)
             for node_id, value in sorted(node_memory.items()):
                 memory.add_metric([name, str(node_id)], float(value))
 
-            gpus = self._fd_gpus(workload, minor_to_gpu) if scan_fds else set()
+            gpus = self._reader.gpus_from_fds(workload, minor_to_gpu) if scan_fds else set()
             gpu_used: dict[int, int] = {}
             for pid in workload.live_pids:
                 for gpu, used in nvml_gpus.get(pid, {}).items():
@@ -348,7 +191,7 @@ class WorkloadsCollector:
         yield from nonempty([info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality])
         yield dropped
 
-    def _account_cpu(self, kept: list[_Workload]) -> dict[str, dict[str, float]]:
+    def _account_cpu(self, kept: list[WorkloadReading]) -> dict[str, dict[str, float]]:
         """Add each thread's CPU time since the last scrape to its current node (lock held)."""
         last = self._thread_seconds
         seen: dict[ThreadKey, float] = {}

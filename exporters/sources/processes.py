@@ -6,7 +6,8 @@ files are read with one ``os.read`` into bytes, and ``stat`` lines are split, no
 with regular expressions. Units become base units here, once: clock ticks become seconds,
 ``numa_maps`` pages become bytes.
 
-A process or thread can exit between listing and reading; every reader lets
+The files' contents are parsed in :mod:`toposcope.exporters.sources.proc_files`. A process
+or thread can exit between listing and reading; every reader lets
 :class:`FileNotFoundError` / :class:`ProcessLookupError` through as :data:`VANISHED` so that
 callers skip that one entry silently. Equivalent commands: ``ps -L -o tid,psr,time``,
 ``numastat -p PID``, ``ls -l /proc/PID/fd``.
@@ -21,77 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from toposcope.exporters.sources.proc_files import (
+    CLOCK_TICKS,
+    STAT_PPID,
+    STAT_PROCESSOR,
+    STAT_STARTTIME,
+    STAT_STIME,
+    STAT_UTIME,
+    ProcCgroup,
+    TaskStat,
+    parse_numa_maps,
+    parse_nvidia_information,
+    parse_proc_cgroup,
+    parse_stat,
+    parse_status,
+)
+
 #: Exceptions meaning "the process or thread is gone": skip it, never log it.
 VANISHED: tuple[type[OSError], ...] = (FileNotFoundError, ProcessLookupError)
 
-#: ``PF_KTHREAD`` in the ``flags`` field of ``stat``: the task is a kernel thread.
-PF_KTHREAD = 0x00200000
-
-#: The kernel's ``USER_HZ``, the unit of utime/stime in ``stat`` (100 on every Linux ABI).
-CLOCK_TICKS: int = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
 #: Base page size of the host, the unit of cgroup v1 ``memory.numa_stat``.
 PAGE_SIZE: int = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-# Index of a 1-based stat field in the list split after the closing ")" of comm:
-# field 3 (state) is index 0, so field N is index N - 3.
-_PPID = 4 - 3
-_FLAGS = 9 - 3
-_UTIME = 14 - 3
-_STIME = 15 - 3
-_STARTTIME = 22 - 3
-_PROCESSOR = 39 - 3
-
-
-@dataclass(frozen=True, slots=True)
-class TaskStat:
-    """One line of ``/proc/PID/stat`` or ``/proc/PID/task/TID/stat``, in base units.
-
-    ``cpu_seconds`` is utime + stime (fields 14 and 15) in seconds; ``starttime`` (field 22,
-    in clock ticks since boot) tells a reused pid from the old one; ``processor`` (field 39)
-    is the CPU the task last ran on, ``None`` on kernels that do not report it.
-    """
-
-    pid: int
-    comm: str
-    state: str
-    ppid: int
-    flags: int
-    cpu_seconds: float
-    starttime: int
-    processor: int | None
-
-    @property
-    def kernel_thread(self) -> bool:
-        """True for kernel threads (``PF_KTHREAD``), which no workload owns."""
-        return bool(self.flags & PF_KTHREAD)
-
-
-def parse_stat(data: bytes, clock_ticks: int = CLOCK_TICKS) -> TaskStat:
-    """Parse a ``stat`` line (bytes, as read) into a :class:`TaskStat`.
-
-    ``comm`` may hold spaces and parentheses (``"(a) b)"``), so it is everything between the
-    first ``(`` and the *last* ``)``. Raises ``ValueError`` on a line without that shape.
-    """
-    open_paren = data.find(b"(")
-    close_paren = data.rfind(b")")
-    if open_paren < 0 or close_paren < open_paren:
-        raise ValueError(f"malformed stat line {data[:80]!r}")
-    rest = data[close_paren + 2 :].split()
-    if len(rest) <= _STARTTIME:
-        raise ValueError(f"stat line has only {len(rest) + 2} fields")
-    processor = int(rest[_PROCESSOR]) if len(rest) > _PROCESSOR else None
-    return TaskStat(
-        pid=int(data[:open_paren]),
-        comm=data[open_paren + 1 : close_paren].decode("utf-8", "replace"),
-        state=rest[0].decode("ascii", "replace"),
-        ppid=int(rest[_PPID]),
-        flags=int(rest[_FLAGS]),
-        cpu_seconds=(int(rest[_UTIME]) + int(rest[_STIME])) / clock_ticks,
-        starttime=int(rest[_STARTTIME]),
-        processor=processor,
-    )
-
 
 #: ``(tid, starttime ticks, cpu seconds, last CPU or -1)``: one thread, cheap to build.
 ThreadSample = tuple[int, int, float, int]
@@ -103,90 +54,6 @@ class ProcessThreads(NamedTuple):
     ppid: int
     comm: str
     samples: list[ThreadSample]
-
-
-def parse_numa_maps(text: str) -> dict[int, int]:
-    """Sum ``/proc/PID/numa_maps`` into bytes per NUMA node.
-
-    Each mapping line carries ``N<node>=<pages>`` items and ``kernelpagesize_kB=<size>``
-    (4 for base pages, 2048 for huge pages); a line without the page size uses 4 kB. Lines
-    or items that do not parse are skipped, as ``numastat -p`` does. Same figures as
-    ``numastat -p PID``, in bytes.
-    """
-    nodes: dict[int, int] = {}
-    for line in text.splitlines():
-        page_kb = 4
-        counts: list[tuple[int, int]] = []
-        for item in line.split():
-            if item[0] == "N":
-                key, sep, value = item.partition("=")
-                if not sep:
-                    continue
-                try:
-                    counts.append((int(key[1:]), int(value)))
-                except ValueError:
-                    continue
-            elif item.startswith("kernelpagesize_kB="):
-                try:
-                    page_kb = int(item[18:])
-                except ValueError:
-                    counts = []
-                    break
-        for node, pages in counts:
-            if node >= 0 and pages >= 0:
-                nodes[node] = nodes.get(node, 0) + pages * page_kb * 1024
-    return nodes
-
-
-def parse_status(text: str) -> dict[str, str]:
-    """Parse ``/proc/PID/status`` (``Key:\\tvalue`` lines) into a dict of stripped strings."""
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            values[key] = value.strip()
-    return values
-
-
-@dataclass(frozen=True)
-class ProcCgroup:
-    """One line of ``/proc/PID/cgroup``: hierarchy id, its controllers, and the cgroup path.
-
-    cgroup v2 is hierarchy ``0`` with no controllers; v1 named hierarchies show as
-    ``name=systemd``.
-    """
-
-    hierarchy: int
-    controllers: tuple[str, ...]
-    path: str
-
-
-def parse_proc_cgroup(text: str) -> list[ProcCgroup]:
-    """Parse ``/proc/PID/cgroup`` (``id:controllers:path``); malformed lines are skipped."""
-    entries: list[ProcCgroup] = []
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        try:
-            hierarchy = int(parts[0])
-        except ValueError:
-            continue
-        controllers = tuple(c for c in parts[1].split(",") if c)
-        entries.append(ProcCgroup(hierarchy, controllers, parts[2]))
-    return entries
-
-
-def parse_nvidia_information(text: str) -> int | None:
-    """The ``Device Minor`` of ``/proc/driver/nvidia/gpus/<bus id>/information``, if present."""
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "Device Minor":
-            try:
-                return int(value.strip())
-            except ValueError:
-                return None
-    return None
 
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC
@@ -287,18 +154,18 @@ class ProcFs:
             finally:
                 os.close(fd)
             close = data.rfind(b")")
-            fields = data[close + 2 :].split(None, _PROCESSOR + 1)
+            fields = data[close + 2 :].split(None, STAT_PROCESSOR + 1)
             try:
                 samples.append(
                     (
                         int(name),
-                        int(fields[_STARTTIME]),
-                        (int(fields[_UTIME]) + int(fields[_STIME])) / ticks,
-                        int(fields[_PROCESSOR]) if len(fields) > _PROCESSOR else -1,
+                        int(fields[STAT_STARTTIME]),
+                        (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) / ticks,
+                        int(fields[STAT_PROCESSOR]) if len(fields) > STAT_PROCESSOR else -1,
                     )
                 )
                 if name == main:
-                    ppid = int(fields[_PPID])
+                    ppid = int(fields[STAT_PPID])
                     comm = data[data.find(b"(") + 1 : close].decode("utf-8", "replace")
             except (IndexError, ValueError):
                 continue

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toposcope.cpulist import CPU_LIMIT
-from toposcope.topology.sysfs import read_text
+from toposcope.topology.sysfs_files import read_text
 
 LOG = logging.getLogger(__name__)
 

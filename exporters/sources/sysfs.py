@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toposcope.cpulist import parse_cpulist
-from toposcope.topology.sysfs import (
+from toposcope.topology.sysfs_files import (
     cpu_dir,
     node_dirs,
     numa_dir,

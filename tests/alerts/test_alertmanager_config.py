@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.procs import free_port, http_get, poll, require_binary, running
+from tests.procs import Alertmanager, free_port, http_get, poll, require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "alerts" / "alertmanager.yml"
@@ -113,23 +113,13 @@ def alert(name: str, severity: str, **labels: str) -> dict[str, Any]:
 def test_alertmanager_inhibits_what_a_lost_gpu_or_down_exporter_explains(
     tmp_path: Path,
 ) -> None:
-    binary = require_binary("prometheus-alertmanager")
     # The example's webhook URLs point at a fixed loopback port: aim them at a free one.
     data = config()
     for receiver in data["receivers"]:
         for webhook in receiver.get("webhook_configs", []):
             webhook["url"] = f"http://127.0.0.1:{free_port()}/"
-    config_file = tmp_path / "alertmanager.yml"
-    config_file.write_text(yaml.safe_dump(data), encoding="utf-8")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    argv = [
-        binary,
-        f"--config.file={config_file}",
-        f"--storage.path={tmp_path / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--cluster.listen-address=",
-    ]
+    alertmanager = Alertmanager(tmp_path, yaml.safe_dump(data))
+    url = alertmanager.url
     posted = [
         alert("ToposcopeGpuLost", "critical", instance="gpu-node-1:9847", gpu="0"),
         alert("ToposcopeGpuXidFatal", "critical", instance="gpu-node-1:9847", gpu="0", xid="79"),
@@ -154,8 +144,7 @@ def test_alertmanager_inhibits_what_a_lost_gpu_or_down_exporter_explains(
             for a in answer
         }
 
-    with running(argv, tmp_path / "alertmanager.log"):
-        poll(lambda: http_get(f"{url}/-/ready"))
+    with alertmanager.run():
         request = urllib.request.Request(
             f"{url}/api/v2/alerts",
             data=json.dumps(posted).encode(),

@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,21 +32,22 @@ from toposcope.exporters.collectors.cross_socket import (
     node_packages,
 )
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.sources.perf_uncore import (
-    CounterEvent,
+from toposcope.exporters.sources.pcm import (
     PcmClient,
     PcmLinkTraffic,
-    PerfEventOpen,
-    UncoreLinkCounters,
+    parse_pcm_incoming,
+    pcm_metrics_url,
+)
+from toposcope.exporters.sources.perf_uncore import CounterEvent, PerfEventOpen, UncoreLinkCounters
+from toposcope.exporters.sources.resctrl import MbmDomain, ResctrlMbm, resctrl_mount
+from toposcope.exporters.sources.sysfs import SysfsNodes
+from toposcope.exporters.sources.uncore_pmus import (
     detect_uncore_pmus,
     encode_config,
     parse_format,
-    parse_pcm_incoming,
-    pcm_metrics_url,
     read_cpu_model,
 )
-from toposcope.exporters.sources.resctrl import MbmDomain, ResctrlMbm, resctrl_mount
-from toposcope.exporters.sources.sysfs import SysfsNodes
+from toposcope.procs import free_port
 from toposcope.topology.sysfs import build_from_sysfs
 
 PAGE = 4096
@@ -688,9 +688,7 @@ def test_pcm_without_a_link_map_on_4_sockets_skips_links(
 
 
 def test_pcm_down_fails_the_scrape_naming_the_url(hwloc_root: Callable[[str], Path]) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     collector = build_cross_socket(context(hwloc_root("32intel64-2p8co2t+8ve"), "pcm", pcm=url))
     with pytest.raises(SourceError, match=re.escape(f"127.0.0.1:{port}/metrics")):

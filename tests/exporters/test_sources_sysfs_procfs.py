@@ -19,7 +19,7 @@ from toposcope.exporters.sources.sysfs import (
     SysfsNodes,
     parse_numastat,
 )
-from toposcope.topology.sysfs import parse_meminfo_lines
+from toposcope.topology.sysfs_files import parse_meminfo_lines
 
 KIB = 1024
 MIB = 1024 * KIB

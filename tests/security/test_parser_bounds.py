@@ -31,10 +31,12 @@ from toposcope.cpulist import (
 from toposcope.errors import ConfigError, SourceError
 from toposcope.exporters.sources.procfs import parse_proc_stat_cpus
 from toposcope.exporters.sources.sysfs import parse_numastat
-from toposcope.topology.hwloc_xml import MAX_OBJECT_DEPTH, build_from_hwloc_xml
+from toposcope.topology.hwloc_document import MAX_OBJECT_DEPTH
+from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import MAX_NUMA_DISTANCE
 from toposcope.topology.nvidia_smi import GPU_LIMIT, MAX_COLUMNS, build_from_nvidia_smi_topo
-from toposcope.topology.sysfs import build_from_sysfs, parse_distance_row, parse_meminfo_lines
+from toposcope.topology.sysfs import build_from_sysfs
+from toposcope.topology.sysfs_files import parse_distance_row, parse_meminfo_lines
 
 #: Longest error message any refusal below may print (one readable line).
 MAX_MESSAGE = 400

@@ -47,7 +47,8 @@ from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import MAX_NUMA_DISTANCE, Topology
 from toposcope.topology.nvidia_smi import GPU_LIMIT, build_from_nvidia_smi_topo
 from toposcope.topology.nvml import normalise_pci_bus_id
-from toposcope.topology.sysfs import build_from_sysfs, parse_distance_row, parse_meminfo_lines
+from toposcope.topology.sysfs import build_from_sysfs
+from toposcope.topology.sysfs_files import parse_distance_row, parse_meminfo_lines
 
 FUZZ = settings(
     max_examples=200,

@@ -19,11 +19,12 @@ from tests.helpers import HWLOC_XML
 from toposcope.errors import ConfigError
 from toposcope.names import InvalidNameError
 from toposcope.sim.cluster import SimCluster
-from toposcope.sim.fsgen import write_topology_sysfs
 from toposcope.sim.jobs import JobKind, JobSpec, load_trace, make_job
-from toposcope.sim.nodefs import NodeTree, SimExporters
+from toposcope.sim.nodefs import SimExporters
+from toposcope.sim.nodetree import NodeTree
 from toposcope.sim.paths import UnsafePathError, contained, remove_contained
 from toposcope.sim.scenarios import build_cluster, parse_scenario
+from toposcope.sim.sysfs_writer import write_topology_sysfs
 from toposcope.sim.templates import builtin_template
 
 XEON = builtin_template("xeon-2s")

@@ -8,18 +8,18 @@ import random
 import pytest
 
 from toposcope.resources import Allocation
+from toposcope.sim.candidates import candidate_count
 from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.model import (
     LINK_FACTORS,
     best_allocation,
     best_over_nodes,
-    candidate_count,
     cross_node_slowdown,
     evaluate,
     greedy_allocation,
     rank_allocations,
-    thread_cpus,
 )
+from toposcope.sim.placement import thread_cpus
 from toposcope.sim.templates import builtin_template
 
 XEON = builtin_template("xeon-2s")

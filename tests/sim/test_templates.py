@@ -9,7 +9,8 @@ import pytest
 from tests.helpers import HWLOC_XML
 from toposcope.cpulist import format_cpulist
 from toposcope.exporters.sources.fake_nvml import SPEC_DIR, load_spec
-from toposcope.sim.fsgen import write_topology_sysfs
+from toposcope.sim.nvml_descriptions import shipped_gpus
+from toposcope.sim.sysfs_writer import write_topology_sysfs
 from toposcope.sim.templates import (
     BUILTIN_TEMPLATES,
     builtin_template,
@@ -31,6 +32,21 @@ def test_builtin_matches_the_fake_nvml_description(name: str) -> None:
             fake.cpu_affinity
         )
     assert {g.name for g in spec.gpus} == {template.gpu_model}
+
+
+def test_template_gpus_are_read_from_the_shipped_description() -> None:
+    dgx = shipped_gpus("dgx-a100")
+    # no pcie_switch in the description: the PXB pairs of its PCIe matrix share a switch
+    assert [g.switch for g in dgx.gpus] == ["sw0", "sw0", "sw1", "sw1", "sw2", "sw2", "sw3", "sw3"]
+    assert dgx.same_switch_label == "PXB" and dgx.nvlink_label == "NV12"
+    assert {g.nvlink_group for g in dgx.gpus} == {"nvswitch"}
+    assert (dgx.model, dgx.pci_device_id) == ("NVIDIA A100-SXM4-80GB", 0x20B210DE)
+    assert (dgx.memory_bytes, dgx.power_limit_watts) == (80 * 1024**3, 400.0)
+    pcie4 = shipped_gpus("pcie-4gpu")
+    assert [g.switch for g in pcie4.gpus] == ["socket0-switch", "socket0-switch", None, None]
+    assert pcie4.same_switch_label == "PIX"
+    assert {g.nvlink_group for g in pcie4.gpus} == {None}
+    assert (pcie4.model, pcie4.power_limit_watts) == ("NVIDIA L40S", 350.0)
 
 
 def test_builtin_shapes() -> None:

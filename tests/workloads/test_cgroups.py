@@ -12,13 +12,12 @@ from toposcope.config import HostPaths
 from toposcope.exporters.sources.cgroups import (
     Cgroups,
     CpuSet,
-    PathMapper,
-    classify_cgroup,
     layout_from_mounts,
     parse_cgroup_procs,
     parse_mountinfo,
     parse_numa_stat,
 )
+from toposcope.exporters.sources.workload_identity import PathMapper, classify_cgroup
 
 HEAD = (
     "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"

@@ -29,8 +29,8 @@ from toposcope.exporters.collectors import default_table
 from toposcope.exporters.collectors.workloads import ENTRY as workloads_entry
 from toposcope.exporters.collectors.workloads import WorkloadsCollector
 from toposcope.exporters.context import CollectorContext, GpuProcess, HostTopology
-from toposcope.exporters.sources.cgroups import PathMapper, WorkloadIdentity, with_names
-from toposcope.sim.fsgen import stat_line
+from toposcope.exporters.sources.workload_identity import PathMapper, WorkloadIdentity, with_names
+from toposcope.sim.proc_text import stat_line
 
 CPU = "toposcope_workload_cpu_seconds_total"
 THREADS = "toposcope_workload_threads"

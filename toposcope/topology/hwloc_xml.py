@@ -30,40 +30,37 @@ same model either way:
 Disallowed CPUs (``allowed_cpuset``) are kept: the model describes the machine, not what the
 process that ran ``lstopo`` was allowed to use. Any I/O error or malformed content raises
 :class:`~toposcope.errors.ConfigError` naming the file and the problem; that includes objects
-nested deeper than :data:`MAX_OBJECT_DEPTH` (real machines stay far below), sets naming CPUs
-beyond :data:`~toposcope.cpulist.CPU_LIMIT`, and NUMA distances or latencies that are not
-finite, are negative or exceed :data:`~toposcope.topology.model.MAX_NUMA_DISTANCE`. The tree
-is walked without recursion, so no document can exhaust the interpreter's stack.
+nested deeper than :data:`~toposcope.topology.hwloc_document.MAX_OBJECT_DEPTH` (real
+machines stay far below), sets naming CPUs beyond :data:`~toposcope.cpulist.CPU_LIMIT`, and
+NUMA distances or latencies that are not finite, are negative or exceed
+:data:`~toposcope.topology.model.MAX_NUMA_DISTANCE`. The tree is walked without recursion, so
+no document can exhaust the interpreter's stack. Reading the document is
+:mod:`toposcope.topology.hwloc_document`'s part; this module builds the model from it.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from toposcope.cpulist import parse_cpumask
 from toposcope.errors import ConfigError
+from toposcope.topology.hwloc_document import (
+    HwObj,
+    Malformed,
+    numa_distances,
+    object_tree,
+    parse_document,
+)
 from toposcope.topology.model import (
     PCI_VENDOR_NVIDIA,
+    Cpu,
     Gpu,
     NumaNode,
     Package,
     PciDevice,
     Topology,
-    check_distance,
-    parse_distance,
 )
-
-LOG = logging.getLogger(__name__)
-
-#: How deeply ``<object>`` elements may nest. A real machine needs about 15 levels (machine,
-#: package, die, caches, core, PU, and a chain of PCI bridges); deeper is refused.
-MAX_OBJECT_DEPTH = 256
-#: The longest integer attribute read, in characters (a 64-bit number fits in 20 digits).
-_MAX_INT_TEXT = 24
 
 #: Object types that are not part of the CPU/memory hierarchy (a PCI device's locality is
 #: the nearest ancestor of another type).
@@ -71,133 +68,6 @@ _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc"})
 #: Memory subtypes hwloc gives to nodes that Linux shows without CPUs.
 _DRAM_SUBTYPES = frozenset({"", "DRAM"})
 _PCI_TYPE_RE = re.compile(r"^\s*([0-9a-fA-F]{4})\s+\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
-# hwloc writes an infinite bitmap (e.g. an allowed set) with a leading "0xf...f," word.
-_INFINITE_PREFIX = "0xf...f"
-
-
-class _Malformed(Exception):
-    """Internal: a problem in the document, turned into ConfigError with the file name."""
-
-
-@dataclass(eq=False)
-class _Obj:
-    """One ``<object>`` element with the attributes the builder uses."""
-
-    type: str
-    os_index: int | None
-    subtype: str
-    cpuset: frozenset[int] | None
-    online_cpuset: frozenset[int] | None
-    nodeset: frozenset[int] | None
-    local_memory: int | None
-    element: ET.Element
-    parent: _Obj | None = None
-    children: list[_Obj] = field(default_factory=list)
-
-    def descendants(self) -> list[_Obj]:
-        """All objects below this one, depth first in document order (no recursion)."""
-        out: list[_Obj] = []
-        stack = list(reversed(self.children))
-        while stack:
-            obj = stack.pop()
-            out.append(obj)
-            stack.extend(reversed(obj.children))
-        return out
-
-    def pus(self) -> list[_Obj]:
-        """The PU objects below this one."""
-        return [o for o in self.descendants() if o.type == "PU"]
-
-    def info(self, name: str) -> str | None:
-        """The value of this object's ``<info name=...>`` child, if any."""
-        for item in self.element.findall("info"):
-            if item.get("name") == name:
-                return item.get("value")
-        return None
-
-
-def _what(element: ET.Element) -> str:
-    """How errors name an element: its type attribute (cut short), else its tag."""
-    return element.get("type", element.tag)[:32]
-
-
-def _int_attr(element: ET.Element, name: str) -> int | None:
-    value = element.get(name)
-    if value is None:
-        return None
-    what = _what(element)
-    if len(value) > _MAX_INT_TEXT:
-        raise _Malformed(f"{what} has a {name} longer than {_MAX_INT_TEXT} characters")
-    try:
-        return int(value, 0)
-    except ValueError:
-        raise _Malformed(f"{what} has a non-integer {name}={value!r}") from None
-
-
-def _set_attr(element: ET.Element, name: str) -> frozenset[int] | None:
-    value = element.get(name)
-    if value is None:
-        return None
-    text = value.strip()
-    if text.startswith(_INFINITE_PREFIX):
-        # Only the finite words matter: the infinite tail names CPUs that do not exist.
-        text = text[len(_INFINITE_PREFIX) :].lstrip(",")
-    try:
-        return frozenset(parse_cpumask(text))
-    except ValueError as exc:
-        raise _Malformed(f"{_what(element)} has a malformed {name}={value[:64]!r}: {exc}") from None
-
-
-def _object(element: ET.Element, parent: _Obj | None) -> _Obj:
-    """One ``<object>`` element's attributes, without its children."""
-    obj_type = element.get("type")
-    if not obj_type:
-        raise _Malformed("an <object> has no type attribute")
-    if obj_type == "Socket":  # hwloc 1.x name of a package
-        obj_type = "Package"
-    return _Obj(
-        type=obj_type,
-        os_index=_int_attr(element, "os_index"),
-        subtype=element.get("subtype", ""),
-        cpuset=_set_attr(element, "cpuset"),
-        online_cpuset=_set_attr(element, "online_cpuset"),
-        nodeset=_set_attr(element, "nodeset"),
-        local_memory=_int_attr(element, "local_memory"),
-        element=element,
-        parent=parent,
-    )
-
-
-def _convert(top: ET.Element) -> _Obj:
-    """The object tree under ``top``, built without recursion and at most MAX_OBJECT_DEPTH deep."""
-    root = _object(top, None)
-    stack = [(root, 1)]
-    while stack:
-        obj, depth = stack.pop()
-        children = obj.element.findall("object")
-        if children and depth >= MAX_OBJECT_DEPTH:
-            raise _Malformed(
-                f"<object> elements nested deeper than {MAX_OBJECT_DEPTH} levels "
-                f"(below a {_what(obj.element)}); not an hwloc topology"
-            )
-        obj.children = [_object(child, obj) for child in children]
-        stack.extend((child, depth + 1) for child in reversed(obj.children))
-    return root
-
-
-def _parse_document(path: Path) -> ET.Element:
-    try:
-        tree = ET.parse(path)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"hwloc XML file {path} does not exist") from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read hwloc XML file {path}: {exc.strerror or exc}") from exc
-    except ET.ParseError as exc:
-        raise ConfigError(f"{path} is not well-formed XML: {exc}") from exc
-    root = tree.getroot()
-    if root.tag != "topology":
-        raise ConfigError(f"{path} is not an hwloc topology: root element is <{root.tag}>")
-    return root
 
 
 def build_from_hwloc_xml(path: Path) -> Topology:
@@ -207,24 +77,24 @@ def build_from_hwloc_xml(path: Path) -> Topology:
     an hwloc topology, or holds malformed attributes (sets, indexes, PCI ids, distances).
     """
     path = Path(path)
-    document = _parse_document(path)
+    document = parse_document(path)
     try:
         return _build(document, path)
-    except _Malformed as exc:
+    except Malformed as exc:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
 def _build(document: ET.Element, path: Path) -> Topology:
     top = document.find("object")
     if top is None:
-        raise _Malformed("no <object> under <topology>")
-    root = _convert(top)
+        raise Malformed("no <object> under <topology>")
+    root = object_tree(top)
     objects = [root, *root.descendants()]
 
     usable = _usable_cpus(root, objects)
     packages = _packages(objects, usable)
     node_cpus, node_objs = _assign_cpus(objects, usable)
-    distances = _distances(document, root, node_objs)
+    distances = numa_distances(document, root, node_objs)
     package_of_cpu = {cpu: pkg.id for pkg in packages for cpu in pkg.cpus}
 
     nodes: list[NumaNode] = []
@@ -256,6 +126,12 @@ def _build(document: ET.Element, path: Path) -> Topology:
             )
         )
 
+    cpu_node = {cpu: node.id for node in nodes for cpu in node.cpus}
+    core_of = _cores(objects)
+    cpu_records = tuple(
+        Cpu(id=c, package=package_of_cpu.get(c), core=core_of.get(c), numa_node=cpu_node.get(c))
+        for c in sorted(usable)
+    )
     pci, gpu_infos = _pci_devices(objects, usable, nodes)
     gpu_devices = sorted(
         (d for d in pci if d.is_gpu), key=lambda d: (d.vendor != PCI_VENDOR_NVIDIA, d.bus_id)
@@ -275,13 +151,14 @@ def _build(document: ET.Element, path: Path) -> Topology:
     return Topology(
         packages=tuple(packages),
         numa_nodes=tuple(nodes),
+        cpus=cpu_records,
         pci_devices=tuple(pci),
         gpus=gpus,
         source=f"hwloc-xml:{path}",
     )
 
 
-def _usable_cpus(root: _Obj, objects: list[_Obj]) -> frozenset[int]:
+def _usable_cpus(root: HwObj, objects: list[HwObj]) -> frozenset[int]:
     """Online CPUs of the machine: the root's cpuset (and online_cpuset), else its PUs."""
     cpus = root.cpuset
     if cpus is None:
@@ -291,7 +168,7 @@ def _usable_cpus(root: _Obj, objects: list[_Obj]) -> frozenset[int]:
     return cpus
 
 
-def _object_cpus(obj: _Obj, usable: frozenset[int]) -> frozenset[int]:
+def _object_cpus(obj: HwObj, usable: frozenset[int]) -> frozenset[int]:
     """An object's online CPUs: its cpuset attribute, else the PUs below it."""
     if obj.cpuset is not None:
         cpus = obj.cpuset
@@ -302,7 +179,7 @@ def _object_cpus(obj: _Obj, usable: frozenset[int]) -> frozenset[int]:
     return cpus & usable
 
 
-def _packages(objects: list[_Obj], usable: frozenset[int]) -> list[Package]:
+def _packages(objects: list[HwObj], usable: frozenset[int]) -> list[Package]:
     """Packages by OS index (objects sharing an index are merged, as sysfs ids would be)."""
     by_id: dict[int, set[int]] = {}
     for number, obj in enumerate(o for o in objects if o.type == "Package"):
@@ -311,13 +188,24 @@ def _packages(objects: list[_Obj], usable: frozenset[int]) -> list[Package]:
     return [Package(id=pid, cpus=tuple(sorted(cpus))) for pid, cpus in sorted(by_id.items())]
 
 
-def _has_pu(obj: _Obj) -> bool:
+def _cores(objects: list[HwObj]) -> dict[int, int]:
+    """CPU -> the OS index of the Core object holding it (the kernel's ``core_id``)."""
+    found: dict[int, int] = {}
+    for obj in objects:
+        if obj.type == "Core" and obj.os_index is not None:
+            for pu in obj.pus():
+                if pu.os_index is not None:
+                    found[pu.os_index] = obj.os_index
+    return found
+
+
+def _has_pu(obj: HwObj) -> bool:
     return any(o.type == "PU" for o in obj.descendants())
 
 
-def _attached_nodes(obj: _Obj) -> list[_Obj]:
+def _attached_nodes(obj: HwObj) -> list[HwObj]:
     """NUMA nodes attached to ``obj`` as memory children (possibly behind MemCache objects)."""
-    found: list[_Obj] = []
+    found: list[HwObj] = []
     stack = list(reversed(obj.children))
     while stack:
         child = stack.pop()
@@ -329,17 +217,17 @@ def _attached_nodes(obj: _Obj) -> list[_Obj]:
 
 
 def _assign_cpus(
-    objects: list[_Obj], usable: frozenset[int]
-) -> tuple[dict[int, set[int]], dict[int, _Obj]]:
+    objects: list[HwObj], usable: frozenset[int]
+) -> tuple[dict[int, set[int]], dict[int, HwObj]]:
     """Give each online PU to its nearest NUMA node; return node cpus and node objects."""
-    node_objs: dict[int, _Obj] = {}
+    node_objs: dict[int, HwObj] = {}
     for obj in objects:
         if obj.type == "NUMANode":
             if obj.os_index is None:
-                raise _Malformed("a NUMANode has no os_index")
+                raise Malformed("a NUMANode has no os_index")
             node_objs.setdefault(obj.os_index, obj)
     node_cpus: dict[int, set[int]] = {}
-    owners: dict[_Obj, _Obj | None] = {}  # each ancestor is examined once, however many PUs
+    owners: dict[HwObj, HwObj | None] = {}  # each ancestor is examined once, however many PUs
     for pu in objects:
         if pu.type != "PU" or pu.os_index is None or pu.os_index not in usable:
             continue
@@ -355,7 +243,7 @@ def _assign_cpus(
     return node_cpus, node_objs
 
 
-def _local_node(obj: _Obj) -> _Obj | None:
+def _local_node(obj: HwObj) -> HwObj | None:
     """The NUMA node that owns the PUs below ``obj`` when ``obj`` is their nearest holder."""
     if obj.type == "NUMANode":  # hwloc 1.x: the node is an ancestor
         return obj
@@ -365,7 +253,7 @@ def _local_node(obj: _Obj) -> _Obj | None:
     return min(candidates, key=lambda n: (n.subtype not in _DRAM_SUBTYPES, n.os_index or 0))
 
 
-def _ancestor_package(obj: _Obj) -> int | None:
+def _ancestor_package(obj: HwObj) -> int | None:
     current = obj.parent
     while current is not None:
         if current.type == "Package":
@@ -374,94 +262,7 @@ def _ancestor_package(obj: _Obj) -> int | None:
     return None
 
 
-def _words(elements: list[ET.Element]) -> list[str]:
-    """The whitespace-separated words of several elements' text, in order."""
-    return " ".join(e.text or "" for e in elements).split()
-
-
-def _distances(
-    document: ET.Element, root: _Obj, node_objs: dict[int, _Obj]
-) -> dict[int, dict[int, int]]:
-    """The NUMA latency matrix by OS index (v2 ``distances2`` or v1 ``distances``)."""
-    gp_to_os = {
-        obj.element.get("gp_index"): node_id
-        for node_id, obj in node_objs.items()
-        if obj.element.get("gp_index") is not None
-    }
-    for matrix in document.findall("distances2"):
-        if matrix.get("type") != "NUMANode":
-            continue
-        kind = _int_attr(matrix, "kind") or 0
-        if kind & 8 and not kind & 4:  # a bandwidth matrix, not latencies
-            continue
-        nbobjs = _int_attr(matrix, "nbobjs") or 0
-        indexes = _words(matrix.findall("indexes"))
-        values = _words(matrix.findall("u64values"))
-        if len(indexes) != nbobjs or len(values) != nbobjs * nbobjs:
-            raise _Malformed(
-                f"distances2 {(matrix.get('name') or '')[:64]} has {len(indexes)} indexes and "
-                f"{len(values)} values for nbobjs={nbobjs}"
-            )
-        try:
-            if matrix.get("indexing") == "gp":
-                ids = [gp_to_os[i] for i in indexes]
-            else:
-                ids = [_os_index(i) for i in indexes]
-            numbers = [parse_distance(v) for v in values]
-        except KeyError as exc:
-            raise _Malformed(
-                f"distances2 names gp_index {str(exc.args[0])[:_MAX_INT_TEXT]!r}, "
-                "which is no NUMANode"
-            ) from None
-        except ValueError as exc:
-            raise _Malformed(f"distances2 has a bad index or value: {exc}") from None
-        return _matrix(ids, numbers)
-    for holder in [root, *root.descendants()]:
-        matrices = holder.element.findall("distances")
-        members = [o for o in holder.descendants() if o.type == "NUMANode"] if matrices else []
-        for matrix in matrices:
-            nbobjs = _int_attr(matrix, "nbobjs") or 0
-            if len(members) != nbobjs or any(m.os_index is None for m in members):
-                LOG.debug("ignoring v1 distances over %d non-NUMA objects", nbobjs)
-                continue
-            try:
-                base = _latency(matrix.get("latency_base", "1"))
-                latencies = [_latency(e.get("value", "")) for e in matrix.findall("latency")]
-                scaled = [check_distance(value * base) for value in latencies]
-            except ValueError as exc:
-                raise _Malformed(f"distances has a bad latency value: {exc}") from None
-            if len(latencies) != nbobjs * nbobjs:
-                raise _Malformed(f"distances has {len(latencies)} values for nbobjs={nbobjs}")
-            ids = [m.os_index for m in members if m.os_index is not None]
-            return _matrix(ids, scaled)
-    return {}
-
-
-def _os_index(text: str) -> int:
-    """An OS index written in a ``distances2`` element (``ValueError`` unless a small integer)."""
-    if not (text.isascii() and text.isdigit()) or len(text) > _MAX_INT_TEXT:
-        raise ValueError(f"index {text[:_MAX_INT_TEXT]!r} is not a whole number")
-    return int(text)
-
-
-def _latency(text: str) -> float:
-    """A v1 latency or latency base: a finite, non-negative float (``ValueError`` otherwise)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text[:_MAX_INT_TEXT]!r} is not a number") from None
-    check_distance(value)
-    return value
-
-
-def _matrix(ids: list[int], values: list[int]) -> dict[int, dict[int, int]]:
-    size = len(ids)
-    return {
-        ids[row]: {ids[col]: values[row * size + col] for col in range(size)} for row in range(size)
-    }
-
-
-def _locality(obj: _Obj) -> _Obj | None:
+def _locality(obj: HwObj) -> HwObj | None:
     current = obj.parent
     while current is not None and current.type in _IO_TYPES:
         current = current.parent
@@ -469,7 +270,7 @@ def _locality(obj: _Obj) -> _Obj | None:
 
 
 def _device_locality(
-    where: _Obj | None, usable: frozenset[int], nodes: list[NumaNode]
+    where: HwObj | None, usable: frozenset[int], nodes: list[NumaNode]
 ) -> tuple[tuple[int, ...], int | None]:
     """Local CPUs and NUMA node of the PCI devices whose nearest non-I/O ancestor is ``where``."""
     if where is None:
@@ -487,10 +288,10 @@ def _device_locality(
 
 
 def _pci_devices(
-    objects: list[_Obj], usable: frozenset[int], nodes: list[NumaNode]
+    objects: list[HwObj], usable: frozenset[int], nodes: list[NumaNode]
 ) -> tuple[list[PciDevice], dict[str, tuple[str | None, str | None]]]:
     """Every PCI function (devices and PCI-to-PCI bridges) with its locality and GPU infos."""
-    localities: dict[_Obj | None, tuple[tuple[int, ...], int | None]] = {}
+    localities: dict[HwObj | None, tuple[tuple[int, ...], int | None]] = {}
     devices: list[PciDevice] = []
     infos: dict[str, tuple[str | None, str | None]] = {}
     for obj in objects:
@@ -500,7 +301,7 @@ def _pci_devices(
         pci_type = obj.element.get("pci_type", "")
         match = _PCI_TYPE_RE.match(pci_type)
         if match is None:
-            raise _Malformed(f"PCI device {bus_id[:64]} has a malformed pci_type={pci_type[:64]!r}")
+            raise Malformed(f"PCI device {bus_id[:64]} has a malformed pci_type={pci_type[:64]!r}")
         where = _locality(obj)
         if where not in localities:  # many devices share one locality object
             localities[where] = _device_locality(where, usable, nodes)

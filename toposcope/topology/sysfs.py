@@ -42,169 +42,35 @@ from toposcope.topology.model import (
     Package,
     PciDevice,
     Topology,
-    parse_distance,
+)
+from toposcope.topology.sysfs_files import (
+    cpu_dir,
+    node_cpus,
+    node_dirs,
+    node_memory,
+    online_cpus,
+    online_nodes,
+    parse_distance_row,
+    parse_meminfo,
+    read_int,
+    read_text,
 )
 
 LOG = logging.getLogger(__name__)
 
-_NODE_DIR_RE = re.compile(r"^node(\d+)$")
+#: the builder, and the file readers (:mod:`toposcope.topology.sysfs_files`) that the node
+#: agent and the exporter's context read through it
+__all__ = [
+    "build_from_sysfs",
+    "node_dirs",
+    "node_of_cpus",
+    "online_cpus",
+    "online_nodes",
+    "read_pci_devices",
+    "read_text",
+]
+
 _CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
-# Values are at most 20 digits (a 64-bit counter); a longer number makes the line malformed.
-_MEMINFO_RE = re.compile(r"^(?:Node\s+[0-9]+\s+)?([A-Za-z_()0-9]+):\s+([0-9]{1,20})(?:\s+kB)?\s*$")
-
-
-def read_text(path: Path) -> str | None:
-    """Read a small sysfs/procfs file; ``None`` when it does not exist or cannot be read."""
-    try:
-        return path.read_text(encoding="ascii", errors="replace")
-    except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError):
-        return None
-    except OSError as exc:
-        LOG.debug("cannot read %s: %s", path, exc)
-        return None
-
-
-def read_int(path: Path) -> int | None:
-    """Read a file holding one integer (decimal or ``0x`` hexadecimal); ``None`` if unusable."""
-    text = read_text(path)
-    if text is None:
-        return None
-    text = text.strip()
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
-
-
-def parse_meminfo_lines(text: str) -> tuple[dict[str, int], list[str]]:
-    """Parse ``/proc/meminfo`` or ``node*/meminfo`` into bytes (kB fields) or counts.
-
-    Returns the values and the non-blank lines that are not ``Key: value [kB]`` (for the
-    caller to log). HugePages_* counts stay counts.
-    """
-    values: dict[str, int] = {}
-    bad: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        match = _MEMINFO_RE.match(line)
-        if not match:
-            if line:
-                bad.append(line)
-            continue
-        key, number = match.group(1), int(match.group(2))
-        values[key] = number * 1024 if line.endswith("kB") else number
-    return values, bad
-
-
-def parse_distance_row(text: str) -> tuple[int, ...]:
-    """Parse a node's ``distance`` file (``"10 21"``) into SLIT distances.
-
-    Raises ``ValueError`` naming the first entry that is not a whole number from 0 to
-    :data:`~toposcope.topology.model.MAX_NUMA_DISTANCE` (``inf``, ``nan``, ``-10``).
-    """
-    return tuple(parse_distance(entry) for entry in text.replace("\x00", "").split())
-
-
-def parse_meminfo(text: str) -> dict[str, int]:
-    """Parse a meminfo text into bytes or counts, skipping malformed lines."""
-    return parse_meminfo_lines(text)[0]
-
-
-def numa_dir(sysfs: Path) -> Path:
-    """The directory listing NUMA nodes (``bus/node/devices`` preferred, as hwloc does)."""
-    bus = sysfs / "bus" / "node" / "devices"
-    return bus if bus.is_dir() else sysfs / "devices" / "system" / "node"
-
-
-def cpu_dir(sysfs: Path) -> Path:
-    """The directory listing CPUs (``bus/cpu/devices`` preferred)."""
-    bus = sysfs / "bus" / "cpu" / "devices"
-    return bus if bus.is_dir() else sysfs / "devices" / "system" / "cpu"
-
-
-def node_dirs(sysfs: Path) -> dict[int, Path]:
-    """NUMA node id -> its sysfs directory, for every node present (ids may be sparse).
-
-    This lists directories, offline nodes included; :func:`build_from_sysfs` further keeps
-    only the nodes :func:`online_nodes` lists.
-    """
-    base = numa_dir(sysfs)
-    result: dict[int, Path] = {}
-    try:
-        entries = list(base.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return result
-    for entry in entries:
-        match = _NODE_DIR_RE.match(entry.name)
-        if match:
-            result[int(match.group(1))] = entry
-    return dict(sorted(result.items()))
-
-
-def _parse_set(path: Path, text: str, mask: bool = False) -> tuple[int, ...]:
-    """Parse a cpulist (or cpumask) read from ``path``; :class:`SourceError` when garbled.
-
-    Trailing NUL bytes, which some snapshot tools leave after the newline, are ignored.
-    """
-    text = text.replace("\x00", "")
-    try:
-        return parse_cpumask(text) if mask else parse_cpulist(text)
-    except ValueError as exc:
-        kind = "cpumask" if mask else "cpulist"
-        raise SourceError(f"malformed {kind} in {path}: {text.strip()[:80]!r}") from exc
-
-
-def online_cpus(sysfs: Path) -> tuple[int, ...] | None:
-    """CPUs listed in ``devices/system/cpu/online``; ``None`` when the file is absent.
-
-    Raises :class:`SourceError` when the file exists but is not a cpulist.
-    """
-    path = sysfs / "devices" / "system" / "cpu" / "online"
-    text = read_text(path)
-    if text is None:
-        return None
-    return _parse_set(path, text)
-
-
-def online_nodes(sysfs: Path) -> tuple[int, ...] | None:
-    """Node ids listed in ``devices/system/node/online``; ``None`` when the file is absent.
-
-    Offline nodes keep a directory on some kernels; hwloc, like the kernel's allocator,
-    only uses the nodes this file lists. Raises :class:`SourceError` when it is garbled.
-    """
-    path = sysfs / "devices" / "system" / "node" / "online"
-    text = read_text(path)
-    if text is None:
-        return None
-    return _parse_set(path, text)
-
-
-def node_cpus(node_path: Path) -> tuple[int, ...] | None:
-    """CPUs the kernel lists for a node (``cpulist``, else the ``cpumap`` mask).
-
-    ``None`` when the node has neither file; :class:`SourceError` when one is garbled.
-    """
-    path = node_path / "cpulist"
-    text = read_text(path)
-    if text is not None:
-        return _parse_set(path, text)
-    path = node_path / "cpumap"
-    mask = read_text(path)
-    return _parse_set(path, mask, mask=True) if mask is not None else None
-
-
-def node_memory(node_path: Path) -> int:
-    """``MemTotal`` of a node's ``meminfo`` in bytes; 0 (logged) when missing or garbled."""
-    path = node_path / "meminfo"
-    text = read_text(path)
-    if text is None:
-        LOG.debug("no %s; node memory unknown", path)
-        return 0
-    total = parse_meminfo(text).get("MemTotal")
-    if total is None:
-        LOG.warning("no readable MemTotal in %s; node memory taken as 0", path)
-        return 0
-    return total
 
 
 def _read_cpus(sysfs: Path) -> list[Cpu]:

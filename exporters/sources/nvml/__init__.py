@@ -1,0 +1,61 @@
+"""NVML access for the exporter: one error-mapping helper, per-scrape GPU snapshots, threads.
+
+Every NVML call goes through :meth:`~.library.NvmlLibrary.call` (in the spirit of nvitop's
+``nvmlQuery``), which maps the bindings' error classes to what the exporter does about them:
+
+* ``NotSupported``, ``NoPermission``, ``FunctionNotFound`` (bindings newer than the driver):
+  the value is absent (``None``), logged once per GPU and field; ``NotSupported`` and
+  ``FunctionNotFound`` are remembered, so the call is not repeated every scrape.
+* ``GpuIsLost``, ``Unknown``, ``Timeout``, ``ResetRequired`` on a device: that GPU is unhealthy
+  for this scrape, its snapshot says ``up=False`` and carries no reading (never a stale one).
+* ``Uninitialized``, ``DriverNotLoaded``, ``LibRmVersionMismatch``: NVML is marked for
+  re-initialisation, retried on later scrapes with exponential back-off (1 s doubling to
+  60 s by default, on an injectable monotonic clock).
+* ``LibraryNotFound`` at ``nvmlInit``: :class:`NvmlUnavailable` (a ``NoDataError``: a host
+  without the NVIDIA driver is not an error).
+
+:class:`NvmlDevices` is the layer the ``gpu`` collector, the workloads collector's GPU
+process source, the ``toposcope topology`` command and the two background threads share:
+:class:`PcieSampler` (``nvmlDeviceGetPcieThroughput`` blocks about 20 ms per direction and
+GPU, so it never runs in a scrape) and :class:`XidWatcher` (``nvmlEventSetWait_v2`` on XID
+critical errors). Readings come back in base units: W, J, Hz, bytes, ratios, Celsius.
+Equivalent commands: ``nvidia-smi --query-gpu=...``, ``nvidia-smi topo -m``,
+``nvidia-smi nvlink -s``, ``nvidia-smi -q -d ECC``.
+
+Where each piece lives: :mod:`.errors` (how errors are classed), :mod:`.records` (devices,
+snapshots and conversions), :mod:`.library` (the call helper, initialisation, discovery),
+:mod:`.snapshots` (per-scrape readings), :mod:`.devices` (:class:`NvmlDevices`, with GPU
+processes and topology) and :mod:`.threads` (the background threads). This package exports
+the names its users need.
+"""
+
+from __future__ import annotations
+
+from toposcope.exporters.sources.nvml.devices import NvmlDevices
+from toposcope.exporters.sources.nvml.errors import NvmlNotReady, NvmlUnavailable
+from toposcope.exporters.sources.nvml.library import Backend
+from toposcope.exporters.sources.nvml.records import (
+    CLOCK_EVENT_REASONS,
+    GpuDevice,
+    GpuSnapshot,
+    MigInstance,
+    mig_profile,
+    words_to_ids,
+)
+from toposcope.exporters.sources.nvml.threads import PcieSample, PcieSampler, XidWatcher
+
+__all__ = [
+    "CLOCK_EVENT_REASONS",
+    "Backend",
+    "GpuDevice",
+    "GpuSnapshot",
+    "MigInstance",
+    "NvmlDevices",
+    "NvmlNotReady",
+    "NvmlUnavailable",
+    "PcieSample",
+    "PcieSampler",
+    "XidWatcher",
+    "mig_profile",
+    "words_to_ids",
+]

@@ -1,0 +1,134 @@
+"""What the NVML device layer hands out: devices found, MIG instances, per-scrape snapshots.
+
+Also the small conversions from the bindings' shapes: text from ``bytes``, the PCI bus id
+of an ``nvmlPciInfo_t`` in sysfs form, CPU or node numbers from 64-bit mask words, the MIG
+profile from a MIG device's name, and the clock event (throttle) reasons with their bits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pynvml
+
+from toposcope.cpulist import bits_to_cpus
+from toposcope.topology.nvml import normalise_pci_bus_id
+
+LOG = logging.getLogger("toposcope.exporter.nvml")
+
+#: Clock event (throttle) reasons as published in ``reason``, with their NVML bits.
+CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", pynvml.nvmlClocksEventReasonGpuIdle),
+    ("applications_clocks_setting", pynvml.nvmlClocksEventReasonApplicationsClocksSetting),
+    ("sw_power_cap", pynvml.nvmlClocksEventReasonSwPowerCap),
+    ("hw_slowdown", pynvml.nvmlClocksEventReasonHwSlowdown),
+    ("sync_boost", pynvml.nvmlClocksEventReasonSyncBoost),
+    ("sw_thermal", pynvml.nvmlClocksEventReasonSwThermalSlowdown),
+    ("hw_thermal", pynvml.nvmlClocksEventReasonHwThermalSlowdown),
+    ("hw_power_brake", pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown),
+    ("display_clocks_setting", pynvml.nvmlClocksEventReasonDisplayClockSetting),
+)
+
+
+def text_of(value: object) -> str | None:
+    """Text of a bindings answer (``bytes`` decoded, trailing NULs dropped)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace").rstrip("\x00")
+    return str(value)
+
+
+def bus_id_of(pci_info: object) -> str | None:
+    """The normalised bus id of an ``nvmlPciInfo_t`` (``busId`` is bytes in the bindings)."""
+    if pci_info is None:
+        return None
+    raw = getattr(pci_info, "busId", None)
+    if raw is None:
+        return None
+    try:
+        return normalise_pci_bus_id(raw)
+    except ValueError:
+        LOG.warning("NVML gave an unreadable PCI bus id %r", raw)
+        return None
+
+
+def words_to_ids(words: Iterable[int]) -> tuple[int, ...]:
+    """CPU (or NUMA node) numbers from NVML's array of 64-bit mask words, lowest word first."""
+    value = 0
+    for position, word in enumerate(words):
+        value |= (int(word) & 0xFFFFFFFFFFFFFFFF) << (64 * position)
+    return bits_to_cpus(value)
+
+
+def mig_profile(name: str | None) -> str:
+    """The MIG profile (``3g.40gb``) from a MIG device name (``NVIDIA A100... MIG 3g.40gb``)."""
+    if not name:
+        return ""
+    _, marker, profile = name.rpartition("MIG ")
+    return profile.strip() if marker else ""
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """A GPU found at initialisation: index, handle (``None`` while lost) and identity.
+
+    ``generation`` counts NVML initialisations, so that an error seen through a handle from
+    before a re-initialisation does not trigger another one. ``nvlinks`` are the link
+    numbers that answered at discovery.
+    """
+
+    index: int
+    handle: Any
+    generation: int
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    nvlinks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    """A MIG GPU instance: ``GPU_I_ID`` and ``GPU_I_PROFILE`` as dcgm-exporter names them."""
+
+    gpu_instance_id: int
+    profile: str
+    uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    """One scrape's readings of one GPU, in base units; ``None`` means NVML had no value.
+
+    ``up`` is ``False`` when the GPU was lost, timed out or failed unknown-ly during this
+    scrape: then only identity is filled in. Locality (``numa_node``, ``cpu_affinity``) is
+    sysfs's when sysfs knows the GPU, NVML's otherwise; ``locality_mismatch`` says they
+    disagreed on this reading.
+    """
+
+    index: int
+    up: bool
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    numa_node: int | None = None
+    cpu_affinity: tuple[int, ...] = ()
+    locality_mismatch: bool = False
+    mig_mode: str | None = None
+    mig_instances: tuple[MigInstance, ...] = ()
+    utilization_ratio: float | None = None
+    memory_utilization_ratio: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    energy_joules: float | None = None
+    temperature_celsius: float | None = None
+    sm_clock_hertz: float | None = None
+    memory_clock_hertz: float | None = None
+    clock_events: tuple[tuple[str, bool], ...] | None = None
+    ecc_errors: tuple[tuple[str, str, int], ...] = ()
+    nvlink_up: tuple[tuple[int, bool], ...] = ()

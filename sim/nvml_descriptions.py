@@ -1,0 +1,155 @@
+"""Templates and fake NVML descriptions, each made from the other where that is the source.
+
+* :func:`shipped_gpus`: a built-in template's GPUs, read from the fake NVML description
+  shipped under its name (``toposcope exporter --nvml fake:NAME``), the one source of those
+  GPUs' model, PCI device id, memory, power limit, UUIDs, PCI ids, NUMA nodes, PCIe switches
+  and NVLinks, so that a simulated node and the fake NVML an exporter runs against never
+  disagree;
+* :func:`fake_nvml_description`: the description a simulated node's fake NVML is built
+  from, made from its template (idle readings; the simulator sets them from its jobs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from toposcope.cpulist import format_cpulist
+from toposcope.exporters.sources.fake_nvml import SPEC_DIR, FakeSpec, evaluate, load_spec
+from toposcope.sim.nodetemplate import GpuSpec, NodeTemplate
+from toposcope.topology.nvml import level_label
+
+#: ``nvidia-smi topo -m`` labels of two GPUs behind one PCIe switch (one or several levels)
+_SAME_SWITCH_LABELS = ("PIX", "PXB")
+
+
+@dataclass(frozen=True)
+class ShippedGpus:
+    """A template's GPUs as a shipped fake NVML description gives them.
+
+    ``nvlink_label`` is the matrix label of an NVLinked pair (``NV12``: twelve links);
+    ``same_switch_label`` that of two GPUs behind one switch (``PIX`` or ``PXB``).
+    """
+
+    gpus: tuple[GpuSpec, ...]
+    model: str
+    pci_device_id: int
+    memory_bytes: int
+    power_limit_watts: float
+    nvlink_label: str = "NV12"
+    same_switch_label: str = "PIX"
+
+
+def shipped_gpus(name: str) -> ShippedGpus:
+    """The GPUs of the shipped fake NVML description ``name`` (``fake_nvml_specs/NAME.yaml``).
+
+    A GPU's switch is its ``pcie_switch``, or else the group of GPUs the description's PCIe
+    matrix puts behind one switch (``sw0``, ``sw1``, ... in GPU order); GPUs whose NVLinks
+    reach the NVSwitches share the ``nvswitch`` fabric.
+    """
+    spec = load_spec(SPEC_DIR / f"{name}.yaml")
+    first = spec.gpus[0]
+    switches, same_switch = _switch_groups(spec)
+    gpus = tuple(
+        GpuSpec(
+            index=gpu.index,
+            pci_bus_id=gpu.pci_bus_id,
+            numa_node=gpu.numa_node,
+            switch=switches[gpu.index],
+            nvlink_group=(
+                "nvswitch"
+                if any(link.active and link.remote in spec.nvswitches for link in gpu.nvlinks or ())
+                else None
+            ),
+            uuid=gpu.uuid,
+        )
+        for gpu in spec.gpus
+    )
+    links = [link for link in first.nvlinks or () if link.active]
+    limit = first.power_limit_mw
+    return ShippedGpus(
+        gpus=gpus,
+        model=first.name,
+        pci_device_id=first.pci_device_id,
+        memory_bytes=first.memory_total_bytes or 0,
+        power_limit_watts=evaluate(limit, 0.0) / 1000.0 if limit is not None else 400.0,
+        nvlink_label=f"NV{len(links)}" if links else "NV12",
+        same_switch_label=same_switch,
+    )
+
+
+def _switch_groups(spec: FakeSpec) -> tuple[list[str | None], str]:
+    """Each GPU's PCIe switch, and the matrix label of a same-switch pair."""
+    groups: list[str | None] = [gpu.pcie_switch for gpu in spec.gpus]
+    label = "PIX"
+    if spec.matrix is None:
+        return groups, label
+    named = 0
+    for a in range(len(groups)):
+        if groups[a] is not None:
+            continue
+        for b in range(a):
+            pair = level_label(spec.matrix[a][b])
+            if pair in _SAME_SWITCH_LABELS and groups[b] is not None:
+                groups[a], label = groups[b], pair
+                break
+        else:
+            if any(level_label(level) in _SAME_SWITCH_LABELS for level in spec.matrix[a]):
+                groups[a] = f"sw{named}"
+                named += 1
+    return groups, label
+
+
+def fake_nvml_description(template: NodeTemplate) -> dict[str, Any]:
+    """The fake NVML description (``fake_nvml_specs`` format) of a template's GPUs, idle."""
+    numa = {n.id: format_cpulist(n.cpus) for n in template.topology.numa_nodes if n.cpus}
+    switches: list[str] = []
+    if any(g.nvlink_group for g in template.gpus):
+        switches = [f"00000000:{0xC4 + i:02X}:00.0" for i in range(6)]
+    limit_mw = template.gpu_power_limit_watts * 1000
+    gpus = []
+    for gpu in template.gpus:
+        domain, bus, rest = gpu.pci_bus_id.split(":")
+        entry: dict[str, Any] = {
+            "uuid": gpu.uuid
+            or f"GPU-{template.name[:8]}-{gpu.index:04d}-4000-8000-{bus}{rest[:2]}",
+            "pci_bus_id": f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}",
+            "numa_node": gpu.numa_node,
+            "processes": [],
+        }
+        if gpu.switch is not None:
+            entry["pcie_switch"] = gpu.switch
+        if gpu.nvlink_group is not None and switches:
+            entry["nvlinks"] = [switches[i // 2] for i in range(12)]
+        gpus.append(entry)
+    matrix = [[template.pcie_label(a.index, b.index) for b in template.gpus] for a in template.gpus]
+    return {
+        "driver_version": "535.129.03",
+        "cuda_driver_version": 12020,
+        "numa_nodes": numa,
+        "nvswitches": switches,
+        "defaults": {
+            "name": template.gpu_model,
+            "pci_device_id": template.gpu_pci_device_id,
+            "memory_total_bytes": template.gpu_memory_bytes,
+            "memory_used_bytes": 0,
+            "utilization_gpu": 0,
+            "utilization_memory": 0,
+            "power_mw": template.gpu_idle_watts * 1000,
+            "power_limit_mw": limit_mw,
+            "energy_mj": {"start": 0, "rate": 0},
+            "temperature_c": 30,
+            "clock_sm_mhz": 1410,
+            "clock_mem_mhz": 1593,
+            "clock_event_reasons": [],
+            "ecc": {
+                "volatile": {"corrected": 0, "uncorrected": 0},
+                "aggregate": {"corrected": 0, "uncorrected": 0},
+            },
+            "pcie_tx_kbps": 0,
+            "pcie_rx_kbps": 0,
+            "mig": {"mode": "disabled"},
+        },
+        "gpus": gpus,
+        "topology": {"matrix": matrix},
+    }

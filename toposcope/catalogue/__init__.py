@@ -1,0 +1,48 @@
+"""The metric catalogue: one row per metric family toposcope publishes.
+
+This table is the contract between the exporters (which build their families from it),
+the alerting rules and dashboards (whose tests check every metric they name against it),
+the advisor's loaders (which build PromQL from it) and ``docs/metrics.md`` (generated from
+it by ``toposcope docs metrics``). Names follow the Prometheus naming rules: the
+``toposcope_`` namespace, base units, ``_total`` for counters and ``_info`` for identity
+series whose value is always 1.
+
+The rows live in one module per part that publishes them (:mod:`.exporter_metrics`,
+:mod:`.advisor_metrics`, :mod:`.sim_metrics`), in the order ``docs/metrics.md`` lists them;
+:mod:`.model` defines a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from toposcope.catalogue.advisor_metrics import ADVISOR_SPECS
+from toposcope.catalogue.exporter_metrics import GPU_SPECS, HOST_SPECS, WORKLOAD_SPECS
+from toposcope.catalogue.model import MetricSpec, MetricType
+from toposcope.catalogue.sim_metrics import SIM_SPECS
+
+__all__ = ["CATALOGUE", "MetricSpec", "MetricType", "families", "nonempty", "spec"]
+
+_SPECS: tuple[MetricSpec, ...] = HOST_SPECS + GPU_SPECS + WORKLOAD_SPECS + ADVISOR_SPECS + SIM_SPECS
+
+CATALOGUE: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def spec(name: str) -> MetricSpec:
+    """Return the catalogue row for ``name``; ``KeyError`` names unknown metrics."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"metric {name!r} is not in the toposcope catalogue") from None
+
+
+def families(names: Iterable[str]) -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
+    """Fresh families for several catalogue names, keyed by name."""
+    return {name: spec(name).family() for name in names}
+
+
+def nonempty(families_: Iterable[Metric]) -> list[Metric]:
+    """Drop families without samples so that a scrape never carries empty HELP/TYPE blocks."""
+    return [f for f in families_ if f.samples]

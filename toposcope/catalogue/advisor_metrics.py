@@ -1,0 +1,71 @@
+"""The advisor service's own metric families (``toposcope advisor serve``)."""
+
+from __future__ import annotations
+
+from toposcope.catalogue.model import MetricSpec, row
+
+ADVISOR_SPECS: tuple[MetricSpec, ...] = (
+    row(
+        "toposcope_advisor_recommendations",
+        "gauge",
+        ["kind", "severity"],
+        "Open recommendations.",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_estimated_gain_ratio",
+        "gauge",
+        ["recommendation", "kind", "workload"],
+        "Expected speed-up of a workload if a recommendation is applied.",
+        "ratio",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_recommendation_age_seconds",
+        "gauge",
+        ["recommendation", "kind", "workload"],
+        "Time since the advisor first made a recommendation that is still open.",
+        "seconds",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_actions_total",
+        "counter",
+        ["kind", "result"],
+        "Actions the advisor's applier carried out, by recommendation kind and result: "
+        "applied, failed (could not be applied), reverted (undone), harmful (applied, then "
+        "measured to slow the workload down).",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_verifications",
+        "gauge",
+        ["verdict"],
+        "Recommendations the advisor service applied, by the verdict of their verification: "
+        "pending, effective, ineffective, harmful (reverted), unverifiable, reverted.",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_analyses_total",
+        "counter",
+        ["result"],
+        "Analyses the advisor service ran, by result (success, failure).",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_analysis_duration_seconds",
+        "gauge",
+        [],
+        "How long the advisor service's latest analysis took (queries and policies).",
+        "seconds",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_last_success_timestamp_seconds",
+        "gauge",
+        [],
+        "Unix time at which the advisor service's latest successful analysis finished.",
+        "seconds",
+        part="advisor",
+    ),
+)

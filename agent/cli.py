@@ -26,21 +26,26 @@ from toposcope.config import HostPaths
 from toposcope.httpserver import HttpServer
 from toposcope.rmapi import make_api_app
 from toposcope.tokens import add_token_file_options, load_token
+from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.agent")
 
 #: the exporter is 9847; the agent sits next to it
 DEFAULT_PORT = 9848
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+#: why a web configuration's basic_auth_users cannot apply to the agent
+BEARER_ONLY = (
+    "the agent's callers authenticate with a bearer token (--token-file) in the same "
+    "Authorization header; restrict who connects with tls_server_config client certificates"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the agent's options."""
-    parser.add_argument(
-        "--listen",
-        default=DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"address to serve the API on (default {DEFAULT_LISTEN}: loopback only; "
+    add_web_arguments(
+        parser,
+        DEFAULT_LISTEN,
+        f"address to serve the API on (default {DEFAULT_LISTEN}: loopback only; "
         ":PORT for every interface, port 0 picks a free one)",
     )
     parser.add_argument(
@@ -94,6 +99,7 @@ def build_server(args: argparse.Namespace) -> tuple[HttpServer, LocalResourceMan
 def run(args: argparse.Namespace) -> int:
     """Serve the API until SIGINT or SIGTERM."""
     server, manager = build_server(args)
+    apply_web_arguments(server, args, users=BEARER_ONLY)
     LOG.info(
         "serving the resource-manager API for node %s on %s (port %d)",
         manager.node_name,

@@ -187,7 +187,7 @@ def run_scenario(name: str, args: argparse.Namespace, workdir: Path) -> dict[str
         make_sim_app(cluster, exporters, make_api_app(cluster, token)), "127.0.0.1:0"
     )
     address = server.address
-    server.httpd.set_app(make_sim_app(cluster, exporters, make_api_app(cluster, token), address))
+    server.set_app(make_sim_app(cluster, exporters, make_api_app(cluster, token), address))
     server.start()
     targets = workdir / "targets.json"
     write_file_sd(targets, file_sd_targets(cluster.node_names(), address))

@@ -19,19 +19,20 @@ from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.gpu_source import NVML_MODES_HELP, attach_gpu_source, close_gpu_source
 from toposcope.exporters.runner import ScrapeRunner
+from toposcope.exporters.sources.podresources.attach import attach_kubelet, close_kubelet
+from toposcope.exporters.sources.podresources.runtime_state import DEFAULT_STATE_DIRS
+from toposcope.exporters.sources.podresources.source import DEFAULT_SOCKET
+from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.exporter")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the exporter's options, including one on/off flag pair per collector."""
-    parser.add_argument(
-        "--listen",
-        "--web.listen-address",
-        dest="listen",
-        default=f":{DEFAULT_PORT}",
-        metavar="ADDR:PORT",
-        help=f"address to serve /metrics on (default :{DEFAULT_PORT}, all interfaces)",
+    add_web_arguments(
+        parser,
+        f":{DEFAULT_PORT}",
+        f"address to serve /metrics on (default :{DEFAULT_PORT}, all interfaces)",
     )
     parser.add_argument("--root", metavar="DIR", help="snapshot root holding sys/ and proc/")
     parser.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs mount")
@@ -99,6 +100,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only cgroups (or commands) matching; repeatable",
     )
     parser.add_argument(
+        "--kubelet.pod-resources-socket",
+        dest="pod_resources_socket",
+        metavar="PATH",
+        help="the kubelet's pod-resources socket, for pod/namespace/container names and "
+        f"allocations (default {DEFAULT_SOCKET}, used where it exists)",
+    )
+    parser.add_argument(
+        "--path.runtime-state",
+        dest="runtime_state",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="container runtime state directory on the host (under --path.rootfs) whose "
+        "containers' config.json name their pods; repeatable (default: "
+        + ", ".join(DEFAULT_STATE_DIRS)
+        + ")",
+    )
+    parser.add_argument(
         "--workloads.exclude",
         dest="workloads_exclude",
         action="append",
@@ -133,6 +152,8 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
         nvml=args.nvml,
         cross_socket_source=args.cross_socket_source,
         pcm_url=args.pcm_url,
+        pod_resources_socket=args.pod_resources_socket,
+        runtime_state=tuple(args.runtime_state),
     )
 
 
@@ -143,23 +164,27 @@ def run(args: argparse.Namespace) -> int:
     only = [n.strip() for n in args.collectors.split(",") if n.strip()] if args.collectors else None
     entries = table.select(only, args.enable or (), args.disable or ())
     context = CollectorContext(config)
+    attach_kubelet(context)
     attach_gpu_source(context)
     try:
         runner = build_runner(config, entries, context)
         if args.print:
             sys.stdout.write(render(runner, config.hostname).decode())
             return 0
-        return _serve(runner, config.hostname, args.listen)
+        return _serve(runner, config.hostname, args)
     finally:
+        close_kubelet(context)
         close_gpu_source(context)
 
 
-def _serve(runner: ScrapeRunner, hostname: str, listen: str) -> int:
-    server = ExporterServer(runner, hostname, listen)
+def _serve(runner: ScrapeRunner, hostname: str, args: argparse.Namespace) -> int:
+    server = ExporterServer(runner, hostname, args.listen)
+    web = apply_web_arguments(server, args)
     LOG.info(
-        "serving /metrics on %s (port %d) with collectors %s",
-        listen,
+        "serving /metrics on %s (port %d, %s) with collectors %s",
+        ", ".join([args.listen, *(args.listen_also or [])]),
         server.port,
+        "TLS" if web is not None and web.tls else "plain HTTP",
         ",".join(runner.names()),
     )
     server.serve_until_signalled()

@@ -26,6 +26,7 @@ from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scena
 from toposcope.sim.server import SimServer, WsgiApp, file_sd_targets, make_sim_app, write_file_sd
 from toposcope.sim.stopping import StopRequested, StopSignals
 from toposcope.tokens import add_token_file_options, load_token
+from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.sim")
 
@@ -33,6 +34,11 @@ DEFAULT_LISTEN = "127.0.0.1:9850"
 #: Seconds the clean-up after a stop request may take (threads, GPU sources, the state
 #: directory; a tree too large to delete in time is finished by a detached process).
 STOP_SECONDS = 3.0
+#: why a web configuration's basic_auth_users cannot apply to the simulator
+BEARER_ONLY = (
+    "the simulator's resource-manager API authenticates with a bearer token (--token-file) "
+    "in the same Authorization header"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,11 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"builtin:NAME ({', '.join(builtin_scenarios())}) or a scenario YAML file "
         "(default builtin:demo)",
     )
-    parser.add_argument(
-        "--listen",
-        default=DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+    add_web_arguments(
+        parser,
+        DEFAULT_LISTEN,
+        f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free one)",
     )
     parser.add_argument(
         "--speed",
@@ -121,7 +126,8 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
         placeholder = make_sim_app(cluster, exporters, api)
         server = SimServer(placeholder, args.listen)
         address = args.file_sd_address or server.address
-        server.httpd.set_app(make_sim_app(cluster, exporters, api, address))
+        server.set_app(make_sim_app(cluster, exporters, api, address))
+        apply_web_arguments(server, args, users=BEARER_ONLY)
         preparing = threading.Thread(
             target=exporters.prepare, args=(stop,), daemon=True, name="sim-prepare"
         )
@@ -156,7 +162,7 @@ def _clean_up(
     deadline = time.monotonic() + STOP_SECONDS
     stop.set()
     if server is not None:
-        server.httpd.server_close()
+        server.close()
     if preparing is not None and preparing.is_alive():
         preparing.join(timeout=max(deadline - time.monotonic() - 2.0, 0.5))
     if exporters is not None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Protocol, cast
 
 from toposcope import __version__
 from toposcope.errors import ConfigError, SourceError, UsageError
+from toposcope.logformat import add_log_arguments, configure_logging
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -33,6 +33,7 @@ EXTRAS: dict[str, str] = {
     "sim": "sim",
     "agent": "agent",
     "dash": "dash",
+    "slurm": "slurm",
 }
 
 #: subcommand -> (module, one-line help)
@@ -55,6 +56,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "dash": ("toposcope.dashboards.app.cli", "serve the Dash app: cluster, nodes, advice"),
     "docs": ("toposcope.docs", "generate reference documentation (docs/metrics.md)"),
+    "slurm": (
+        "toposcope.slurm.cli",
+        "read Slurm's nodes and jobs; print a node's gres.conf lines from its topology",
+    ),
 }
 
 
@@ -122,6 +127,7 @@ def build_parser(
     modules: dict[str, SubcommandModule] = {}
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        add_log_arguments(sub_parser)
         if name in wanted:
             module = _import_subcommand(name, module_name)
             module.add_arguments(sub_parser)
@@ -139,11 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"toposcope: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     args = parser.parse_args(words)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args)
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -12,10 +12,11 @@ write for Prometheus and its exporters::
 ``basic_auth_users`` maps user names (:func:`toposcope.names.is_user_name`: they are
 recorded as who changed something) to bcrypt hashes; ``http_server_config.headers`` lists
 security headers to add to every answer (``http2`` is accepted and has no effect: toposcope
-serves HTTP/1.1). ``tls_server_config`` is a known key, but toposcope does not serve TLS
-yet: a file that configures it is refused rather than served over plain HTTP. Validation is
-strict like the toolkit's: an unknown key, a value of the wrong type or a hash that is not
-bcrypt is a :class:`ConfigError` naming the file, the line and the key.
+serves HTTP/1.1). ``tls_server_config`` (:mod:`toposcope.tlsconfig`) makes the server speak
+TLS only; its relative file paths are read from the configuration file's folder, as the
+toolkit does. Validation is strict like the toolkit's: an unknown key, a value of the wrong
+type or a hash that is not bcrypt is a :class:`ConfigError` naming the file, the line and the
+key.
 
 :meth:`WebConfig.check_basic_auth` checks an ``Authorization`` header. An unknown user costs
 the same bcrypt work as a known one (a dummy hash), and successful checks are remembered
@@ -41,6 +42,7 @@ import yaml
 
 from toposcope.errors import ConfigError
 from toposcope.names import USER_NAME_RULE, is_user_name
+from toposcope.tlsconfig import CLIENT_AUTH_TYPES, TLS_KEYS, TLS_VERSIONS, TlsSettings
 
 TOP_KEYS = ("basic_auth_users", "http_server_config", "tls_server_config")
 HTTP_SERVER_KEYS = ("headers", "http2")
@@ -64,9 +66,10 @@ _TRUE = frozenset({"true", "yes", "on"})
 
 
 class WebConfig:
-    """A checked web configuration: basic-auth users and extra response headers.
+    """A checked web configuration: basic-auth users, extra response headers and TLS.
 
-    ``users`` maps names to bcrypt hashes; ``source`` names the file in messages.
+    ``users`` maps names to bcrypt hashes; ``source`` names the file in messages; ``tls`` is
+    ``None`` for plain HTTP.
     """
 
     def __init__(
@@ -74,8 +77,10 @@ class WebConfig:
         source: str,
         users: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.source = source
+        self.tls = tls
         self._users = {name: digest.encode("ascii") for name, digest in (users or {}).items()}
         self.headers: dict[str, str] = dict(headers or {})
         self._key = secrets.token_bytes(32)
@@ -144,11 +149,13 @@ def load_web_config(path: str | Path) -> WebConfig:
         raise ConfigError(f"reading web config file {file}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"reading web config file {file}: not UTF-8 text") from exc
-    return parse_web_config(text, str(file))
+    return parse_web_config(text, str(file), file.parent)
 
 
-def parse_web_config(text: str, source: str) -> WebConfig:
-    """Check web configuration YAML ``text``; ``source`` names it in errors."""
+def parse_web_config(text: str, source: str, folder: Path | None = None) -> WebConfig:
+    """Check web configuration YAML ``text``; ``source`` names it in errors and ``folder``
+    is where relative TLS file paths are (the working directory without one).
+    """
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -160,13 +167,7 @@ def parse_web_config(text: str, source: str) -> WebConfig:
         return WebConfig(source)
     top = reader.mapping(root, "(top level)", TOP_KEYS)
     tls = top.get("tls_server_config")
-    if tls is not None and not _empty(tls):
-        raise reader.error(
-            tls,
-            "tls_server_config",
-            "TLS is not supported yet: remove it and terminate TLS in a reverse proxy "
-            "(the server would otherwise answer plain HTTP)",
-        )
+    settings = None if tls is None or _empty(tls) else _tls(reader, tls, folder or Path())
     users: dict[str, str] = {}
     if "basic_auth_users" in top:
         for name, value in reader.mapping(top["basic_auth_users"], "basic_auth_users").items():
@@ -196,7 +197,39 @@ def parse_web_config(text: str, source: str) -> WebConfig:
                     raise reader.error(value, field, f"must be one of {', '.join(allowed)}")
                 if shown:
                     headers[header] = shown
-    return WebConfig(source, users, headers)
+    return WebConfig(source, users, headers, settings)
+
+
+def _tls(reader: _Reader, node: yaml.Node, folder: Path) -> TlsSettings:
+    """The ``tls_server_config`` mapping, checked like exporter-toolkit checks it."""
+    entries = reader.mapping(node, "tls_server_config", TLS_KEYS)
+    values: dict[str, str] = {}
+    for key, value in entries.items():
+        values[key] = reader.text(value, f"tls_server_config.{key}")
+    for key in ("cert_file", "key_file"):
+        if not values.get(key):
+            raise reader.error(node, f"tls_server_config.{key}", "missing (TLS needs both files)")
+    choices: dict[str, Mapping[str, object]] = {
+        "client_auth_type": CLIENT_AUTH_TYPES,
+        "min_version": TLS_VERSIONS,
+        "max_version": TLS_VERSIONS,
+    }
+    for key, known in choices.items():
+        if key in values and values[key] not in known:
+            field = f"tls_server_config.{key}"
+            raise reader.error(entries[key], field, f"must be one of {', '.join(known)}")
+    ca = values.get("client_ca_file")
+    try:
+        return TlsSettings(
+            cert_file=folder / values["cert_file"],
+            key_file=folder / values["key_file"],
+            client_ca_file=folder / ca if ca else None,
+            client_auth_type=values.get("client_auth_type", "NoClientCert"),
+            min_version=values.get("min_version", "TLS12"),
+            max_version=values.get("max_version", "TLS13"),
+        )
+    except ValueError as exc:
+        raise reader.error(node, "tls_server_config", str(exc)) from exc
 
 
 def _empty(node: yaml.Node) -> bool:

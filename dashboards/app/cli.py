@@ -47,6 +47,7 @@ from toposcope.httpserver import HttpServer, parse_listen
 from toposcope.nodeidentity import add_node_label_argument
 from toposcope.tokens import add_token_file_options, load_token
 from toposcope.webconfig import load_web_config
+from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.dashboards.app")
 
@@ -77,11 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "either the app is read-only)",
     )
     add_token_file_options(parser)
-    parser.add_argument(
-        "--listen",
-        default=DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"address to serve on (default {DEFAULT_LISTEN}: loopback only)",
+    add_web_arguments(
+        parser, DEFAULT_LISTEN, f"address to serve on (default {DEFAULT_LISTEN}: loopback only)"
     )
     parser.add_argument(
         "--refresh",
@@ -96,13 +94,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds to wait for Prometheus and the advisor (default 10)",
     )
     add_node_label_argument(parser)
-    parser.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
-        metavar="FILE",
-        help="web configuration file (Prometheus exporter-toolkit format): its basic_auth_users "
-        "may apply and revert, and every request must then carry one",
-    )
     parser.add_argument(
         "--auth.trusted-user-header",
         dest="trusted_user_header",
@@ -197,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     app = create_app(settings)
     server = HttpServer(app.server, args.listen, thread_name="dash-http")
+    apply_web_arguments(server, args, users="app")
     LOG.info(
         "dash app on http://%s/ (prometheus %s, advisor %s, %s; hosts %s; node label %s)",
         server.address,

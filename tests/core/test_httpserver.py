@@ -1,18 +1,14 @@
-"""The server layer's request checks and ``wsgi.input``, without a socket."""
+"""The server layer's request checks, without a socket."""
 
 from __future__ import annotations
 
-import io
 from email.message import Message
 
 import pytest
 
 from toposcope.errors import UsageError
-from toposcope.httpserver import HttpServer, RequestBody, RequestLimits
-
-
-def body(data: bytes, length: int) -> RequestBody:
-    return RequestBody(io.BufferedReader(io.BytesIO(data)), length)
+from toposcope.httplimits import RequestLimits
+from toposcope.httpserver import HttpServer
 
 
 def headers(*pairs: tuple[str, str]) -> Message:
@@ -20,27 +16,6 @@ def headers(*pairs: tuple[str, str]) -> Message:
     for name, value in pairs:
         message[name] = value
     return message
-
-
-def test_the_body_ends_at_its_declared_length() -> None:
-    stream = body(b"line 1\nline 2\nline 3\nNEXT REQUEST", 21)
-    assert stream.read(3) == b"lin"
-    assert stream.readline() == b"e 1\n"
-    assert stream.readline(4) == b"line"
-    assert list(stream) == [b" 2\n", b"line 3\n"]
-    assert stream.read() == b"" and stream.remaining == 0
-
-
-def test_readlines_stops_at_the_hint_without_losing_a_line() -> None:
-    stream = body(b"a\nb\nc\n", 6)
-    assert stream.readlines(2) == [b"a\n"]
-    assert stream.readlines() == [b"b\n", b"c\n"]
-
-
-def test_a_client_that_stops_early_ends_the_body() -> None:
-    stream = body(b"abc", 10)
-    assert stream.read() == b"abc"
-    assert stream.read() == b"" and stream.remaining == 0
 
 
 LIMITS = RequestLimits(("GET", "POST"), max_body=100)

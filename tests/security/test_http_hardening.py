@@ -149,7 +149,7 @@ def test_the_server_header_names_toposcope_not_python(exporter: int, rm_api: int
     # an answer the server gives before any application runs says the same
     malformed = raw_exchange(exporter, b"GET / HTTP/1.1\r\n" + b"X-A: 1\r\n" * 101 + b"\r\n")
     head, _, body = malformed.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.0 431 ")
+    assert head.startswith(b"HTTP/1.1 431 ")
     assert f"Server: toposcope/{__version__}\r\n".encode() in head + b"\r\n"
     assert b"Python" not in head and "headers" in json.loads(body)["error"]
 
@@ -171,7 +171,7 @@ def test_an_oversize_body_is_refused_from_its_length_alone(rm_api: int) -> None:
         f"Authorization: Bearer {TOKEN}\r\nContent-Length: {100 * MIB}\r\n\r\n"
     )
     answer = raw_exchange(rm_api, head.encode() + b'{"request_id": ')
-    assert answer.startswith(b"HTTP/1.0 413 ")
+    assert answer.startswith(b"HTTP/1.1 413 ")
     assert time.monotonic() - started < TIMEOUT / 2  # answered, not waiting for 100 MiB
 
 
@@ -190,7 +190,7 @@ def test_the_application_reads_the_declared_body_and_no_more() -> None:
     with running(HttpServer(echo_app, "127.0.0.1:0")) as port:
         # no Content-Length: no body, even if the client sends bytes (read() must not block)
         answer = raw_exchange(port, b"POST / HTTP/1.0\r\nHost: x\r\n\r\nstray bytes")
-        assert answer.startswith(b"HTTP/1.0 200 ") and answer.endswith(b"\r\n\r\n0")
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\n0")
         answer = raw_exchange(port, b"POST / HTTP/1.0\r\nContent-Length: 3\r\n\r\nabcdef")
         assert answer.endswith(b"\r\n\r\n3")
 
@@ -210,7 +210,7 @@ def test_a_body_of_unknown_length_is_refused(
     data = f"POST /api/v1/actions HTTP/1.1\r\nHost: x\r\n{headers}\r\n3\r\nabc\r\n0\r\n\r\n"
     answer = raw_exchange(rm_api, data.encode())
     head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(f"HTTP/1.0 {status} ".encode())
+    assert head.startswith(f"HTTP/1.1 {status} ".encode())
     assert b"Content-Type: application/json" in head
     assert message in json.loads(body)["error"]
 

@@ -132,9 +132,22 @@ def test_only_the_right_password_signs_in(config: WebConfig, user: str, password
             "web.yml:3: basic_auth_users.alice: duplicate key",
         ),
         ("basic_auth_users:\n  alice: 12\n", "basic_auth_users.alice: must be a string"),
+        ("tls_server_config:\n  cert_file: a.crt\n", "tls_server_config.key_file: missing"),
         (
-            "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n",
-            "web.yml:2: tls_server_config: TLS is not supported yet",
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: Maybe\n",
+            "web.yml:4: tls_server_config.client_auth_type: must be one of NoClientCert",
+        ),
+        (
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_ca_file: c\n",
+            "client_ca_file is set but client_auth_type is NoClientCert",
+        ),
+        (
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS14\n",
+            "tls_server_config.min_version: must be one of TLS10, TLS11, TLS12, TLS13",
+        ),
+        (
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: []\n",
+            "tls_server_config.cipher_suites: unknown key",
         ),
         ("http_server_config:\n  http2: maybe\n", "http_server_config.http2: must be true or"),
         ("http_server_config:\n  tls: true\n", "http_server_config.tls: unknown key"),

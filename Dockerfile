@@ -14,7 +14,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-COPY pyproject.toml README.md /src/
+# build_protos.py generates the pod-resources client's modules during the install
+COPY pyproject.toml README.md build_protos.py /src/
 COPY toposcope /src/toposcope
 COPY exporters /src/exporters
 COPY agent /src/agent

@@ -18,6 +18,7 @@ from toposcope.topology.sysfs import build_from_sysfs, node_dirs, read_text
 
 if TYPE_CHECKING:
     from toposcope.exporters.gpu_source import GpuSource
+    from toposcope.exporters.sources.podresources.source import KubeletSource
 
 
 class HostTopology:
@@ -67,13 +68,16 @@ class CollectorContext:
     ``gpu_processes`` is set when a GPU source is configured, so that the workloads collector
     can attribute GPU memory to workloads without importing NVML itself. ``nvml`` is the
     shared NVML layer that ``attach_gpu_source`` (``toposcope.exporters.gpu_source``) puts
-    there for the ``gpu`` collector.
+    there for the ``gpu`` collector. ``kubelet`` is the link to the kubelet's pod-resources
+    API that ``attach_kubelet`` (``toposcope.exporters.sources.podresources.attach``) puts
+    there for the workloads and ``kubelet`` collectors.
     """
 
     config: ExporterConfig
     topology: HostTopology = field(init=False)
     gpu_processes: GpuProcessSource | None = None
     nvml: GpuSource | None = None
+    kubelet: KubeletSource | None = None
 
     def __post_init__(self) -> None:
         self.topology = HostTopology(self.config)

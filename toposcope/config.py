@@ -96,7 +96,13 @@ class WorkloadSettings:
 
 @dataclass(frozen=True)
 class ExporterConfig:
-    """Everything the exporter's collectors are built from."""
+    """Everything the exporter's collectors are built from.
+
+    ``pod_resources_socket`` is the kubelet's pod-resources socket (``None``: its default
+    path, used only where it exists); ``runtime_state`` the container runtimes' state
+    directories on the host, read under ``paths.rootfs`` (empty: containerd's and CRI-O's
+    defaults).
+    """
 
     paths: HostPaths = field(default_factory=HostPaths)
     hostname: str = ""
@@ -104,3 +110,5 @@ class ExporterConfig:
     nvml: str = "auto"
     cross_socket_source: str = "auto"
     pcm_url: str | None = None
+    pod_resources_socket: str | None = None
+    runtime_state: tuple[str, ...] = ()

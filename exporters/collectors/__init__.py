@@ -5,6 +5,7 @@ from __future__ import annotations
 from toposcope.exporters.collectors import (
     cross_socket,
     gpu,
+    kubelet,
     numa_cpu,
     numa_memory,
     topology,
@@ -23,5 +24,6 @@ def default_table() -> CollectorTable:
             cross_socket.ENTRY,
             workloads.ENTRY,
             gpu.ENTRY,
+            kubelet.ENTRY,
         ]
     )

@@ -10,6 +10,11 @@ job (``slurm-job-<id>``, all steps), a systemd unit (``sshd.service``) or anothe
 descendants), named ``pid-<root pid>``. Include/exclude patterns see the workload's cgroup
 path (its ``comm`` in process mode).
 
+Every per-workload series carries ``namespace``, ``pod`` and ``container`` (dcgm-exporter's
+names): on a Kubernetes node they are filled in from the container runtime's state and the
+kubelet's pod-resources API
+(:class:`~toposcope.exporters.sources.podresources.mapper.KubeletMapper`), elsewhere empty.
+
 Figures, per workload:
 
 * ``toposcope_workload_cpu_seconds_total{numa_node}``: every thread's utime + stime is read
@@ -51,6 +56,7 @@ from toposcope.exporters.context import (
     HostTopology,
 )
 from toposcope.exporters.registry import CollectorEntry
+from toposcope.exporters.sources.podresources.attach import workload_mapper
 from toposcope.exporters.sources.workload_identity import WorkloadMapper
 from toposcope.exporters.sources.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
 from toposcope.topology.model import Topology
@@ -152,17 +158,18 @@ class WorkloadsCollector:
                 ],
                 1.0,
             )
+            who = [name, ident.namespace, ident.pod, ident.container]
             node_cpu = per_node_cpu[name]
             for node, seconds in sorted(node_cpu.items()):
-                cpu_seconds.add_metric([name, node], seconds)
+                cpu_seconds.add_metric([*who, node], seconds)
             counts: dict[str, int] = {}
             for _, _, node in workload.threads:
                 counts[node] = counts.get(node, 0) + 1
             for node, count in sorted(counts.items()):
-                threads.add_metric([name, node], float(count))
+                threads.add_metric([*who, node], float(count))
             node_memory = self._reader.memory(workload, layout)
             for node_id, value in sorted(node_memory.items()):
-                memory.add_metric([name, str(node_id)], float(value))
+                memory.add_metric([*who, str(node_id)], float(value))
 
             gpus = self._reader.gpus_from_fds(workload, minor_to_gpu) if scan_fds else set()
             gpu_used: dict[int, int] = {}
@@ -172,9 +179,9 @@ class WorkloadsCollector:
                     if used is not None:
                         gpu_used[gpu] = gpu_used.get(gpu, 0) + used
             for gpu in sorted(gpus):
-                gpu_info.add_metric([name, str(gpu)], 1.0)
+                gpu_info.add_metric([*who, str(gpu)], 1.0)
             for gpu, used in sorted(gpu_used.items()):
-                gpu_memory.add_metric([name, str(gpu)], float(used))
+                gpu_memory.add_metric([*who, str(gpu)], float(used))
 
             cpu_ratio, memory_ratio = _locality(
                 gpus,
@@ -183,9 +190,9 @@ class WorkloadsCollector:
                 {str(n): float(v) for n, v in node_memory.items()},
             )
             if cpu_ratio is not None:
-                locality.add_metric([name, "cpu"], cpu_ratio)
+                locality.add_metric([*who, "cpu"], cpu_ratio)
             if memory_ratio is not None:
-                locality.add_metric([name, "memory"], memory_ratio)
+                locality.add_metric([*who, "memory"], memory_ratio)
 
         dropped.add_metric([], float(dropped_total))
         yield from nonempty([info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality])
@@ -258,7 +265,11 @@ class _ContextGpuProcesses:
 
 def _build(ctx: CollectorContext) -> WorkloadsCollector:
     return WorkloadsCollector(
-        ctx.config.workloads, ctx.config.paths, ctx.topology, _ContextGpuProcesses(ctx)
+        ctx.config.workloads,
+        ctx.config.paths,
+        ctx.topology,
+        _ContextGpuProcesses(ctx),
+        mapper=workload_mapper(ctx),
     )
 
 

@@ -53,6 +53,9 @@ HOST_PRIVILEGES = {
     "toposcope-agent": {"SYS_NICE", "SYS_PTRACE"},
 }
 AGENT_PORT = 9848
+#: the kubelet's pod-resources directory and socket, mounted at the same paths
+POD_RESOURCES = "/var/lib/kubelet/pod-resources"
+SOCKET = f"{POD_RESOURCES}/kubelet.sock"
 ADVISOR_PORT = 9849
 
 
@@ -203,11 +206,21 @@ def test_daemonset_reads_the_host_read_only() -> None:
     assert spec["hostPID"] is True
     assert spec.get("hostNetwork", False) is False
     host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    assert host_paths == {"sys": "/sys", "proc": "/proc", "root": "/"}
+    assert host_paths == {
+        "sys": "/sys",
+        "proc": "/proc",
+        "root": "/",
+        "pod-resources": POD_RESOURCES,
+    }
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     for volume in host_paths:
         assert mounts[volume]["readOnly"] is True, volume
-    assert {mounts[v]["mountPath"] for v in host_paths} == {"/host/sys", "/host/proc", "/host/root"}
+    assert {mounts[v]["mountPath"] for v in host_paths} == {
+        "/host/sys",
+        "/host/proc",
+        "/host/root",
+        POD_RESOURCES,
+    }
     args = container["args"]
     assert args[0] == "exporter"
     for flag in (
@@ -275,8 +288,14 @@ def test_servicemonitor_required_fields(name: str) -> None:
     assert endpoint["path"] == "/metrics"
     assert re.fullmatch(r"\d+[smh]", endpoint["interval"])
     if name == "toposcope-exporter":
-        relabel = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+        relabelings = endpoint["relabelings"]
+        relabel = {r["targetLabel"]: r["sourceLabels"] for r in relabelings if "targetLabel" in r}
         assert relabel["hostname"] == ["__meta_kubernetes_pod_node_name"]
+        # workload series carry their pod's namespace/pod/container: the target's own go
+        dropped = [r["regex"] for r in relabelings if r["action"] == "labeldrop"]
+        assert dropped and all(
+            re.fullmatch(dropped[0], label) for label in ("namespace", "pod", "container")
+        )
 
 
 @pytest.mark.parametrize(
@@ -560,6 +579,27 @@ def test_agent_reads_the_host_and_writes_only_cgroups() -> None:
     )
     probes = {container[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")}
     assert probes == {"/api/v1/healthz"}
+
+
+@pytest.mark.parametrize("name", ["toposcope-exporter", "toposcope-agent"])
+def test_daemonsets_mount_the_kubelet_pod_resources_directory_read_only(name: str) -> None:
+    """The directory, not the socket: a restarted kubelet's new socket is seen in it."""
+    pod = _pod_spec("DaemonSet", name)
+    container = _container("DaemonSet", name)
+    found = _mount_of(pod, container, SOCKET)
+    assert found["mount"]["mountPath"] == POD_RESOURCES
+    assert found["mount"]["readOnly"] is True
+    assert found["volume"]["hostPath"]["path"] == POD_RESOURCES
+    assert found["volume"]["hostPath"]["type"] in ("Directory", "DirectoryOrCreate")
+
+
+def test_the_exporter_asks_the_kubelet_at_the_mounted_socket() -> None:
+    args = parse_cli(_args(_container()))
+    assert args.pod_resources_socket == SOCKET
+    # the runtime state that names containers is read under the host's root
+    assert args.path_rootfs == "/host/root" and args.runtime_state == []
+    root = _mount_of(_pod_spec(), _container(), "/host/root/run/containerd")
+    assert root["volume"]["hostPath"]["path"] == "/"
 
 
 def test_agent_token_comes_from_a_secret() -> None:

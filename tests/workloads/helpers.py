@@ -68,6 +68,15 @@ def build(
     return workloads.ENTRY.factory(ctx)
 
 
+#: the identity labels of every per-workload series, empty for a workload with no pod names
+NO_POD = {"namespace": "", "pod": "", "container": ""}
+
+
+def workload_value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    """A per-workload sample's value; ``namespace``/``pod``/``container`` default to empty."""
+    return registry.get_sample_value(name, {**NO_POD, **labels})
+
+
 def copy_host(source: Path, dest: Path) -> Path:
     """A writable copy of a fixture host (symlinks kept as symlinks)."""
     target = dest / source.name

@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from tests.workloads.helpers import build, scrape, workload_names
+from tests.workloads.helpers import build, scrape, workload_names, workload_value
 from toposcope.config import WorkloadSettings
 from toposcope.sim.fsgen import write_workload_tree
 
@@ -43,9 +43,11 @@ def test_generated_tree_is_read_back(tmp_path: Path, version: Literal[1, 2]) -> 
     for workload in tree.workloads:
         if workload.gpu_minor is not None:
             assert (
-                reg.get_sample_value(
+                workload_value(
+                    reg,
                     "toposcope_workload_gpu_info",
-                    {"workload": workload.name, "gpu": str(workload.gpu_minor)},
+                    workload=workload.name,
+                    gpu=str(workload.gpu_minor),
                 )
                 == 1.0
             )

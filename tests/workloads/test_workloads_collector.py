@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.workloads.helpers import (
     POD_A,
@@ -22,6 +23,7 @@ from tests.workloads.helpers import (
     copy_host,
     scrape,
     workload_names,
+    workload_value,
 )
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
 from toposcope.errors import NoDataError
@@ -48,8 +50,10 @@ CGROUP_A = (
 )
 
 
-def value(registry: object, name: str, **labels: str) -> float | None:
-    return registry.get_sample_value(name, labels)  # type: ignore[attr-defined, no-any-return]
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    if name in (INFO, DROPPED):
+        return registry.get_sample_value(name, labels)
+    return workload_value(registry, name, **labels)
 
 
 def test_registered_and_enabled_by_default() -> None:
@@ -308,7 +312,7 @@ def test_gpu_source_attached_after_the_collector_was_built() -> None:
     config = ExporterConfig(paths=HostPaths.under(V2HOST))
     ctx = CollectorContext(config)
     collector = workloads_entry.factory(ctx)
-    assert scrape(collector).get_sample_value(GPU_MEMORY, {"workload": WL_B, "gpu": "0"}) is None
+    assert workload_value(scrape(collector), GPU_MEMORY, workload=WL_B, gpu="0") is None
     ctx.gpu_processes = FakeGpuProcesses([GpuProcess(pid=2001, gpu=0, used_bytes=4096)])
     reg = scrape(collector)
     assert value(reg, GPU_MEMORY, workload=WL_B, gpu="0") == 4096

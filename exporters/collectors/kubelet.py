@@ -1,0 +1,127 @@
+"""``kubelet`` collector: what the kubelet gave each container, from its pod-resources API.
+
+On a Kubernetes node (``--kubelet.pod-resources-socket``, or the default socket present):
+
+* ``toposcope_kubelet_device_allocation_info``: one row per device id a device plugin gave
+  a container, with the container's ``namespace``/``pod``/``container``. For GPUs the device
+  id is the GPU's UUID (``GPU-...``; ``GPU-...::N`` with time-slicing replicas; the index
+  with the plugin's ``index`` id strategy), joined to NVML's GPUs so that ``gpu`` is the
+  index every ``toposcope_gpu_*`` and dcgm-exporter series use: each GPU's holder is known
+  even before the pod opens it. ``numa_node`` is the plugin's topology hint.
+* ``toposcope_kubelet_exclusive_cpus``: the CPUs the CPU manager gave a container
+  exclusively, counted per NUMA node (only Guaranteed containers with integer CPUs have any;
+  where every other container may run is its cgroup's cpuset).
+* ``toposcope_kubelet_allocatable``: what the node can hand out, per resource and NUMA node
+  (devices, and ``cpu``), where the kubelet implements ``GetAllocatableResources`` (1.21+).
+
+Without a kubelet the collector has no data (success 0, as the gpu collector on a host
+without GPUs); a kubelet that stops answering is logged once and asked again next scrape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client.core import Metric
+
+from toposcope.catalogue import nonempty, spec
+from toposcope.errors import NoDataError
+from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.registry import CollectorEntry
+from toposcope.exporters.sources.nvml import NvmlNotReady, NvmlUnavailable
+from toposcope.exporters.sources.podresources.attach import attach_kubelet
+from toposcope.exporters.sources.podresources.records import DeviceAllocation
+from toposcope.exporters.sources.podresources.source import KubeletSource
+
+#: resources whose device ids are NVIDIA GPU UUIDs or indices
+GPU_RESOURCES = ("nvidia.com/gpu",)
+
+
+def _nodes_label(nodes: Iterable[int]) -> str:
+    return ",".join(str(node) for node in sorted(nodes))
+
+
+def gpu_of(resource: str, device_id: str, by_uuid: dict[str, int], indices: set[int]) -> str:
+    """The NVML index of the GPU a device id names, or ``""`` when it names none we see."""
+    uuid = device_id.split("::", 1)[0]
+    if uuid in by_uuid:
+        return str(by_uuid[uuid])
+    if resource in GPU_RESOURCES and device_id.isdigit() and int(device_id) in indices:
+        return device_id
+    return ""
+
+
+class KubeletCollector:
+    """Publishes the kubelet's allocations (see the module docstring)."""
+
+    def __init__(self, source: KubeletSource, ctx: CollectorContext) -> None:
+        self._source = source
+        self._ctx = ctx
+
+    def _gpus(self) -> dict[str, int]:
+        """NVML's GPUs by UUID; empty without NVML."""
+        gpu_source = self._ctx.nvml
+        if gpu_source is None or gpu_source.devices is None:
+            return {}
+        try:
+            devices = gpu_source.devices.ensure_ready()
+        except (NvmlUnavailable, NvmlNotReady):
+            return {}
+        return {d.uuid: d.index for d in devices if d.uuid}
+
+    def collect(self) -> Iterator[Metric]:
+        """Ask the kubelet (or reuse this scrape's answer) and yield the kubelet families."""
+        answer = self._source.answer()
+        if answer is None:
+            raise NoDataError(self._source.reason or "no kubelet pod-resources answer")
+        by_uuid = self._gpus()
+        indices = set(by_uuid.values())
+        cpu_node = self._ctx.topology.get().cpu_to_node()
+        devices = spec("toposcope_kubelet_device_allocation_info").family()
+        exclusive = spec("toposcope_kubelet_exclusive_cpus").family()
+        allocatable = spec("toposcope_kubelet_allocatable").family()
+        for container in answer.containers:
+            who = [container.namespace, container.pod, container.container]
+            for group in container.devices:
+                nodes = _nodes_label(group.numa_nodes)
+                for device_id in group.device_ids:
+                    gpu = gpu_of(group.resource_name, device_id, by_uuid, indices)
+                    devices.add_metric([*who, group.resource_name, device_id, gpu, nodes], 1.0)
+            for node, count in sorted(_per_node(container.cpu_ids, cpu_node).items()):
+                exclusive.add_metric([*who, node], float(count))
+        node_total = answer.allocatable
+        if node_total is not None:
+            for (resource, nodes), count in sorted(_allocatable(node_total.devices).items()):
+                allocatable.add_metric([resource, nodes], float(count))
+            for node, count in sorted(_per_node(node_total.cpu_ids, cpu_node).items()):
+                allocatable.add_metric(["cpu", node], float(count))
+        yield from nonempty([devices, exclusive, allocatable])
+
+
+def _per_node(cpus: Iterable[int], cpu_node: dict[int, int]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for cpu in cpus:
+        node = cpu_node.get(cpu)
+        label = "" if node is None else str(node)
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def _allocatable(groups: Iterable[DeviceAllocation]) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for group in groups:
+        key = (group.resource_name, _nodes_label(group.numa_nodes))
+        counts[key] = counts.get(key, 0) + len(group.device_ids)
+    return counts
+
+
+def _build(ctx: CollectorContext) -> KubeletCollector:
+    return KubeletCollector(attach_kubelet(ctx), ctx)
+
+
+ENTRY = CollectorEntry(
+    name="kubelet",
+    default_enabled=True,
+    factory=_build,
+    description="devices and exclusive CPUs the kubelet gave each pod (pod-resources API)",
+)

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toposcope.recommendation import (
     Evidence,
@@ -31,6 +31,9 @@ from toposcope.recommendation import (
 from toposcope.recommendation_decoder import decode_action as action_from_dict
 from toposcope.resources import ActionRequest
 
+if TYPE_CHECKING:
+    from toposcope.advisor.cpu_ledger import CpuLedger
+
 __all__ = [
     "SEVERITY_THRESHOLDS",
     "Evidence",
@@ -44,6 +47,7 @@ __all__ = [
     "Target",
     "action_from_dict",
     "canonical_json",
+    "conflict_value",
     "filter_min_gain",
     "make_recommendation",
     "recommendation_id",
@@ -123,35 +127,81 @@ def make_recommendation(
     )
 
 
-def resolve_conflicts(
-    recommendations: Iterable[Recommendation],
-) -> tuple[list[Recommendation], list[Note]]:
-    """Keep, among recommendations sharing a claim, the one with the higher gain.
-
-    Recommendations are taken in order of gain (ties: higher confidence, then id); each one
-    whose claims overlap an already kept one's is dropped with a note naming the winner.
+def conflict_value(rec: Recommendation) -> float:
+    """What a recommendation is worth when it competes with another: its estimated gain
+    times its confidence, so that an estimate the policy trusts less (a cross-node move, a
+    pin priced without known capacity) needs a larger gain to win.
     """
-    ordered = sorted(recommendations, key=lambda r: (-r.estimated_gain, -r.confidence, r.id))
+    return rec.estimated_gain * rec.confidence
+
+
+def _clash_note(rec: Recommendation, winner: Recommendation, shared: Iterable[str]) -> Note:
+    return Note(
+        rec.policy,
+        rec.target.label(),
+        f"{rec.id} (gain {rec.estimated_gain:.1%}, confidence {rec.confidence:.2f}) conflicts "
+        f"with {winner.id} (gain {winner.estimated_gain:.1%}, confidence "
+        f"{winner.confidence:.2f}) over {', '.join(shared)}; kept the higher gain x confidence",
+    )
+
+
+def _by_claims(
+    ordered: Sequence[Recommendation], refused: Mapping[str, str]
+) -> tuple[list[Recommendation], list[Note]]:
+    """One pass over ``ordered``: keep each recommendation whose claims no kept one holds
+    (``refused``: ids left out for capacity, skipped here).
+    """
     kept: list[Recommendation] = []
     owner: dict[str, Recommendation] = {}
     notes: list[Note] = []
     for rec in ordered:
+        if rec.id in refused:
+            continue
         clash = next((owner[c] for c in rec.claims if c in owner), None)
         if clash is not None:
-            shared = sorted(set(rec.claims) & set(clash.claims))
-            notes.append(
-                Note(
-                    rec.policy,
-                    rec.target.label(),
-                    f"{rec.id} (gain {rec.estimated_gain:.1%}) conflicts with {clash.id} "
-                    f"(gain {clash.estimated_gain:.1%}) over {', '.join(shared)}; "
-                    "kept the higher gain",
-                )
-            )
+            notes.append(_clash_note(rec, clash, sorted(set(rec.claims) & set(clash.claims))))
             continue
         kept.append(rec)
         for claim in rec.claims:
             owner[claim] = rec
+    return kept, notes
+
+
+def resolve_conflicts(
+    recommendations: Iterable[Recommendation], ledger: CpuLedger | None = None
+) -> tuple[list[Recommendation], list[Note]]:
+    """Keep, among recommendations sharing a claim, the one worth more, and (with a
+    ``ledger``) only as many CPU-setting recommendations as the NUMA nodes' CPUs hold.
+
+    Recommendations are taken in order of :func:`conflict_value` (ties: higher gain, then
+    id); each one whose claims overlap an already kept one's is dropped with a note naming
+    the winner. Then, in the same order, each kept recommendation's cores must fit the
+    ledger's capacity after the round (what the others take away counted); one that does not
+    fit is dropped with a note, its claims freed and its cores counted where they are, and
+    the round is resolved again.
+    """
+    ordered = sorted(recommendations, key=lambda r: (-conflict_value(r), -r.estimated_gain, r.id))
+    refused: dict[str, str] = {}
+    while True:
+        kept, notes = _by_claims(ordered, refused)
+        if ledger is None:
+            return kept, notes
+        load = ledger.base_load(kept)
+        newly: dict[str, str] = {}
+        for rec in kept:
+            problem = ledger.overflow(load, rec)
+            if problem is None:
+                ledger.add(load, rec)
+            else:
+                newly[rec.id] = problem
+        if not newly:
+            break
+        refused.update(newly)
+    by_id = {r.id: r for r in ordered}
+    notes += [
+        Note(by_id[i].policy, by_id[i].target.label(), f"{i}: no CPU capacity left: {why}")
+        for i, why in sorted(refused.items())
+    ]
     return kept, notes
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toposcope import __version__
+from toposcope.advisor.cpu_ledger import CpuLedger
 from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
 from toposcope.advisor.loaders.queries import load_all, queries
 from toposcope.advisor.model import ClusterModel, PendingWorkload
@@ -47,10 +48,13 @@ def assemble(
     undecided: Iterable[Note],
     min_gain: float,
     data_notes: Iterable[str] = (),
+    ledger: CpuLedger | None = None,
 ) -> Report:
-    """Filter by ``min_gain``, resolve conflicts (higher gain wins) and build the report."""
+    """Filter by ``min_gain``, resolve conflicts (claims, then the round's CPU capacity in
+    ``ledger``) and build the report.
+    """
     kept, below = filter_min_gain(found, min_gain)
-    kept, conflicts = resolve_conflicts(kept)
+    kept, conflicts = resolve_conflicts(kept, ledger)
     notes = [Note("loader", "*", n) for n in data_notes]
     notes += [*undecided, *conflicts, *below]
     return Report(run, tuple(sorted(kept, key=lambda r: (-r.estimated_gain, r.id))), tuple(notes))
@@ -82,4 +86,5 @@ def advise(
         [n for e in evaluations for n in e.undecided],
         min_gain,
         model.notes,
+        CpuLedger(model),
     )

@@ -3,15 +3,17 @@
 Four kinds (:class:`JobKind`):
 
 * ``cpu-train``: CPU training (TensorFlow/PyTorch on CPUs): many busy threads and a large
-  working set, sensitive to where its threads and memory sit (NUMA sensitivity 1.0 by
-  default, the CRI-RM case).
-* ``gpu-train``: single- or multi-GPU training: GPUs, a communication intensity (the share
-  of a step spent exchanging gradients at the best placement) and an input pipeline (data
+  working set, sensitive to where its threads and memory sit (the CRI-RM case).
+* ``gpu-train``: single- or multi-GPU training: GPUs, a communication fraction (the share
+  of a step spent exchanging gradients on one PCIe switch) and an input pipeline (data
   loader threads and pinned host memory) that prefers the GPUs' NUMA node.
 * ``inference``: a long-running service on one GPU, moderately busy.
 * ``notebook``: an interactive notebook holding GPUs while it mostly idles.
 
-A :class:`JobSpec` is immutable; the cluster keeps the mutable state. Jobs come from a
+Each job draws its own NUMA sensitivity, communication fraction, input weight and
+GPU-sharing overhead from its class's ranges in the simulator's truth (:func:`draws`,
+:mod:`toposcope.sim.truth_params`). A :class:`JobSpec` is immutable; the cluster keeps the
+mutable state. Jobs come from a
 scenario's ``jobs`` list or from a trace CSV (:func:`load_trace`) with the columns of the
 public Philly / Helios traces (``submit_time``, ``gpus``/``gpu_num``, ``duration``, and
 optional ``job_type``, ``name``, ``cpus``/``cpu_num``, ``memory_gb``); docs/sim-model.md
@@ -21,7 +23,9 @@ lists them.
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
+import random
 import reprlib
 from dataclasses import dataclass
 from enum import StrEnum
@@ -29,6 +33,7 @@ from pathlib import Path
 
 from toposcope.errors import ConfigError
 from toposcope.names import OBJECT_NAME_RULE, check_object_name, is_object_name
+from toposcope.sim.truth_params import CLASS_PARAMETERS, truth
 
 GIB = 1024**3
 
@@ -60,14 +65,13 @@ class JobKind(StrEnum):
 
 @dataclass(frozen=True)
 class KindDefaults:
-    """Per-kind defaults: threads, busy share of each thread, GPU demand and sensitivities."""
+    """Per-kind defaults: threads, busy share of each thread, GPU demand, memory and
+    throughput (the performance parameters are the truth's, drawn per job: :func:`draws`).
+    """
 
     threads: int
     cpu_busy: float
     gpu_demand: float
-    numa_sensitivity: float
-    comm_intensity: float
-    input_intensity: float
     memory_gb: float
     gpu_memory_share: float
     base_throughput: float
@@ -77,11 +81,23 @@ class KindDefaults:
 #: Defaults per kind. ``gpu_demand`` is the share of a GPU the job keeps busy alone at the
 #: best placement; ``gpu_memory_share`` the share of each GPU's memory it holds.
 KIND_DEFAULTS: dict[JobKind, KindDefaults] = {
-    JobKind.CPU_TRAIN: KindDefaults(28, 1.0, 0.0, 1.0, 0.0, 0.0, 64.0, 0.0, 100.0, "samples/s"),
-    JobKind.GPU_TRAIN: KindDefaults(8, 0.6, 0.95, 0.3, 0.5, 0.5, 64.0, 0.7, 1000.0, "samples/s"),
-    JobKind.INFERENCE: KindDefaults(4, 0.3, 0.35, 0.2, 0.0, 0.3, 16.0, 0.3, 500.0, "requests/s"),
-    JobKind.NOTEBOOK: KindDefaults(2, 0.02, 0.01, 0.0, 0.0, 0.0, 8.0, 0.2, 0.0, "cells/s"),
+    JobKind.CPU_TRAIN: KindDefaults(28, 1.0, 0.0, 64.0, 0.0, 100.0, "samples/s"),
+    JobKind.GPU_TRAIN: KindDefaults(8, 0.6, 0.95, 64.0, 0.7, 1000.0, "samples/s"),
+    JobKind.INFERENCE: KindDefaults(4, 0.3, 0.35, 16.0, 0.3, 500.0, "requests/s"),
+    JobKind.NOTEBOOK: KindDefaults(2, 0.02, 0.01, 8.0, 0.2, 0.0, "cells/s"),
 }
+
+
+def draws(name: str, kind: JobKind, seed: int = 0) -> dict[str, float]:
+    """A job's own performance parameters: each of its class's truth parameters
+    (:mod:`toposcope.sim.truth_params`) drawn uniformly from the class's range, seeded by
+    the job's name and ``seed``, so the same job draws the same values on every run and no
+    two jobs draw alike.
+    """
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    params = truth().classes[kind.value]
+    return {p: rng.uniform(params[p].low, params[p].high) for p in CLASS_PARAMETERS}
 
 
 def job_kind(text: str) -> JobKind:
@@ -155,6 +171,7 @@ class JobSpec:
     base_throughput: float = 0.0
     submit_time: float = 0.0
     duration: float | None = None
+    sharing_overhead: float | None = None
 
     @property
     def unit(self) -> str:
@@ -174,6 +191,7 @@ class JobSpec:
             self.comm_intensity,
             self.input_intensity,
             self.base_throughput,
+            self.sharing_overhead,
         )
 
 
@@ -193,12 +211,14 @@ def make_job(
     submit_time: float = 0.0,
     duration: float | None = None,
 ) -> JobSpec:
-    """A :class:`JobSpec` with the kind's defaults for every value not given.
+    """A :class:`JobSpec` with the kind's defaults for every value not given, and the job's
+    own draws (:func:`draws`) for the performance parameters not given.
 
     ``gpu_total_bytes`` (the GPU model's memory) sizes the default per-GPU memory. The
     name becomes a unit name (:func:`unit_name`).
     """
     d = KIND_DEFAULTS[kind]
+    own = draws(unit_name(name), kind)
     gpu_count = gpus if gpus is not None else (0 if kind is JobKind.CPU_TRAIN else 1)
     gpu_memory = (
         int(gpu_memory_gb * GIB)
@@ -214,9 +234,12 @@ def make_job(
         memory_bytes=int((memory_gb if memory_gb is not None else d.memory_gb) * GIB),
         gpu_memory_bytes=gpu_memory if gpu_count else 0,
         gpu_demand=d.gpu_demand if gpu_count else 0.0,
-        numa_sensitivity=numa_sensitivity if numa_sensitivity is not None else d.numa_sensitivity,
-        comm_intensity=comm_intensity if comm_intensity is not None else d.comm_intensity,
-        input_intensity=input_intensity if input_intensity is not None else d.input_intensity,
+        numa_sensitivity=(
+            numa_sensitivity if numa_sensitivity is not None else own["numa_sensitivity"]
+        ),
+        comm_intensity=comm_intensity if comm_intensity is not None else own["comm_fraction"],
+        input_intensity=input_intensity if input_intensity is not None else own["input_weight"],
+        sharing_overhead=own["sharing_overhead"],
         base_throughput=(
             base_throughput
             if base_throughput is not None

@@ -6,30 +6,30 @@ oracle can score any alternative allocation. A job's slowdown (>= 1; throughput 
 job's best-case throughput divided by it) is the product of five factors:
 
 ``numa``
-    ``1 + s * (ALPHA * r + BETA * p)``: ``s`` the job's NUMA sensitivity, ``r`` the share of
-    its memory accesses that go to another NUMA node (every thread reads the whole working
-    set, as data-parallel training threads share their tensors: threads' nodes vs. memory
-    nodes, weighted by SLIT distance normalised so that the machine's farthest pair counts 1),
-    ``p`` how spread its threads are (the chance that two threads sit on different nodes,
-    distance-weighted). ``ALPHA = 0.5776`` calibrates the CRI-RM measurement: on the
-    2-socket Xeon Gold 6132 (``xeon-2s``) all threads on one node with all memory on the
-    other is 57.76% slower than threads and memory together (seed 000, TensorFlow CNN).
+    ``1 + s * (r + W_spread * p)``: ``s`` the job's NUMA sensitivity, ``r`` the cost of its
+    memory accesses that go to another NUMA node (every thread reads the whole working set,
+    as data-parallel training threads share their tensors: threads' nodes vs. memory nodes,
+    each pair costing ``local / remote bandwidth - 1`` at its SLIT distance), ``p`` the same
+    cost over pairs of its threads on different nodes.
 ``contention``
     CPU oversubscription: the mean load of the CPUs the job may run on (busy threads of the
     job and of co-runners per CPU), when above 1; it slows CPU training fully and GPU jobs
-    in proportion to their input intensity.
+    in proportion to their input weight.
 ``link``
-    ``1 + c * (L - 1)``: ``c`` the job's communication intensity and ``L`` the factor of the
-    worst link among its GPUs: NVLink or one PCIe switch 1.0, across PCIe switches 1.4,
-    across sockets 2.0, across nodes 5.0 (Gandiva measured 40% to 5x for 2-GPU jobs across
-    switches and nodes, seed 002; the socket step lies between the two).
+    ``step(B) / step(B_nvswitch)`` with ``step(B) = 1 - c + c * B_pcie_switch / B``: ``c``
+    the job's communication fraction (on one PCIe switch) and ``B`` the effective bandwidth
+    of the worst link among its GPUs.
 ``interference``
-    GPU sharing: ``1 + (1 + SHARING_OVERHEAD) * d`` where ``d`` is the GPU demand of the
-    co-runners on its busiest GPU (time-slicing plus a context-switch overhead).
+    GPU sharing: ``1 + (1 + o) * d`` where ``d`` is the GPU demand of the co-runners on its
+    busiest GPU and ``o`` the job's sharing overhead (time-slicing plus context switches).
 ``input``
-    the input pipeline's CPU-side locality for GPU jobs: ``1 + i * (GAMMA * rc + DELTA *
-    rm)`` with ``i`` the input intensity and ``rc`` / ``rm`` the distance-weighted share of
-    its threads / memory away from its GPUs' NUMA nodes.
+    the input pipeline's CPU-side locality for GPU jobs: ``1 + i * (W_threads * rc +
+    W_memory * rm)`` with ``i`` the input weight and ``rc`` / ``rm`` the remote-memory cost
+    of its threads / memory away from its GPUs' NUMA nodes.
+
+Every figure comes from the simulator's truth (``sim/truth.yaml``,
+:mod:`toposcope.sim.truth_params`), with its sources; jobs carry their own draws of the
+per-class ones (:mod:`toposcope.sim.jobs`).
 
 Where threads run and memory lives follows from the allocation alone
 (:mod:`toposcope.sim.placement`): threads spread evenly over the allowed CPUs, and each
@@ -54,23 +54,16 @@ from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.jobs import JobKind, JobSpec
 from toposcope.sim.nodetemplate import (
     LINK_CLASSES,
-    LINK_CROSS_NODE,
-    LINK_CROSS_SOCKET,
     LINK_CROSS_SWITCH,
     LINK_NVLINK,
     LINK_SWITCH,
     NodeTemplate,
 )
 from toposcope.sim.placement import effective_mems, memory_flows, placement, thread_shares
+from toposcope.sim.truth_params import truth
 
 #: The model's names, and the placement functions the cluster reads through it.
 __all__ = [
-    "ALPHA_REMOTE_MEMORY",
-    "BETA_THREAD_SPREAD",
-    "DELTA_INPUT_MEMORY",
-    "GAMMA_INPUT_THREADS",
-    "LINK_FACTORS",
-    "SHARING_OVERHEAD",
     "CoRunner",
     "Performance",
     "best_allocation",
@@ -80,30 +73,11 @@ __all__ = [
     "greedy_allocation",
     "link_class_of",
     "memory_flows",
+    "pair_bandwidth",
     "placement",
     "rank_allocations",
     "thread_shares",
 ]
-
-#: Remote-memory weight: calibrated to CRI-RM's 57.76% on a 2-socket Xeon Gold 6132.
-ALPHA_REMOTE_MEMORY = 0.5776
-#: Thread-spread weight; at most ALPHA / 2 so that the worst placement stays "all memory
-#: remote" and the calibration holds exactly.
-BETA_THREAD_SPREAD = 0.25
-#: Input-pipeline weights: threads, then pinned host memory, away from the GPUs.
-GAMMA_INPUT_THREADS = 0.25
-DELTA_INPUT_MEMORY = 0.5
-#: Extra cost of time-slicing a GPU between jobs (context switches).
-SHARING_OVERHEAD = 0.1
-
-#: Step-time factor of the worst link among a job's GPUs (Gandiva, seed 002).
-LINK_FACTORS: dict[str, float] = {
-    LINK_NVLINK: 1.0,
-    LINK_SWITCH: 1.0,
-    LINK_CROSS_SWITCH: 1.4,
-    LINK_CROSS_SOCKET: 2.0,
-    LINK_CROSS_NODE: 5.0,
-}
 
 #: A co-runner: another job on the same node with its allocation.
 CoRunner = tuple[JobSpec, Allocation]
@@ -131,28 +105,70 @@ class Performance:
         return math.isinf(self.slowdown)
 
 
-def _norm_distance(node: NodeTemplate, a: int, b: int, span: float) -> float:
-    """SLIT distance mapped to 0 (local) .. 1 (the machine's farthest pair)."""
-    if a == b or span <= 0:
+def _remote_cost(node: NodeTemplate, a: int, b: int) -> float:
+    """What memory on NUMA node ``b`` costs threads on ``a``: ``local / remote - 1``."""
+    if a == b:
         return 0.0
-    return (node.distance(a, b) / 10.0 - 1.0) / span
+    return truth().remote_cost(node.distance(a, b))
+
+
+def _nvlinks(node: NodeTemplate, a: int, b: int) -> int | None:
+    """How many NVLinks join GPUs ``a`` and ``b`` (``NV12``: 12), ``None`` when unknown."""
+    link = node.topology.gpu_link(a, b)
+    text = link.link.strip().upper() if link is not None else ""
+    return int(text[2:]) if text.startswith("NV") and text[2:].isdigit() else None
+
+
+def pair_bandwidth(node: NodeTemplate, a: int, b: int) -> float:
+    """Effective GB/s between GPUs ``a`` and ``b`` by their link tier in the truth.
+
+    NVLink pairs get ``n`` links' worth, at most an NVSwitch's (a fabric whose link count
+    is unknown is an NVSwitch); a PCIe switch; across switches, the host bridge on one NUMA
+    node or the socket's fabric across its nodes; across sockets.
+    """
+    t = truth()
+    cls = node.link_class(a, b)
+    if cls == LINK_NVLINK:
+        count = _nvlinks(node, a, b)
+        top = t.link_bandwidth("nvswitch")
+        return top if count is None else min(top, count * t.link_bandwidth("nvlink"))
+    if cls == LINK_SWITCH:
+        return t.link_bandwidth("pcie-switch")
+    if cls == LINK_CROSS_SWITCH:
+        same = node.gpu(a).numa_node == node.gpu(b).numa_node
+        return t.link_bandwidth("host-bridge" if same else "same-socket")
+    return t.link_bandwidth("cross-socket")
+
+
+def _link_factor(job: JobSpec, bandwidth: float) -> float:
+    """Step time on a link of ``bandwidth`` relative to an NVSwitch (see the docstring)."""
+    t = truth()
+    reference = t.link_bandwidth("pcie-switch")
+    c = job.comm_intensity
+
+    def step(b: float) -> float:
+        return 1.0 - c + c * reference / b
+
+    return step(bandwidth) / step(t.link_bandwidth("nvswitch"))
 
 
 # -- the model ------------------------------------------------------------------------------------
 
 
-def link_class_of(gpus: Sequence[int], node: NodeTemplate) -> str:
-    """The worst link class among a GPU set (``same-switch`` for one GPU)."""
-    worst: str | None = None
+def _worst_pair(gpus: Sequence[int], node: NodeTemplate) -> tuple[float, str]:
+    """(bandwidth, link class) of the slowest pair of a GPU set (one GPU: no traffic)."""
+    worst: tuple[float, int, str] | None = None
     for a, b in combinations(sorted(gpus), 2):
-        found = node.link_class(a, b)
-        if worst is None or _link_rank(found) > _link_rank(worst):
+        cls = node.link_class(a, b)
+        found = (pair_bandwidth(node, a, b), -LINK_CLASSES.index(cls), cls)
+        if worst is None or found < worst:
             worst = found
-    return worst or LINK_SWITCH
+    return (worst[0], worst[2]) if worst is not None else (math.inf, LINK_SWITCH)
 
 
-def _link_rank(link: str) -> tuple[float, int]:
-    return LINK_FACTORS[link], LINK_CLASSES.index(link)
+def link_class_of(gpus: Sequence[int], node: NodeTemplate) -> str:
+    """The link class of the slowest pair of a GPU set (``same-switch`` for one GPU)."""
+    return _worst_pair(gpus, node)[1]
 
 
 def _cpu_loads(
@@ -183,21 +199,18 @@ def evaluate(
     ``co_runners`` are the other jobs on the same node (others are ignored). Pure: see the
     module docstring for the formula.
     """
-    span = node.max_distance() / 10.0 - 1.0
+    t = truth()
     shares = placement(allocation, node, job.threads)[1]
     flows = memory_flows(shares, effective_mems(allocation, node), node)
     mem: dict[int, float] = {}
     for (_, target), weight in flows.items():
         mem[target] = mem.get(target, 0.0) + weight
 
-    remote = sum(shares[a] * mem[b] * _norm_distance(node, a, b, span) for a in shares for b in mem)
+    remote = sum(shares[a] * mem[b] * _remote_cost(node, a, b) for a in shares for b in mem)
     spread = sum(
-        shares[a] * shares[b] * _norm_distance(node, a, b, span)
-        for a in shares
-        for b in shares
-        if a != b
+        shares[a] * shares[b] * _remote_cost(node, a, b) for a in shares for b in shares if a != b
     )
-    numa = 1.0 + job.numa_sensitivity * (ALPHA_REMOTE_MEMORY * remote + BETA_THREAD_SPREAD * spread)
+    numa = 1.0 + job.numa_sensitivity * (remote + t.weight("thread_spread") * spread)
 
     load = _cpu_loads(job, allocation, node, co_runners)
     cpu_bound = 1.0 if job.kind is JobKind.CPU_TRAIN else job.input_intensity
@@ -214,27 +227,30 @@ def evaluate(
                 factors={"numa": numa, "contention": contention},
                 cpu_rate=0.0,
             )
-        worst = link_class_of(gpus, node)
-        link = 1.0 + job.comm_intensity * (LINK_FACTORS[worst] - 1.0)
+        bandwidth, worst = _worst_pair(gpus, node)
+        link = _link_factor(job, bandwidth) if len(gpus) > 1 else 1.0
         link_cls = worst if len(gpus) > 1 else ""
+        overhead = job.sharing_overhead
+        if overhead is None:
+            overhead = t.classes[job.kind.value]["sharing_overhead"].value
         for gpu in gpus:
             demand = sum(
                 other.gpu_demand
                 for other, other_alloc in co_runners
                 if other_alloc.node == allocation.node and gpu in other_alloc.gpus
             )
-            interference = max(interference, 1.0 + (1.0 + SHARING_OVERHEAD) * demand)
+            interference = max(interference, 1.0 + (1.0 + overhead) * demand)
         gpu_nodes = {g.numa_node for g in node.gpus if g.index in gpus and g.numa_node is not None}
         if gpu_nodes:
             remote_threads = sum(
-                w * min(_norm_distance(node, n, g, span) for g in gpu_nodes)
-                for n, w in shares.items()
+                w * min(_remote_cost(node, n, g) for g in gpu_nodes) for n, w in shares.items()
             )
             remote_memory = sum(
-                w * min(_norm_distance(node, n, g, span) for g in gpu_nodes) for n, w in mem.items()
+                w * min(_remote_cost(node, n, g) for g in gpu_nodes) for n, w in mem.items()
             )
             input_factor = 1.0 + job.input_intensity * (
-                GAMMA_INPUT_THREADS * remote_threads + DELTA_INPUT_MEMORY * remote_memory
+                t.weight("input_threads") * remote_threads
+                + t.weight("input_memory") * remote_memory
             )
     slowdown = numa * contention * link * interference * input_factor
     return Performance(
@@ -254,12 +270,12 @@ def evaluate(
 
 
 def cross_node_slowdown(job: JobSpec) -> float:
-    """The link factor of a job whose GPUs span nodes (``cross-node``, 5x at full intensity).
+    """The link factor of a job whose GPUs span nodes (the truth's ``cross-node`` tier).
 
     The simulator places each job on one node; this is what the oracle weighs a split
     placement against.
     """
-    return 1.0 + job.comm_intensity * (LINK_FACTORS[LINK_CROSS_NODE] - 1.0)
+    return _link_factor(job, truth().link_bandwidth("cross-node"))
 
 
 # -- the oracle -----------------------------------------------------------------------------------
@@ -303,14 +319,14 @@ def greedy_allocation(
                     break
 
                 def cost(g: int, group: list[int] = group) -> tuple[float, int, int]:
-                    worst = max(LINK_FACTORS[node.link_class(g, m)] for m in group)
+                    worst = min(pair_bandwidth(node, g, m) for m in group)
                     same = node.gpu(g).numa_node == node.gpu(group[0]).numa_node
-                    return (worst, 0 if same else 1, g)
+                    return (-worst, 0 if same else 1, g)
 
                 group.append(min(rest, key=cost))
             if len(group) < job.gpus:
                 continue
-            score = LINK_FACTORS[link_class_of(group, node)]
+            score = -_worst_pair(group, node)[0]
             if best is None or score < best[0]:
                 best = (score, sorted(group))
         chosen = best[1] if best is not None else []

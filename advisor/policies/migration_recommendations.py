@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toposcope.advisor.cpu_ledger import RATE_SLACK
 from toposcope.advisor.defragment import DefragPlan, DefragValue
 from toposcope.advisor.gpu_sets import Placement, gpu_claims
-from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
+from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.recommendations import (
     Evidence,
     Recommendation,
@@ -42,13 +43,26 @@ class MigrationTerms:
 
 
 def gpu_numa_pin(
-    node: NodeModel, gpus: tuple[int, ...], enabled: bool
+    model: ClusterModel,
+    node_name: str,
+    gpus: tuple[int, ...],
+    enabled: bool,
+    job: WorkloadModel | None = None,
+    reserved: dict[int, float] | None = None,
 ) -> tuple[list[int], list[int]]:
-    """CPUs and memory nodes for a job on ``gpus`` of ``node``: the NUMA node holding most
-    of them (empty when not ``enabled`` or without locality).
+    """CPUs and memory nodes for a job on ``gpus`` of ``node_name``: the NUMA node holding
+    most of them, when its CPUs have room for the job's busy cores (empty when not
+    ``enabled``, without locality, or without room).
+
+    The capacity check is numa-pinning's: the cores the node's workloads keep busy there
+    (the job's own not counted twice), those ``reserved`` by earlier moves of the same
+    recommendation, and the job's must fit its CPUs. A pin that does not fit is left out (the
+    job runs unpinned on its new GPUs rather than crowd another workload's CPUs);
+    ``reserved`` is updated with the cores of a pin made.
     """
     if not enabled:
         return [], []
+    node = model.nodes[node_name]
     counts: dict[int, int] = {}
     for index in gpus:
         g = node.gpu(index)
@@ -56,9 +70,19 @@ def gpu_numa_pin(
             counts[g.numa_node] = counts.get(g.numa_node, 0) + 1
     home = min(counts, key=lambda n: (-counts[n], n)) if counts else None
     numa = node.numa(home) if home is not None else None
-    if numa is not None and numa.cpus:
-        return list(numa.cpus), [numa.id]
-    return [], []
+    if numa is None or not numa.cpus:
+        return [], []
+    cores = job.cores_used() if job is not None else None
+    if cores is not None and job is not None:
+        used = model.numa_capacity(node_name)[numa.id].cores_used
+        if job.node == node_name:
+            used -= job.cpu_shares().get(numa.id, 0.0) * cores
+        held = (reserved or {}).get(numa.id, 0.0)
+        if used + held + cores > numa.cpu_count * (1.0 + RATE_SLACK):
+            return [], []
+        if reserved is not None:
+            reserved[numa.id] = held + cores
+    return list(numa.cpus), [numa.id]
 
 
 def _proposed(
@@ -92,7 +116,7 @@ def move_recommendation(
     reason).
     """
     node = model.nodes[job.node]
-    cpus, mems = gpu_numa_pin(model.nodes[best.node], best.gpus, terms.pin)
+    cpus, mems = gpu_numa_pin(model, best.node, best.gpus, terms.pin, job)
     evidence = [
         Evidence(
             "toposcope_gpu_link_info",
@@ -164,9 +188,12 @@ def defrag_recommendation(
     actions: list[ActionRequest] = []
     moves: list[dict[str, object]] = []
     claims = plan.claims()
+    reserved: dict[str, dict[int, float]] = {}
     for move in plan.moves:
         w, to = move.workload, move.target
-        cpus, mems = gpu_numa_pin(model.nodes[to.node], to.gpus, terms.pin)
+        cpus, mems = gpu_numa_pin(
+            model, to.node, to.gpus, terms.pin, w, reserved.setdefault(to.node, {})
+        )
         actions.append(
             ActionRequest("", ActionKind.MIGRATE, w.name, to.node, cpus, mems, list(to.gpus))
         )
@@ -175,7 +202,9 @@ def defrag_recommendation(
              "node": to.node, "gpus": list(to.gpus)}
         )  # fmt: skip
         claims.append(f"workload:{w.key}")
-    cpus, mems = gpu_numa_pin(model.nodes[best.node], best.gpus, terms.pin)
+    cpus, mems = gpu_numa_pin(
+        model, best.node, best.gpus, terms.pin, job, reserved.setdefault(best.node, {})
+    )
     name = job.name if job is not None else pending
     kind = ActionKind.MIGRATE if job is not None else ActionKind.PLACE
     actions.append(ActionRequest("", kind, name, best.node, cpus, mems, list(best.gpus)))

@@ -18,11 +18,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from toposcope.advisor.cpu_ledger import RATE_SLACK
 from toposcope.advisor.locality import GIB, distance_penalty, remote_share
 from toposcope.advisor.model import NodeModel, WorkloadModel
-
-#: relative error allowed on measured cores (a rate over a window is an estimate)
-RATE_SLACK = 0.03
 
 
 @dataclass(frozen=True)
@@ -66,6 +64,7 @@ class PinLimits:
     memory_headroom: float
     numa_penalty: float
     reference_distance: int
+    gpu_job_share: float = 1.0
 
 
 def assign_targets(
@@ -220,12 +219,13 @@ def _memory_plan(
     if mems == [target] or total <= 0:
         return PinPlan(c, target, [target], c.gain, c.gain_model, known, here)
     cpu, memory = w.cpu_shares(), w.memory_shares()
+    penalty = limits.numa_penalty * (limits.gpu_job_share if w.gpus else 1.0)
     after = {n: v / total for n, v in here.items()}
     before_cost = remote_share(cpu, memory, target) * distance_penalty(
-        node, cpu, memory, target, limits.numa_penalty, limits.reference_distance
+        node, cpu, memory, target, penalty, limits.reference_distance
     )
     after_cost = remote_share({target: 1.0}, after, target) * distance_penalty(
-        node, {target: 1.0}, after, target, limits.numa_penalty, limits.reference_distance
+        node, {target: 1.0}, after, target, penalty, limits.reference_distance
     )
     text = (
         f"{c.gain_model}; NUMA node {target} holds only part of its memory, the rest goes "

@@ -19,8 +19,9 @@ def test_gpu_workload_running_on_the_far_socket_is_pinned_to_its_gpus_node() -> 
     assert rec.kind == "pin"
     assert rec.proposed["numa_node"] == 0
     assert rec.proposed["cpus"] == "0-7"
-    assert rec.estimated_gain == pytest.approx(0.5776)  # fully remote at SLIT 21
-    assert "CRI-RM" in rec.gain_model
+    # fully remote at SLIT 21, scaled by the GPU job's share of the CPU-training penalty
+    assert rec.estimated_gain == pytest.approx(0.5776 * 0.4)
+    assert "CRI-RM" in rec.gain_model and "gpu_job_share 0.4" in rec.gain_model
     pin, migrate = rec.actions
     assert (pin.kind, pin.cpus, pin.mems, pin.node) == (ActionKind.PIN, list(range(8)), [0], "n1")
     assert (migrate.kind, migrate.mems) == (ActionKind.MIGRATE_MEMORY, [0])

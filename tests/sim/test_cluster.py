@@ -20,6 +20,7 @@ from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster, checkpoint_restore_seconds
 from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.templates import builtin_template
+from toposcope.sim.truth_params import truth
 
 XEON = builtin_template("xeon-2s")
 PCIE8 = builtin_template("pcie-8gpu-2sw")
@@ -118,7 +119,9 @@ def test_validation(cluster: SimCluster, req: ActionRequest, status: int, messag
 
 
 def test_pin_fixes_the_misplaced_memory_and_is_idempotent(cluster: SimCluster) -> None:
-    assert throughput(cluster, "cnn.service") == pytest.approx(100 / 1.5776)
+    cnn = make_job("cnn", JobKind.CPU_TRAIN, threads=28)  # the same draws as the fixture's
+    remote = 1 + cnn.numa_sensitivity * truth().remote_cost(XEON.distance(0, 1))
+    assert throughput(cluster, "cnn.service") == pytest.approx(100 / remote)
     req = request(ActionKind.PIN, "cnn", rid="rec-1#0", cpus=NODE0, mems=[0])
     first = cluster.apply(req)
     assert first.before is not None and first.before.mems == [1]

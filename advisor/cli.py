@@ -3,10 +3,11 @@
     toposcope advise (--prometheus URL | --scrape [NAME=]URL...) [--window 1h] [--at TIME]
         [--policy NAME ...] [--set POLICY.SETTING=VALUE ...] [--format table|json|csv|markdown|html]
         [--min-gain 0.05] [--output FILE]
-        [--apply [--resource-manager dry-run|sim|agent] [--rm-url URL] [--token-file FILE]
+        [--apply [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL]
+         [--token-file FILE] [--slurm-url URL --slurm-token-file FILE ...]
          [--audit-db FILE] [--max-actions N] [--max-actions-per-node N]]
-    toposcope advise revert ID --resource-manager sim|agent --rm-url URL [--token-file FILE]
-        [--audit-db FILE]
+    toposcope advise revert ID --resource-manager sim|agent|local|slurm [--rm-url URL]
+        [--token-file FILE] [--audit-db FILE]
     toposcope advise log [--audit-db FILE]
 
 Exit codes: 0 nothing to do, 1 recommendations found (applied or not), 2 usage,
@@ -26,7 +27,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from toposcope.advisor.actuators import BACKENDS, Applier, make_resource_manager, read_token
+from toposcope.advisor.actuators import (
+    Applier,
+    add_backend_options,
+    backend_names,
+    backend_options,
+    make_resource_manager,
+    read_token,
+)
 from toposcope.advisor.actuators.applier import REVERT_DONE
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cliargs import (
@@ -79,10 +87,10 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
 
     parser.add_argument(
         "--resource-manager",
-        choices=BACKENDS,
+        choices=backend_names(),
         default=default("dry-run"),
         help="who applies: dry-run (default: print the calls), sim or agent (HTTP API), "
-        "local (this host)",
+        "local (this host), slurm (a Slurm cluster: see the --slurm-* options)",
     )
     parser.add_argument(
         "--rm-url",
@@ -102,6 +110,7 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
         metavar="FILE",
         help="SQLite audit log (default $XDG_STATE_HOME/toposcope/advisor-audit.sqlite)",
     )
+    add_backend_options(parser, suppress=suppress)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,6 +172,7 @@ def _manager(args: argparse.Namespace, nodes: list[str], out: TextIO) -> Resourc
         nodes=nodes,
         out=out,
         agents=agents_from_args(args, token),
+        options=backend_options(args.resource_manager, args),
     )
 
 

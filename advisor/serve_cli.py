@@ -3,7 +3,8 @@
     toposcope advisor serve (--prometheus URL | --scrape [NAME=]URL...) [--window 1h]
         [--policy NAME ...] [--set POLICY.SETTING=VALUE ...] [--min-gain 0.05]
         [--interval 60s] [--listen 127.0.0.1:9849] [--token-file FILE]
-        [--resource-manager dry-run|sim|agent|local] [--rm-url URL] [--rm-token-file FILE]
+        [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL] [--rm-token-file FILE]
+        [--slurm-url URL --slurm-token-file FILE ...]
         [--audit-db FILE] [--verify-after DURATION] [--harm-threshold 0.1]
         [--effective-share 0.5]
 
@@ -29,7 +30,14 @@ from pathlib import Path
 from typing import TextIO
 
 from toposcope.advisor.acting import ManagerFactory
-from toposcope.advisor.actuators import BACKENDS, make_resource_manager, read_token
+from toposcope.advisor.actuators import (
+    add_backend_options,
+    backend_names,
+    backend_options,
+    make_resource_manager,
+    read_token,
+    registered_names,
+)
 from toposcope.advisor.api import DEFAULT_LISTEN, advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cli import default_audit_db
@@ -47,13 +55,20 @@ from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build, parse_overrides
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.errors import ConfigError, UsageError
+from toposcope.logformat import add_log_arguments
 from toposcope.resources import ResourceManager
 from toposcope.tokens import add_token_file_options
+from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.advisor.serve_cli")
 
 EXIT_OK = 0
 EXIT_ERROR = 2
+#: why a web configuration's basic_auth_users cannot apply to the advisor's API
+BEARER_ONLY = (
+    "the API's callers authenticate with a bearer token (--token-file) in the same "
+    "Authorization header; restrict who connects with tls_server_config client certificates"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,12 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--interval", default="60s", help="time between analyses, a PromQL duration (60s)"
     )
-    serve.add_argument(
-        "--listen",
-        default=DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"address of /metrics and the API (default {DEFAULT_LISTEN}: loopback only)",
+    add_web_arguments(
+        serve,
+        DEFAULT_LISTEN,
+        f"address of /metrics and the API (default {DEFAULT_LISTEN}: loopback only)",
     )
+    add_log_arguments(serve)
     serve.add_argument(
         "--token-file",
         metavar="FILE",
@@ -83,10 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_token_file_options(serve)
     serve.add_argument(
         "--resource-manager",
-        choices=BACKENDS,
+        choices=backend_names(),
         default="dry-run",
         help="who applies: dry-run (default: record the calls only), sim or agent (HTTP "
-        "API), local (this host)",
+        "API), local (this host), slurm (a Slurm cluster: see the --slurm-* options)",
     )
     serve.add_argument(
         "--rm-url",
@@ -98,6 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--rm-token-file", metavar="FILE", help="bearer token for the resource-manager API"
     )
+    add_backend_options(serve)
     serve.add_argument(
         "--audit-db",
         metavar="FILE",
@@ -139,19 +155,22 @@ def _duration(option: str, text: str) -> float:
 
 
 def manager_factory(args: argparse.Namespace, rm_token: str | None) -> ManagerFactory:
-    """The resource manager per call; the ``local`` one is built once (it remembers its
-    actions and the before-state of its pins).
+    """The resource manager per call; an in-process one (``local``, ``slurm``) is built once
+    (it remembers its actions, the before-state of its pins, the migrations under way).
     """
     built: dict[str, ResourceManager] = {}
     agents = agents_from_args(args, rm_token)
+    name = args.resource_manager
+    options = backend_options(name, args)
+    in_process = name in registered_names()
 
     def factory(nodes: Sequence[str], out: TextIO) -> ResourceManager:
-        if args.resource_manager == "local":
-            if "local" not in built:
-                built["local"] = make_resource_manager("local")
-            return built["local"]
+        if in_process:
+            if name not in built:
+                built[name] = make_resource_manager(name, options=options)
+            return built[name]
         return make_resource_manager(
-            args.resource_manager,
+            name,
             url=args.rm_url,
             token=rm_token,
             nodes=nodes,
@@ -213,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
         token = api_token(args)
         service = build_service(args)
         server = service_server(advisor_app(service, token), args.listen)
+        apply_web_arguments(server, args, users=BEARER_ONLY)
     except (UsageError, ConfigError, AdvisorError) as exc:
         print(f"toposcope advisor serve: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

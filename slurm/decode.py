@@ -56,6 +56,12 @@ class _Fields:
             raise SlurmFormatError(f"{self.what}: {key} is not a whole number")
         return value
 
+    def flag(self, key: str) -> bool:
+        value = self.data.get(key, False)
+        if not isinstance(value, bool):
+            raise SlurmFormatError(f"{self.what}: {key} is not true or false")
+        return value
+
     def optional_integer(self, key: str) -> int | None:
         value = self.data.get(key)
         return None if value is None else self.integer(key)
@@ -179,7 +185,7 @@ def _identity(fields: _Fields) -> dict[str, str]:
 
 def decode_running(raw: object, nodes: Mapping[str, SlurmNode], now: float) -> RunningJob:
     """One RUNNING job of ``/jobs`` or ``squeue --json``, with its allocation per node."""
-    job_id = _Fields(raw, "a job").integer("job_id", None)
+    job_id = job_id_of(raw)
     fields = _Fields(raw, f"job {job_id}")
     start = float(fields.integer("start_time"))
     limit = _time_limit_s(fields)
@@ -191,12 +197,14 @@ def decode_running(raw: object, nodes: Mapping[str, SlurmNode], now: float) -> R
         time_limit_s=limit,
         time_left_s=None if limit is None else max(0.0, start + limit - now),
         comment=fields.text("comment"),
+        restarts=fields.integer("restart_cnt"),
+        requeue=fields.flag("requeue"),
     )
 
 
 def decode_pending(raw: object, now: float) -> PendingJob:
     """One PENDING job of ``/jobs`` or ``squeue --json``: its request and why it waits."""
-    job_id = _Fields(raw, "a job").integer("job_id", None)
+    job_id = job_id_of(raw)
     fields = _Fields(raw, f"job {job_id}")
     per_node = gpus_of(parse_tres_gres(fields.text("tres_per_node")))
     per_job = gpus_of(parse_tres_gres(fields.text("tres_per_job")))
@@ -215,6 +223,11 @@ def decode_pending(raw: object, now: float) -> PendingJob:
         required_nodes=expand_hostlist(fields.text("required_nodes")),
         excluded_nodes=expand_hostlist(fields.text("excluded_nodes")),
     )
+
+
+def job_id_of(raw: object) -> int:
+    """A job record's ``job_id``."""
+    return _Fields(raw, "a job").integer("job_id", None)
 
 
 def job_state(raw: object) -> str:

@@ -9,7 +9,8 @@ Two readers give the same :class:`~toposcope.slurm.records.ClusterState`:
   ``scontrol -d show job`` for the exact ``CPU_IDs`` and ``GRES=gpu:N(IDX:...)`` of each node.
   ``squeue --json`` in Slurm 22.05 ignores ``-j`` and ``-t``, so jobs are filtered here.
 
-Jobs that are neither running nor pending (completing, suspended, finished) are only counted.
+Jobs that are neither running nor pending (completing, suspended, finished) are kept with
+their state only.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from toposcope.slurm.decode import (
     decode_node,
     decode_pending,
     decode_running,
+    job_id_of,
     job_state,
     records_of,
 )
@@ -61,7 +63,7 @@ def build_state(
     by_name = {n.name: n for n in nodes}
     running: list[RunningJob] = []
     pending = []
-    others = 0
+    others: list[tuple[int, str]] = []
     for record in job_records:
         state = job_state(record)
         if state == "RUNNING":
@@ -72,14 +74,15 @@ def build_state(
         elif state == "PENDING":
             pending.append(decode_pending(record, now))
         else:
-            others += 1
+            others.append((job_id_of(record), state))
     return ClusterState(
         nodes=nodes,
         running=tuple(sorted(running, key=lambda j: j.job_id)),
         pending=tuple(sorted(pending, key=lambda j: j.job_id)),
         read_at=now,
         source=source,
-        other_jobs=others,
+        other_jobs=len(others),
+        other_states=tuple(sorted(others)),
     )
 
 

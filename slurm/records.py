@@ -68,6 +68,8 @@ class RunningJob:
     """A running job with its exact allocation on every node it runs on.
 
     ``time_left_s`` is ``None`` when the job has no time limit; ``time_limit_s`` likewise.
+    ``restarts`` is how often Slurm requeued it (``restart_cnt``), ``requeue`` whether it may
+    be requeued at all (batch jobs without ``--no-requeue`` where ``JobRequeue=1``).
     """
 
     job_id: int
@@ -80,6 +82,8 @@ class RunningJob:
     time_limit_s: int | None = None
     time_left_s: float | None = None
     comment: str = ""
+    restarts: int = 0
+    requeue: bool = False
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -114,7 +118,12 @@ class PendingJob:
 
 @dataclass(frozen=True)
 class ClusterState:
-    """Nodes, running jobs and pending jobs read at ``read_at`` (Unix time) from ``source``."""
+    """Nodes, running jobs and pending jobs read at ``read_at`` (Unix time) from ``source``.
+
+    ``other_states`` holds the jobs that are neither running nor pending, with their state
+    (``COMPLETING``, ``COMPLETED``, ``CANCELLED``...), as ``(job_id, state)`` pairs; Slurm
+    forgets finished jobs after ``MinJobAge`` (300 s by default).
+    """
 
     nodes: tuple[SlurmNode, ...]
     running: tuple[RunningJob, ...]
@@ -122,6 +131,7 @@ class ClusterState:
     read_at: float
     source: str
     other_jobs: int = field(default=0)
+    other_states: tuple[tuple[int, str], ...] = ()
 
     def node(self, name: str) -> SlurmNode | None:
         """The node called ``name``, or ``None``."""
@@ -131,3 +141,13 @@ class ClusterState:
         """The running or pending job ``job_id``, or ``None``."""
         running = next((j for j in self.running if j.job_id == job_id), None)
         return running or next((j for j in self.pending if j.job_id == job_id), None)
+
+    def state_of(self, job_id: int) -> str | None:
+        """Slurm's state of job ``job_id`` (``RUNNING``, ``PENDING``, ``COMPLETED``...).
+
+        ``None`` when Slurm does not know the job (never submitted, or finished and forgotten).
+        """
+        job = self.job(job_id)
+        if job is not None:
+            return "RUNNING" if isinstance(job, RunningJob) else "PENDING"
+        return dict(self.other_states).get(job_id)

@@ -143,7 +143,10 @@ class SlurmRestClient:
         )
         if entries:
             message = f"{what}: HTTP {status}, " + "; ".join(_describe(e) for e in entries)
-            if any(e.get("error_number", e.get("errno")) == _UNSPECIFIED for e in entries):
+            refused = status >= 400  # a refused JWT fails the request; parse errors say 200
+            if refused and any(
+                e.get("error_number", e.get("errno")) == _UNSPECIFIED for e in entries
+            ):
                 message += (
                     f" - Slurm answers this way when slurmctld refuses the JWT from "
                     f"{self.jwt.source} (expired, signed with another key, or not "

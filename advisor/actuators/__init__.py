@@ -4,11 +4,20 @@ Backends: ``dry-run`` (the default: print the calls), ``sim`` (the simulator's A
 URL), ``agent`` (a node agent per node, at the endpoints the operator allowed: see
 :mod:`.endpoints`) and ``local`` (this host:
 affinity, cpusets, migrate_pages; see :mod:`.local`). ``kubernetes`` is not implemented yet.
+
+Other parts register more backends (``slurm``) under the ``toposcope.resource_managers``
+entry points (:mod:`.local`), and may declare their options under
+``toposcope.resource_manager_options`` (a function ``(parser, *, suppress)`` adding options
+named ``--<backend>-...``): :func:`backend_names` lists them for the command line,
+:func:`add_backend_options` declares their options and :func:`backend_options` hands the
+parsed values to the backend's factory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import argparse
+from collections.abc import Iterable, Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TextIO
 
@@ -17,12 +26,45 @@ from toposcope.advisor.actuators.applier import Applier, Outcome, inverse_reques
 from toposcope.advisor.actuators.dry_run import DryRunResourceManager
 from toposcope.advisor.actuators.endpoints import EndpointResolver
 from toposcope.advisor.actuators.http import AgentResourceManager, HttpResourceManager
-from toposcope.advisor.actuators.local import local_resource_manager
+from toposcope.advisor.actuators.local import (
+    ENTRY_POINT_GROUP,
+    local_resource_manager,
+    registered_backend,
+)
 from toposcope.errors import ConfigError
 from toposcope.resources import ResourceManager
 from toposcope.tokens import load_token
 
 BACKENDS = ("dry-run", "sim", "agent", "local")
+#: entry points declaring a registered backend's command-line options
+OPTIONS_GROUP = "toposcope.resource_manager_options"
+
+
+def registered_names() -> tuple[str, ...]:
+    """The backends other parts registered (``local``, ``slurm``...), sorted."""
+    return tuple(sorted({e.name for e in entry_points(group=ENTRY_POINT_GROUP)}))
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every backend ``--resource-manager`` accepts: :data:`BACKENDS`, then registered ones."""
+    return BACKENDS + tuple(n for n in registered_names() if n not in BACKENDS)
+
+
+def add_backend_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """Declare the options of every registered backend that has some (``--slurm-url``...)."""
+    declared = {entry.name: entry for entry in entry_points(group=OPTIONS_GROUP)}
+    for name in sorted(declared):
+        declared[name].load()(parser, suppress=suppress)
+
+
+def backend_options(backend: str, args: argparse.Namespace) -> dict[str, object]:
+    """The parsed options of a registered ``backend`` (``slurm_*``), for its factory."""
+    prefix = f"{backend.replace('-', '_')}_"
+    return {
+        key: value
+        for key, value in vars(args).items()
+        if key.startswith(prefix) or key == "allow_insecure_token_file"
+    }
 
 
 def read_token(path: str | Path | None, allow_insecure: bool = False) -> str | None:
@@ -39,18 +81,23 @@ def make_resource_manager(
     out: TextIO | None = None,
     timeout: float = 30.0,
     agents: EndpointResolver | None = None,
+    options: Mapping[str, object] | None = None,
 ) -> ResourceManager:
     """The resource manager for ``backend`` (``ConfigError`` for missing options).
 
     ``agents`` is the allow-list of node agents the ``agent`` backend may call (see
-    :func:`~.endpoints.resolver_from_options`).
+    :func:`~.endpoints.resolver_from_options`); ``options`` are what a registered backend's
+    factory gets (:func:`backend_options`).
     """
     if backend == "dry-run":
         return DryRunResourceManager(out)
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown resource manager {backend!r}; known: {', '.join(BACKENDS)}")
     if backend == "local":
         return local_resource_manager()
+    if backend not in BACKENDS:
+        if backend in registered_names():
+            return registered_backend(backend, **dict(options or {}))
+        known = ", ".join(backend_names())
+        raise ConfigError(f"unknown resource manager {backend!r}; known: {known}")
     if backend == "agent":
         if agents is None:
             agents = resolver_from_options(url=url, url_map=None, endpoints=None, token=token)
@@ -62,15 +109,20 @@ def make_resource_manager(
 
 __all__ = [
     "BACKENDS",
+    "OPTIONS_GROUP",
     "AgentResourceManager",
     "Applier",
     "DryRunResourceManager",
     "EndpointResolver",
     "HttpResourceManager",
     "Outcome",
+    "add_backend_options",
+    "backend_names",
+    "backend_options",
     "inverse_request",
     "local_resource_manager",
     "make_resource_manager",
     "read_token",
+    "registered_names",
     "resolver_from_options",
 ]

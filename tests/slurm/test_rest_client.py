@@ -110,6 +110,20 @@ def test_an_unspecified_error_explains_the_jwt(standin: StandIn) -> None:
         client(standin.url).get("jobs")
 
 
+def test_an_unspecified_parse_error_under_http_200_is_not_blamed_on_the_jwt(
+    standin: StandIn,
+) -> None:
+    """What slurmrestd answers to a value it cannot parse (a ``begin_time`` of 0)."""
+    errors = [
+        {"error": "Unable to parse time"},
+        {"error": "Unspecified error", "error_number": -1, "source": "slurm_process_option_data"},
+    ]
+    standin.answer("job/3", 200, {"errors": errors})
+    with pytest.raises(SlurmAnswerError, match="Unable to parse time") as caught:
+        client(standin.url).request("POST", "job/3", {"begin_time": 0})
+    assert "JWT" not in str(caught.value)
+
+
 def test_missing_credentials_answer_401(standin: StandIn) -> None:
     standin.answer("jobs", 401, b"Authentication failure")
     with pytest.raises(SlurmAuthError, match="HTTP 401, credentials refused for user 'alice'"):

@@ -46,7 +46,7 @@ def test_the_base_install_is_the_lean_exporter() -> None:
     assert base.isdisjoint({"dash", "plotly", "pandas", "apiflask", "flask"})
     extras = project["optional-dependencies"]
     assert {"exporter", "agent", "advisor", "sim", "dash", "all"} <= set(extras)
-    assert extras["all"] == ["toposcope[agent,advisor,sim,dash,kubernetes]"]
+    assert extras["all"] == ["toposcope[agent,advisor,sim,dash,kubernetes,slurm]"]
     assert base.isdisjoint({"grpcio", "protobuf"}), "the kubelet client is the kubernetes extra"
     assert "dash" in _requirement_names(extras["dash"])
     assert "apiflask" in _requirement_names(extras["agent"])

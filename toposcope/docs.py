@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from toposcope.catalogue import CATALOGUE
+from toposcope.catalogue.dcgm_joins import joins_markdown, labels_markdown
 
 
 def metrics_markdown() -> str:
@@ -21,10 +22,7 @@ def metrics_markdown() -> str:
         "Generated from the catalogue in `toposcope/catalogue/` by `toposcope docs metrics "
         "--output docs/metrics.md`; do not edit by hand.",
         "",
-        "Identity lives on `_info` series (value 1) and is joined in PromQL; value series carry "
-        "only the labels they need. Label names shared with dcgm-exporter (`gpu`, `UUID`, "
-        "`pci_bus_id`, `modelName`, `pod`, `namespace`, `container`) mean the same thing.",
-        "",
+        *labels_markdown(),
     ]
     parts: dict[str, list[str]] = {}
     for metric in CATALOGUE.values():
@@ -44,6 +42,7 @@ def metrics_markdown() -> str:
             *rows,
             "",
         ]
+    lines += joins_markdown()
     return "\n".join(lines)
 
 

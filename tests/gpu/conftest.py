@@ -25,10 +25,30 @@ class Frozen:
         return iter(self.families)
 
 
-def scrape(*collectors: tuple[str, Any]) -> CollectorRegistry:
+class ScrapeRegistry(CollectorRegistry):
+    """A registry whose ``get_sample_value`` finds a sample by some of its labels.
+
+    GPU series carry dcgm-exporter's join keys (UUID, pci_bus_id, device, modelName,
+    Hostname) besides ``gpu``; tests name the labels they care about, and a lookup that
+    matches more than one sample fails rather than picking one.
+    """
+
+    def get_sample_value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        wanted = (labels or {}).items()
+        found = [
+            sample.value
+            for family in self.collect()
+            for sample in family.samples
+            if sample.name == name and wanted <= sample.labels.items()
+        ]
+        assert len(found) <= 1, f"{name}{labels} matches {len(found)} samples"
+        return found[0] if found else None
+
+
+def scrape(*collectors: tuple[str, Any]) -> ScrapeRegistry:
     """Run the collectors once through the runner and return a fresh registry holding it."""
     runner = ScrapeRunner([NamedCollector(name, c) for name, c in collectors])
-    registry = CollectorRegistry(auto_describe=False)
+    registry = ScrapeRegistry(auto_describe=False)
     registry.register(Frozen(runner.collect()))
     return registry
 

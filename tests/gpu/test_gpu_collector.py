@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.gpu.conftest import gpu_series, scrape
-from toposcope.catalogue import CATALOGUE
+from toposcope.catalogue import CATALOGUE, GPU_KEYS
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.exporters.collectors import topology as topology_collector
-from toposcope.exporters.collectors.gpu import ENTRY, GpuCollector
+from toposcope.exporters.collectors.gpu import ENTRY, GpuCollector, node_hostname
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.gpu_source import (
     GpuSource,
@@ -41,8 +42,10 @@ DCGM_GPU_UTIL_LABELS = (
     "namespace",
     "pod",
 )
-#: The identity labels toposcope shares with dcgm-exporter (on toposcope_gpu_info only).
-SHARED_IDENTITY = ("gpu", "UUID", "pci_bus_id", "modelName", "GPU_I_ID", "GPU_I_PROFILE")
+#: The identity labels toposcope shares with dcgm-exporter on toposcope_gpu_info.
+SHARED_IDENTITY = (*GPU_KEYS, "GPU_I_ID", "GPU_I_PROFILE")
+#: Families a healthy dgx-a100 GPU does not publish: A100s remap rows and retire no pages.
+NOT_ON_A100 = ("toposcope_gpu_retired_pages", "toposcope_gpu_retired_pages_pending")
 
 
 def test_every_gpu_family_is_published(collector_for: Machine) -> None:
@@ -57,8 +60,10 @@ def test_every_gpu_family_is_published(collector_for: Machine) -> None:
         if name.startswith("toposcope_gpu_")
         # sysfs-side family (topology collector); XIDs only once one happened
         and name not in ("toposcope_gpu_locality_info", "toposcope_gpu_xid_errors_total")
+        and name not in NOT_ON_A100
     }
     assert expected <= names, expected - names
+    assert not names & set(NOT_ON_A100), "not supported must mean absent, not zero"
     get = registry.get_sample_value
     assert get("toposcope_scrape_collector_success", {"collector": "gpu"}) == 1.0
     assert get("toposcope_gpu_up", {"gpu": "7"}) == 1.0
@@ -88,8 +93,10 @@ def test_every_gpu_family_is_published(collector_for: Machine) -> None:
     info = {
         "gpu": "0",
         "UUID": "GPU-5d1a8c2e-07a1-4f3e-9b6c-1e0d2a3b4c01",
-        "pci_bus_id": "0000:07:00.0",
+        "pci_bus_id": "00000000:07:00.0",
+        "device": "nvidia0",
         "modelName": "NVIDIA A100-SXM4-80GB",
+        "Hostname": node_hostname(),
         "numa_node": "1",
         "cpu_affinity": "32-63,160-191",
         "driver_version": "535.129.03",
@@ -120,11 +127,13 @@ def test_label_names_match_dcgm_exporter(collector_for: Machine) -> None:
                 # where a label means a dcgm-exporter one it is spelled exactly the same
                 if label.lower() in dcgm_lower and label != "hostname":
                     assert label == dcgm_lower[label.lower()], (sample.name, label)
-            if sample.name.startswith("toposcope_gpu_") and sample.name != "toposcope_gpu_info":
-                # value series carry gpu and at most the one label they need
-                assert "gpu" in sample.labels
-                assert not set(sample.labels) & (set(SHARED_IDENTITY) - {"gpu"})
-                assert len(sample.labels) <= 3
+            if sample.name.startswith("toposcope_gpu_"):
+                # every GPU series carries dcgm-exporter's join keys, in its order
+                assert list(sample.labels)[: len(GPU_KEYS)] == list(GPU_KEYS), sample
+                assert sample.labels["device"] == f"nvidia{sample.labels['gpu']}"
+                assert re.fullmatch(
+                    r"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]", (sample.labels["pci_bus_id"])
+                ), sample
 
 
 def test_mig_instances_get_dcgm_style_labels(collector_for: Machine) -> None:

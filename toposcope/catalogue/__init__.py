@@ -8,8 +8,9 @@ it by ``toposcope docs metrics``). Names follow the Prometheus naming rules: the
 series whose value is always 1.
 
 The rows live in one module per part that publishes them (:mod:`.exporter_metrics`,
-:mod:`.advisor_metrics`, :mod:`.sim_metrics`), in the order ``docs/metrics.md`` lists them;
-:mod:`.model` defines a row.
+:mod:`.gpu_metrics`, :mod:`.advisor_metrics`, :mod:`.sim_metrics`), in the order
+``docs/metrics.md`` lists them; :mod:`.model` defines a row; :data:`GPU_KEYS` are the labels
+every GPU series carries (dcgm-exporter's join keys).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from toposcope.catalogue.advisor_metrics import ADVISOR_SPECS
-from toposcope.catalogue.exporter_metrics import GPU_SPECS, HOST_SPECS, WORKLOAD_SPECS
+from toposcope.catalogue.exporter_metrics import HOST_SPECS, WORKLOAD_SPECS
+from toposcope.catalogue.gpu_metrics import GPU_KEYS, GPU_SPECS
 from toposcope.catalogue.model import MetricSpec, MetricType
 from toposcope.catalogue.sim_metrics import SIM_SPECS
 
-__all__ = ["CATALOGUE", "MetricSpec", "MetricType", "families", "nonempty", "spec"]
+__all__ = ["CATALOGUE", "GPU_KEYS", "MetricSpec", "MetricType", "families", "nonempty", "spec"]
 
 _SPECS: tuple[MetricSpec, ...] = HOST_SPECS + GPU_SPECS + WORKLOAD_SPECS + ADVISOR_SPECS + SIM_SPECS
 

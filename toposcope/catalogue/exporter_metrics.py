@@ -1,5 +1,6 @@
 """The exporter's metric families: its own health, topology, NUMA memory and CPU, traffic
-between sockets, GPUs (NVML) and workloads, in the order ``docs/metrics.md`` lists them.
+between sockets and workloads, in the order ``docs/metrics.md`` lists them (the GPU families
+are in :mod:`.gpu_metrics`).
 """
 
 from __future__ import annotations
@@ -139,131 +140,11 @@ HOST_SPECS: tuple[MetricSpec, ...] = (
     ),
 )
 
-#: GPUs as NVML reports them
-GPU_SPECS: tuple[MetricSpec, ...] = (
-    row(
-        "toposcope_gpu_info",
-        "info",
-        [
-            "gpu",
-            "UUID",
-            "pci_bus_id",
-            "modelName",
-            "numa_node",
-            "cpu_affinity",
-            "driver_version",
-            "mig_mode",
-            "GPU_I_ID",
-            "GPU_I_PROFILE",
-        ],
-        "Identity and locality of a GPU or MIG instance, value 1 (dcgm-exporter label names).",
-    ),
-    row("toposcope_gpu_up", "gauge", ["gpu"], "1 when the GPU answers NVML, 0 when lost."),
-    row(
-        "toposcope_gpu_utilization_ratio",
-        "gauge",
-        ["gpu"],
-        "Share of the last sample period a kernel ran on the GPU (NVML utilization.gpu / 100).",
-        "ratio",
-    ),
-    row(
-        "toposcope_gpu_memory_utilization_ratio",
-        "gauge",
-        ["gpu"],
-        "Share of the last sample period the memory controller was busy (utilization.memory).",
-        "ratio",
-    ),
-    row("toposcope_gpu_memory_used_bytes", "gauge", ["gpu"], "Framebuffer memory used.", "bytes"),
-    row(
-        "toposcope_gpu_memory_total_bytes",
-        "gauge",
-        ["gpu"],
-        "Framebuffer memory installed.",
-        "bytes",
-    ),
-    row("toposcope_gpu_power_watts", "gauge", ["gpu"], "Power draw.", "watts"),
-    row(
-        "toposcope_gpu_power_limit_watts",
-        "gauge",
-        ["gpu"],
-        "Enforced power limit.",
-        "watts",
-    ),
-    row(
-        "toposcope_gpu_energy_joules_total",
-        "counter",
-        ["gpu"],
-        "Energy consumed since the driver was loaded.",
-        "joules",
-    ),
-    row(
-        "toposcope_gpu_temperature_celsius",
-        "gauge",
-        ["gpu"],
-        "GPU core temperature.",
-        "celsius",
-    ),
-    row(
-        "toposcope_gpu_clock_hertz",
-        "gauge",
-        ["gpu", "clock"],
-        "Current clock frequency (clock=sm or memory).",
-        "hertz",
-    ),
-    row(
-        "toposcope_gpu_clock_event_active",
-        "gauge",
-        ["gpu", "reason"],
-        "1 while a clock event (throttle) reason is active, else 0.",
-    ),
-    row(
-        "toposcope_gpu_pcie_bytes_per_second",
-        "gauge",
-        ["gpu", "direction"],
-        "PCIe throughput sampled in the background (direction=tx or rx).",
-        "bytes",
-    ),
-    row(
-        "toposcope_gpu_pcie_sample_age_seconds",
-        "gauge",
-        ["gpu"],
-        "Age of the background PCIe throughput sample.",
-        "seconds",
-    ),
-    row(
-        "toposcope_gpu_xid_errors_total",
-        "counter",
-        ["gpu", "xid"],
-        "XID errors seen through NVML events since the exporter started.",
-    ),
-    row(
-        "toposcope_gpu_ecc_errors_total",
-        "counter",
-        ["gpu", "error_type", "counter"],
-        "ECC errors (error_type=corrected/uncorrected, counter=volatile/aggregate).",
-    ),
-    row(
-        "toposcope_gpu_nvlink_up",
-        "gauge",
-        ["gpu", "link"],
-        "1 when an NVLink is active, 0 when inactive.",
-    ),
-    row(
-        "toposcope_gpu_link_info",
-        "info",
-        ["gpu", "peer_gpu", "link"],
-        "Connection between two GPUs as nvidia-smi topo -m reports it "
-        "(NV#, PIX, PXB, PHB, NODE, SYS), value 1.",
-    ),
-    row(
-        "toposcope_gpu_locality_mismatch_total",
-        "counter",
-        ["gpu"],
-        "Times NVML's CPU/NUMA affinity for a GPU disagreed with sysfs (sysfs wins).",
-    ),
-)
+#: who a workload is, on every workload series: dcgm-exporter's pod label names, filled in on
+#: Kubernetes nodes (empty elsewhere)
+_WHO = ("namespace", "pod", "container")
 
-#: per-workload placement
+#: per-workload placement, and the kubelet's allocations
 WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
     row(
         "toposcope_workload_info",
@@ -274,20 +155,20 @@ WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
     row(
         "toposcope_workload_gpu_memory_used_bytes",
         "gauge",
-        ["workload", "gpu"],
+        ["workload", *_WHO, "gpu"],
         "GPU memory used by a workload's processes, summed.",
         "bytes",
     ),
     row(
         "toposcope_workload_gpu_info",
         "info",
-        ["workload", "gpu"],
+        ["workload", *_WHO, "gpu"],
         "A GPU a workload holds open (/dev/nvidiaN descriptors or NVML), value 1.",
     ),
     row(
         "toposcope_workload_cpu_seconds_total",
         "counter",
-        ["workload", "numa_node"],
+        ["workload", *_WHO, "numa_node"],
         "CPU time of a workload's threads attributed to the NUMA node of the CPU each "
         "thread last ran on.",
         "seconds",
@@ -295,20 +176,20 @@ WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
     row(
         "toposcope_workload_threads",
         "gauge",
-        ["workload", "numa_node"],
+        ["workload", *_WHO, "numa_node"],
         "Threads of a workload by the NUMA node of the CPU each last ran on.",
     ),
     row(
         "toposcope_workload_memory_bytes",
         "gauge",
-        ["workload", "numa_node"],
+        ["workload", *_WHO, "numa_node"],
         "Memory of a workload resident on each NUMA node (cgroup memory.numa_stat or numa_maps).",
         "bytes",
     ),
     row(
         "toposcope_workload_locality_ratio",
         "gauge",
-        ["workload", "resource"],
+        ["workload", *_WHO, "resource"],
         "Share of a workload's CPU time (resource=cpu) or memory (resource=memory) on the NUMA "
         "node(s) of its GPUs, or of its dominant node without GPUs (1 = all local).",
         "ratio",
@@ -318,5 +199,26 @@ WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
         "counter",
         [],
         "Workloads not exported because the configured maximum was reached.",
+    ),
+    row(
+        "toposcope_kubelet_device_allocation_info",
+        "info",
+        [*_WHO, "resource", "device_id", "gpu", "numa_node"],
+        "A device the kubelet's device plugin gave a container (pod-resources List), value 1; "
+        "gpu is the NVML index of a GPU whose UUID is the device id, numa_node the plugin's "
+        "topology hint.",
+    ),
+    row(
+        "toposcope_kubelet_exclusive_cpus",
+        "gauge",
+        [*_WHO, "numa_node"],
+        "CPUs the kubelet's CPU manager gave a container exclusively, per NUMA node.",
+    ),
+    row(
+        "toposcope_kubelet_allocatable",
+        "gauge",
+        ["resource", "numa_node"],
+        "Devices (by resource) and CPUs (resource=cpu) the kubelet can allocate, per NUMA node "
+        "(pod-resources GetAllocatableResources, Kubernetes >= 1.21).",
     ),
 )

@@ -9,7 +9,8 @@ from ``pynvml`` (``fake.NVML_CLOCK_SM``, ``fake.NVMLError_GpuIsLost``).
 
 A description file (see ``fake_nvml_specs/*.yaml``) gives the machine: GPUs with model,
 UUID, PCI id, NUMA node and CPU affinity, the PCIe path between every pair, NVLinks (to peers
-or NVSwitches), MIG instances, processes, and readings as constants, step series over a fake
+or NVSwitches), MIG instances, processes, health signals (row remapping, retired pages,
+NVLink and PCIe replay error counters), and readings as constants, step series over a fake
 clock (``{series: [[t, v], ...], period: p}``) or counters (``{start: s, rate: r}``).
 ``faults`` inject any NVML error by its ``NVML_ERROR_*`` name into a call, per GPU, after N
 good calls, for a number of times or a window of fake time, with an optional delay; ``call:
@@ -25,8 +26,8 @@ Where each piece lives:
 * :mod:`.fields` and :mod:`.parse`: validating a loaded description;
 * :mod:`.files`: the shipped descriptions and ``--nvml fake[:NAME|:FILE]``;
 * :mod:`.faults`: fault injection and gates;
-* :mod:`.base`, :mod:`.device_calls`, :mod:`.topology_calls`, :mod:`.event_calls`,
-  :mod:`.library`: the fake library, one family of NVML calls per module.
+* :mod:`.base`, :mod:`.device_calls`, :mod:`.topology_calls`, :mod:`.health_calls`,
+  :mod:`.event_calls`, :mod:`.library`: the fake library, one family of NVML calls per module.
 
 This package exports the names its users need.
 """

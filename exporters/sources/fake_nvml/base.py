@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
@@ -121,8 +121,12 @@ class FakeNvmlBase:
         """Release every gate (test teardown, so that no thread stays blocked in the fake)."""
         self._injector.release_all()
 
-    def set_value(self, gpu: int, name: str, value: Value | None) -> None:
-        """Change one reading of a GPU (a :class:`FakeGpu` field name)."""
+    def set_value(self, gpu: int, name: str, value: Value | Mapping[Any, Any] | None) -> None:
+        """Change one reading or health signal of a GPU (a :class:`FakeGpu` field name).
+
+        Health mappings take the description's shape (``remapped_rows``:
+        ``{"correctable": 3.0}``, ``nvlink_errors_by_link``: ``{3: {"crc_flit": 7.0}}``).
+        """
         if name not in FakeGpu.__dataclass_fields__ or name in ("index", "pci_bus_id"):
             raise ValueError(f"not a changeable fake GPU field: {name!r}")
         changes: dict[str, Any] = {name: value}

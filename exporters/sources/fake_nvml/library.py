@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from toposcope.exporters.sources.fake_nvml.device_calls import DeviceCalls
 from toposcope.exporters.sources.fake_nvml.event_calls import EventCalls
+from toposcope.exporters.sources.fake_nvml.health_calls import HealthCalls
 from toposcope.exporters.sources.fake_nvml.topology_calls import TopologyCalls
 
 
-class FakeNvml(DeviceCalls, TopologyCalls, EventCalls):
+class FakeNvml(DeviceCalls, TopologyCalls, HealthCalls, EventCalls):
     """A stand-in for the ``pynvml`` module over a :class:`~.spec.FakeSpec`.
 
     ``clock`` is the fake time readings and timed faults follow (default: seconds since the

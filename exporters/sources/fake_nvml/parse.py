@@ -13,6 +13,7 @@ import pynvml
 
 from toposcope.cpulist import parse_cpulist
 from toposcope.exporters.sources.fake_nvml.fields import Fields, read_bus_id
+from toposcope.exporters.sources.fake_nvml.health_fields import HEALTH_FIELDS, parse_health
 from toposcope.exporters.sources.fake_nvml.library import FakeNvml
 from toposcope.exporters.sources.fake_nvml.spec import (
     CLOCK_EVENT_BITS,
@@ -65,6 +66,7 @@ _GPU_FIELDS = (
     "mig",
     "processes",
     "xid_events",
+    *HEALTH_FIELDS,
 )
 
 _TOP_FIELDS = (
@@ -222,6 +224,7 @@ def _parse_gpu(fields: Fields, index: int, numa_cpus: Mapping[int, tuple[int, ..
         mig_instances=tuple(instances),
         processes=tuple(processes),
         xid_events=fields.boolean("xid_events", True),
+        **parse_health(fields),
     )
 
 

@@ -8,7 +8,7 @@ MHz, KB/s, percent).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pynvml
 
@@ -61,7 +61,15 @@ class FakeNvLink:
 
 @dataclass(frozen=True)
 class FakeGpu:
-    """One GPU of the description; ``None`` readings make NVML answer NOT_SUPPORTED."""
+    """One GPU of the description; ``None`` readings make NVML answer NOT_SUPPORTED.
+
+    Health signals: ``remapped_rows`` by ``correctable``/``uncorrectable`` with the
+    ``row_remap_pending``/``row_remap_failed`` flags (row remapping, Ampere and later),
+    ``retired_pages`` by ``single_bit``/``double_bit`` with ``retired_pages_pending`` (page
+    retirement, before Ampere), ``nvlink_errors`` by ``replay``/``recovery``/``crc_flit``/
+    ``crc_data`` on every link (``nvlink_errors_by_link`` overrides single links) and the
+    ``pcie_replays`` counter.
+    """
 
     index: int
     name: str
@@ -91,6 +99,14 @@ class FakeGpu:
     mig_instances: tuple[FakeMigInstance, ...] = ()
     processes: tuple[FakeProcess, ...] = ()
     xid_events: bool = True
+    remapped_rows: Mapping[str, Value] | None = None
+    row_remap_pending: bool = False
+    row_remap_failed: bool = False
+    retired_pages: Mapping[str, Value] | None = None
+    retired_pages_pending: bool = False
+    nvlink_errors: Mapping[str, Value] | None = None
+    nvlink_errors_by_link: Mapping[int, Mapping[str, Value]] = field(default_factory=dict)
+    pcie_replays: Value | None = None
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,16 @@ Every NVML call goes through :meth:`~.library.NvmlLibrary.call` (in the spirit o
 process source, the ``toposcope topology`` command and the two background threads share:
 :class:`PcieSampler` (``nvmlDeviceGetPcieThroughput`` blocks about 20 ms per direction and
 GPU, so it never runs in a scrape) and :class:`XidWatcher` (``nvmlEventSetWait_v2`` on XID
-critical errors). Readings come back in base units: W, J, Hz, bytes, ratios, Celsius.
+critical errors). :mod:`.health` reads row remapping, retired pages, NVLink and PCIe replay
+error counters. Readings come back in base units: W, J, Hz, bytes, ratios, Celsius.
 Equivalent commands: ``nvidia-smi --query-gpu=...``, ``nvidia-smi topo -m``,
 ``nvidia-smi nvlink -s``, ``nvidia-smi -q -d ECC``.
 
 Where each piece lives: :mod:`.errors` (how errors are classed), :mod:`.records` (devices,
 snapshots and conversions), :mod:`.library` (the call helper, initialisation, discovery),
-:mod:`.snapshots` (per-scrape readings), :mod:`.devices` (:class:`NvmlDevices`, with GPU
-processes and topology) and :mod:`.threads` (the background threads). This package exports
-the names its users need.
+:mod:`.snapshots` (per-scrape readings), :mod:`.health` (error and repair signals),
+:mod:`.devices` (:class:`NvmlDevices`, with GPU processes and topology) and :mod:`.threads`
+(the background threads). This package exports the names its users need.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from toposcope.exporters.sources.nvml.library import Backend
 from toposcope.exporters.sources.nvml.records import (
     CLOCK_EVENT_REASONS,
     GpuDevice,
+    GpuHealth,
     GpuSnapshot,
     MigInstance,
     mig_profile,
+    nvml_bus_id,
     words_to_ids,
 )
 from toposcope.exporters.sources.nvml.threads import PcieSample, PcieSampler, XidWatcher
@@ -48,6 +51,7 @@ __all__ = [
     "CLOCK_EVENT_REASONS",
     "Backend",
     "GpuDevice",
+    "GpuHealth",
     "GpuSnapshot",
     "MigInstance",
     "NvmlDevices",
@@ -57,5 +61,6 @@ __all__ = [
     "PcieSampler",
     "XidWatcher",
     "mig_profile",
+    "nvml_bus_id",
     "words_to_ids",
 ]

@@ -1,15 +1,16 @@
 """What the NVML device layer hands out: devices found, MIG instances, per-scrape snapshots.
 
 Also the small conversions from the bindings' shapes: text from ``bytes``, the PCI bus id
-of an ``nvmlPciInfo_t`` in sysfs form, CPU or node numbers from 64-bit mask words, the MIG
-profile from a MIG device's name, and the clock event (throttle) reasons with their bits.
+of an ``nvmlPciInfo_t`` in sysfs form (and back in NVML's form), CPU or node numbers from
+64-bit mask words, the MIG profile from a MIG device's name, and the clock event (throttle)
+reasons with their bits.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pynvml
@@ -56,6 +57,20 @@ def bus_id_of(pci_info: object) -> str | None:
         return None
 
 
+def nvml_bus_id(bus_id: str | None) -> str | None:
+    """A sysfs-form PCI bus id (``0000:07:00.0``) in NVML's form (``00000000:07:00.0``).
+
+    NVML, ``nvidia-smi`` and dcgm-exporter's ``pci_bus_id`` label write an 8-digit upper-case
+    domain and upper-case hex; toposcope's GPU series use that form so that they join
+    dcgm-exporter's series on ``pci_bus_id``.
+    """
+    if bus_id is None:
+        return None
+    domain, bus, rest = normalise_pci_bus_id(bus_id).split(":")
+    device, _, function = rest.partition(".")
+    return f"{int(domain, 16):08X}:{int(bus, 16):02X}:{int(device, 16):02X}.{int(function, 16):X}"
+
+
 def words_to_ids(words: Iterable[int]) -> tuple[int, ...]:
     """CPU (or NUMA node) numbers from NVML's array of 64-bit mask words, lowest word first."""
     value = 0
@@ -100,6 +115,26 @@ class MigInstance:
 
 
 @dataclass(frozen=True)
+class GpuHealth:
+    """The memory and link error signals of one GPU; ``None`` or empty means not supported.
+
+    ``remapped_rows`` is ``(error_type, rows)`` for ``correctable`` and ``uncorrectable``
+    (Ampere and later), ``retired_pages`` ``(cause, pages)`` for ``single_bit`` and
+    ``double_bit`` (before Ampere), ``nvlink_errors`` ``(link, error_type, count)`` for
+    ``replay``, ``recovery``, ``crc_flit`` and ``crc_data``; the flags say whether a reset is
+    needed to apply a remap or a retirement, and whether a row remap failed.
+    """
+
+    remapped_rows: tuple[tuple[str, int], ...] = ()
+    row_remap_pending: bool | None = None
+    row_remap_failed: bool | None = None
+    retired_pages: tuple[tuple[str, int], ...] = ()
+    retired_pages_pending: bool | None = None
+    nvlink_errors: tuple[tuple[int, str, int], ...] = ()
+    pcie_replays: int | None = None
+
+
+@dataclass(frozen=True)
 class GpuSnapshot:
     """One scrape's readings of one GPU, in base units; ``None`` means NVML had no value.
 
@@ -132,3 +167,4 @@ class GpuSnapshot:
     clock_events: tuple[tuple[str, bool], ...] | None = None
     ecc_errors: tuple[tuple[str, str, int], ...] = ()
     nvlink_up: tuple[tuple[int, bool], ...] = ()
+    health: GpuHealth = field(default_factory=GpuHealth)

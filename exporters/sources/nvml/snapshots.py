@@ -1,6 +1,7 @@
 """Per-scrape GPU snapshots: every reading of a GPU read once, locality checked with sysfs.
 
-A GPU that fails in an unhealthy way comes back ``up=False`` with its identity only; one
+Health signals come from :mod:`.health`. A GPU that fails in an unhealthy way comes back
+``up=False`` with its identity only; one
 whose handle was lost is rediscovered on the next scrape. Locality is sysfs's where sysfs
 knows the GPU, and each disagreement with NVML is counted.
 """
@@ -15,7 +16,7 @@ import pynvml
 
 from toposcope.errors import SourceError
 from toposcope.exporters.sources.nvml.errors import DeviceUnhealthy
-from toposcope.exporters.sources.nvml.library import NvmlLibrary
+from toposcope.exporters.sources.nvml.health import HealthReader
 from toposcope.exporters.sources.nvml.records import (
     CLOCK_EVENT_REASONS,
     GpuDevice,
@@ -45,7 +46,7 @@ _CPU_SET_WORDS = 16
 _NODE_SET_WORDS = 4
 
 
-class SnapshotReader(NvmlLibrary):
+class SnapshotReader(HealthReader):
     """Reads snapshots of GPUs over the NVML library (see the module docstring)."""
 
     def sysfs_gpus(self) -> dict[str, Gpu]:
@@ -144,6 +145,7 @@ class SnapshotReader(NvmlLibrary):
             if state is not None:
                 links.append((link, int(state) == int(pynvml.NVML_FEATURE_ENABLED)))
         mig_mode, instances = self._mig(device)
+        health = self.read_health(device)
         numa_node, cpus, mismatch = self._locality(device, sysfs, count=True)
         return GpuSnapshot(
             index=index,
@@ -175,6 +177,7 @@ class SnapshotReader(NvmlLibrary):
             ),
             ecc_errors=tuple(ecc),
             nvlink_up=tuple(links),
+            health=health,
         )
 
     def _mig(self, device: GpuDevice) -> tuple[str | None, tuple[MigInstance, ...]]:

@@ -222,11 +222,19 @@ def _confirm(dash_duo: Any, button: str) -> None:
 
 def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack) -> None:
     recs = advisor_json(stack, "/api/v1/recommendations")["recommendations"]
-    rec = max((r for r in recs if r["kind"] == "pin"), key=lambda r: r["estimated_gain"])
+
+    def moves_cpus(rec: dict[str, Any]) -> bool:
+        """Whether the pin changes the workload's CPUs (not only where its memory lives)."""
+        pin = next(a for a in rec["actions"] if a["kind"] == "pin")
+        now = json.loads(http_get(f"{stack.sim}/api/v1/workloads/{rec['target']['workload']}"))
+        return sorted(now["allocation"]["cpus"]) != sorted(pin["cpus"])
+
+    pins = [r for r in recs if r["kind"] == "pin" and moves_cpus(r)]
+    assert pins, "the demo scenario has a misplaced job whose pin moves its threads"
+    rec = max(pins, key=lambda r: r["estimated_gain"])
     workload = rec["target"]["workload"]
     action = next(a for a in rec["actions"] if a["kind"] == "pin")
     before = json.loads(http_get(f"{stack.sim}/api/v1/workloads/{workload}"))
-    assert sorted(before["allocation"]["cpus"]) != sorted(action["cpus"])
     start(
         dash_duo,
         settings_for(stack, access=USERS),

@@ -1,6 +1,6 @@
 """Process tools of the local Slurm cluster: requirements, waiting, pids, cgroup directories.
 
-Standard library only, like :mod:`toposcope.slurm.localcluster` which uses them.
+The core's process toolkit (:mod:`toposcope.procs`) does the waiting; the rest is Slurm's own.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import os
 import shutil
 import socket
 import stat
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from toposcope.procs import NotReadyError, wait_until
 
 T = TypeVar("T")
 
@@ -41,18 +42,17 @@ def missing_requirements() -> list[str]:
 
 
 def wait_for(check: Callable[[], T | None], what: str, timeout_s: float) -> T:
-    """Poll ``check`` until it returns something other than ``None``/``False``; the value.
+    """Poll ``check`` until it returns something truthy; the value.
 
-    Raises :class:`ClusterError` naming ``what`` when ``timeout_s`` passes first.
+    The core's :func:`toposcope.procs.wait_until`, with :class:`ClusterError` naming
+    ``what`` when ``timeout_s`` passes first.
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise ClusterError(f"{what}: not within {timeout_s:g} s")
-        time.sleep(_POLL_S)
+    try:
+        value = wait_until(check, timeout_s, interval_s=_POLL_S, what=what, errors=())
+    except NotReadyError:
+        raise ClusterError(f"{what}: not within {timeout_s:g} s") from None
+    assert value is not None
+    return value
 
 
 def free_ports(count: int) -> list[int]:

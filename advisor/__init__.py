@@ -1,4 +1,4 @@
-"""toposcope.advisor: loaders -> model -> policies -> recommendations -> formatters/actuators.
+"""toposcope.advisor: loaders -> model -> policies -> recommendations -> formatters; applying.
 
 * :mod:`.loaders`: where numbers come from (a PromQL API, or exporters scraped directly),
   one query class per need, built from catalogue names;
@@ -7,6 +7,8 @@
   idle-release, config), each deciding only;
 * :mod:`.recommendations`: the data every policy returns and every consumer reads;
 * :mod:`.formatters`: reports as table, JSON, CSV, Markdown, HTML;
-* :mod:`.actuators` and :mod:`.audit`: the one place that acts, with limits and a log;
+* :mod:`.applying` and :mod:`.audit`: the one place that acts, with limits and a log,
+  through the resource managers of :mod:`.rmclients`;
+* :mod:`.service`, :mod:`.api`: ``toposcope advisor serve`` and its HTTP API;
 * :mod:`.cli`, :mod:`.place_cli`: ``toposcope advise`` and ``toposcope place``.
 """

@@ -1,6 +1,6 @@
 """How the advisor service applies and reverts recommendations, and settles what a crash left.
 
-:class:`Acting` wraps the one :class:`~toposcope.advisor.actuators.Applier` for the service:
+:class:`Acting` wraps the one :class:`~toposcope.advisor.rmclients.Applier` for the service:
 one call at a time (a lock), one recommendation per call, the audit log as the truth (none
 in a dry run, where calls are only written out), the person who asked recorded as
 ``USER via <service actor>``, and the results counted for ``toposcope_advisor_actions_total``.
@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from toposcope.advisor.actuators import Applier, DryRunResourceManager, Outcome
-from toposcope.advisor.actuators.applier import DEFAULT_WAIT_SECONDS, REVERT_DONE
+from toposcope.advisor.applying import Applier, Outcome
+from toposcope.advisor.applying.applier import DEFAULT_WAIT_SECONDS, REVERT_DONE
 from toposcope.advisor.audit import REVERTED, AuditEntry, AuditLog, recommendation_state
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, Verdict, baseline
 from toposcope.advisor.recommendations import Recommendation, RecommendationKind
+from toposcope.advisor.rmclients import DryRunResourceManager
 from toposcope.errors import ConfigError
 from toposcope.resources import ResourceManager, ResourceManagerError
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from toposcope.advisor.actuators import Outcome
+from toposcope.advisor.applying import Outcome
 from toposcope.advisor.audit import AuditEntry
 from toposcope.advisor.gpu_sets import Placement
 from toposcope.advisor.outcomes import Verification

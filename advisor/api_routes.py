@@ -22,9 +22,9 @@ from pydantic import BaseModel
 from toposcope import __version__
 from toposcope.advisor import api_models as models
 from toposcope.advisor.acting import ServiceError
-from toposcope.advisor.actuators import Outcome
-from toposcope.advisor.actuators.applier import REVERT_DONE
 from toposcope.advisor.api_errors import answer_of, error_responses, json_answer
+from toposcope.advisor.applying import Outcome
+from toposcope.advisor.applying.applier import REVERT_DONE
 from toposcope.advisor.audit import (
     IN_PROGRESS,
     PARTIAL,
@@ -56,7 +56,7 @@ def service_of_app() -> AdvisorService:
 
 
 def outcome_dict(outcome: Outcome) -> dict[str, Any]:
-    """An outcome (:class:`~toposcope.advisor.actuators.Outcome`) as its answer's JSON."""
+    """An outcome (:class:`~toposcope.advisor.rmclients.Outcome`) as its answer's JSON."""
     return asdict(outcome)
 
 

@@ -27,15 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from toposcope.advisor.actuators import (
-    Applier,
-    add_backend_options,
-    backend_names,
-    backend_options,
-    make_resource_manager,
-    read_token,
-)
-from toposcope.advisor.actuators.applier import REVERT_DONE
+from toposcope.advisor.applying import Applier
+from toposcope.advisor.applying.applier import REVERT_DONE
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cliargs import (
     add_agent_arguments,
@@ -50,6 +43,13 @@ from toposcope.advisor.formatters import FORMATTERS, find_formatter
 from toposcope.advisor.loaders import Window
 from toposcope.advisor.model import PendingWorkload
 from toposcope.advisor.policies import POLICIES, build, parse_overrides, settings_markdown
+from toposcope.advisor.rmclients import (
+    add_backend_options,
+    backend_names,
+    backend_options,
+    make_resource_manager,
+    read_token,
+)
 from toposcope.advisor.runner import advise, load_model
 from toposcope.errors import ConfigError, UsageError
 from toposcope.resources import ResourceManager, ResourceManagerError

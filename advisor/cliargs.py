@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toposcope.advisor.actuators import EndpointResolver, read_token, resolver_from_options
 from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLoader, ScrapeTarget
 from toposcope.advisor.loaders.base import check_selector
 from toposcope.advisor.policies import POLICIES
+from toposcope.advisor.rmclients import EndpointResolver, read_token, resolver_from_options
 from toposcope.errors import ConfigError, UsageError
 from toposcope.nodeidentity import add_node_label_argument
 

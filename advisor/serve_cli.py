@@ -30,14 +30,6 @@ from pathlib import Path
 from typing import TextIO
 
 from toposcope.advisor.acting import ManagerFactory
-from toposcope.advisor.actuators import (
-    add_backend_options,
-    backend_names,
-    backend_options,
-    make_resource_manager,
-    read_token,
-    registered_names,
-)
 from toposcope.advisor.api import DEFAULT_LISTEN, advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cli import default_audit_db
@@ -53,6 +45,14 @@ from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.loaders.base import Window, parse_duration
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build, parse_overrides
+from toposcope.advisor.rmclients import (
+    add_backend_options,
+    backend_names,
+    backend_options,
+    make_resource_manager,
+    read_token,
+    registered_names,
+)
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.errors import ConfigError, UsageError
 from toposcope.logformat import add_log_arguments

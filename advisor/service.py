@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from toposcope.advisor.acting import Acting, ManagerFactory, ServiceError
-from toposcope.advisor.actuators import Outcome
-from toposcope.advisor.actuators.applier import DEFAULT_WAIT_SECONDS
+from toposcope.advisor.applying import Outcome
+from toposcope.advisor.applying.applier import DEFAULT_WAIT_SECONDS
 from toposcope.advisor.audit import AuditEntry, AuditLog
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
 from toposcope.advisor.loaders.base import MetricsBackend, Window

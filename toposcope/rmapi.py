@@ -1,8 +1,8 @@
 """The resource-manager HTTP API: one WSGI app over any resource-manager backend.
 
 The simulator serves it for its simulated cluster and the node agent (``toposcope agent``)
-serves it on a real host, backed by the local actuator; the advisor's ``agent`` and ``sim``
-actuators are its clients. The app knows nothing of either backend: it turns HTTP into
+serves it on a real host, backed by the agent's local resource manager; the advisor's
+``agent`` and ``sim`` backends are its clients. The app knows nothing of either backend: it turns HTTP into
 calls of a backend built on :class:`toposcope.rm.base.BaseResourceManager` and back, reading
 and writing the core models (:mod:`toposcope.rm.models`) from which its document is made.
 

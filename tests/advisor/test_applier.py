@@ -12,14 +12,7 @@ import pytest
 
 from tests.advisor.fakes import Answer, FakeResourceManager, FakeServer, Request
 from tests.procs import free_port
-from toposcope.advisor.actuators import (
-    Applier,
-    DryRunResourceManager,
-    HttpResourceManager,
-    make_resource_manager,
-    read_token,
-    resolver_from_options,
-)
+from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog, AuditStateError, recommendation_state
 from toposcope.advisor.recommendations import (
     Evidence,
@@ -28,6 +21,13 @@ from toposcope.advisor.recommendations import (
     Risk,
     Target,
     make_recommendation,
+)
+from toposcope.advisor.rmclients import (
+    DryRunResourceManager,
+    HttpResourceManager,
+    make_resource_manager,
+    read_token,
+    resolver_from_options,
 )
 from toposcope.errors import ConfigError
 from toposcope.resources import (

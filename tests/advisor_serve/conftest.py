@@ -24,12 +24,12 @@ from tests.advisor.fakes import (
     Request,
 )
 from toposcope.advisor.acting import ManagerFactory, dry_run_factory
-from toposcope.advisor.actuators import HttpResourceManager
 from toposcope.advisor.api import advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.loaders import PrometheusLoader, Window
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build
+from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.resources import Allocation, ResourceManager
 

@@ -18,7 +18,7 @@ from tests.advisor_serve.conftest import API_TOKEN, Bench, Placement, call, host
 from tests.agent.conftest import allowed_cpus, cpus_allowed, running_child
 from tests.procs import free_port, http_get, poll
 from toposcope.advisor import serve_cli
-from toposcope.advisor.actuators import make_resource_manager
+from toposcope.advisor.rmclients import make_resource_manager
 from toposcope.cpulist import format_cpulist
 from toposcope.resources import ResourceManager
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.conftest import Child, allowed_cpus, cpus_allowed
-from toposcope.advisor.actuators import AgentResourceManager, Applier, HttpResourceManager
-from toposcope.advisor.actuators.endpoints import parse_url_map
+from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.recommendations import (
     RecommendationKind,
@@ -22,6 +21,8 @@ from toposcope.advisor.recommendations import (
     Target,
     make_recommendation,
 )
+from toposcope.advisor.rmclients import AgentResourceManager, HttpResourceManager
+from toposcope.advisor.rmclients.endpoints import parse_url_map
 from toposcope.agent import cli as agent_cli
 from toposcope.cpulist import format_cpulist
 from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.advisor.fakes import FakeServer, Request
-from toposcope.advisor.actuators import AgentResourceManager
-from toposcope.advisor.actuators.endpoints import StaticEndpoints, UrlTemplate, parse_url_map
-from toposcope.advisor.actuators.k8s_endpoints import KubernetesEndpoints, node_ips_from_slices
+from toposcope.advisor.rmclients import AgentResourceManager
+from toposcope.advisor.rmclients.endpoints import StaticEndpoints, UrlTemplate, parse_url_map
+from toposcope.advisor.rmclients.k8s_endpoints import KubernetesEndpoints, node_ips_from_slices
 from toposcope.cli import main
 from toposcope.errors import ConfigError
 from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError

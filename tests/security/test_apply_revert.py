@@ -33,8 +33,8 @@ from tests.advisor_serve.conftest import (
     the_pin,
 )
 from toposcope.advisor.acting import ManagerFactory
-from toposcope.advisor.actuators import HttpResourceManager
 from toposcope.advisor.api import MAX_BODY_BYTES, advisor_app
+from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService
 from toposcope.httpserver import HttpServer, WsgiApp
 from toposcope.resources import (

@@ -18,7 +18,7 @@ import pytest
 from tests.advisor.fakes import FakeResourceManager as AdvisorFake
 from tests.agent.conftest import allowed_cpus, running_child
 from tests.sim_api.fake_rm import FakeResourceManager as ApiFake
-from toposcope.advisor.actuators.dry_run import DryRunResourceManager
+from toposcope.advisor.rmclients.dry_run import DryRunResourceManager
 from toposcope.agent.local_rm import LocalResourceManager, Syscalls
 from toposcope.rm import ActionKind, ActionRequest, Allocation, BaseResourceManager
 from toposcope.sim.clock import SimClock

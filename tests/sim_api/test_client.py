@@ -16,8 +16,8 @@ import pytest
 from tests.advisor.fakes import Answer, FakeServer, Request
 from tests.sim_api.conftest import TOKEN
 from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.advisor.actuators.http import HttpResourceManager
 from toposcope.advisor.errors import AdvisorConnectionError
+from toposcope.advisor.rmclients.http import HttpResourceManager
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
 
 

@@ -10,11 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.slurm.managers import blockers, job_field, job_state
-from toposcope.advisor.actuators import (
-    Applier,
-    backend_names,
-    make_resource_manager,
-)
+from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.recommendations import (
     Evidence,
@@ -24,6 +20,7 @@ from toposcope.advisor.recommendations import (
     Target,
     make_recommendation,
 )
+from toposcope.advisor.rmclients import backend_names, make_resource_manager
 from toposcope.rm import ActionKind, ActionRequest
 from toposcope.slurm.localcluster import LocalCluster
 from toposcope.slurm.manager import SlurmResourceManager

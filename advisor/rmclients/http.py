@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from toposcope import __version__
-from toposcope.advisor.actuators.endpoints import EndpointResolver, nodes_allowed
 from toposcope.advisor.errors import AdvisorConnectionError
+from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
 from toposcope.names import is_node_name
 from toposcope.rm import (
     ActionRequest,

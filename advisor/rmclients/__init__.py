@@ -1,4 +1,4 @@
-"""Actuators: resource-manager clients and the applier, the only code that acts.
+"""Clients of resource managers: the backends the advisor applies through.
 
 Backends: ``dry-run`` (the default: print the calls), ``sim`` (the simulator's API at one
 URL), ``agent`` (a node agent per node, at the endpoints the operator allowed: see
@@ -21,12 +21,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TextIO
 
-from toposcope.advisor.actuators.allowlist import resolver_from_options
-from toposcope.advisor.actuators.applier import Applier, Outcome, inverse_request
-from toposcope.advisor.actuators.dry_run import DryRunResourceManager
-from toposcope.advisor.actuators.endpoints import EndpointResolver
-from toposcope.advisor.actuators.http import AgentResourceManager, HttpResourceManager
-from toposcope.advisor.actuators.local import (
+from toposcope.advisor.rmclients.allowlist import resolver_from_options
+from toposcope.advisor.rmclients.dry_run import DryRunResourceManager
+from toposcope.advisor.rmclients.endpoints import EndpointResolver
+from toposcope.advisor.rmclients.http import AgentResourceManager, HttpResourceManager
+from toposcope.advisor.rmclients.local import (
     ENTRY_POINT_GROUP,
     local_resource_manager,
     registered_backend,
@@ -111,15 +110,12 @@ __all__ = [
     "BACKENDS",
     "OPTIONS_GROUP",
     "AgentResourceManager",
-    "Applier",
     "DryRunResourceManager",
     "EndpointResolver",
     "HttpResourceManager",
-    "Outcome",
     "add_backend_options",
     "backend_names",
     "backend_options",
-    "inverse_request",
     "local_resource_manager",
     "make_resource_manager",
     "read_token",

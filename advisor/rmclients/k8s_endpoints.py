@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toposcope.advisor.actuators.endpoints import (
+from toposcope.advisor.rmclients.endpoints import (
     MAX_MAP_BYTES,
     AgentEndpoint,
     UrlTemplate,

@@ -17,8 +17,8 @@ their actions through a :class:`~toposcope.resources.ResourceManager`:
 * :meth:`revert` undoes a recommendation (or one action) from the recorded before-state.
 
 Recording answers and settling open rows is the ledger's
-(:mod:`~toposcope.advisor.actuators.ledger`); reverting, newest action first and waiting
-(bounded) for running ones, is the reverter's (:mod:`~toposcope.advisor.actuators.revert`).
+(:mod:`~toposcope.advisor.applying.ledger`); reverting, newest action first and waiting
+(bounded) for running ones, is the reverter's (:mod:`~toposcope.advisor.applying.revert`).
 
 An action counter by kind and result (:attr:`Applier.counts`) feeds the advisor's
 ``toposcope_advisor_actions_total``.
@@ -31,15 +31,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from toposcope.advisor.actuators.dry_run import DryRunResourceManager
-from toposcope.advisor.actuators.ledger import (
+from toposcope.advisor.applying.ledger import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_WAIT_SECONDS,
     ActionLedger,
     Outcome,
     status_result,
 )
-from toposcope.advisor.actuators.revert import REVERT_DONE, Reverter, inverse_request
+from toposcope.advisor.applying.revert import REVERT_DONE, Reverter, inverse_request
 from toposcope.advisor.audit import (
     FAILED,
     IN_PROGRESS,
@@ -55,6 +54,7 @@ from toposcope.advisor.audit import (
 )
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.recommendations import Recommendation
+from toposcope.advisor.rmclients.dry_run import DryRunResourceManager
 from toposcope.errors import ConfigError
 from toposcope.resources import (
     ActionState,
@@ -270,7 +270,7 @@ class Applier:
         action when ``ident`` is a request id; one :class:`Outcome` per action.
 
         Actions still running are waited for, up to ``wait_seconds`` in all (see
-        :mod:`~toposcope.advisor.actuators.revert`); :class:`ConfigError` when there is
+        :mod:`~toposcope.advisor.applying.revert`); :class:`ConfigError` when there is
         nothing to undo.
         """
         if self._reverter is None:

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from toposcope.advisor.actuators.ledger import DEFAULT_WAIT_SECONDS, ActionLedger, Outcome
+from toposcope.advisor.applying.ledger import DEFAULT_WAIT_SECONDS, ActionLedger, Outcome
 from toposcope.advisor.audit import (
     FAILED,
     NOT_APPLIED,

@@ -5,13 +5,13 @@ See :mod:`.endpoints` for why node names alone never choose where the agents' to
 
 from __future__ import annotations
 
-from toposcope.advisor.actuators.endpoints import (
+from toposcope.advisor.rmclients.endpoints import (
     NODE_PLACEHOLDER,
     EndpointResolver,
     UrlTemplate,
     parse_url_map,
 )
-from toposcope.advisor.actuators.k8s_endpoints import (
+from toposcope.advisor.rmclients.k8s_endpoints import (
     Fetch,
     KubernetesEndpoints,
     in_cluster_fetch,

@@ -3,8 +3,9 @@
 The simulator serves it for its simulated cluster and the node agent (``toposcope agent``)
 serves it on a real host, backed by the agent's local resource manager; the advisor's
 ``agent`` and ``sim`` backends are its clients. The app knows nothing of either backend: it
-turns HTTP into calls of a backend built on :class:`toposcope.rm.base.BaseResourceManager` and back, reading
-and writing the core models (:mod:`toposcope.rm.models`) from which its document is made.
+turns HTTP into calls of a backend built on :class:`toposcope.rm.base.BaseResourceManager`
+and back, reading and writing the core models (:mod:`toposcope.rm.models`) from which its
+document is made.
 
 Routes (under ``prefix``, ``/api/v1`` by default)::
 

@@ -16,7 +16,6 @@ import shutil
 import signal
 import ssl
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
+from tests.procs import poll
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError
 from toposcope.exporters.app import ExporterServer, build_runner
@@ -307,14 +307,6 @@ def test_configured_headers_are_added_to_every_answer(tmp_path: Path) -> None:
 # -- reloading ---------------------------------------------------------------------------------
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def replace_server_certificate(certs: Path, name: str) -> None:
     for suffix in ("crt", "key"):
         (certs / f"server.{suffix}.new").write_bytes((certs / f"{name}.{suffix}").read_bytes())
@@ -334,7 +326,7 @@ def test_sighup_serves_the_new_certificate(certs: Path, tmp_path: Path) -> None:
             replace_server_certificate(certs, "other")
             assert served_certificate(port, certs) == first  # no look until told
             os.kill(os.getpid(), signal.SIGHUP)
-            wait_for(lambda: live.reloads == 1, "the reload")
+            poll(lambda: live.reloads == 1, deadline_s=TIMEOUT, interval_s=0.05)
             assert served_certificate(port, certs) == der(certs / "other.crt")
     finally:
         signal.signal(signal.SIGHUP, previous)
@@ -343,8 +335,10 @@ def test_sighup_serves_the_new_certificate(certs: Path, tmp_path: Path) -> None:
 def test_a_changed_file_is_read_again(certs: Path, tmp_path: Path) -> None:
     with serving(tls_server(write_config(tmp_path / "web.yml", tls_config(certs)), 0)) as port:
         replace_server_certificate(certs, "other")
-        wait_for(
-            lambda: served_certificate(port, certs) == der(certs / "other.crt"), "the new cert"
+        poll(
+            lambda: served_certificate(port, certs) == der(certs / "other.crt"),
+            deadline_s=TIMEOUT,
+            interval_s=0.05,
         )
         # a broken file keeps the previous configuration in force
         (tmp_path / "web.yml").write_text("tls_server_config: [\n")

@@ -16,7 +16,11 @@ from typing import Any
 
 import bcrypt
 import pytest
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import (
+    ElementClickInterceptedException,
+    NoAlertPresentException,
+    StaleElementReferenceException,
+)
 
 from tests.dash.conftest import ADVISOR_TOKEN, Stack
 from tests.helpers import REPO
@@ -212,11 +216,34 @@ def _row_status(dash_duo: Any, rec_id: str) -> str | None:
     return status
 
 
+#: a click whose dialog has not opened after this long was lost (the button was re-rendered)
+CLICK_AGAIN_S = 10.0
+
+
 def _confirm(dash_duo: Any, button: str) -> None:
+    """Click ``button`` until its confirmation dialog opens, then accept it.
+
+    A refresh can re-render the button between finding and clicking it, which loses the
+    click; clicking again until the dialog is open does not depend on when that happens.
+    """
     driver = dash_duo.driver
-    wait_until(lambda: driver.find_element("css selector", button).is_enabled(), button)
-    driver.find_element("css selector", button).click()
-    wait_until(lambda: alert_shown(driver), "the confirmation dialog")
+    clicked_at = [-CLICK_AGAIN_S]
+
+    def dialog_open() -> bool:
+        if alert_shown(driver):
+            return True
+        if time.monotonic() - clicked_at[0] < CLICK_AGAIN_S:
+            return False  # the dialog of the last click may still be on its way
+        try:
+            element = driver.find_element("css selector", button)
+            if element.is_enabled():
+                element.click()
+                clicked_at[0] = time.monotonic()
+        except (StaleElementReferenceException, ElementClickInterceptedException):
+            return False
+        return alert_shown(driver)
+
+    wait_until(dialog_open, "the confirmation dialog")
     driver.switch_to.alert.accept()
 
 

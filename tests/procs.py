@@ -53,10 +53,20 @@ def require_binary(name: str) -> str:
         pytest.fail(str(exc))
 
 
-def poll(check: Callable[[], Any], deadline_s: float = 30.0, interval_s: float = 0.2) -> Any:
-    """Call ``check`` until it returns a truthy value or the deadline passes (then fail)."""
+def poll(
+    check: Callable[[], Any],
+    deadline_s: float = 30.0,
+    interval_s: float = 0.2,
+    *,
+    what: str = "condition",
+    errors: tuple[type[BaseException], ...] = (OSError, ValueError),
+) -> Any:
+    """Call ``check`` until it returns a truthy value or the deadline passes (then fail).
+
+    ``errors`` raised by ``check`` count as "not yet" (see :func:`toposcope.procs.wait_until`).
+    """
     try:
-        return wait_until(check, deadline_s, interval_s=interval_s)
+        return wait_until(check, deadline_s, interval_s=interval_s, what=what, errors=errors)
     except NotReadyError as exc:
         pytest.fail(str(exc))
 

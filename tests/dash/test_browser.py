@@ -40,12 +40,8 @@ TIMEOUT = 30
 
 
 def wait_until(check: Callable[[], object], what: str, timeout: float = TIMEOUT) -> None:
-    """Poll ``check`` until it is truthy; fail after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            pytest.fail(f"{what}: not within {timeout}s")
-        time.sleep(0.2)
+    """Poll ``check`` until it is truthy; fail after ``timeout`` seconds (its errors fail)."""
+    poll(check, timeout, what=what, errors=())
 
 
 def alert_shown(driver: Any) -> bool:

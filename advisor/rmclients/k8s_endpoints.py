@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from toposcope.advisor.rmclients.endpoints import (
-    MAX_MAP_BYTES,
     AgentEndpoint,
     UrlTemplate,
     check_agent_url,
@@ -35,6 +34,8 @@ from toposcope.tokens import load_token
 
 LOG = logging.getLogger("toposcope.advisor.endpoints")
 
+#: the largest EndpointSlice list read (a cluster of thousands of nodes stays far below)
+MAX_API_ANSWER = 16 * 1024 * 1024
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 Fetch = Callable[[str], Any]
@@ -164,11 +165,17 @@ def in_cluster_fetch(
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-                return json.loads(response.read(MAX_MAP_BYTES * 4))
+                raw = response.read(MAX_API_ANSWER + 1)
         except urllib.error.HTTPError as exc:
             raise ConfigError(f"Kubernetes API {path}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError) as exc:
             raise ConfigError(f"Kubernetes API {api_url} unreachable: {exc}") from None
+        if len(raw) > MAX_API_ANSWER:
+            raise ConfigError(f"Kubernetes API {path}: answer over {MAX_API_ANSWER} bytes")
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ConfigError(f"Kubernetes API {path}: answer is not JSON: {exc}") from None
 
     return fetch
 

@@ -29,8 +29,10 @@ test: $(STAMP) os-deps lint typecheck unit
 docs: $(STAMP)
 	$(VENV)/bin/toposcope docs metrics --output docs/metrics.md
 
+# RM=slurm: a real local Slurm cluster schedules the simulated nodes (needs root)
+# TLS=1: every toposcope daemon over https with certificates made under .run/pki
 up: $(STAMP) os-deps
-	$(PY) deploy/stack.py up
+	$(PY) deploy/stack.py up $(if $(RM),--rm $(RM)) $(if $(TLS),--tls)
 
 down:
 	@if [ -x $(PY) ]; then $(PY) deploy/stack.py down; else echo "nothing to stop"; fi

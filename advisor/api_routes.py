@@ -16,7 +16,7 @@ from typing import Any
 
 from apiflask import APIFlask
 from flask import Response, current_app
-from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from toposcope import __version__
@@ -36,6 +36,7 @@ from toposcope.advisor.audit import (
 from toposcope.advisor.gpu_sets import link_factor, place
 from toposcope.advisor.service import AdvisorService
 from toposcope.bearer import BearerAuth
+from toposcope.selfmetrics import daemon_registry
 
 API_PREFIX = "/api/v1"
 SECURITY_SCHEME = "BearerAuth"
@@ -81,12 +82,14 @@ def revert_status(outcomes: Sequence[Outcome]) -> int:
 
 def register_operations(app: APIFlask) -> None:
     """``/metrics``, the health checks and the landing page: not part of the JSON API."""
+    own = daemon_registry()
 
     @app.get("/metrics")
     @app.doc(hide=True)
     def metrics() -> Response:
-        """The service's own metrics, in the Prometheus text format."""
-        return Response(service_of_app().metrics_text(), content_type=CONTENT_TYPE_LATEST)
+        """The service's metrics and the process's own (``process_*``, build info)."""
+        text = service_of_app().metrics_text() + generate_latest(own)
+        return Response(text, content_type=CONTENT_TYPE_LATEST)
 
     @app.get("/-/healthy")
     @app.doc(hide=True)

@@ -16,6 +16,9 @@ rows too, linked both ways (``reverts`` / ``reverted_by``).
 * ``unknown``: the call's outcome could not be learnt (unreachable); the next run asks again;
 * ``succeeded`` / ``failed``: the resource manager finished it / refused or failed it;
 * ``not-applied``: the resource manager never saw it (the intent may be tried again);
+* ``retry-later``: the resource manager refused it for now (a disruption budget, a busy
+  controller: :func:`toposcope.rm.errors.is_retry_later`); nothing was done and a later
+  round tries it again;
 * ``reverted``: it succeeded and a revert row that undid it succeeded too.
 
 :data:`TRANSITIONS` is the one place that says which moves are legal; every writer
@@ -25,10 +28,11 @@ move raises :class:`AuditStateError` and changes nothing::
 
     from          to
     (no row)      pending
-    pending       running, succeeded, failed, unknown, not-applied
-    unknown       running, succeeded, failed, unknown, not-applied
+    pending       running, succeeded, failed, unknown, not-applied, retry-later
+    unknown       running, succeeded, failed, unknown, not-applied, retry-later
     running       running, succeeded, failed, unknown
     not-applied   pending           (the intent is tried again)
+    retry-later   pending           (the intent is tried again)
     succeeded     reverted          (an action; a revert row cannot be reverted)
     failed        pending           (a revert row only: a failed revert is tried again)
     reverted      -
@@ -38,6 +42,10 @@ move raises :class:`AuditStateError` and changes nothing::
 some of its actions were reverted and others are still applied, ``failed`` when one of its
 actions failed, ``reverted`` when everything it applied was undone, ``applied`` when it has
 applied actions, and ``none`` when nothing of it took effect.
+
+The ``irreversible`` column keeps the resource manager's word on undoing each action
+(:attr:`toposcope.rm.models.ActionState.irreversible`; NULL when it said nothing). Files
+written before the column existed get it on first open.
 """
 
 from __future__ import annotations
@@ -73,7 +81,8 @@ CREATE TABLE IF NOT EXISTS actions (
     after_json TEXT,
     error TEXT NOT NULL DEFAULT '',
     reverts TEXT,
-    reverted_by TEXT
+    reverted_by TEXT,
+    irreversible INTEGER
 );
 CREATE INDEX IF NOT EXISTS actions_recommendation ON actions (recommendation_id);
 """
@@ -85,15 +94,17 @@ UNKNOWN = "unknown"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 NOT_APPLIED = "not-applied"
+RETRY_LATER = "retry-later"
 REVERTED = "reverted"
 
 #: row state -> the states it may move to (``None``: the row does not exist yet)
 TRANSITIONS: Mapping[str | None, frozenset[str]] = {
     None: frozenset({PENDING}),
-    PENDING: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN, NOT_APPLIED}),
-    UNKNOWN: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN, NOT_APPLIED}),
+    PENDING: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN, NOT_APPLIED, RETRY_LATER}),
+    UNKNOWN: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN, NOT_APPLIED, RETRY_LATER}),
     RUNNING: frozenset({RUNNING, SUCCEEDED, FAILED, UNKNOWN}),
     NOT_APPLIED: frozenset({PENDING}),
+    RETRY_LATER: frozenset({PENDING}),
     SUCCEEDED: frozenset({REVERTED}),
     FAILED: frozenset({PENDING}),
     REVERTED: frozenset(),
@@ -103,7 +114,9 @@ REVERT_ONLY = frozenset({(FAILED, PENDING)})
 ACTION_ONLY = frozenset({(SUCCEEDED, REVERTED)})
 
 #: results a resource manager's answer can be recorded as
-RESULTS = frozenset({RUNNING, UNKNOWN, SUCCEEDED, FAILED, NOT_APPLIED})
+RESULTS = frozenset({RUNNING, UNKNOWN, SUCCEEDED, FAILED, NOT_APPLIED, RETRY_LATER})
+#: row states of actions that took no effect (nothing to undo)
+NO_EFFECT = frozenset({FAILED, NOT_APPLIED, RETRY_LATER})
 #: row states whose outcome is not settled yet
 UNSETTLED = frozenset({PENDING, RUNNING, UNKNOWN})
 
@@ -178,6 +191,7 @@ class AuditEntry:
     error: str
     reverts: str | None
     reverted_by: str | None
+    irreversible: bool | None = None
 
     @property
     def state(self) -> str:
@@ -222,6 +236,10 @@ class AuditLog(SqliteStore):
 
     def __init__(self, path: str | Path) -> None:
         super().__init__(path, SCHEMA, "the audit log")
+        with self._connect() as db:
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(actions)")}
+            if "irreversible" not in columns:
+                db.execute("ALTER TABLE actions ADD COLUMN irreversible INTEGER")
 
     def record_intent(
         self,
@@ -281,8 +299,10 @@ class AuditLog(SqliteStore):
         before: Allocation | None = None,
         after: Allocation | None = None,
         error: str = "",
+        irreversible: bool | None = None,
     ) -> None:
-        """Write the outcome of an intent (``before`` replaces the recorded one if given).
+        """Write the outcome of an intent (``before`` replaces the recorded one if given;
+        ``irreversible`` is the resource manager's word on undoing it).
 
         ``result`` is one of :data:`RESULTS`; the move must be legal (:data:`TRANSITIONS`).
         """
@@ -294,7 +314,8 @@ class AuditLog(SqliteStore):
             check_transition(request_id, _row_state(row), result, revert=revert)
             db.execute(
                 "UPDATE actions SET result = ?, result_at = ?, action_id = ?, after_json = ?,"
-                " error = ?, before_json = COALESCE(?, before_json) WHERE request_id = ?",
+                " error = ?, before_json = COALESCE(?, before_json), irreversible = ?"
+                " WHERE request_id = ?",
                 (
                     result,
                     now_utc(),
@@ -302,6 +323,7 @@ class AuditLog(SqliteStore):
                     allocation_json(after),
                     error,
                     allocation_json(before),
+                    None if irreversible is None else int(irreversible),
                     request_id,
                 ),
             )
@@ -377,4 +399,5 @@ def _entry(row: sqlite3.Row) -> AuditEntry:
         error=str(row["error"] or ""),
         reverts=row["reverts"],
         reverted_by=row["reverted_by"],
+        irreversible=None if row["irreversible"] is None else bool(row["irreversible"]),
     )

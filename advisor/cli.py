@@ -1,18 +1,23 @@
 """``toposcope advise``: recommendations from the metrics, optionally applied.
 
-    toposcope advise (--prometheus URL | --scrape [NAME=]URL...) [--window 1h] [--at TIME]
-        [--policy NAME ...] [--set POLICY.SETTING=VALUE ...] [--format table|json|csv|markdown|html]
-        [--min-gain 0.05] [--output FILE]
-        [--apply [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL]
+    toposcope advise (--prometheus URL | --scrape [NAME=]URL [--scrape ...]) [--window 1h]
+        [--at TIME] [--policy NAME ... | --enable-policy NAME ...] [--disable-policy NAME ...]
+        [--set POLICY.SETTING=VALUE ...] [--prometheus-selector MATCHERS]
+        [--namespace NS ...] [--exclude-namespace NS ...] [--workload-selector SELECTOR]
+        [--workload GLOB ...] [--format table|json|yaml|csv|markdown|html] [--width N]
+        [--min-gain 0.05] [--output FILE] [--fail-on low|medium|high|critical]
+        [--dry-run] [--apply [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL]
          [--token-file FILE] [--slurm-url URL --slurm-token-file FILE ...]
          [--audit-db FILE] [--max-actions N] [--max-actions-per-node N]]
     toposcope advise revert ID --resource-manager sim|agent|local|slurm [--rm-url URL]
         [--token-file FILE] [--audit-db FILE]
     toposcope advise log [--audit-db FILE]
 
-Exit codes: 0 nothing to do, 1 recommendations found (applied or not), 2 usage,
-configuration or connection errors (also for ``revert`` when nothing could be reverted).
-Dry-run calls and apply results go to stderr so that stdout carries only the report.
+Exit codes, as krr, kubent and trivy: 0 when the run worked, with or without
+recommendations; 1 only with ``--fail-on LEVEL`` and a recommendation at least that severe;
+2 on usage, configuration or connection errors (also for ``revert`` when nothing could be
+reverted). Dry-run commands and apply results go to stderr so that stdout carries only the
+report.
 """
 
 from __future__ import annotations
@@ -27,33 +32,37 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
+from toposcope.advisor.advise_options import (
+    add_arguments,
+    fails,
+    policy_names,
+    table_width,
+    workload_filter,
+)
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.applying.applier import REVERT_DONE
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.cliargs import (
-    add_agent_arguments,
-    add_analysis_arguments,
-    add_source_arguments,
-    agents_from_args,
-    backend_from_args,
-    selector,
-)
+from toposcope.advisor.cliargs import agents_from_args, backend_from_args, selector
 from toposcope.advisor.errors import AdvisorError
-from toposcope.advisor.formatters import FORMATTERS, find_formatter
+from toposcope.advisor.formatters import FormatOptions, find_formatter
+from toposcope.advisor.formatters.commands import RENDERERS, CommandContext, render_commands
 from toposcope.advisor.loaders import Window
-from toposcope.advisor.model import PendingWorkload
+from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.policies import POLICIES, build, parse_overrides, settings_markdown
 from toposcope.advisor.rmclients import (
-    add_backend_options,
     backend_names,
     backend_options,
     make_resource_manager,
     read_token,
 )
+from toposcope.advisor.rmclients.clienttls import client_tls_from_args
 from toposcope.advisor.runner import advise, load_model
+from toposcope.advisor.workload_filter import filter_report
 from toposcope.errors import ConfigError, UsageError
+from toposcope.recommendation import Report
 from toposcope.resources import ResourceManager, ResourceManagerError
-from toposcope.tokens import add_token_file_options
+
+__all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "add_arguments", "parse_at", "run"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -81,76 +90,6 @@ def parse_at(text: str) -> float:
     return moment.timestamp()
 
 
-def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> None:
-    def default(value: object) -> object:
-        return argparse.SUPPRESS if suppress else value
-
-    parser.add_argument(
-        "--resource-manager",
-        choices=backend_names(),
-        default=default("dry-run"),
-        help="who applies: dry-run (default: print the calls), sim or agent (HTTP API), "
-        "local (this host), slurm (a Slurm cluster: see the --slurm-* options)",
-    )
-    parser.add_argument(
-        "--rm-url",
-        default=default(None),
-        metavar="URL",
-        help="resource-manager API URL (agent: a template with {node} as the host, e.g. "
-        "http://{node}:9848/api/v1, used with --rm-url-map NAMES or --rm-endpoints)",
-    )
-    add_agent_arguments(parser, suppress=suppress)
-    parser.add_argument(
-        "--token-file", default=default(None), metavar="FILE", help="bearer token for the API"
-    )
-    add_token_file_options(parser, suppress=suppress)
-    parser.add_argument(
-        "--audit-db",
-        default=default(None),
-        metavar="FILE",
-        help="SQLite audit log (default $XDG_STATE_HOME/toposcope/advisor-audit.sqlite)",
-    )
-    add_backend_options(parser, suppress=suppress)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the options of ``toposcope advise`` and its ``revert`` and ``log`` actions."""
-    add_source_arguments(parser)
-    add_analysis_arguments(parser)
-    parser.add_argument(
-        "--at",
-        metavar="TIME",
-        help="evaluate the window ending at TIME (Unix seconds or RFC 3339; default: the "
-        "backend's now), to compare backends or rerun a past report",
-    )
-    parser.add_argument(
-        "--list-policies", action="store_true", help="print the policies and their settings"
-    )
-    parser.add_argument(
-        "--format", default="table", choices=sorted(FORMATTERS), help="report format"
-    )
-    parser.add_argument("--output", metavar="FILE", help="write the report here (default stdout)")
-    parser.add_argument(
-        "--apply", action="store_true", help="apply the recommendations (see --resource-manager)"
-    )
-    _add_manager_arguments(parser, suppress=False)
-    parser.add_argument(
-        "--max-actions", type=int, default=10, help="recommendations applied per run (10)"
-    )
-    parser.add_argument(
-        "--max-actions-per-node", type=int, default=2, help="recommendations per node (2)"
-    )
-    sub = parser.add_subparsers(dest="advise_command", metavar="ACTION")
-    revert = sub.add_parser(
-        "revert", help="undo an applied recommendation (or one action by request id)"
-    )
-    revert.add_argument("id", metavar="ID", help="recommendation id or action request id")
-    _add_manager_arguments(revert, suppress=True)
-    log = sub.add_parser("log", help="print the audit log")
-    log.add_argument("--recommendation", metavar="ID", help="only this recommendation's actions")
-    _add_manager_arguments(log, suppress=True)
-
-
 def _actor() -> str:
     try:
         user = getpass.getuser()
@@ -173,6 +112,7 @@ def _manager(args: argparse.Namespace, nodes: list[str], out: TextIO) -> Resourc
         out=out,
         agents=agents_from_args(args, token),
         options=backend_options(args.resource_manager, args),
+        tls=client_tls_from_args(args),
     )
 
 
@@ -190,54 +130,83 @@ def _pending(manager: ResourceManager) -> list[PendingWorkload]:
     ]
 
 
-def _advise(args: argparse.Namespace) -> int:
-    if args.list_policies:
-        return _list_policies(sys.stdout)
+def _check(args: argparse.Namespace) -> None:
     if not 0 <= args.min_gain <= 10:
         raise UsageError(f"--min-gain must be between 0 and 10, not {args.min_gain}")
     if args.max_actions < 0 or args.max_actions_per_node < 0:
         raise UsageError("--max-actions and --max-actions-per-node must be >= 0")
-    at = parse_at(args.at) if args.at else None
-    if at is not None and args.scrape:
+    if args.dry_run and args.resource_manager not in RENDERERS:
+        known = ", ".join(sorted(RENDERERS))
+        raise UsageError(
+            f"--dry-run has no command form for --resource-manager {args.resource_manager} "
+            f"(it has for {known})"
+        )
+    if not args.dry_run and args.resource_manager not in backend_names():
+        raise UsageError(
+            f"--resource-manager {args.resource_manager} can only print commands (--dry-run)"
+        )
+    if args.at and args.scrape:
         raise UsageError("--at needs --prometheus: a scrape sees only the present")
-    window = Window.parse(args.window, end=at)
-    policies = build(args.policy, parse_overrides(args.set))
+
+
+def _write(text: str, output: str | None) -> None:
+    if not output:
+        sys.stdout.write(text)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {output}: {exc}") from exc
+
+
+def _pods(model: ClusterModel) -> dict[str, tuple[str, str]]:
+    return {w.key: (w.namespace, w.pod) for w in model.workloads if w.namespace and w.pod}
+
+
+def _apply(args: argparse.Namespace, report: Report, manager: ResourceManager | None) -> None:
+    if manager is None:
+        manager = _manager(args, [], sys.stderr)
+    dry = args.resource_manager == "dry-run"
+    applier = Applier(
+        manager,
+        None if dry else _audit(args),
+        actor=_actor(),
+        backend=args.resource_manager,
+        max_per_run=args.max_actions,
+        max_per_node=args.max_actions_per_node,
+    )
+    for outcome in applier.apply(report.recommendations):
+        sys.stderr.write(
+            f"apply {outcome.recommendation_id}: {outcome.result}"
+            + (f" ({outcome.detail})" if outcome.detail else "")
+            + "\n"
+        )
+
+
+def _advise(args: argparse.Namespace) -> int:
+    if args.list_policies:
+        return _list_policies(sys.stdout)
+    _check(args)
+    window = Window.parse(args.window, end=parse_at(args.at) if args.at else None)
+    policies = build(policy_names(args), parse_overrides(args.set))
+    chosen = workload_filter(args)
     render = find_formatter(args.format)
+    options = FormatOptions(width=table_width(args))
     backend = backend_from_args(args)
     model = load_model(backend, window, selector=selector(args), node_label=args.node_label)
     manager: ResourceManager | None = None
-    if args.resource_manager != "dry-run":
+    if args.resource_manager in backend_names() and args.resource_manager != "dry-run":
         manager = _manager(args, sorted(model.nodes), sys.stderr)
         if any(p.name == "gpu-placement" for p in policies):
             model = replace(model, pending=tuple(_pending(manager)))
-    report = advise(model, policies, min_gain=args.min_gain)
-    text = render(report)
-    if args.output:
-        try:
-            Path(args.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot write {args.output}: {exc}") from exc
-    else:
-        sys.stdout.write(text)
-    if args.apply:
-        if manager is None:
-            manager = _manager(args, [], sys.stderr)
-        dry = args.resource_manager == "dry-run"
-        applier = Applier(
-            manager,
-            None if dry else _audit(args),
-            actor=_actor(),
-            backend=args.resource_manager,
-            max_per_run=args.max_actions,
-            max_per_node=args.max_actions_per_node,
-        )
-        for outcome in applier.apply(report.recommendations):
-            sys.stderr.write(
-                f"apply {outcome.recommendation_id}: {outcome.result}"
-                + (f" ({outcome.detail})" if outcome.detail else "")
-                + "\n"
-            )
-    return EXIT_FINDINGS if report.recommendations else EXIT_OK
+    report = filter_report(advise(model, policies, min_gain=args.min_gain), model, chosen)
+    _write(render(report, options), args.output)
+    if args.dry_run:
+        context = CommandContext(rm_url=args.rm_url, pods=_pods(model))
+        sys.stderr.write(render_commands(report, args.resource_manager, context))
+    elif args.apply:
+        _apply(args, report, manager)
+    return EXIT_FINDINGS if fails(report.recommendations, args.fail_on) else EXIT_OK
 
 
 def _revert(args: argparse.Namespace) -> int:

@@ -6,18 +6,45 @@ reach them, what one analysis runs, and which node agents the ``agent`` backend 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLoader, ScrapeTarget
 from toposcope.advisor.loaders.base import check_selector
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import EndpointResolver, read_token, resolver_from_options
+from toposcope.advisor.rmclients.clienttls import add_client_tls_arguments
 from toposcope.errors import ConfigError, UsageError
 from toposcope.nodeidentity import add_node_label_argument
 
 
+class DeprecatedAlias(argparse.Action):
+    """An option's old name: stores its value like the new name does and warns on stderr
+    that it is deprecated (``replacement`` names the new option).
+    """
+
+    def __init__(self, *args: Any, replacement: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.replacement = replacement
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        """Warn, then store ``values``."""
+        sys.stderr.write(
+            f"{parser.prog}: warning: {option_string} is deprecated, use {self.replacement}\n"
+        )
+        setattr(namespace, self.dest, values)
+
+
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--prometheus URL | --scrape URL...`` and their connection options."""
+    """``--prometheus URL | --scrape URL [--scrape URL...]`` and their connection options."""
     group = parser.add_argument_group("metrics source (one of)")
     group.add_argument(
         "--prometheus",
@@ -27,9 +54,10 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--scrape",
-        nargs="+",
+        action="append",
         metavar="[NAME=]URL",
-        help="read exporters' /metrics directly (NAME: the node name to report)",
+        help="read an exporter's /metrics directly (repeatable, one URL each; NAME: the node "
+        "name to report)",
     )
     parser.add_argument(
         "--bearer-token-file", metavar="FILE", help="bearer token for the PromQL API"
@@ -49,10 +77,19 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         help="extra query parameter for the PromQL API (repeatable; e.g. dedup=true)",
     )
     parser.add_argument(
-        "--selector",
+        "--prometheus-selector",
+        dest="selector",
         default="",
         metavar="MATCHERS",
-        help='label matchers added to every query, e.g. job="toposcope"',
+        help='PromQL label matchers added to every query, e.g. job="toposcope"',
+    )
+    parser.add_argument(
+        "--selector",
+        dest="selector",
+        action=DeprecatedAlias,
+        replacement="--prometheus-selector",
+        metavar="MATCHERS",
+        help="deprecated name of --prometheus-selector",
     )
     add_node_label_argument(parser)
     parser.add_argument(
@@ -76,7 +113,7 @@ def _pairs(items: list[str], sep: str, what: str) -> dict[str, str]:
 def backend_from_args(args: argparse.Namespace) -> MetricsBackend:
     """The metrics backend the options ask for (:class:`UsageError` unless exactly one)."""
     if bool(args.prometheus) == bool(args.scrape):
-        raise UsageError("give exactly one of --prometheus URL or --scrape URL...")
+        raise UsageError("give exactly one of --prometheus URL or --scrape URL (repeatable)")
     if args.timeout <= 0 or args.retries < 0:
         raise UsageError("--timeout must be > 0 and --retries >= 0")
     check_selector(args.selector)
@@ -95,7 +132,7 @@ def backend_from_args(args: argparse.Namespace) -> MetricsBackend:
 
 
 def selector(args: argparse.Namespace) -> str:
-    """The validated ``--selector`` text."""
+    """The validated ``--prometheus-selector`` text."""
     try:
         return check_selector(args.selector)
     except ConfigError as exc:
@@ -130,7 +167,8 @@ def add_analysis_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """``--rm-url-map`` / ``--rm-endpoints``: the allow-list of node agents (``agent`` backend).
+    """``--rm-url-map`` / ``--rm-endpoints``: the allow-list of node agents (``agent`` backend),
+    and ``--rm-tls-*``: how the HTTP backends connect.
 
     With ``suppress`` the options default to absent, for sub-actions that inherit them.
     """
@@ -149,6 +187,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fal
         help="agent backend in Kubernetes: each node's agent pod from the Service's endpoints "
         "(with --rm-url http://{node}:PORT/api/v1 for scheme, port and path)",
     )
+    add_client_tls_arguments(parser, suppress=suppress)
 
 
 def agents_from_args(args: argparse.Namespace, token: str | None) -> EndpointResolver | None:

@@ -53,6 +53,7 @@ from toposcope.advisor.rmclients import (
     read_token,
     registered_names,
 )
+from toposcope.advisor.rmclients.clienttls import client_tls_from_args
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.errors import ConfigError, UsageError
 from toposcope.logformat import add_log_arguments
@@ -160,6 +161,7 @@ def manager_factory(args: argparse.Namespace, rm_token: str | None) -> ManagerFa
     """
     built: dict[str, ResourceManager] = {}
     agents = agents_from_args(args, rm_token)
+    tls = client_tls_from_args(args)
     name = args.resource_manager
     options = backend_options(name, args)
     in_process = name in registered_names()
@@ -176,6 +178,7 @@ def manager_factory(args: argparse.Namespace, rm_token: str | None) -> ManagerFa
             nodes=nodes,
             out=out,
             agents=agents,
+            tls=tls,
         )
 
     factory([], sys.stderr)  # missing options fail now, not at the first apply

@@ -11,6 +11,7 @@ backend (``--rm-url http://{node}:9848``) pins threads, writes cpusets and migra
 each node. It listens on loopback unless told otherwise. Reads are open; state changes need
 ``Authorization: Bearer <token>`` with the token of ``--token-file``, and without a token
 file every state change is refused (403), so an agent started without one cannot be steered.
+``GET /metrics`` serves the agent process's own ``process_*`` and ``toposcope_build_info``.
 The agent needs ``CAP_SYS_NICE`` (and write access to the cgroup filesystem for cpusets) to
 act on other users' workloads, and the host's PID namespace.
 """
@@ -25,6 +26,7 @@ from toposcope.agent.local_rm import LocalResourceManager
 from toposcope.config import HostPaths
 from toposcope.httpserver import HttpServer
 from toposcope.rmapi import make_api_app
+from toposcope.selfmetrics import with_self_metrics
 from toposcope.tokens import add_token_file_options, load_token
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
@@ -92,7 +94,8 @@ def build_server(args: argparse.Namespace) -> tuple[HttpServer, LocalResourceMan
     )
     if token is None:
         LOG.warning("no --token-file: the API is read-only, every state change answers 403")
-    server = HttpServer(make_api_app(manager, token), args.listen, thread_name="agent-http")
+    app = with_self_metrics(make_api_app(manager, token))
+    server = HttpServer(app, args.listen, thread_name="agent-http")
     return server, manager
 
 

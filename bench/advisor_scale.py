@@ -203,7 +203,7 @@ def run_advisor(url: str) -> tuple[float, float, int]:
         check=False,
     )
     seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
+    if done.returncode != 0:
         raise RuntimeError(f"toposcope advise exited {done.returncode}: {done.stderr[-2000:]}")
     peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
     return seconds, peak, len(json.loads(done.stdout)["recommendations"])

@@ -1,37 +1,42 @@
-"""Closed loop: the advisor applied to each built-in scenario, scored against the oracle.
+"""Closed loop: the advisor applied to simulated clusters, judged against the oracle.
 
-For every built-in scenario (``large`` excluded, with its reason in the output):
+For every scenario (``--scenario``: a built-in's name or a scenario file; default every
+built-in but ``large``, whose reason is printed):
 
 1. build the simulated cluster, advance its clock past the scenario's last arrival (the
    first-fit scheduler places arrivals as a topology-blind scheduler would), then switch the
    scheduler off so that from here on only the advisor changes placements;
-2. solve the oracle (:mod:`toposcope.sim.oracle`): the best joint allocation of every job
-   that the performance model and the resource-manager actions allow;
+2. solve the oracle (:mod:`toposcope.sim.oracle`: single-job moves to a local optimum, then
+   ejection chains) for the best joint allocation the model and the actions allow;
 3. serve the cluster on loopback (node ``/metrics``, ``/truth/metrics``, the
    resource-manager API with a token) and have a real Prometheus scrape it every second
-   through file_sd, the clock running at speed 1 so that counter rates are real rates; wait
-   one ``--window`` so the window holds history (idle GPUs need samples over the window);
-4. read the baseline from the ground truth, then run rounds of the real CLI,
-   ``toposcope advise --prometheus URL --window W --apply --resource-manager sim``
+   through file_sd, the clock at speed 1 so that counter rates are real rates; wait one
+   ``--window`` so the window holds history;
+4. run rounds of the real CLI, ``toposcope advise --apply --resource-manager sim``
    (a subprocess, audit log in SQLite). After each round the clock jumps ahead by the
-   longest cost of the round's actions (page migration, checkpoint-restore), the truth is
-   read again (per-action results), and the bench waits one window so the next round sees
-   only samples taken after the changes. Rounds stop when one applies nothing;
-5. compare: ``gain = after / before - 1`` of the aggregate, ``oracle_gain`` the same for
-   the oracle's allocation, ``ratio = gain / oracle_gain`` (1.0 when the oracle gains
-   nothing and the advisor lost nothing, 0.0 when it lost), ``harmful_actions`` the applied
-   recommendations after which their target's true throughput was lower than before them.
+   longest cost of the round's actions, the truth is read again, and the bench waits one
+   window. Rounds stop when one applies nothing;
+5. judge (:mod:`toposcope.sim.judge`): every counted job whose true throughput fell in a
+   round counts as harm (``harmful_actions`` when it was a target of the round's actions,
+   ``collateral_harm`` otherwise); each job's value is its efficiency over its horizon
+   (``--horizon``, at most its remaining time) minus the seconds its moves stood it still;
+   applied actions whose target gained nothing are ``useless``; the oracle is solved again
+   from the advisor's end state, and ``ratio`` is the advisor's gain over the best known
+   (the larger of the oracle's and the advisor's, so at most 1), ``ratio_to_bound`` its
+   gain over the cheap upper bound (every job at its best alone, within the GPU count).
 
 **Aggregate throughput**: the sum over the counted jobs of ``throughput / ideal``, where
-``ideal`` is the job's best throughput alone on any node of the cluster (so each job counts 1
-at its best and 0 while pending; jobs of different kinds weigh the same). Counted: every
-running or pending job with a non-zero ideal (notebooks have none) present at the baseline
-and not finished at the end.
+``ideal`` is the job's best throughput alone on any node of the cluster (each job counts 1
+at its best and 0 while pending). Counted: every running or pending job with a non-zero ideal
+(notebooks have none) present at the baseline and not finished at the end.
 
-Each applied recommendation is listed with its estimated gain and the actual change of its
-target's throughput over its round. ``--json`` prints JSON only. Targets: ratio >= 0.9 on
-every scenario and 0 harmful actions; a missed target is printed as MISSED (exit status 0:
-benchmarks print figures, as ``bench/sim_scale.py``).
+``--perturb F --seeds N`` runs each scenario N times under truths moved by up to ``F``
+(:mod:`toposcope.sim.truth_perturb`; run 0 is perturbed too when ``F`` > 0) and reports the
+worst and mean ratio and the harm across runs. The calibration table gives, per
+recommendation kind, the mean absolute error of estimated against true gain over every
+applied action. Targets: worst ratio >= 0.85 (0.9 for a single run), mean >= 0.9, 0 harmful
+or collateral, calibration within 25%; a missed target prints MISSED (exit status 0:
+benchmarks print figures; 2 for a bad option or scenario). ``--json`` prints JSON only.
 """
 
 from __future__ import annotations
@@ -39,33 +44,41 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import secrets
 import shutil
-import sqlite3
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toposcope.procs import Prometheus, wait_until
-from toposcope.resources import ResourceManagerError
-from toposcope.rmapi import make_api_app
+from toposcope.errors import ConfigError
+from toposcope.resources import Allocation
 from toposcope.sim.clock import SimClock
-from toposcope.sim.cluster import DONE, SimCluster
-from toposcope.sim.nodefs import SimExporters
-from toposcope.sim.oracle import solve
-from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
-from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
+from toposcope.sim.cluster import DONE, SimCluster, checkpoint_restore_seconds
+from toposcope.sim.jobs import JobSpec
+from toposcope.sim.judge import (
+    CALIBRATION_TARGET,
+    DEFAULT_HORIZON_S,
+    calibration,
+    horizon_total,
+    job_horizon,
+    ratios,
+)
+from toposcope.sim.judge_loop import (
+    LoopOptions,
+    aggregate,
+    applied_costs,
+    counted_jobs,
+    run_rounds,
+)
+from toposcope.sim.oracle import knapsack_bound, solve
+from toposcope.sim.scenarios import Scenario, build_cluster, builtin_scenarios, load_scenario
+from toposcope.sim.truth_params import shipped_truth, truth_in_effect
+from toposcope.sim.truth_perturb import check_fraction, perturb_scenario, perturb_truth
 
 TARGET_RATIO = 0.9
+TARGET_WORST = 0.85
 TARGET_HARMFUL = 0
-#: relative drop of a target's throughput that counts as harm (model noise is far below)
-HARM_TOLERANCE = 1e-6
 EXCLUDED = {
     "large": (
         "1,000 nodes x 4,000 workloads: the oracle's search tries every job on every node "
@@ -76,284 +89,296 @@ EXCLUDED = {
 }
 
 
-@contextmanager
-def prometheus(binary: str, workdir: Path, targets: Path, nodes: int) -> Iterator[str]:
-    """A real Prometheus scraping the file_sd ``targets`` every second; yields its URL once
-    every simulated node has been scraped.
+def move_costs(
+    chosen: Mapping[str, Allocation | None],
+    start: Mapping[str, Allocation | None],
+    specs: Mapping[str, JobSpec],
+) -> dict[str, float]:
+    """Checkpoint-restore seconds of the jobs an oracle solution moves off their GPUs or
+    node from where they ran at ``start`` (placing a pending job costs nothing).
     """
-    scrape_configs = [
-        {
-            "job_name": "toposcope-sim",
-            "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
-        }
-    ]
-    server = Prometheus(workdir, scrape_configs, binary=binary)
-    with server.run():
-
-        def all_up() -> bool:
-            result = server.query('count(up{job="toposcope-sim"} == 1)')
-            return bool(result) and int(float(result[0]["value"][1])) == nodes
-
-        wait_until(all_up, 60, what="every simulated node scraped")
-        yield server.url
-
-
-def truth(cluster: SimCluster) -> dict[str, float]:
-    """True throughput of every workload that is not done."""
-    return {row.name: row.throughput for row in cluster.truth()}
-
-
-def counted_jobs(cluster: SimCluster) -> dict[str, float]:
-    """Counted jobs (running, or pending and arrived, with a non-zero ideal) -> ideal."""
-    result = {}
-    for state in cluster.job_states():
-        if state.state == DONE or state.spec.submit_time > cluster.now:
+    costs = {}
+    for name, alloc in chosen.items():
+        was = start.get(name)
+        if alloc is None or was is None or name not in specs:
             continue
-        ideal = cluster.ideal_throughput(state.spec)
-        if ideal > 0:
-            result[state.name] = ideal
+        if alloc.node != was.node or sorted(alloc.gpus) != sorted(was.gpus):
+            costs[name] = checkpoint_restore_seconds(specs[name])
+    return costs
+
+
+def horizons_now(cluster: SimCluster, names: Iterable[str], horizon_s: float) -> dict[str, float]:
+    """Each job's horizon: its remaining run time at its best (see :func:`job_horizon`)."""
+    rows = {row.name: row for row in cluster.truth()}
+    specs = {s.name: s.spec for s in cluster.job_states()}
+    result = {}
+    for name in names:
+        duration, progress = specs[name].duration, rows[name].progress_ratio
+        remaining = None if duration is None or progress is None else (1 - progress) * duration
+        result[name] = job_horizon(remaining, horizon_s)
     return result
 
 
-def aggregate(throughput: Mapping[str, float], ideal: Mapping[str, float]) -> float:
-    """Sum of ``throughput / ideal`` over ``ideal``'s jobs."""
-    return sum(throughput.get(name, 0.0) / value for name, value in ideal.items())
+def run_scenario(ref: str, args: argparse.Namespace, workdir: Path, run: int) -> dict[str, Any]:
+    """The closed loop on one scenario, perturbed by run ``run``'s draws when ``--perturb``
+    is given (see the module docstring).
+    """
+    scenario = load_scenario(ref)
+    with truth_in_effect(perturb_truth(shipped_truth(), args.perturb, run)):
+        scenario = perturb_scenario(scenario, shipped_truth(), args.perturb, run)
+        return judge_scenario(scenario, args, workdir, run)
 
 
-def ratio_of(gain: float, oracle_gain: float) -> float:
-    """``gain / oracle_gain``; with nothing to gain, 1.0 unless the advisor lost."""
-    if oracle_gain <= 1e-9:
-        return 1.0 if gain >= -1e-9 else 0.0
-    return gain / oracle_gain
-
-
-def run_advisor(
-    prom_url: str, sim_url: str, token_file: Path, audit_db: Path, window_s: int, args: Any
-) -> tuple[dict[str, Any], dict[str, str], float]:
-    """One ``toposcope advise --apply`` run: (JSON report, outcome by id, seconds)."""
-    argv = [
-        sys.executable, "-m", "toposcope.cli", "advise",
-        "--prometheus", prom_url, "--window", f"{window_s}s", "--format", "json",
-        "--apply", "--resource-manager", "sim", "--rm-url", sim_url,
-        "--token-file", str(token_file), "--audit-db", str(audit_db),
-        "--max-actions", str(args.max_actions),
-        "--max-actions-per-node", str(args.max_actions_per_node),
-    ]  # fmt: skip
-    started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"toposcope advise exited {done.returncode}: {done.stderr[-2000:]}")
-    outcomes = {}
-    for line in done.stderr.splitlines():
-        if line.startswith("apply "):
-            rec_id, _, rest = line[len("apply ") :].partition(": ")
-            outcomes[rec_id] = rest
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report, outcomes, seconds
-
-
-def action_costs(audit_db: Path, rec_ids: set[str], cluster: SimCluster) -> float:
-    """The longest cost (simulated seconds) of the actions of ``rec_ids``."""
-    longest = 0.0
-    with sqlite3.connect(audit_db) as db:
-        rows = db.execute("SELECT request_id, recommendation_id FROM actions").fetchall()
-    for request_id, rec_id in rows:
-        if rec_id in rec_ids:
-            try:
-                longest = max(longest, cluster.action(request_id).cost_seconds)
-            except ResourceManagerError:  # an action the sim does not know cost nothing
-                continue
-    return longest
-
-
-def run_scenario(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """The closed loop on one scenario (see the module docstring)."""
-    scenario = load_scenario(f"builtin:{name}")
+def judge_scenario(
+    scenario: Scenario, args: argparse.Namespace, workdir: Path, run: int
+) -> dict[str, Any]:
+    """Build, settle, solve, run the advisor and judge (under the truth now in effect)."""
     clock = SimClock(seed=scenario.seed, speed=0)
     cluster = build_cluster(scenario, clock)
     settle = max((job.spec.submit_time for job in scenario.jobs), default=0.0) + 1.0
     cluster.advance(settle)
     cluster.scheduler = "none"
-    oracle = solve(cluster)
+    oracle = solve(cluster, budget_s=args.oracle_budget)
     ideal = counted_jobs(cluster)
-    state_dir = workdir / "state"
-    exporters = SimExporters(cluster, state_dir, background=False)
-    token = secrets.token_hex(16)
-    token_file = workdir / "token"
-    token_file.write_text(token + "\n")
-    os.chmod(token_file, 0o600)
-    server = SimServer(
-        make_sim_app(cluster, exporters, make_api_app(cluster, token)), "127.0.0.1:0"
+    specs = {s.name: s.spec for s in cluster.job_states()}
+    start = {s.name: s.allocation for s in cluster.job_states()}
+    horizons = horizons_now(cluster, ideal, args.horizon)
+    options = LoopOptions(
+        window=args.window,
+        rounds=args.rounds,
+        max_actions=args.max_actions,
+        max_actions_per_node=args.max_actions_per_node,
+        prometheus_binary=args.prometheus_binary,
+        keep_reports=Path(args.keep_reports) if args.keep_reports else None,
     )
-    address = server.address
-    server.set_app(make_sim_app(cluster, exporters, make_api_app(cluster, token), address))
-    server.start()
-    targets = workdir / "targets.json"
-    write_file_sd(targets, file_sd_targets(cluster.node_names(), address))
-    sim_url = f"http://{address}"
-    audit_db = workdir / "audit.sqlite"
-    window = args.window
-    rounds: list[dict[str, Any]] = []
-    actions: list[dict[str, Any]] = []
-    try:
-        for node in cluster.node_names():  # write every tree before the clock runs
-            exporters.scrape(node)
-        clock.set_speed(1.0)
-        with prometheus(args.prometheus_binary, workdir, targets, len(cluster.node_names())) as url:
-            time.sleep(window + 2)
-            before = truth(cluster)
-            current = dict(before)
-            for number in range(1, args.rounds + 1):
-                report, outcomes, seconds = run_advisor(
-                    url, sim_url, token_file, audit_db, window, args
-                )
-                if args.keep_reports:
-                    keep = Path(args.keep_reports)
-                    keep.mkdir(parents=True, exist_ok=True)
-                    (keep / f"{name}-round{number}.json").write_text(json.dumps(report, indent=1))
-                applied = {i for i, text in outcomes.items() if text.startswith("applied")}
-                recs = {r["id"]: r for r in report["recommendations"]}
-                cost = action_costs(audit_db, applied, cluster)
-                cluster.advance(cost + 1.0)
-                after_round = truth(cluster)
-                for rec_id in sorted(applied, key=lambda i: -recs[i]["estimated_gain"]):
-                    rec = recs[rec_id]
-                    target = rec["target"].get("workload") or ""
-                    was, now = current.get(target, 0.0), after_round.get(target, 0.0)
-                    actual: float | None = now / was - 1.0 if was > 0 else None
-                    actions.append(
-                        {
-                            "round": number,
-                            "id": rec_id,
-                            "kind": rec["kind"],
-                            "policy": rec["policy"],
-                            "target": f"{rec['target'].get('node')}/{target}",
-                            "estimated_gain": round(rec["estimated_gain"], 4),
-                            "actual_gain": None if actual is None else round(actual, 4),
-                            "throughput_before": round(was, 3),
-                            "throughput_after": round(now, 3),
-                            "harmful": now < was * (1.0 - HARM_TOLERANCE),
-                        }
-                    )
-                rounds.append(
-                    {
-                        "round": number,
-                        "recommendations": len(recs),
-                        "applied": len(applied),
-                        "advise_seconds": round(seconds, 2),
-                        "aggregate": round(aggregate(after_round, ideal), 4),
-                    }
-                )
-                current = after_round
-                if not applied:
-                    break
-                time.sleep(window + 2)
-            after = truth(cluster)
-    finally:
-        server.shutdown()
-        exporters.close()
+    before, after, rounds, actions = run_rounds(
+        cluster, clock, ideal, options, workdir, f"{scenario.name}-{run}"
+    )
     done = {s.name for s in cluster.job_states() if s.state == DONE}
     kept = {n: v for n, v in ideal.items() if n not in done}
+    kept_horizons = {n: horizons[n] for n in kept}
+    finish = solve(cluster, names=kept, budget_s=args.oracle_budget)
     base_total = aggregate(before, kept)
-    after_total = aggregate(after, kept)
-    oracle_total = sum(oracle.efficiencies.get(n, 0.0) for n in kept)
-    gain = after_total / base_total - 1.0 if base_total > 0 else 0.0
-    oracle_gain = oracle_total / base_total - 1.0 if base_total > 0 else 0.0
-    harmful = sum(1 for a in actions if a["harmful"])
-    collateral = sorted(
-        n for n in kept if after.get(n, 0.0) < before.get(n, 0.0) * (1.0 - HARM_TOLERANCE)
+    after_eff = {n: after.get(n, 0.0) / v for n, v in kept.items()}
+    advisor_total = horizon_total(after_eff, applied_costs(cluster), kept_horizons)
+    oracle_total = max(
+        horizon_total(
+            found.efficiencies, move_costs(found.allocations, start, specs), kept_horizons
+        )
+        for found in (oracle, finish)
     )
-    ratio = ratio_of(gain, oracle_gain)
-    shortfall = [
-        {
-            "job": n,
-            "efficiency_after": round(after.get(n, 0.0) / v, 4),
-            "efficiency_oracle": round(oracle.efficiencies.get(n, 0.0), 4),
-        }
-        for n, v in sorted(kept.items())
-        if oracle.efficiencies.get(n, 0.0) - after.get(n, 0.0) / v > 0.01
-    ]
+    total_gpus = sum(len(cluster.template_of(n).gpus) for n in cluster.node_names())
+    bound = float(knapsack_bound([specs[n].gpus for n in kept], total_gpus))
+    scored = ratios(base_total, advisor_total, oracle_total, bound)
+    harmful = sum(len(r["targets_fallen"]) for r in rounds)
+    collateral = sum(len(r["collateral"]) for r in rounds)
     return {
-        "name": name,
-        "gain": round(gain, 4),
-        "oracle_gain": round(oracle_gain, 4),
-        "ratio": round(ratio, 4),
+        "name": scenario.name,
+        "run": run,
+        "gain": round(scored.gain, 4),
+        "oracle_gain": round(scored.oracle_gain, 4),
+        "best_known_gain": round(scored.best_known_gain, 4),
+        "bound_gain": round(scored.bound_gain, 4),
+        "ratio": round(scored.ratio, 4),
+        "ratio_to_bound": round(scored.ratio_to_bound, 4),
         "harmful_actions": harmful,
-        "met": ratio >= TARGET_RATIO and harmful <= TARGET_HARMFUL,
+        "collateral_harm": collateral,
+        "useless_actions": sum(1 for a in actions if a["useless"]),
+        "applied_actions": len(actions),
+        "met": scored.ratio >= TARGET_RATIO and harmful + collateral <= TARGET_HARMFUL,
         "jobs_counted": len(kept),
         "jobs_finished_during_loop": len(set(ideal) & done),
         "aggregate_before": round(base_total, 4),
-        "aggregate_after": round(after_total, 4),
+        "aggregate_after": round(advisor_total, 4),
         "aggregate_oracle": round(oracle_total, 4),
-        "oracle_exact": oracle.exact,
-        "oracle_upper_bound": oracle.upper_bound,
-        "oracle_seconds": round(oracle.seconds, 2),
-        "jobs_lower_at_end": collateral,
-        "jobs_below_oracle": shortfall,
+        "upper_bound": bound,
+        "oracle_seconds": round(oracle.seconds + finish.seconds, 2),
         "rounds": rounds,
         "actions": actions,
     }
 
 
+def summarize(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One scenario over its runs: worst and mean ratio, harm and useless counts, and the
+    targets met or missed.
+    """
+    ratios_seen = [r["ratio"] for r in runs]
+    worst, mean = min(ratios_seen), sum(ratios_seen) / len(ratios_seen)
+    harmful = sum(r["harmful_actions"] + r["collateral_harm"] for r in runs)
+    perturbed = len(runs) > 1
+    return {
+        "name": name,
+        "runs": len(runs),
+        "worst_ratio": round(worst, 4),
+        "mean_ratio": round(mean, 4),
+        "mean_ratio_to_bound": round(sum(r["ratio_to_bound"] for r in runs) / len(runs), 4),
+        "harmful_actions": sum(r["harmful_actions"] for r in runs),
+        "collateral_harm": sum(r["collateral_harm"] for r in runs),
+        "useless_actions": sum(r["useless_actions"] for r in runs),
+        "applied_actions": sum(r["applied_actions"] for r in runs),
+        "met": (
+            worst >= (TARGET_WORST if perturbed else TARGET_RATIO)
+            and mean >= TARGET_RATIO
+            and harmful <= TARGET_HARMFUL
+        ),
+    }
+
+
+def calibration_table(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per recommendation kind, estimated against true gain over every applied action."""
+    pairs = [
+        (a["kind"], a["estimated_gain"], a["actual_gain"])
+        for r in runs
+        for a in r["actions"]
+        if a["actual_gain"] is not None
+    ]
+    return [
+        {
+            "kind": c.kind,
+            "actions": c.actions,
+            "mean_abs_error": round(c.mean_abs_error, 4),
+            "mean_true_gain": round(c.mean_true_gain, 4),
+            "relative_error": round(c.relative_error, 3),
+            "met": c.met,
+        }
+        for c in calibration(pairs)
+    ]
+
+
 def print_table(result: dict[str, Any]) -> None:
     """Human-readable figures."""
-    print(f"closed loop, window {result['window_seconds']}s, Prometheus {result['prometheus']}")
-    print(f"{'scenario':18} {'gain':>8} {'oracle':>8} {'ratio':>7} {'harmful':>8}  target")
-    for s in result["scenarios"]:
+    print(
+        f"closed loop, window {result['window_seconds']}s, perturb {result['perturb']:g}, "
+        f"horizon {result['horizon_seconds']:g}s"
+    )
+    print(
+        f"{'scenario':20} {'runs':>4} {'worst':>6} {'mean':>6} {'/bound':>6} {'harm':>5} "
+        f"{'collat':>6} {'useless':>7} {'applied':>7}  target"
+    )
+    for s in result["summary"]:
         if "skipped" in s:
-            print(f"{s['name']:18} skipped: {s['skipped']}")
+            print(f"{s['name']:20} skipped: {s['skipped']}")
             continue
-        verdict = "met" if s["met"] else "MISSED"
         print(
-            f"{s['name']:18} {s['gain']:8.1%} {s['oracle_gain']:8.1%} {s['ratio']:7.3f} "
-            f"{s['harmful_actions']:8d}  {verdict}"
+            f"{s['name']:20} {s['runs']:4d} {s['worst_ratio']:6.3f} {s['mean_ratio']:6.3f} "
+            f"{s['mean_ratio_to_bound']:6.3f} {s['harmful_actions']:5d} "
+            f"{s['collateral_harm']:6d} {s['useless_actions']:7d} {s['applied_actions']:7d}  "
+            + ("met" if s["met"] else "MISSED")
+        )
+    print("calibration (estimated vs true gain of applied actions):")
+    for c in result["calibration"]:
+        print(
+            f"  {c['kind']:16} {c['actions']:4d} actions  MAE {c['mean_abs_error']:.3f}  "
+            f"mean true {c['mean_true_gain']:.3f}  relative {c['relative_error']:.2f}  "
+            + ("met" if c["met"] else "MISSED")
         )
     for s in result["scenarios"]:
         for a in s.get("actions", []):
             actual = "n/a" if a["actual_gain"] is None else f"{a['actual_gain']:.1%}"
+            flags = ("  HARMFUL" if a["harmful"] else "") + ("  useless" if a["useless"] else "")
             print(
-                f"  {s['name']:16} r{a['round']} {a['kind']:15} {a['target']:40} "
-                f"est {a['estimated_gain']:7.1%} actual {actual:>7}"
-                + ("  HARMFUL" if a["harmful"] else "")
+                f"  {s['name']:16} #{s['run']} r{a['round']} {a['kind']:15} {a['target']:40} "
+                f"est {a['estimated_gain']:7.1%} actual {actual:>7}{flags}"
             )
 
 
-def main() -> int:
-    """Parse options, run every scenario, print figures."""
+def scenario_ref(name: str) -> str:
+    """``builtin:NAME`` for a built-in scenario's name, else the path as given."""
+    return f"builtin:{name}" if name in builtin_scenarios() else name
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--scenario", action="append", default=[], help="only these (repeatable)")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        help="a built-in scenario's name or a scenario file (repeatable; default: built-ins)",
+    )
     parser.add_argument("--window", type=int, default=15, help="advisor window, seconds (15)")
     parser.add_argument("--rounds", type=int, default=6, help="most advisor rounds (6)")
     parser.add_argument("--max-actions", type=int, default=50)
     parser.add_argument("--max-actions-per-node", type=int, default=8)
+    parser.add_argument(
+        "--perturb",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="scale every truth parameter by a factor drawn from [1-F, 1+F] (0)",
+    )
+    parser.add_argument("--seeds", type=int, default=1, help="perturbed runs per scenario (1)")
+    parser.add_argument(
+        "--horizon",
+        type=float,
+        default=DEFAULT_HORIZON_S,
+        help="seconds a job's gain is integrated over, at most its remaining time (3600)",
+    )
+    parser.add_argument(
+        "--oracle-budget", type=float, default=60.0, help="seconds for the oracle's chains (60)"
+    )
     parser.add_argument("--prometheus-binary", default=shutil.which("prometheus") or "prometheus")
     parser.add_argument("--keep-reports", metavar="DIR", help="write each round's report here")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
+    try:
+        check_fraction(args.perturb)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not 1 <= args.seeds <= 1000 or args.window < 1 or args.horizon <= 0:
+        parser.error("--seeds must be 1 to 1000, --window at least 1, --horizon above 0")
+    return args
+
+
+def main() -> int:
+    """Parse options, run every scenario (each ``--seeds`` times), print figures."""
+    args = parse_args()
     names = args.scenario or builtin_scenarios()
+    try:
+        refs = [(name, scenario_ref(name)) for name in names]
+        for name, ref in refs:
+            if name not in EXCLUDED:
+                load_scenario(ref)
+    except ConfigError as exc:
+        print(f"closed_loop: {exc}", file=sys.stderr)
+        return 2
     scenarios: list[dict[str, Any]] = []
-    for name in names:
+    summary: list[dict[str, Any]] = []
+    for name, ref in refs:
         if name in EXCLUDED:
-            scenarios.append({"name": name, "skipped": EXCLUDED[name]})
+            summary.append({"name": name, "skipped": EXCLUDED[name]})
             continue
-        with tempfile.TemporaryDirectory(prefix=f"toposcope-loop-{name}-") as work:
-            scenarios.append(run_scenario(name, args, Path(work)))
-    measured = [s for s in scenarios if "skipped" not in s]
+        runs = []
+        for run in range(args.seeds):
+            with tempfile.TemporaryDirectory(prefix="toposcope-loop-") as work:
+                runs.append(run_scenario(ref, args, Path(work), run))
+        scenarios.extend(runs)
+        summary.append(summarize(runs[0]["name"], runs))
+    measured = [s for s in summary if "skipped" not in s]
     result = {
+        "summary": summary,
+        "calibration": calibration_table(scenarios),
         "scenarios": scenarios,
         "window_seconds": args.window,
+        "perturb": args.perturb,
+        "seeds": args.seeds,
+        "horizon_seconds": args.horizon,
         "prometheus": args.prometheus_binary,
-        "targets": {"ratio": TARGET_RATIO, "harmful_actions": TARGET_HARMFUL},
+        "targets": {
+            "worst_ratio": TARGET_WORST if args.seeds > 1 else TARGET_RATIO,
+            "mean_ratio": TARGET_RATIO,
+            "harmful_and_collateral": TARGET_HARMFUL,
+            "calibration_relative_error": CALIBRATION_TARGET,
+        },
         "all_met": all(s["met"] for s in measured),
-        "min_ratio": min((s["ratio"] for s in measured), default=math.nan),
+        "min_ratio": min((s["worst_ratio"] for s in measured), default=math.nan),
     }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print_table(result)
         if not result["all_met"]:
-            print("MISSED: ratio >= 0.9 with 0 harmful actions on every scenario")
+            print("MISSED: a ratio or harm target on at least one scenario")
     return 0
 
 

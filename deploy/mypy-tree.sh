@@ -9,7 +9,7 @@ tree=${MYPY_TREE:-.mypy-tree}
 rm -rf "$tree"
 mkdir -p "$tree"
 cp -al toposcope "$tree/toposcope"
-for part in exporters agent advisor dashboards sim slurm; do
+for part in exporters agent advisor dashboards sim slurm kube; do
   cp -al "$part" "$tree/toposcope/$part"
 done
 find "$tree" -name __pycache__ -prune -exec rm -rf {} +

@@ -21,6 +21,12 @@ Each part prefers a well-known port and takes a free one when that is busy; the 
 are printed and saved in ``.run/urls.json``. ``down`` stops what ``up`` started (SIGTERM,
 then SIGKILL after a timeout) using the PID files. Each part is one entry of
 :data:`COMPONENTS`.
+
+``up --tls`` (``make up TLS=1``) serves every toposcope daemon over https with a CA and
+certificates made for the run under ``.run/pki``: Prometheus scrapes with ``scheme: https``,
+its own client certificate and, for the exporter, basic auth (password in
+``.run/exporter/password``); the advisor calls the simulator's API over mutual TLS.
+Prometheus and Alertmanager themselves stay on plain loopback HTTP.
 """
 
 from __future__ import annotations
@@ -34,12 +40,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import bcrypt
 
+from toposcope import devcerts
 from toposcope.procs import (
     ALERTMANAGER,
     PROMETHEUS,
@@ -57,6 +64,8 @@ REPO = Path(__file__).resolve().parent.parent
 #: Where configuration, data, logs and PID files go (``TOPOSCOPE_RUN_DIR`` overrides, for tests).
 RUN = Path(os.environ.get("TOPOSCOPE_RUN_DIR") or REPO / ".run")
 VENV_BIN = Path(sys.executable).parent
+#: the simulated cluster of the stack
+SCENARIO = "builtin:demo"
 #: the Dash app's one basic-auth user in the local stack (its password is generated)
 DASH_USER = "admin"
 
@@ -97,10 +106,14 @@ def start_exporter(ports: dict[str, int]) -> Started:
     ports["exporter"] = port
     _spawn(
         "exporter",
-        [str(VENV_BIN / "toposcope"), "exporter", "--listen", f"127.0.0.1:{port}"],
-    )
-    url = f"http://127.0.0.1:{port}"
-    return Started("exporter", f"{url}/metrics", f"{url}/-/healthy")
+        [
+            str(VENV_BIN / "toposcope"), "exporter", "--listen", f"127.0.0.1:{port}",
+            *web_config_args("exporter", exporter_users()),
+        ],
+    )  # fmt: skip
+    url = f"{scheme()}://127.0.0.1:{port}"
+    ready = (200, 401) if tls_on() else (200,)
+    return Started("exporter", f"{url}/metrics", f"{url}/-/healthy", ready=ready)
 
 
 ALERTMANAGER_CONFIG = """\
@@ -158,17 +171,19 @@ def start_sim(ports: dict[str, int]) -> Started:
             str(VENV_BIN / "toposcope"), "sim", "--scenario", "builtin:demo",
             "--listen", f"127.0.0.1:{port}", "--speed", "1",
             "--file-sd", str(home / "targets.json"), "--token-file", str(token_file),
+            *web_config_args("sim", client_certs=True),
         ],
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    url = f"{scheme()}://127.0.0.1:{port}"
     return Started("sim", url, f"{url}/-/ready")
 
 
-def start_advisor(ports: dict[str, int]) -> Started:
+def start_advisor(ports: dict[str, int], rm_args: Sequence[str] = ()) -> Started:
     """The advisor service: analyses Prometheus every minute, applies only to the simulator.
 
     It recommends by default; applying goes through its token-protected API (token in
-    ``.run/advisor/token``) to the simulator's resource-manager API, never to this host.
+    ``.run/advisor/token``) to the simulator's resource-manager API, never to this host
+    (``rm_args`` choose another resource manager: the stack's Slurm with ``RM=slurm``).
     """
     port = pick_port(9849)
     ports["advisor"] = port
@@ -183,12 +198,14 @@ def start_advisor(ports: dict[str, int]) -> Started:
             "--prometheus", f"http://127.0.0.1:{ports['prometheus']}",
             "--window", "10m", "--interval", "60s",
             "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file),
-            "--resource-manager", "sim", "--rm-url", f"http://127.0.0.1:{ports['sim']}",
-            "--rm-token-file", str(RUN / "sim" / "token"),
+            *(rm_args or ["--resource-manager", "sim", "--rm-url",
+                          f"{scheme()}://127.0.0.1:{ports['sim']}",
+                          "--rm-token-file", str(RUN / "sim" / "token"), *advisor_tls_args()]),
             "--audit-db", str(home / "audit.sqlite"),
+            *web_config_args("advisor"),
         ],
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    url = f"{scheme()}://127.0.0.1:{port}"
     return Started("advisor", f"{url}/api/v1/recommendations", f"{url}/-/healthy")
 
 
@@ -219,8 +236,15 @@ def stack_prometheus_config(ports: dict[str, int]) -> dict[str, object]:
             ],
         },
     ]
+    if "slurm-exporter" in ports:
+        scrape_configs.append(
+            {
+                "job_name": "toposcope-slurm",
+                "static_configs": [{"targets": [f"127.0.0.1:{ports['slurm-exporter']}"]}],
+            }
+        )
     return prometheus_config(
-        scrape_configs,
+        [scrape_tls(job) for job in scrape_configs],
         interval="5s",
         rule_files=[str(path) for path in sorted((REPO / "alerts").glob("*.rules.yml"))],
         alertmanagers=[f"127.0.0.1:{ports['alertmanager']}"],
@@ -243,21 +267,118 @@ def start_dash(ports: dict[str, int]) -> Started:
     password = password_file.read_text(encoding="utf-8").strip().encode()
     hashed = bcrypt.hashpw(password, bcrypt.gensalt(rounds=10)).decode()
     web_config = write_secret(
-        home / "web-config.yml", f"basic_auth_users:\n  {DASH_USER}: '{hashed}'\n"
+        home / "web-config.yml",
+        tls_server_text("dash") + f"basic_auth_users:\n  {DASH_USER}: '{hashed}'\n",
     )
     _spawn(
         "dash",
         [
             str(VENV_BIN / "toposcope"), "dash", "--listen", f"127.0.0.1:{port}",
             "--prometheus", f"http://127.0.0.1:{ports['prometheus']}",
-            "--advisor", f"http://127.0.0.1:{ports['advisor']}",
+            "--advisor", f"{scheme()}://127.0.0.1:{ports['advisor']}",
             "--advisor-token-file", str(RUN / "advisor" / "token"),
             "--web.config.file", str(web_config),
         ],
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    url = f"{scheme()}://127.0.0.1:{port}"
     note = f"sign in as {DASH_USER}, password in {password_file.relative_to(RUN.parent)}"
     return Started("dash", f"{url}/", f"{url}/", ready=(200, 401), note=note)
+
+
+# -- RM=slurm: a real local Slurm cluster schedules the simulated nodes ----------------------
+
+
+def start_slurm(ports: dict[str, int]) -> Started:
+    """A real Slurm cluster (slurmctld, a slurmd per simulated node, slurmrestd with JWT, all on
+    loopback) built from the demo scenario's nodes; it stops clean on SIGTERM (``make down``).
+    """
+    home = RUN / "slurm"
+    home.mkdir(parents=True, exist_ok=True)
+    home.chmod(0o755)  # slurmrestd runs as nobody and reads slurm.conf under it
+    description = home / "nodes.json"
+    subprocess.run(
+        [str(VENV_BIN / "toposcope"), "sim", "--scenario", SCENARIO,
+         "--slurm-describe", str(description)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    info = home / "info.json"
+    info.unlink(missing_ok=True)
+    _spawn(
+        "slurm",
+        [
+            str(VENV_BIN / "python"), "-m", "toposcope.slurm.standalone",
+            "--description", str(description), "--state-dir", str(home / "cluster"),
+            "--info", str(info), "--token-file", str(home / "jwt"),
+        ],
+    )  # fmt: skip
+    try:
+        wait_until(info.exists, 90, interval_s=0.2, what="the Slurm cluster", errors=())
+    except NotReadyError:
+        raise SystemExit("the Slurm cluster did not start; see .run/logs/slurm.log") from None
+    rest_url = json.loads(info.read_text())["rest_url"]
+    ports["slurmrestd"] = int(rest_url.rsplit(":", 1)[1])
+    return Started("slurm", rest_url, f"{rest_url}/openapi", ready=(200, 401, 404))
+
+
+def slurm_options() -> list[str]:
+    """How the advisor and the queue exporter reach the stack's Slurm (URL, JWT, slurm.conf)."""
+    info = json.loads((RUN / "slurm" / "info.json").read_text())
+    return [
+        "--slurm-url", info["rest_url"], "--slurm-user", "root",
+        "--slurm-token-file", info["token_file"], "--slurm-conf", info["slurm_conf"],
+    ]  # fmt: skip
+
+
+def start_slurm_sim(ports: dict[str, int]) -> Started:
+    """The simulator as the hardware of that Slurm: Slurm places the scenario's jobs."""
+    port = pick_port(9850)
+    ports["sim"] = port
+    home = RUN / "sim"
+    home.mkdir(parents=True, exist_ok=True)
+    info = json.loads((RUN / "slurm" / "info.json").read_text())
+    _spawn(
+        "sim",
+        [
+            str(VENV_BIN / "toposcope"), "sim", "--scenario", SCENARIO,
+            "--listen", f"127.0.0.1:{port}", "--speed", "1",
+            "--file-sd", str(home / "targets.json"),
+            "--scheduler", "slurm", "--slurm-conf", info["slurm_conf"],
+        ],
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    return Started("sim", url, f"{url}/-/ready")
+
+
+def start_slurm_exporter(ports: dict[str, int]) -> Started:
+    """The Slurm queue exporter (pending jobs, waits, free GPUs), scraped by Prometheus."""
+    port = pick_port(9852)
+    ports["slurm-exporter"] = port
+    _spawn(
+        "slurm-exporter",
+        [
+            str(VENV_BIN / "toposcope"), "slurm", "exporter",
+            "--web.listen-address", f"127.0.0.1:{port}", *slurm_options(),
+        ],
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    return Started("slurm-exporter", f"{url}/metrics", f"{url}/metrics")
+
+
+def start_slurm_advisor(ports: dict[str, int]) -> Started:
+    """The advisor service applying through ``--resource-manager slurm`` when asked to."""
+    return start_advisor(ports, ["--resource-manager", "slurm", *slurm_options()])
+
+
+SLURM_COMPONENTS: list[Callable[[dict[str, int]], Started]] = [
+    start_exporter,
+    start_slurm,
+    start_slurm_sim,
+    start_slurm_exporter,
+    start_alertmanager,
+    start_slurm_advisor,
+    start_prometheus,
+    start_dash,
+]
 
 
 #: Start order matters: Prometheus' configuration names the other parts' ports.
@@ -269,6 +390,104 @@ COMPONENTS: list[Callable[[dict[str, int]], Started]] = [
     start_prometheus,
     start_dash,
 ]
+
+
+# -- TLS=1: every toposcope daemon over https, with certificates made for this run ---------
+
+#: ``up --tls`` (``make up TLS=1``) turns it on
+TLS_MODE = {"on": False}
+#: one certificate per daemon (and Prometheus' client certificate), all for 127.0.0.1
+TLS_NAMES = ("exporter", "sim", "advisor", "dash", "prometheus")
+#: the user Prometheus scrapes the exporter as (its password in ``.run/exporter/password``)
+SCRAPE_USER = "prometheus"
+
+
+def tls_on() -> bool:
+    """Whether this run serves over https."""
+    return TLS_MODE["on"]
+
+
+def scheme() -> str:
+    """``https`` with ``--tls``, else ``http``."""
+    return "https" if tls_on() else "http"
+
+
+def pki() -> Path:
+    """Where the run's CA and certificates are."""
+    return RUN / "pki"
+
+
+def make_stack_certificates() -> Path:
+    """A fresh CA and a certificate per daemon under ``.run/pki``; the stack's own checks and
+    every child trust that CA (``SSL_CERT_FILE``), so the Dash app reaches the advisor.
+    """
+    folder = devcerts.make_certificates(pki(), TLS_NAMES)
+    os.environ["SSL_CERT_FILE"] = str(folder / "ca.crt")
+    return folder
+
+
+def tls_server_text(name: str, *, client_certs: bool = False) -> str:
+    """The ``tls_server_config`` of daemon ``name`` (empty without ``--tls``); with
+    ``client_certs`` a certificate from the run's CA is checked when the client gives one.
+    """
+    if not tls_on():
+        return ""
+    text = (
+        "tls_server_config:\n"
+        f"  cert_file: {pki() / f'{name}.crt'}\n"
+        f"  key_file: {pki() / f'{name}.key'}\n"
+        "  min_version: TLS12\n"
+    )
+    if client_certs:
+        text += f"  client_ca_file: {pki() / 'ca.crt'}\n"
+        text += "  client_auth_type: VerifyClientCertIfGiven\n"
+    return text
+
+
+def web_config_args(name: str, users: str = "", *, client_certs: bool = False) -> list[str]:
+    """``--web.config.file`` for daemon ``name`` with ``--tls`` (nothing otherwise)."""
+    if not tls_on():
+        return []
+    text = tls_server_text(name, client_certs=client_certs) + users
+    return ["--web.config.file", str(write_secret(RUN / name / "web-config.yml", text))]
+
+
+def exporter_users() -> str:
+    """With ``--tls``, the exporter's basic-auth user that Prometheus scrapes as."""
+    if not tls_on():
+        return ""
+    password = ensure_token_file(RUN / "exporter" / "password").read_text().strip()
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10)).decode()
+    return f"basic_auth_users:\n  {SCRAPE_USER}: '{hashed}'\n"
+
+
+def scrape_tls(job: Mapping[str, object]) -> Mapping[str, object]:
+    """A scrape job over https with the run's CA and Prometheus' client certificate (basic
+    auth too for the exporter's job) with ``--tls``; unchanged otherwise.
+    """
+    if not tls_on():
+        return job
+    tls = {
+        "ca_file": str(pki() / "ca.crt"),
+        "cert_file": str(pki() / "prometheus.crt"),
+        "key_file": str(pki() / "prometheus.key"),
+    }
+    secured: dict[str, object] = {**job, "scheme": "https", "tls_config": tls}
+    if job["job_name"] == "toposcope-host":
+        password_file = str(RUN / "exporter" / "password")
+        secured["basic_auth"] = {"username": SCRAPE_USER, "password_file": password_file}
+    return secured
+
+
+def advisor_tls_args() -> list[str]:
+    """With ``--tls``, the advisor's mutual TLS towards the simulator's API."""
+    if not tls_on():
+        return []
+    return [
+        "--rm-tls-ca-file", str(pki() / "ca.crt"),
+        "--rm-tls-cert-file", str(pki() / "advisor.crt"),
+        "--rm-tls-key-file", str(pki() / "advisor.key"),
+    ]  # fmt: skip
 
 
 def running() -> dict[str, int]:
@@ -303,7 +522,8 @@ def down() -> int:
         except ProcessLookupError:
             continue
         print(f"stopping {name} (pid {pid})")
-    deadline = time.monotonic() + 10
+    # the Slurm cluster cancels its jobs and shuts its daemons down before it exits
+    deadline = time.monotonic() + (60 if "slurm" in alive else 10)
     for name, pid in alive.items():
         try:
             wait_until(
@@ -325,15 +545,21 @@ def down() -> int:
     return 0
 
 
-def up() -> int:
-    """Start the stack, wait until each part answers, print where to look."""
+def up(rm: str = "sim") -> int:
+    """Start the stack, wait until each part answers, print where to look.
+
+    ``rm`` is ``sim`` (the simulator schedules and applies) or ``slurm`` (a real local Slurm
+    schedules the simulated nodes and the advisor applies through it).
+    """
     if running():
         print("the stack is already running; `make down` first. Current state:")
         return status()
     RUN.mkdir(exist_ok=True)
+    if tls_on():
+        make_stack_certificates()
     ports: dict[str, int] = {}
     started: list[Started] = []
-    for component in COMPONENTS:
+    for component in SLURM_COMPONENTS if rm == "slurm" else COMPONENTS:
         try:
             started.append(component(ports))
         except (SystemExit, OSError) as exc:
@@ -379,8 +605,17 @@ def main() -> int:
     """Dispatch ``up`` / ``down`` / ``status``."""
     parser = argparse.ArgumentParser(description="toposcope local stack")
     parser.add_argument("action", choices=["up", "down", "status"])
+    parser.add_argument(
+        "--rm", choices=["sim", "slurm"], default="sim", help="who schedules and applies (up)"
+    )
+    parser.add_argument(
+        "--tls", action="store_true", help="serve every toposcope daemon over https (up)"
+    )
     args = parser.parse_args()
-    return {"up": up, "down": down, "status": status}[args.action]()
+    TLS_MODE["on"] = args.tls
+    if args.action == "up":
+        return up(args.rm)
+    return {"down": down, "status": status}[args.action]()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Assemble the exporter: build the selected collectors, serve them over HTTP or print once.
 
 The HTTP side follows node_exporter: ``/metrics`` serves every enabled collector and accepts
-``collect[]=NAME`` / ``exclude[]=NAME`` query parameters to scrape a subset; ``/`` is a small
-landing page; ``/-/healthy`` answers 200. Nothing goes through prometheus_client's
-process-wide default registry; the text is written by :mod:`toposcope.exporters.exposition`.
+``collect[]=NAME`` / ``exclude[]=NAME`` query parameters to scrape a subset, and always adds
+the exporter's own ``process_*`` and ``toposcope_build_info`` (:mod:`toposcope.selfmetrics`,
+on a registry of its own; gzip comes from the server); ``/`` is a small landing page;
+``/-/healthy`` answers 200. Nothing goes through prometheus_client's process-wide default
+registry; the text is written by :mod:`toposcope.exporters.exposition`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from toposcope.exporters.exposition import render_families
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 from toposcope.httpserver import HttpServer
+from toposcope.selfmetrics import daemon_registry
 
 LOG = logging.getLogger("toposcope.exporter")
 
@@ -92,6 +95,7 @@ def _landing_page(runner: ScrapeRunner) -> bytes:
 
 def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable[bytes]]:
     """The exporter's WSGI application."""
+    own = daemon_registry()
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
@@ -104,7 +108,7 @@ def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable
                 start_response("400 Bad Request", [("Content-Type", "text/plain")])
                 return [f"unknown collector(s): {', '.join(unknown)}\n".encode()]
             chosen = runner.subset(include, exclude) if include or exclude else runner
-            output = render(chosen, hostname)
+            output = render(chosen, hostname) + render_families(own.collect())
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [output]
         if path in ("/-/healthy", "/-/ready"):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import sys
 
-from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
+from toposcope.config import ExporterConfig, HostPaths, PodOwnerSettings, WorkloadSettings
+from toposcope.errors import UsageError
 from toposcope.exporters import DEFAULT_PORT
 from toposcope.exporters.app import ExporterServer, build_runner, render
 from toposcope.exporters.collectors import default_table
@@ -25,6 +27,10 @@ from toposcope.exporters.sources.podresources.source import DEFAULT_SOCKET
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.exporter")
+
+#: seconds between two background samples of the workloads
+#: (``--collector.workloads.sample-interval``)
+DEFAULT_SAMPLE_INTERVAL = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help=argparse.SUPPRESS,
         )
     parser.add_argument("--print", action="store_true", help="print one scrape and exit")
-    parser.add_argument("--hostname", default="", help="hostname to report (default: this host)")
+    parser.add_argument(
+        "--hostname",
+        default="",
+        help="hostname to report (default: $NODE_NAME, as dcgm-exporter, else this host's name)",
+    )
     parser.add_argument(
         "--nvml",
         default="auto",
@@ -92,6 +102,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="most workloads exported (the rest are counted as dropped)",
     )
     parser.add_argument(
+        "--collector.workloads.sample-interval",
+        dest="workloads_sample_interval",
+        type=float,
+        default=DEFAULT_SAMPLE_INTERVAL,
+        metavar="SECONDS",
+        help="how often a background thread reads every workload's threads, memory and "
+        "descriptors; scrapes serve the last sample and its age "
+        f"(default {DEFAULT_SAMPLE_INTERVAL:g}; 0 reads them in every scrape)",
+    )
+    parser.add_argument(
         "--workloads.include",
         dest="workloads_include",
         action="append",
@@ -116,6 +136,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "containers' config.json name their pods; repeatable (default: "
         + ", ".join(DEFAULT_STATE_DIRS)
         + ")",
+    )
+    parser.add_argument(
+        "--kubernetes.pod-owners",
+        dest="pod_owners",
+        action="store_true",
+        help="list this node's pods from the API server for owner_kind, owner_name and "
+        "qos_class on toposcope_workload_info (needs pods list, replicasets get)",
+    )
+    parser.add_argument(
+        "--kubernetes.kubeconfig",
+        dest="kubeconfig",
+        metavar="PATH",
+        help="kubeconfig for --kubernetes.pod-owners (default: the pod's service account)",
+    )
+    parser.add_argument(
+        "--kubernetes.node-name",
+        dest="kube_node_name",
+        metavar="NAME",
+        help="node whose pods are listed (default $NODE_NAME, else --hostname)",
+    )
+    parser.add_argument(
+        "--kubernetes.refresh",
+        dest="kube_refresh",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often the pod list is read again (default 60)",
     )
     parser.add_argument(
         "--workloads.exclude",
@@ -144,17 +191,39 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
         include=tuple(args.workloads_include),
         exclude=exclude,
         max_workloads=args.workloads_max,
+        sample_interval=args.workloads_sample_interval,
     )
+    hostname = default_hostname(args.hostname)
     return ExporterConfig(
         paths=paths,
-        hostname=args.hostname or socket.gethostname(),
+        hostname=hostname,
         workloads=workloads,
         nvml=args.nvml,
         cross_socket_source=args.cross_socket_source,
         pcm_url=args.pcm_url,
         pod_resources_socket=args.pod_resources_socket,
         runtime_state=tuple(args.runtime_state),
+        pod_owners=_pod_owners(args, hostname),
     )
+
+
+def default_hostname(given: str = "") -> str:
+    """The hostname to report: ``given``, else ``$NODE_NAME`` (the Kubernetes node, which a
+    DaemonSet passes down as dcgm-exporter's does), else this host's name.
+    """
+    return given or os.environ.get("NODE_NAME", "").strip() or socket.gethostname()
+
+
+def _pod_owners(args: argparse.Namespace, hostname: str) -> PodOwnerSettings | None:
+    """``--kubernetes.*`` as settings; ``None`` without ``--kubernetes.pod-owners``."""
+    if not args.pod_owners:
+        if args.kubeconfig or args.kube_node_name:
+            raise UsageError(
+                "--kubernetes.kubeconfig/--kubernetes.node-name need --kubernetes.pod-owners"
+            )
+        return None
+    node = args.kube_node_name or os.environ.get("NODE_NAME") or hostname
+    return PodOwnerSettings(node, args.kubeconfig, args.kube_refresh)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -171,8 +240,10 @@ def run(args: argparse.Namespace) -> int:
         if args.print:
             sys.stdout.write(render(runner, config.hostname).decode())
             return 0
+        context.start_background()
         return _serve(runner, config.hostname, args)
     finally:
+        context.stop_background()
         close_kubelet(context)
         close_gpu_source(context)
 

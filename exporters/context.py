@@ -53,6 +53,20 @@ class GpuProcess:
     used_bytes: int | None
 
 
+class BackgroundWork(Protocol):
+    """A collector's own thread (a sampler), started when the exporter serves and stopped
+    when it exits.
+    """
+
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        ...
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the thread; ``False`` if it did not end within ``timeout`` seconds."""
+        ...
+
+
 class GpuProcessSource(Protocol):
     """Lists processes using GPUs: the NVML source provides it, the workloads collector reads it."""
 
@@ -70,7 +84,9 @@ class CollectorContext:
     shared NVML layer that ``attach_gpu_source`` (``toposcope.exporters.gpu_source``) puts
     there for the ``gpu`` collector. ``kubelet`` is the link to the kubelet's pod-resources
     API that ``attach_kubelet`` (``toposcope.exporters.sources.podresources.attach``) puts
-    there for the workloads and ``kubelet`` collectors.
+    there for the workloads and ``kubelet`` collectors. ``background`` lists the threads
+    collectors own (the workload sampler), which :meth:`start_background` and
+    :meth:`stop_background` start and stop together.
     """
 
     config: ExporterConfig
@@ -78,6 +94,19 @@ class CollectorContext:
     gpu_processes: GpuProcessSource | None = None
     nvml: GpuSource | None = None
     kubelet: KubeletSource | None = None
+    background: list[BackgroundWork] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.topology = HostTopology(self.config)
+
+    def start_background(self) -> None:
+        """Start every collector's thread."""
+        for work in self.background:
+            work.start()
+
+    def stop_background(self, timeout: float = 5.0) -> bool:
+        """Stop every collector's thread; ``False`` if one did not end in time."""
+        stopped = True
+        for work in self.background:
+            stopped = work.stop(timeout) and stopped
+        return stopped

@@ -45,10 +45,23 @@ def _plain(family: Metric) -> bool:
     )
 
 
+class RenderedFamily(Metric):
+    """A family rendered once (``text``, in this module's format) and served as is until its
+    inputs change; it keeps no samples (a background sampler's output, whose age is exported).
+    """
+
+    def __init__(self, family: Metric) -> None:
+        super().__init__(family.name, family.documentation, family.type, family.unit)
+        self.text = render_families([family]).decode("utf-8")
+
+
 def render_families(families: Iterable[Metric]) -> bytes:
     """The Prometheus text exposition (format 0.0.4) of ``families``."""
     out: list[str] = []
     for family in families:
+        if isinstance(family, RenderedFamily):
+            out.append(family.text)
+            continue
         if not _plain(family):
             out.append(generate_latest(_One(family)).decode())
             continue

@@ -24,6 +24,7 @@ from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.paths import remove_tree
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
 from toposcope.sim.server import SimServer, WsgiApp, file_sd_targets, make_sim_app, write_file_sd
+from toposcope.sim.slurm_mode import add_slurm_arguments, build_mirrored, describe, start_mirror
 from toposcope.sim.stopping import StopRequested, StopSignals
 from toposcope.tokens import add_token_file_options, load_token
 from toposcope.webflags import add_web_arguments, apply_web_arguments
@@ -82,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the simulated nodes' trees live (default: a temporary directory, removed "
         "at exit)",
     )
+    add_slurm_arguments(parser)
 
 
 def _api_app(cluster: Any, token_file: str | None, allow_insecure: bool = False) -> WsgiApp:
@@ -110,8 +112,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
     scenario = load_scenario(args.scenario, seed=args.seed)
+    if args.slurm_describe:
+        describe(scenario, args.slurm_describe)
+        return 0
     clock = SimClock(seed=scenario.seed, speed=args.speed)
-    cluster = build_cluster(scenario, clock)
+    slurm = args.scheduler == "slurm"
+    mirrored = build_mirrored(scenario, clock) if slurm else None
+    cluster = mirrored if mirrored is not None else build_cluster(scenario, clock)
+    stop_mirror = start_mirror(args, scenario, mirrored) if mirrored is not None else None
     owned = args.state_dir is None
     state_dir: Path | None = None
     exporters: SimExporters | None = None
@@ -122,7 +130,9 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
         with signals.deferred():
             state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="toposcope-sim-"))
         exporters = SimExporters(cluster, state_dir)
-        api = _api_app(cluster, args.token_file, args.allow_insecure_token_file)
+        # with Slurm scheduling, actions go to Slurm: the simulator's API only reads
+        token_file = None if slurm else args.token_file
+        api = _api_app(cluster, token_file, args.allow_insecure_token_file)
         placeholder = make_sim_app(cluster, exporters, api)
         server = SimServer(placeholder, args.listen)
         address = args.file_sd_address or server.address
@@ -145,6 +155,8 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
         )
         server.serve_forever()
     finally:
+        if stop_mirror is not None:
+            stop_mirror()
         _clean_up(stop, preparing, server, exporters, state_dir if owned else None)
     return 0
 

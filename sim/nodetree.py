@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toposcope.cpulist import format_cpulist
+from toposcope.sim.cgroup_paths import workload_cgroup
 from toposcope.sim.cluster import NodeSnapshot, WorkloadSnapshot
 from toposcope.sim.jobs import JobKind
 from toposcope.sim.nodetemplate import NodeTemplate
@@ -146,7 +147,7 @@ class NodeTree:
     # -- structure ---------------------------------------------------------------------------
 
     def _cgroup_dir(self, name: str) -> str:
-        return f"{self._cgroup}/system.slice/{name}"
+        return f"{self._cgroup}/{workload_cgroup(name)}"
 
     def _create(self, workload: WorkloadSnapshot, key: tuple[object, ...]) -> None:
         pid = workload.pid
@@ -161,7 +162,7 @@ class NodeTree:
             os.makedirs(f"{base}/task/{tid}", exist_ok=True)
         comm = _COMMS[workload.spec.kind]
         _write(base + "/comm", comm + "\n")
-        _write(base + "/cgroup", f"0::/system.slice/{workload.name}\n")
+        _write(base + "/cgroup", f"0::/{workload_cgroup(workload.name)}\n")
         for fd in range(3):
             _link(f"{base}/fd/{fd}", "/dev/null")
         os.makedirs(cgroup, exist_ok=True)

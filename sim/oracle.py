@@ -217,6 +217,51 @@ class _Search:
             if not improved:
                 return
 
+    def eject(self, deadline: float) -> bool:
+        """Ejection chains: for each counted job below its ideal, take one GPU holder ``y``
+        off its node, insert the job where it adds most, then reinsert ``y`` where it adds
+        most; keep the first such pair that raises the aggregate. Finds what single moves
+        cannot: a well-linked GPU set held by a job that could run as well elsewhere.
+        Returns whether anything improved (stops at ``deadline``, a ``perf_counter``).
+        """
+        improved = False
+        for name in sorted(self.ideal):
+            alloc = self.alloc.get(name)
+            if alloc is not None and self._own(name, alloc) >= 1.0 - 1e-6:
+                continue
+            holders = sorted(
+                n for n, a in self.alloc.items() if a and a.gpus and n != name and n in self.ideal
+            )
+            for other in holders:
+                if time.perf_counter() > deadline:
+                    return improved
+                if self._try_pair(name, other):
+                    improved = True
+                    break
+        return improved
+
+    def _own(self, name: str, alloc: Allocation) -> float:
+        """``name``'s efficiency where it is now, with its co-runners."""
+        return self.efficiency(name, alloc, self.co_runners(alloc.node, name))
+
+    def _try_pair(self, name: str, other: str) -> bool:
+        """Re-insert ``name`` then ``other`` (both taken out); keep it when the aggregate
+        rises, else put both back.
+        """
+        saved = {name: self.alloc.get(name), other: self.alloc.get(other)}
+        before = self.total()
+        self.remove(name)
+        self.remove(other)
+        for job in (name, other):
+            best = max(self.options(job), key=lambda o: o[0], default=None)
+            if best is not None and best[0] > EPSILON:
+                self.place(job, best[1])
+        if self.total() > before + EPSILON:
+            return True
+        for job, alloc in saved.items():
+            self.place(job, alloc)
+        return False
+
 
 def knapsack_bound(gpus: Sequence[int], total_gpus: int) -> int:
     """The most jobs with these GPU demands that fit in ``total_gpus`` GPUs."""
@@ -235,14 +280,18 @@ def released(spec: JobSpec) -> JobSpec:
     return replace(spec, gpus=0, gpu_demand=0.0, gpu_memory_bytes=0)
 
 
-def solve(cluster: SimCluster, names: Iterable[str] | None = None) -> OracleResult:
+def solve(
+    cluster: SimCluster, names: Iterable[str] | None = None, budget_s: float = 60.0
+) -> OracleResult:
     """The best joint allocation of the cluster's jobs now (see the module docstring).
 
     ``names`` restricts the counted jobs (default: every running or pending job with a
     non-zero ideal throughput); the others keep their place, except that GPU holders that
-    count nothing (notebooks) release their GPUs.
+    count nothing (notebooks) release their GPUs. ``budget_s`` bounds the ejection chains
+    (the single-job search always runs to its local optimum).
     """
     started = time.perf_counter()
+    deadline = started + budget_s
     states = [s for s in cluster.job_states() if s.state != DONE]
     arrived = [s for s in states if s.state == RUNNING or s.spec.submit_time <= cluster.now]
     wanted = set(names) if names is not None else None
@@ -272,6 +321,8 @@ def solve(cluster: SimCluster, names: Iterable[str] | None = None) -> OracleResu
         else:
             search.load({n: (None if n in ideal else a) for n, a in start.items()})
         search.improve(order)
+        while search.eject(deadline):
+            search.improve(order)
         total = search.total()
         if total > best_total + EPSILON:
             best_total, best_alloc = total, dict(search.alloc)

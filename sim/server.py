@@ -8,6 +8,8 @@ Routes of :func:`make_sim_app`:
     exporter. Unknown node: 404.
 ``GET /truth/metrics``
     ground truth (``toposcope_sim_*``): true and best throughput per workload.
+``GET /metrics``
+    the simulator process's own ``process_*`` and ``toposcope_build_info``.
 ``GET /targets.json``
     the file_sd targets this server would write (see :func:`file_sd_targets`).
 ``/api/...``
@@ -39,6 +41,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from toposcope.exporters.app import render
 from toposcope.httpserver import HttpServer
+from toposcope.selfmetrics import with_self_metrics
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.nodefs import ExportersClosed, SimExporters
 from toposcope.sim.paths import UnsafePathError
@@ -153,7 +156,7 @@ def make_sim_app(
             return [_landing(cluster)]
         return _text(start_response, "404 Not Found", "not found\n")
 
-    return app
+    return with_self_metrics(app)
 
 
 def _node_metrics(

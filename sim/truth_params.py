@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -192,6 +194,29 @@ def load_truth(path: Path | str = TRUTH_FILE) -> Truth:
 
 
 @cache
-def truth() -> Truth:
+def shipped_truth() -> Truth:
     """The shipped truth (read once)."""
     return load_truth(TRUTH_FILE)
+
+
+#: truths put in place by :func:`truth_in_effect`, innermost last
+_IN_EFFECT: list[Truth] = []
+
+
+def truth() -> Truth:
+    """The truth the model reads: the shipped one, or the one :func:`truth_in_effect` put in
+    place (a perturbed truth for the closed loop's robustness runs).
+    """
+    return _IN_EFFECT[-1] if _IN_EFFECT else shipped_truth()
+
+
+@contextmanager
+def truth_in_effect(replacement: Truth) -> Iterator[Truth]:
+    """Make the model read ``replacement`` instead of the shipped truth while the block runs
+    (this process only; the advisor, another process, never reads either).
+    """
+    _IN_EFFECT.append(replacement)
+    try:
+        yield replacement
+    finally:
+        _IN_EFFECT.remove(replacement)

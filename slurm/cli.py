@@ -5,7 +5,10 @@
   topology (``Cores=`` of each GPU, ``Links=`` from the NVLink matrix);
 * ``toposcope slurm show [--format text|json]`` prints the nodes, running jobs (CPU ids, GPU
   indices) and pending jobs, read from slurmrestd (``--slurm-url`` and a JWT) or from the
-  Slurm commands.
+  Slurm commands;
+* ``toposcope slurm exporter [--web.listen-address 127.0.0.1:9852] [--web.config.file FILE]
+  [--print]`` serves the queue and fairness metrics (``toposcope_queue_*``) read from Slurm
+  on every scrape (:mod:`toposcope.slurm.exporter`).
 """
 
 from __future__ import annotations
@@ -13,20 +16,35 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
 from toposcope.config import HostPaths
 from toposcope.errors import ConfigError, UsageError
+from toposcope.httpserver import HttpServer
 from toposcope.names import is_node_name
+from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app
 from toposcope.slurm.gresconf import DEFAULT_DEVICE_FILE, gres_conf_lines
 from toposcope.slurm.report import state_to_json, state_to_text
-from toposcope.slurm.settings import add_slurm_options, open_reader, settings_from_args
+from toposcope.slurm.settings import (
+    add_slurm_options,
+    open_commands,
+    open_reader,
+    settings_from_args,
+)
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import Topology
 from toposcope.topology.nvidia_smi import build_from_nvidia_smi_topo
 from toposcope.topology.sysfs import build_from_sysfs
+from toposcope.webflags import add_web_arguments, apply_web_arguments
+
+LOG = logging.getLogger("toposcope.slurm")
+#: where ``toposcope slurm exporter`` listens unless told otherwise (the exporter is 9847)
+DEFAULT_LISTEN = "127.0.0.1:9852"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show = actions.add_parser("show", help="print Slurm's nodes, running and pending jobs")
     show.add_argument("--format", choices=["text", "json"], default="text")
     add_slurm_options(show)
+    exporter = actions.add_parser(
+        "exporter", help="serve Slurm's queue and fairness metrics on /metrics"
+    )
+    add_web_arguments(
+        exporter,
+        DEFAULT_LISTEN,
+        f"address to serve /metrics on (default {DEFAULT_LISTEN}, loopback only)",
+    )
+    exporter.add_argument(
+        "--print", action="store_true", help="print one scrape to standard output and exit"
+    )
+    add_slurm_options(exporter)
 
 
 def _read_text(path: str) -> str:
@@ -108,4 +138,27 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(state_to_text(state))
         return 0
-    raise UsageError("choose an action: toposcope slurm gres-conf | show (see --help)")
+    if args.slurm_action == "exporter":
+        return serve_exporter(args)
+    raise UsageError("choose an action: toposcope slurm gres-conf | show | exporter (see --help)")
+
+
+def serve_exporter(args: argparse.Namespace) -> int:
+    """``toposcope slurm exporter``: print one scrape, or serve until signalled."""
+    settings = settings_from_args(args, os.environ)
+    reader = open_reader(settings)
+    collector = QueueCollector(reader, open_commands(settings))
+    registry = exporter_registry(collector)
+    if args.print:
+        sys.stdout.write(generate_latest(registry).decode())
+        return 0
+    server = HttpServer(make_app(registry, reader.source), args.listen, methods=("GET", "HEAD"))
+    web = apply_web_arguments(server, args)
+    LOG.info(
+        "serving /metrics on %s (%s), reading Slurm from %s",
+        ", ".join([args.listen, *(args.listen_also or [])]),
+        "TLS" if web is not None and web.tls else "plain HTTP",
+        reader.source,
+    )
+    server.serve_until_signalled()
+    return 0

@@ -53,13 +53,27 @@ class NodeShape:
 
 
 @dataclass(frozen=True)
+class DescribedNode:
+    """A node with its own shape and its own gres.conf lines (e.g. a simulated machine's).
+
+    ``gres_lines`` are complete ``NodeName=... Name=gpu File=... Cores=...`` lines whose
+    ``File=`` names the cluster's fake devices.
+    """
+
+    name: str
+    shape: NodeShape
+    gres_lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     """A cluster of ``nodes`` identical nodes named ``<node_prefix>1`` ... in one partition.
 
     ``cgroups``: ``True`` for ``proctrack/cgroup`` + ``task/cgroup`` (cgroup v1, devices
     constrained), ``False`` for ``proctrack/linuxproc``, ``None`` to use cgroups where the host
     mounts cgroup v1 controllers. Node names also name the nodes' cgroup directories
-    (``slurm_<node>``), so two clusters on one host need different prefixes.
+    (``slurm_<node>``), so two clusters on one host need different prefixes. ``described``
+    nodes, when given, replace the ``nodes`` identical ones (names, shapes, gres.conf lines).
     """
 
     nodes: int = 4
@@ -69,11 +83,26 @@ class ClusterSpec:
     partition: str = "gpu"
     cgroups: bool | None = None
     rest: bool = True
+    described: tuple[DescribedNode, ...] = ()
 
     @property
     def node_names(self) -> tuple[str, ...]:
         """The nodes' names, in order."""
+        if self.described:
+            return tuple(node.name for node in self.described)
         return tuple(f"{self.node_prefix}{i}" for i in range(1, self.nodes + 1))
+
+    @property
+    def shapes(self) -> tuple[NodeShape, ...]:
+        """Each node's shape, in the order of :attr:`node_names`."""
+        if self.described:
+            return tuple(node.shape for node in self.described)
+        return (self.shape,) * self.nodes
+
+    @property
+    def max_gpus(self) -> int:
+        """The most GPUs of one node (how many fake devices the host needs)."""
+        return max((shape.gpus for shape in self.shapes), default=0)
 
 
 @dataclass(frozen=True)
@@ -144,7 +173,6 @@ class ClusterLayout:
 def slurm_conf_text(spec: ClusterSpec, layout: ClusterLayout, ports: Ports, cgroups: bool) -> str:
     """slurm.conf for the cluster, every daemon on 127.0.0.1."""
     root = layout.root
-    shape = spec.shape
     tracking = (
         ["ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup,task/affinity"]
         if cgroups
@@ -186,8 +214,8 @@ def slurm_conf_text(spec: ClusterSpec, layout: ClusterLayout, ports: Ports, cgro
         "MpiDefault=none",
         "SlurmdParameters=config_overrides",
     ]
-    gres = f" Gres={shape.gres}" if shape.gres else ""
-    for name, port in zip(spec.node_names, ports.nodes, strict=True):
+    for name, port, shape in zip(spec.node_names, ports.nodes, spec.shapes, strict=True):
+        gres = f" Gres={shape.gres}" if shape.gres else ""
         lines.append(
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
             f"Sockets={shape.sockets} CoresPerSocket={shape.cores_per_socket} "
@@ -202,9 +230,15 @@ def slurm_conf_text(spec: ClusterSpec, layout: ClusterLayout, ports: Ports, cgro
 
 
 def gres_conf_text(spec: ClusterSpec, layout: ClusterLayout) -> str:
-    """gres.conf giving each socket its share of the GPUs, with that socket's cores."""
-    shape = spec.shape
+    """gres.conf giving each socket its share of the GPUs, with that socket's cores.
+
+    Described nodes bring their own lines.
+    """
     lines = ["AutoDetect=off"]
+    if spec.described:
+        lines.extend(line for node in spec.described for line in node.gres_lines)
+        return "\n".join(lines) + "\n"
+    shape = spec.shape
     per_socket = -(-shape.gpus // shape.sockets) if shape.gpus else 0
     type_text = f" Type={shape.gpu_type}" if shape.gpu_type else ""
     for socket in range(shape.sockets):
@@ -265,7 +299,7 @@ def write_files(
     layout.munge.mkdir(mode=0o755, exist_ok=True)
     for directory in (layout.root, layout.etc, layout.munge):
         directory.chmod(0o755)
-    make_devices(layout, spec.shape.gpus)
+    make_devices(layout, spec.max_gpus)
     _write_private(layout.jwt_key, secrets.token_bytes(_JWT_KEY_BYTES))
     _write_private(layout.munge / "munge.key", secrets.token_bytes(_MUNGE_KEY_BYTES))
     layout.slurm_conf.write_text(slurm_conf_text(spec, layout, ports, cgroups))

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
+from toposcope.topology.cores import ordered_cores
 from toposcope.topology.model import LinkType, Topology
 
 #: Where NVIDIA's driver puts GPU N's device file.
@@ -39,24 +40,7 @@ def slurm_core_indices(topology: Topology) -> dict[int, int]:
 
     Raises :class:`ConfigError` when the topology does not say which core each CPU is on.
     """
-    cores: dict[tuple[int, int], list[int]] = {}
-    for cpu in topology.cpus:
-        if cpu.core is None or cpu.package is None:
-            raise ConfigError(
-                f"the topology from {topology.source or 'its source'} does not give CPU "
-                f"{cpu.id}'s package and core, which Slurm's Cores= counts in"
-            )
-        cores.setdefault((cpu.package, cpu.core), []).append(cpu.id)
-    if not cores:
-        raise ConfigError(
-            f"the topology from {topology.source or 'its source'} lists no CPUs with their "
-            "cores: read sysfs (--path.sysfs, --root) or an hwloc XML file (--hwloc-xml)"
-        )
-    first_cpu_of_package: dict[int, int] = {}
-    for (package, _), cpus in cores.items():
-        first_cpu_of_package[package] = min(first_cpu_of_package.get(package, min(cpus)), *cpus)
-    ordered = sorted(cores, key=lambda k: (first_cpu_of_package[k[0]], min(cores[k])))
-    return {cpu: index for index, key in enumerate(ordered) for cpu in cores[key]}
+    return {cpu: index for index, core in enumerate(ordered_cores(topology)) for cpu in core}
 
 
 def _nvlinks(link: str) -> int:
@@ -78,8 +62,8 @@ def _links_row(topology: Topology, gpu: int, indices: Iterable[int]) -> str:
     return ",".join(cells)
 
 
-def node_line_hint(topology: Topology) -> str | None:
-    """slurm.conf's ``Sockets= CoresPerSocket= ThreadsPerCore=`` for the topology, if uniform."""
+def node_shape(topology: Topology) -> tuple[int, int, int] | None:
+    """(sockets, cores per socket, threads per core) of the topology, if uniform."""
     cores: dict[int, set[int]] = {}
     threads: dict[tuple[int, int], int] = {}
     for cpu in topology.cpus:
@@ -91,7 +75,16 @@ def node_line_hint(topology: Topology) -> str | None:
     per_core = set(threads.values())
     if len(per_socket) != 1 or len(per_core) != 1:
         return None
-    return f"Sockets={len(cores)} CoresPerSocket={per_socket.pop()} ThreadsPerCore={per_core.pop()}"
+    return len(cores), per_socket.pop(), per_core.pop()
+
+
+def node_line_hint(topology: Topology) -> str | None:
+    """slurm.conf's ``Sockets= CoresPerSocket= ThreadsPerCore=`` for the topology, if uniform."""
+    shape = node_shape(topology)
+    if shape is None:
+        return None
+    sockets, cores, threads = shape
+    return f"Sockets={sockets} CoresPerSocket={cores} ThreadsPerCore={threads}"
 
 
 def gres_conf_lines(

@@ -18,9 +18,9 @@
   see :mod:`~toposcope.slurm.migration`. Refused for a job that did not.
 * ``release`` with GPUs gives back the idle GPUs of a running job by the operator's
   configured action (a lower time limit or a signal); refused as not configured otherwise.
-  A ``release`` *without* GPUs undoes a placement (the advisor's revert of a ``place`` names
-  no GPUs, since the placement's result holds none): the pending job's ``ReqNodeList`` is
-  cleared again. A job that already started cannot be un-placed (409).
+* ``unplace`` undoes a placement (the advisor's revert of a ``place``): the pending job's
+  ``ReqNodeList`` is cleared again. A job that already started cannot be un-placed (409). A
+  ``release`` *without* GPUs does the same, as it did before the contract had ``unplace``.
 * ``pin`` and ``migrate-memory`` are refused (400) with advice: Slurm does not change a
   running job's binding.
 
@@ -117,7 +117,7 @@ class SlurmResourceManager(BaseResourceManager):
             return self.migrations.start(self._new_id(), request, job_id, state)
         if request.gpus:
             return self._release_idle(request, job_id, state)
-        return self._unplace(request, job_id, state)
+        return self._unplace_job(request, job_id, state)
 
     def _current(self, state: ActionState) -> ActionState:
         """A migration stays ``running`` until Slurm runs the job on its target node."""
@@ -171,14 +171,17 @@ class SlurmResourceManager(BaseResourceManager):
             self._new_id(), request, ActionStatus.SUCCEEDED, before=None, after=Allocation(node)
         )
 
-    def _unplace(self, request: ActionRequest, job_id: int, state: ClusterState) -> ActionState:
-        """A release without GPUs: the undoing of a placement (see the module docstring)."""
+    def _unplace(self, request: ActionRequest) -> ActionState:
+        """Undo a placement: clear the pending job's node list (see the module docstring)."""
+        return self._unplace_job(request, job_id_of(request.workload), self.read())
+
+    def _unplace_job(self, request: ActionRequest, job_id: int, state: ClusterState) -> ActionState:
+        """Clear the node list a placement gave the pending job (see the module docstring)."""
         job = state.job(job_id)
         node = request.node
         if node is None:
             raise ResourceManagerError(
-                "a release without GPUs undoes a placement and needs the node it placed on "
-                "(a release of idle GPUs names the GPUs)",
+                "undoing a placement needs the node it placed on",
                 400,
                 "node",
             )

@@ -56,6 +56,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "dash": ("toposcope.dashboards.app.cli", "serve the Dash app: cluster, nodes, advice"),
     "docs": ("toposcope.docs", "generate reference documentation (docs/metrics.md)"),
+    "rules": (
+        "toposcope.rules.cli",
+        "export the alert rules (files or a PrometheusRule) with your selectors and thresholds",
+    ),
+    "dashboards": (
+        "toposcope.dashboards.grafana.export_cli",
+        "export the Grafana dashboards' JSON files",
+    ),
     "slurm": (
         "toposcope.slurm.cli",
         "read Slurm's nodes and jobs; print a node's gres.conf lines from its topology",

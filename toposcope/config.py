@@ -75,7 +75,9 @@ class WorkloadSettings:
     (group 1 = the device minor). ``gpu_fds`` turns the ``/proc/PID/fd`` scan for GPU
     device files on or off; ``numa_maps`` allows the ``/proc/PID/numa_maps`` fallback for
     memory placement (off on hosts with huge processes: the kernel walks their page tables
-    under the mmap lock to answer).
+    under the mmap lock to answer). ``sample_interval`` is how often a background sampler
+    reads the workloads (seconds; the exporter serves the last complete sample and exports its
+    age); 0 reads them inside every scrape (one-shot prints, the simulator, tests).
     """
 
     mode: str = "cgroup"
@@ -86,12 +88,34 @@ class WorkloadSettings:
     gpu_device_pattern: str = r"^/dev/nvidia(\d+)$"
     gpu_fds: bool = True
     numa_maps: bool = True
+    sample_interval: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.sample_interval <= 3600:
+            raise ConfigError(
+                f"workload sample interval must be 0 to 3600 seconds, not {self.sample_interval}"
+            )
         if self.mode not in ("cgroup", "process"):
             raise ConfigError(f"workload mode must be 'cgroup' or 'process', not {self.mode!r}")
         if self.max_workloads < 1:
             raise ConfigError("max_workloads must be at least 1")
+
+
+@dataclass(frozen=True)
+class PodOwnerSettings:
+    """How the exporter lists its node's pods for their owner and QoS class (opt-in).
+
+    ``kubeconfig`` is a kubeconfig file (``None``: the pod's service account), ``node_name``
+    the node whose pods are listed, ``refresh_seconds`` how old the list may get.
+    """
+
+    node_name: str
+    kubeconfig: str | None = None
+    refresh_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.refresh_seconds > 0:
+            raise ConfigError("--kubernetes.refresh must be a positive number of seconds")
 
 
 @dataclass(frozen=True)
@@ -101,7 +125,8 @@ class ExporterConfig:
     ``pod_resources_socket`` is the kubelet's pod-resources socket (``None``: its default
     path, used only where it exists); ``runtime_state`` the container runtimes' state
     directories on the host, read under ``paths.rootfs`` (empty: containerd's and CRI-O's
-    defaults).
+    defaults); ``pod_owners`` says how to read pod owners from the API server (``None``:
+    not at all).
     """
 
     paths: HostPaths = field(default_factory=HostPaths)
@@ -112,3 +137,4 @@ class ExporterConfig:
     pcm_url: str | None = None
     pod_resources_socket: str | None = None
     runtime_state: tuple[str, ...] = ()
+    pod_owners: PodOwnerSettings | None = None

@@ -1,6 +1,7 @@
 """The WSGI layer every toposcope server puts around its application: basic auth and the
-extra headers of the web configuration, a JSON 503 before the application is set, and a JSON
-500 (logged here, never with a traceback) when the application raises.
+extra headers of the web configuration, a JSON 503 before the application is set, a JSON
+500 (logged here, never with a traceback) when the application raises, and gzip for metrics
+answers (:mod:`toposcope.httpgzip`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from toposcope.httpgzip import WsgiApp, gzip_metrics
 from toposcope.httplimits import Refusal, json_error
 from toposcope.livewebconfig import LiveWebConfig
 
 LOG = logging.getLogger("toposcope.http")
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 STARTING = Refusal(503, "the server is starting")
 UNAUTHORIZED = Refusal(
@@ -54,7 +54,7 @@ class Guard:
         if app is None:
             return _with_headers(STARTING.app, headers)(environ, start_response)
         try:
-            return _with_headers(app, headers)(environ, start_response)
+            return _with_headers(gzip_metrics(app), headers)(environ, start_response)
         except Exception:
             request = f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}"
             LOG.error("error answering %s", request, exc_info=True)

@@ -36,7 +36,8 @@ from collections.abc import Collection
 
 from toposcope.errors import UsageError
 from toposcope.httpconnection import SERVER_SOFTWARE, ToposcopeServer
-from toposcope.httpguard import Guard, WsgiApp
+from toposcope.httpguard import Guard
+from toposcope.httpgzip import WsgiApp
 from toposcope.httplimits import DEFAULT_MAX_BODY, DEFAULT_METHODS, RequestLimits
 from toposcope.livewebconfig import LiveTlsAdapter, LiveWebConfig
 

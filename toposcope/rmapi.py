@@ -27,7 +27,8 @@ allows, 413 for one over 1 MiB, 405 (with ``Allow``) for a method the route does
 for a body that does not match the schema (worded by :func:`toposcope.rm.validation.describe`,
 as every backend words it), and the status of :class:`ResourceManagerError` (404 unknown
 workload, 409 GPUs taken or a request_id reused for another request, 400 CPUs not on the
-node...) for requests the resource manager refuses.
+node, 429 with ``Retry-After`` when it may succeed later: a
+:class:`~toposcope.rm.errors.RetryLaterError`) for requests the resource manager refuses.
 
 Regenerate the committed document with
 ``python -m toposcope.rmapi --write-openapi docs/openapi.json``.
@@ -58,6 +59,7 @@ from toposcope.rm import (
     BaseResourceManager,
     NodeView,
     ResourceManagerError,
+    RetryLaterError,
     WorkloadView,
 )
 from toposcope.rm.validation import describe
@@ -167,6 +169,8 @@ def _error_responses(*statuses: int) -> dict[int | str, Any]:
         404: "Not found",
         409: "Conflicts with the current allocation (e.g. GPUs taken), or a request_id "
         "already used for a different request",
+        429: "Refused for now, nothing done: the same request may succeed later (e.g. a "
+        "disruption budget allows no eviction now); Retry-After says when, if known",
     }
     ref = {"$ref": "#/components/schemas/Error"}
     return {
@@ -197,7 +201,7 @@ def make_api_app(rm: ActionServer, token: str | None, prefix: str = DEFAULT_PREF
         version=API_VERSION,
         description=(
             "Nodes, workloads and idempotent allocation changes (pin, migrate-memory, place, "
-            "migrate, release) of one resource manager: the simulator or a node agent."
+            "migrate, release, unplace) of one resource manager: the simulator or a node agent."
         ),
         spec_path=f"{prefix}/openapi.json",
         max_body=DEFAULT_MAX_BODY,
@@ -222,7 +226,10 @@ def make_api_app(rm: ActionServer, token: str | None, prefix: str = DEFAULT_PREF
     @app.errorhandler(ResourceManagerError)
     def on_refused(error: ResourceManagerError) -> Response:
         status = error.status if 400 <= error.status <= 599 else 500
-        return _error(str(error), status, error.field)
+        headers = Headers()
+        if isinstance(error, RetryLaterError) and error.retry_after_s is not None:
+            headers["Retry-After"] = str(max(0, round(error.retry_after_s)))
+        return _error(str(error), status, error.field, headers)
 
     @app.get(f"{prefix}/healthz")
     @app.output(Health)
@@ -274,7 +281,7 @@ def make_api_app(rm: ActionServer, token: str | None, prefix: str = DEFAULT_PREF
                 "action as it stands now, nothing done again",
                 "content": {"application/json": {"schema": state_ref}},
             },
-            **_error_responses(400, 401, 403, 404, 409),
+            **_error_responses(400, 401, 403, 404, 409, 429),
         },
     )
     @_require_token(token)

@@ -14,6 +14,9 @@ their actions through a :class:`~toposcope.resources.ResourceManager`:
   (``GET /actions/{request_id}``);
 * all or nothing per recommendation: when an action fails, the ones of the same
   recommendation already applied are reverted;
+* retry later: an action the resource manager refuses only for now (429, a disruption
+  budget) is recorded ``retry-later`` and its recommendation's outcome is ``retry-later``
+  (handled like a failure, earlier actions reverted); the next round applies it again;
 * :meth:`revert` undoes a recommendation (or one action) from the recorded before-state.
 
 Recording answers and settling open rows is the ledger's
@@ -43,6 +46,7 @@ from toposcope.advisor.audit import (
     FAILED,
     IN_PROGRESS,
     PARTIAL,
+    RETRY_LATER,
     REVERTED,
     RUNNING,
     SUCCEEDED,
@@ -62,6 +66,7 @@ from toposcope.resources import (
     ResourceManager,
     ResourceManagerError,
 )
+from toposcope.rm import is_retry_later
 
 __all__ = [
     "DEFAULT_POLL_SECONDS",
@@ -232,8 +237,12 @@ class Applier:
             try:
                 state = self.manager.apply(action)
             except ResourceManagerError as exc:
-                self.audit.record_result(action.request_id, FAILED, error=str(exc))
-                return self._fail(rec, done, f"{action.request_id}: {exc}")
+                later = is_retry_later(exc)
+                self.audit.record_result(
+                    action.request_id, RETRY_LATER if later else FAILED, error=str(exc)
+                )
+                result = RETRY_LATER if later else "failed"
+                return self._fail(rec, done, f"{action.request_id}: {exc}", result)
             except AdvisorConnectionError as exc:
                 self.audit.record_result(action.request_id, UNKNOWN, error=str(exc))
                 run.unreachable = str(exc)
@@ -249,9 +258,11 @@ class Applier:
             detail += f"; still running: {', '.join(running)}"
         return Outcome(rec.id, node, "applied", detail, tuple(done))
 
-    def _fail(self, rec: Recommendation, done: list[ActionState], detail: str) -> Outcome:
+    def _fail(
+        self, rec: Recommendation, done: list[ActionState], detail: str, result: str = FAILED
+    ) -> Outcome:
         assert self.audit is not None and self._reverter is not None
-        self.counts[(str(rec.kind), "failed")] += 1
+        self.counts[(str(rec.kind), result)] += 1
         rows = (self.audit.entry(s.request.request_id) for s in reversed(done))
         entries = [e for e in rows if e is not None]
         undone = []
@@ -262,7 +273,7 @@ class Applier:
                 detail += f"; {entry.request_id} not reverted ({outcome.result}: {outcome.detail})"
         if undone:
             detail += f"; reverted {', '.join(undone)}"
-        return Outcome(rec.id, rec.target.node, "failed", detail, tuple(done))
+        return Outcome(rec.id, rec.target.node, result, detail, tuple(done))
 
     # reverting ----------------------------------------------------------------------------
     def revert(self, ident: str) -> list[Outcome]:

@@ -142,6 +142,7 @@ class ActionLedger:
             before=state.before,
             after=state.after,
             error=state.error,
+            irreversible=state.irreversible,
         )
         return result
 

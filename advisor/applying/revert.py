@@ -1,15 +1,17 @@
 """Undoing applied actions from their recorded before-state, newest first.
 
 :func:`inverse_request` turns an audit row into the request that undoes it (a ``place`` is
-undone by a ``release``; a ``release`` cannot be undone). :class:`Reverter` sends those
-requests for a recommendation (or one action), newest action first. An action still running
-is waited for (polling the resource manager, up to ``wait_seconds`` per call; the
-resource-manager API has no way to cancel one) and so is the revert action itself; what is
-still running when the time is up is reported as ``running`` and left as it is, and older
-actions are then left alone too (``not-reverted``), since undoing them under a newer change
-would restore the wrong state. A later revert picks up where this one stopped. The audit
-log's state machine (:mod:`toposcope.advisor.audit`) marks an action ``reverted`` only once
-its revert finished.
+undone by an ``unplace``; a ``release`` cannot be undone; an action whose resource manager
+said how it undoes it, ``irreversible`` true or false, is undone by an ``unplace`` on its
+node, which takes back what that backend recorded, such as its steering or a scale-down).
+:class:`Reverter` sends those requests for a recommendation (or one action), newest action
+first. An action still running is waited for (polling the resource manager, up to
+``wait_seconds`` per call; the resource-manager API has no way to cancel one) and so is the
+revert action itself; what is still running when the time is up is reported as ``running``
+and left as it is, and older actions are then left alone too (``not-reverted``), since
+undoing them under a newer change would restore the wrong state. A later revert picks up
+where this one stopped. The audit log's state machine (:mod:`toposcope.advisor.audit`) marks
+an action ``reverted`` only once its revert finished.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from toposcope.advisor.applying.ledger import DEFAULT_WAIT_SECONDS, ActionLedger, Outcome
 from toposcope.advisor.audit import (
     FAILED,
+    NO_EFFECT,
     NOT_APPLIED,
     REVERTED,
     RUNNING,
@@ -42,14 +45,15 @@ def inverse_request(entry: AuditEntry) -> ActionRequest:
     before = entry.before
     request_id = f"revert-{entry.request_id}"
     reason = f"revert {entry.request_id}"
+    if kind == ActionKind.PLACE or entry.irreversible is not None:
+        node = entry.node or (before.node if before is not None else None)
+        gpus = entry.after.gpus if entry.after else list(entry.request.get("gpus", []))
+        return ActionRequest(
+            request_id, ActionKind.UNPLACE, entry.workload, node, gpus=gpus, reason=reason
+        )
     if kind == ActionKind.RELEASE:
         raise ConfigError(
             f"{entry.request_id}: a release cannot be reverted (the GPUs went back to the pool)"
-        )
-    if kind == ActionKind.PLACE:
-        gpus = entry.after.gpus if entry.after else list(entry.request.get("gpus", []))
-        return ActionRequest(
-            request_id, ActionKind.RELEASE, entry.workload, entry.node, gpus=gpus, reason=reason
         )
     if before is None:
         raise ConfigError(f"{entry.request_id}: no before-state was recorded, cannot revert")
@@ -102,7 +106,7 @@ class Reverter:
         chosen = [
             e
             for e in entries
-            if e.reverts is None and e.state not in (REVERTED, FAILED, NOT_APPLIED)
+            if e.reverts is None and e.state != REVERTED and e.state not in NO_EFFECT
         ]
         if not chosen:
             raise ConfigError(f"nothing applied and not yet reverted under {ident!r}")
@@ -129,7 +133,7 @@ class Reverter:
     def _undo_one(self, entry: AuditEntry, deadline: float) -> Outcome:
         audit = self.ledger.audit
         rid = entry.request_id
-        if entry.state in (FAILED, NOT_APPLIED):
+        if entry.state in NO_EFFECT:
             return _outcome(entry, "skipped", f"{rid} {entry.state}; nothing to undo")
         if entry.state == RUNNING:
             return _outcome(

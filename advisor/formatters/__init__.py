@@ -1,18 +1,39 @@
-"""Report formatters: plain functions ``(report) -> str`` registered by name.
+"""Report formatters: plain functions ``(report, options) -> str`` registered by name.
 
 :func:`formatter` registers a function under a name in :data:`FORMATTERS`; the modules
-below register table, json, csv, markdown and html when this package is imported. A
-formatter reads only the report it is given (no settings from elsewhere).
+below (one per format: table, json, yaml, csv, markdown, html) register themselves when this
+package is imported. A formatter reads only the report and the :class:`FormatOptions` it is
+given, never settings from elsewhere; the formatters know nothing of loaders or policies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from toposcope.errors import ConfigError
 from toposcope.recommendation import Report
 
-Formatter = Callable[[Report], str]
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """How to render: ``width`` is the line length a table wraps to (0: never wrap)."""
+
+    width: int = 0
+
+
+#: the options a formatter gets when its caller gives none
+DEFAULT_OPTIONS = FormatOptions()
+
+
+class Formatter(Protocol):
+    """A function rendering one report as text."""
+
+    def __call__(self, report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
+        """The report as text."""
+        ...
+
 
 #: format name -> formatter, filled by :func:`formatter`
 FORMATTERS: dict[str, Formatter] = {}
@@ -40,6 +61,26 @@ def find_formatter(name: str) -> Formatter:
         ) from None
 
 
-from toposcope.advisor.formatters import html, text  # noqa: E402  (registration)
+from toposcope.advisor.formatters import (  # noqa: E402  (registration)
+    csv_report,
+    html,
+    json_report,
+    markdown,
+    table,
+    yaml_report,
+)
 
-__all__ = ["FORMATTERS", "Formatter", "find_formatter", "formatter", "html", "text"]
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "FORMATTERS",
+    "FormatOptions",
+    "Formatter",
+    "csv_report",
+    "find_formatter",
+    "formatter",
+    "html",
+    "json_report",
+    "markdown",
+    "table",
+    "yaml_report",
+]

@@ -10,8 +10,8 @@ import html
 
 import plotly.graph_objects as go
 
-from toposcope.advisor.formatters import formatter
-from toposcope.advisor.formatters.text import header
+from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
+from toposcope.advisor.formatters.cells import action_text, header
 from toposcope.recommendation import Report
 
 _STYLE = """
@@ -51,16 +51,15 @@ def _chart(report: Report) -> str:
 
 
 @formatter("html")
-def as_html(report: Report) -> str:
-    """A standalone HTML page: metadata, plotly bar chart, table by gain, notes."""
+def as_html(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
+    """A standalone HTML page: metadata, plotly bar chart, table by gain (actions with
+    compact CPU lists), notes.
+    """
     esc = html.escape
     run = report.run
     rows = []
     for r in report.by_gain():
-        actions = "<br>".join(
-            esc(f"{a.kind} {a.workload} node={a.node} cpus={a.cpus} mems={a.mems} gpus={a.gpus}")
-            for a in r.actions
-        )
+        actions = "<br>".join(esc(f"{a.workload}: {action_text(a)}") for a in r.actions)
         rows.append(
             f'<tr class="{esc(str(r.severity))}"><td><code>{esc(r.id)}</code></td>'
             f"<td>{esc(str(r.kind))}</td><td>{esc(r.target.label())}</td>"

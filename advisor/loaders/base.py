@@ -182,5 +182,7 @@ def check_selector(selector: str) -> str:
         return ""
     matcher = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
     if not re.fullmatch(rf"{matcher}(,{matcher})*,?", text):
-        raise ConfigError(f'--selector {selector!r} is not a list of label matchers like job="x"')
+        raise ConfigError(
+            f'--prometheus-selector {selector!r} is not a list of label matchers like job="x"'
+        )
     return text

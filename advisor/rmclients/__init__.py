@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from toposcope.advisor.rmclients.allowlist import resolver_from_options
+from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.dry_run import DryRunResourceManager
 from toposcope.advisor.rmclients.endpoints import EndpointResolver
 from toposcope.advisor.rmclients.http import AgentResourceManager, HttpResourceManager
@@ -81,12 +82,13 @@ def make_resource_manager(
     timeout: float = 30.0,
     agents: EndpointResolver | None = None,
     options: Mapping[str, object] | None = None,
+    tls: ClientTls | None = None,
 ) -> ResourceManager:
     """The resource manager for ``backend`` (``ConfigError`` for missing options).
 
     ``agents`` is the allow-list of node agents the ``agent`` backend may call (see
     :func:`~.endpoints.resolver_from_options`); ``options`` are what a registered backend's
-    factory gets (:func:`backend_options`).
+    factory gets (:func:`backend_options`); ``tls`` how the HTTP backends connect.
     """
     if backend == "dry-run":
         return DryRunResourceManager(out)
@@ -100,16 +102,17 @@ def make_resource_manager(
     if backend == "agent":
         if agents is None:
             agents = resolver_from_options(url=url, url_map=None, endpoints=None, token=token)
-        return AgentResourceManager(agents, nodes, timeout=timeout)
+        return AgentResourceManager(agents, nodes, timeout=timeout, tls=tls)
     if not url:
         raise ConfigError(f"--resource-manager {backend} needs --rm-url")
-    return HttpResourceManager(url, token, timeout=timeout)
+    return HttpResourceManager(url, token, timeout=timeout, tls=tls)
 
 
 __all__ = [
     "BACKENDS",
     "OPTIONS_GROUP",
     "AgentResourceManager",
+    "ClientTls",
     "DryRunResourceManager",
     "EndpointResolver",
     "HttpResourceManager",

@@ -18,7 +18,6 @@ slot of a template is replaced by a validated name or IP, never by text substitu
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import urllib.error
 import urllib.parse
@@ -31,6 +30,7 @@ from typing import Any, Protocol
 import yaml
 
 from toposcope.errors import ConfigError
+from toposcope.kubeapi import check_api_url, url_host
 from toposcope.names import InvalidNameError, check_node_name, is_node_name
 from toposcope.tokens import load_token
 
@@ -108,19 +108,12 @@ class UrlTemplate:
 
 
 def check_agent_url(url: str, where: str) -> str:
-    """``url`` when it is a plain ``http(s)://host[:port]/path`` (no credentials or query)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: bad URL {url!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{where}: {url!r} is not an http:// or https:// URL with a host")
-    if parts.username or parts.password or parts.query or parts.fragment:
-        raise ConfigError(f"{where}: {url!r} must not carry credentials, a query or a fragment")
+    """``url`` when it is a plain ``http(s)://host[:port]/path`` (no credentials or query,
+    the core's :func:`~toposcope.kubeapi.check_api_url`) with no node placeholder left.
+    """
     if NODE_PLACEHOLDER in url:
         raise ConfigError(f"{where}: {url!r} still holds {NODE_PLACEHOLDER}")
-    host_part(parts.hostname)
+    check_api_url(url, where)
     return url
 
 
@@ -246,13 +239,7 @@ def _node(name: object, where: str) -> str:
 
 def host_part(host: str) -> str:
     """``host`` as a URL host (IPv6 in brackets); ``ConfigError`` unless a host name or IP."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        if not is_node_name(host):
-            raise ConfigError(f"{host!r} is neither a host name nor an IP address") from None
-        return host
-    return f"[{address}]" if address.version == 6 else str(address)
+    return url_host(host)
 
 
 def nodes_allowed(resolver: EndpointResolver, nodes: Iterable[str]) -> list[str]:

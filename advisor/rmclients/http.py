@@ -5,13 +5,16 @@ node, at the endpoint the operator's allow-list gives for it (:mod:`.endpoints`)
 carry ``Authorization: Bearer TOKEN``. Bodies are written and answers read with the core
 models (:mod:`toposcope.rm.validation`), in the one shape the API has (a JSON array for a
 list). Refusals come back as :class:`~toposcope.rm.errors.ResourceManagerError` with the
-HTTP status and the field the server named; an unreachable server, or an answer that does not
-fit the models, as :class:`~toposcope.advisor.errors.AdvisorConnectionError` naming the URL.
+HTTP status and the field the server named; an unreachable server, a failed TLS handshake, or
+an answer that does not fit the models, as
+:class:`~toposcope.advisor.errors.AdvisorConnectionError` naming the URL. TLS and where a
+token may travel in clear: :mod:`.clienttls`.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,7 +23,9 @@ from typing import Any, TypeVar
 
 from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
+from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
+from toposcope.errors import ConfigError
 from toposcope.names import is_node_name
 from toposcope.rm import (
     ActionRequest,
@@ -43,12 +48,26 @@ def api_base(url: str) -> str:
 
 
 class HttpResourceManager:
-    """Client of one resource-manager API at ``url`` with a bearer ``token``."""
+    """Client of one resource-manager API at ``url`` with a bearer ``token``.
 
-    def __init__(self, url: str, token: str | None, *, timeout: float = 30.0) -> None:
+    ``tls`` says how ``https://`` URLs are checked and whether the token may go over plain
+    HTTP to another host (``ConfigError`` here when it may not).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        timeout: float = 30.0,
+        tls: ClientTls | None = None,
+    ) -> None:
         self.url = api_base(url)
         self.token = token
         self.timeout = timeout
+        self.tls = tls or ClientTls()
+        self.tls.check(self.url, token)
+        self.context = self.tls.opener_context(self.url)
 
     def _call(self, method: str, path: str, body: object = None) -> Any:
         url = f"{self.url}{path}"
@@ -61,7 +80,9 @@ class HttpResourceManager:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(
+                request, timeout=self.timeout, context=self.context
+            ) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             message, field = _error_answer(exc.read())
@@ -73,7 +94,14 @@ class HttpResourceManager:
                 ) from exc
             raise ResourceManagerError(f"{method} {url}: {message}", exc.code, field) from exc
         except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            # a server refusing our certificate under TLS 1.3 may just reset the connection
+            refused = isinstance(reason, ConnectionResetError) and url.startswith("https:")
+            if isinstance(reason, ssl.SSLError) or refused:
+                raise AdvisorConnectionError(
+                    f"resource manager {url}: TLS failed ({reason}); check --rm-tls-ca-file, "
+                    "--rm-tls-cert-file and the names in its certificate"
+                ) from exc
             raise AdvisorConnectionError(f"resource manager {url} unreachable: {reason}") from exc
         try:
             return json.loads(raw) if raw else None
@@ -118,10 +146,16 @@ class AgentResourceManager:
     """
 
     def __init__(
-        self, resolver: EndpointResolver, nodes: Iterable[str], *, timeout: float = 30.0
+        self,
+        resolver: EndpointResolver,
+        nodes: Iterable[str],
+        *,
+        timeout: float = 30.0,
+        tls: ClientTls | None = None,
     ) -> None:
         self.resolver = resolver
         self.timeout = timeout
+        self.tls = tls or ClientTls()
         self.known_nodes = nodes_allowed(resolver, nodes)
 
     def client(self, node: str | None) -> HttpResourceManager:
@@ -136,7 +170,12 @@ class AgentResourceManager:
                 f"node {node} has no allowed agent endpoint (--rm-url-map or --rm-endpoints)",
                 403,
             )
-        return HttpResourceManager(endpoint.url, endpoint.token, timeout=self.timeout)
+        try:
+            return HttpResourceManager(
+                endpoint.url, endpoint.token, timeout=self.timeout, tls=self.tls
+            )
+        except ConfigError as exc:
+            raise ResourceManagerError(f"node {node}: {exc}", 403) from exc
 
     def nodes(self) -> list[NodeView]:
         """Every known node's own view."""

@@ -3,40 +3,27 @@
 The agents' headless Service has EndpointSlices that the API server fills with each ready
 agent pod's IP and the node it runs on; :class:`KubernetesEndpoints` maps node names to those
 IPs (refreshed at most every ``ttl`` seconds) and builds the URL from the ``--rm-url``
-template's scheme, port and path. It reads the API as the pod's service account.
+template's scheme, port and path. It reads the API as the pod's service account, through the
+core's :mod:`toposcope.kubeapi`.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
-import os
-import ssl
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toposcope.advisor.rmclients.endpoints import (
-    AgentEndpoint,
-    UrlTemplate,
-    check_agent_url,
-    host_part,
-)
+from toposcope.advisor.rmclients.endpoints import AgentEndpoint, UrlTemplate
 from toposcope.errors import ConfigError
+from toposcope.kubeapi import SERVICE_ACCOUNT_DIR, KubeApiError, in_cluster
 from toposcope.names import is_node_name
-from toposcope.tokens import load_token
 
 LOG = logging.getLogger("toposcope.advisor.endpoints")
-
-#: the largest EndpointSlice list read (a cluster of thousands of nodes stays far below)
-MAX_API_ANSWER = 16 * 1024 * 1024
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 Fetch = Callable[[str], Any]
 
@@ -141,43 +128,15 @@ def in_cluster_fetch(
     api_url: str | None = None,
     timeout: float = 10.0,
 ) -> Fetch:
-    """GET from the API server as the pod's service account (its token and CA bundle).
+    """GET from the API server as the pod's service account (the core's
+    :func:`~toposcope.kubeapi.in_cluster`: its token and CA bundle, bounded answers).
 
     ``api_url`` defaults to ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``.
     """
-    if api_url is None:
-        host = os.environ.get("KUBERNETES_SERVICE_HOST")
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if not host:
-            raise ConfigError(
-                "--rm-endpoints kubernetes: needs to run in a pod (KUBERNETES_SERVICE_HOST unset)"
-            )
-        api_url = f"https://{host_part(host)}:{int(port)}"
-    check_agent_url(api_url, "Kubernetes API URL")
-    token = load_token(account_dir / "token", allow_insecure=True)
-    ca_file = account_dir / "ca.crt"
-    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file.exists() else None
-
-    def fetch(path: str) -> Any:
-        request = urllib.request.Request(
-            f"{api_url}{path}",
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-                raw = response.read(MAX_API_ANSWER + 1)
-        except urllib.error.HTTPError as exc:
-            raise ConfigError(f"Kubernetes API {path}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise ConfigError(f"Kubernetes API {api_url} unreachable: {exc}") from None
-        if len(raw) > MAX_API_ANSWER:
-            raise ConfigError(f"Kubernetes API {path}: answer over {MAX_API_ANSWER} bytes")
-        try:
-            return json.loads(raw)
-        except ValueError as exc:
-            raise ConfigError(f"Kubernetes API {path}: answer is not JSON: {exc}") from None
-
-    return fetch
+    try:
+        return in_cluster(account_dir, api_url, timeout).get
+    except KubeApiError as exc:
+        raise ConfigError(f"--rm-endpoints kubernetes: {exc}") from None
 
 
 def parse_kubernetes_spec(spec: str) -> tuple[str, str]:

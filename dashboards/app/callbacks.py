@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 from dash import Dash, Input, Output, State, ctx, html, no_update
 
-from toposcope.dashboards.app import figures, pages
+from toposcope.dashboards.app import figures, pages, queue_page
 from toposcope.dashboards.app import queries as q
 from toposcope.dashboards.app.access import Access, action_user, current_user
 from toposcope.dashboards.app.advisorclient import (
@@ -94,6 +94,7 @@ def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
     _register_workload(app, clients)
     actions = _register_recommendations(app, clients, access)
     _register_placement(app, clients)
+    queue_page.register(app, clients.prometheus, REFRESH_INPUTS)
     return actions
 
 
@@ -129,6 +130,8 @@ def _register_shell(app: Dash, clients: Clients, access: Access) -> None:
             page = pages.workload_page(pages.query_value(search, "workload"))
         elif path == pages.RECOMMENDATIONS:
             page = pages.recommendations_page(actions_off(clients.advisor, access), current_user())
+        elif path == queue_page.QUEUE:
+            page = queue_page.queue_page()
         elif path == pages.PLACEMENT:
             gpus = pages.query_value(search, "gpus") or "2"
             count = int(gpus) if gpus.isdigit() and int(gpus) > 0 else 2

@@ -4,7 +4,7 @@ A page is a skeleton of empty components with fixed ids (this module) that callb
 (:mod:`.callbacks`) fill from Prometheus and the advisor service; the skeleton depends only on
 the URL, so a refresh updates figures in place and keeps the operator's selection and zoom.
 Routes: ``/`` cluster, ``/node?node=NAME``, ``/workload?workload=NODE/NAME``,
-``/recommendations?id=ID``, ``/placement``.
+``/recommendations?id=ID``, ``/placement``, ``/queue`` (:mod:`.queue_page`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ NAV: tuple[tuple[str, str], ...] = (
     (WORKLOAD, "Workload"),
     (RECOMMENDATIONS, "Recommendations"),
     (PLACEMENT, "What-if placement"),
+    ("/queue", "Queue"),
 )
 #: refresh choices: label -> milliseconds (0 = off)
 REFRESH: dict[str, int] = {"off": 0, "10s": 10_000, "30s": 30_000, "1m": 60_000, "5m": 300_000}

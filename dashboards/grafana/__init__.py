@@ -22,6 +22,7 @@ MODULES: tuple[str, ...] = (
     "node_detail",
     "workload_locality",
     "advisor",
+    "slurm_queue",
 )
 #: Where the committed JSON files live (the generator's default output).
 JSON_DIR = Path(__file__).resolve().parent / "json"

@@ -2,7 +2,12 @@
 
 Every dashboard has a ``datasource`` variable (type prometheus) and every panel and query
 variable points at it (uid ``${datasource}``), so the dashboards import into any Grafana
-whatever its Prometheus data source is called. Hosts are chosen through two variables:
+whatever its Prometheus data source is called. Every dashboard also has ``cluster`` and
+``job`` variables (from ``toposcope_build_info``, which every toposcope daemon serves; All by
+default, and All also matches series without a ``cluster`` label), and every query a panel or
+a variable runs is scoped to them by :func:`toposcope.dashboards.grafana.scope.scoped`, so a
+dashboard module writes its queries as if there were one cluster and one job. Hosts are
+chosen through two variables:
 
 * ``hostname``: the host names the exporters report, read from
   ``toposcope_exporter_build_info``. That series always has a ``hostname`` label: the
@@ -22,6 +27,7 @@ by :func:`to_json`, so a dashboard's JSON only changes when its code does.
 from __future__ import annotations
 
 import json
+import re
 import string
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +39,8 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as common_models
 from grafana_foundation_sdk.models import dashboard as dashboard_models
 from grafana_foundation_sdk.models import prometheus as prometheus_models
+
+from toposcope.dashboards.grafana.scope import scoped
 
 #: The data source of every panel and query variable: the ``datasource`` variable.
 DATASOURCE = dashboard_models.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -48,6 +56,12 @@ INSTANCE = 'instance=~"$instance"'
 DCGM_HOST = 'Hostname=~"$hostname"'
 #: The series that carries each exporter's host name, value 1.
 BUILD_INFO = "toposcope_exporter_build_info"
+#: The series every toposcope daemon serves (exporter, advisor, Slurm exporter, simulator):
+#: the ``cluster`` and ``job`` variables list its label values.
+DAEMON_INFO = "toposcope_build_info"
+#: The label that names a cluster where several send to one Prometheus.
+CLUSTER_LABEL = "cluster"
+_LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$", re.DOTALL)
 
 Target = prometheus.Dataquery
 
@@ -58,12 +72,12 @@ def by_host(expr: str) -> str:
     Lets legends and tables name hosts even where the scrape configuration adds no
     ``hostname`` label.
     """
-    return f"({expr}) * on (job, instance) group_left (hostname) {BUILD_INFO}"
+    return f"({expr}) * on ({CLUSTER_LABEL}, job, instance) group_left (hostname) {BUILD_INFO}"
 
 
 def query(expr: str, legend: str = "") -> Target:
     """A range query for a time-series panel (``refId`` is set by the panel helpers)."""
-    target = prometheus.Dataquery().expr(expr).range().datasource(DATASOURCE)
+    target = prometheus.Dataquery().expr(scoped(expr)).range().datasource(DATASOURCE)
     if legend:
         target = target.legend_format(legend)
     return target
@@ -73,7 +87,7 @@ def instant_table(expr: str) -> Target:
     """An instant query whose result a table panel shows, one row per series."""
     return (
         prometheus.Dataquery()
-        .expr(expr)
+        .expr(scoped(expr))
         .instant()
         .format(prometheus_models.PromQueryFormat.TABLE)
         .datasource(DATASOURCE)
@@ -229,13 +243,19 @@ def query_variable(
     all_value: str = "",
     hidden: bool = False,
     description: str = "",
+    scope: bool = True,
 ) -> dashboard_builders.QueryVariable:
     """A variable filled by a ``label_values(...)`` query on the ``datasource`` variable.
 
+    With ``scope`` (all but the ``cluster`` and ``job`` variables themselves), the series of
+    ``label_values(SERIES, label)`` are scoped to the chosen cluster and job.
     Multi-value variables default to All. ``all_value`` (such as ``.*``) replaces the list
     of every value in queries when All is chosen; leave it empty where All must mean "every
     value listed" (``instance``: the targets of the chosen hosts, not every target).
     """
+    found = _LABEL_VALUES.fullmatch(definition)
+    if scope and found is not None:
+        definition = f"label_values({scoped(found['selector'])}, {found['label']})"
     variable = (
         dashboard_builders.QueryVariable(name)
         .label(label)
@@ -255,6 +275,32 @@ def query_variable(
     if hidden:
         variable = variable.hide(dashboard_models.VariableHide.HIDE_VARIABLE)
     return variable
+
+
+def scope_variables() -> list[dashboard_builders.QueryVariable]:
+    """The ``cluster`` and ``job`` variables (All by default) every dashboard starts with."""
+    cluster = query_variable(
+        CLUSTER_LABEL,
+        "Cluster",
+        f"label_values({DAEMON_INFO}, {CLUSTER_LABEL})",
+        multi=True,
+        include_all=True,
+        all_value=".*",
+        description="Clusters (the cluster label your scrape or remote-write adds); "
+        "All also shows series without one.",
+        scope=False,
+    )
+    job = query_variable(
+        "job",
+        "Job",
+        f'label_values({DAEMON_INFO}{{{CLUSTER_LABEL}=~"${CLUSTER_LABEL}"}}, job)',
+        multi=True,
+        include_all=True,
+        all_value=".*",
+        description="Scrape jobs of the toposcope daemons (exporters, advisor, Slurm exporter).",
+        scope=False,
+    )
+    return [cluster, job]
 
 
 def host_variables(*, multi: bool) -> list[dashboard_builders.QueryVariable]:
@@ -297,8 +343,11 @@ def gpu_variable() -> dashboard_builders.QueryVariable:
 def dashboard(
     uid: str, title: str, description: str, time_from: str = "now-1h"
 ) -> dashboard_builders.Dashboard:
-    """A toposcope dashboard with the common settings and links to the other dashboards."""
-    return (
+    """A toposcope dashboard with the common settings and links to the other dashboards.
+
+    Its first variables are ``datasource``, ``cluster`` and ``job``.
+    """
+    builder = (
         dashboard_builders.Dashboard(title)
         .uid(uid)
         .description(description)
@@ -328,6 +377,9 @@ def dashboard(
         )
         .with_variable(datasource_variable())
     )
+    for variable in scope_variables():
+        builder = builder.with_variable(variable)
+    return builder
 
 
 def row(title: str) -> dashboard_builders.Row:

@@ -14,6 +14,11 @@ Every per-workload series carries ``namespace``, ``pod`` and ``container`` (dcgm
 names): on a Kubernetes node they are filled in from the container runtime's state and the
 kubelet's pod-resources API
 (:class:`~toposcope.exporters.sources.podresources.mapper.KubeletMapper`), elsewhere empty.
+``toposcope_workload_info`` also says what the workload is (``workload_kind``), the Slurm
+job it belongs to (``slurm_*``, :mod:`~toposcope.exporters.sources.slurm_identity`) and,
+with ``--kubernetes.pod-owners``, its pod's controller and QoS class
+(:mod:`~toposcope.exporters.sources.kube_owners`). Those labels are read only for the
+workloads kept, after the ``max_workloads`` cut.
 
 Figures, per workload:
 
@@ -55,19 +60,23 @@ from toposcope.exporters.context import (
     GpuProcessSource,
     HostTopology,
 )
+from toposcope.exporters.exposition import RenderedFamily
 from toposcope.exporters.registry import CollectorEntry
+from toposcope.exporters.sources.kube_owners import PodDirectory, open_pod_directory
 from toposcope.exporters.sources.podresources.attach import workload_mapper
+from toposcope.exporters.sources.sampler import PeriodicSampler, Sample
 from toposcope.exporters.sources.workload_identity import WorkloadMapper
-from toposcope.exporters.sources.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
-from toposcope.topology.model import Topology
+from toposcope.exporters.sources.workload_snapshot import WorkloadSnapshot, WorkloadSnapshotter
 
 
 class WorkloadsCollector:
     """Publishes per-workload CPU, memory and GPU placement (see the module docstring).
 
-    Holds two pieces of state across scrapes, under a lock: each live thread's last CPU
-    seconds (to attribute increments to the node it runs on now) and the per-workload,
-    per-node CPU counters built from them, plus the dropped-workloads counter.
+    With ``settings.sample_interval`` 0 every scrape reads the host. Otherwise a
+    :class:`~toposcope.exporters.sources.sampler.PeriodicSampler` reads it on its own thread,
+    started by the first scrape (or :meth:`start`) and stopped by :meth:`stop`; a scrape
+    serves the families of the last complete sample, rendered once per sample, plus
+    ``toposcope_workload_sample_age_seconds``.
     """
 
     def __init__(
@@ -77,147 +86,117 @@ class WorkloadsCollector:
         topology: HostTopology,
         gpu_processes: GpuProcessSource | None = None,
         mapper: WorkloadMapper | None = None,
+        pods: PodDirectory | None = None,
     ) -> None:
-        self._settings = settings
-        self._topology = topology
-        self._gpu_processes = gpu_processes
-        self._reader = WorkloadReader(settings, paths, mapper)
+        self._snapshotter = WorkloadSnapshotter(
+            settings, paths, topology.get, gpu_processes, mapper, pods
+        )
+        self.sampler: PeriodicSampler[list[Metric]] | None = None
+        if settings.sample_interval > 0:
+            self.sampler = PeriodicSampler(
+                "workload-sampler", self._take_rendered, settings.sample_interval
+            )
         self._lock = threading.Lock()
-        self._thread_seconds: dict[ThreadKey, float] = {}
-        self._cpu: dict[str, dict[str, float]] = {}
-        self._dropped = 0
-        self._cpu_node_for: Topology | None = None
-        self._cpu_node: dict[int, str] = {}
 
-    def _node_labels(self, topo: Topology) -> dict[int, str]:
-        if topo is not self._cpu_node_for:
-            self._cpu_node = {cpu: str(node) for cpu, node in topo.cpu_to_node().items()}
-            self._cpu_node_for = topo
-        return self._cpu_node
+    def _take_rendered(self) -> list[Metric]:
+        """One snapshot's families, each rendered to text once (the sampler's ``take``)."""
+        return [RenderedFamily(f) for f in workload_families(self._snapshotter.take())]
+
+    def start(self) -> None:
+        """Start the background sampler, if there is one (idempotent)."""
+        if self.sampler is not None:
+            self.sampler.start()
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the background sampler; ``False`` if a sample is still under way."""
+        return self.sampler.stop(timeout) if self.sampler is not None else True
 
     # -- scrape ----------------------------------------------------------------------------
 
     def collect(self) -> Iterator[Metric]:
-        """Read every selected workload and yield the ``toposcope_workload*`` families."""
-        topo = self._topology.get()
-        cpu_node = self._node_labels(topo)
-        found, layout = self._reader.discover()
-        candidates: list[WorkloadReading] = []
-        for workload in found.values():
-            self._reader.read_threads(workload, cpu_node)
-            if not workload.threads:
-                continue
-            if workload.cpu_total < self._settings.min_cpu_seconds:
-                continue
-            candidates.append(workload)
-        candidates.sort(key=lambda w: (-w.cpu_total, w.identity.name))
-        kept = candidates[: self._settings.max_workloads]
-        dropped_now = len(candidates) - len(kept)
-        kept.sort(key=lambda w: w.identity.name)
+        """Yield the ``toposcope_workload*`` families of the last sample (or of a read now)."""
+        age = spec("toposcope_workload_sample_age_seconds").family()
+        if self.sampler is None:
+            with self._lock:
+                families = workload_families(self._snapshotter.take())
+            age.add_metric([], 0.0)
+            yield from families
+            yield age
+            return
+        self.start()
+        sample: Sample[list[Metric]] | None = self.sampler.latest()
+        if sample is None:
+            raise RuntimeError("no workload sample yet: the first one failed (see the log)")
+        age.add_metric([], self.sampler.age(sample))
+        yield from sample.value
+        yield age
 
-        gpu_nodes = {g.index: g.numa_node for g in topo.gpus}
-        # No GPU on the PCI bus, no GPU device file to find: skip the descriptor scan.
-        scan_fds = self._settings.gpu_fds and bool(topo.gpus)
-        minor_to_gpu = self._reader.minor_to_gpu(topo) if scan_fds else {}
-        nvml_gpus: dict[int, dict[int, int | None]] = {}
-        if self._gpu_processes is not None:
-            for proc in self._gpu_processes.gpu_processes():
-                per_gpu = nvml_gpus.setdefault(proc.pid, {})
-                used = proc.used_bytes
-                if proc.gpu not in per_gpu or per_gpu[proc.gpu] is None:
-                    per_gpu[proc.gpu] = used
-                elif used is not None:
-                    per_gpu[proc.gpu] = (per_gpu[proc.gpu] or 0) + used
 
-        info = spec("toposcope_workload_info").family()
-        cpu_seconds = spec("toposcope_workload_cpu_seconds_total").family()
-        threads = spec("toposcope_workload_threads").family()
-        memory = spec("toposcope_workload_memory_bytes").family()
-        gpu_info = spec("toposcope_workload_gpu_info").family()
-        gpu_memory = spec("toposcope_workload_gpu_memory_used_bytes").family()
-        locality = spec("toposcope_workload_locality_ratio").family()
-        dropped = spec("toposcope_workloads_dropped_total").family()
-
-        with self._lock:
-            per_node_cpu = self._account_cpu(kept)
-            self._dropped += dropped_now
-            dropped_total = self._dropped
-
-        for workload in kept:
-            ident = workload.identity
-            name = ident.name
-            info.add_metric(
-                [
-                    name,
-                    str(workload.root_pid),
-                    workload.comm,
-                    ident.cgroup,
-                    ident.pod,
-                    ident.namespace,
-                    ident.container,
-                ],
-                1.0,
-            )
-            who = [name, ident.namespace, ident.pod, ident.container]
-            node_cpu = per_node_cpu[name]
-            for node, seconds in sorted(node_cpu.items()):
-                cpu_seconds.add_metric([*who, node], seconds)
-            counts: dict[str, int] = {}
-            for _, _, node in workload.threads:
-                counts[node] = counts.get(node, 0) + 1
-            for node, count in sorted(counts.items()):
-                threads.add_metric([*who, node], float(count))
-            node_memory = self._reader.memory(workload, layout)
-            for node_id, value in sorted(node_memory.items()):
-                memory.add_metric([*who, str(node_id)], float(value))
-
-            gpus = self._reader.gpus_from_fds(workload, minor_to_gpu) if scan_fds else set()
-            gpu_used: dict[int, int] = {}
-            for pid in workload.live_pids:
-                for gpu, used in nvml_gpus.get(pid, {}).items():
-                    gpus.add(gpu)
-                    if used is not None:
-                        gpu_used[gpu] = gpu_used.get(gpu, 0) + used
-            for gpu in sorted(gpus):
-                gpu_info.add_metric([*who, str(gpu)], 1.0)
-            for gpu, used in sorted(gpu_used.items()):
-                gpu_memory.add_metric([*who, str(gpu)], float(used))
-
-            cpu_ratio, memory_ratio = _locality(
-                gpus,
-                gpu_nodes,
-                node_cpu,
-                {str(n): float(v) for n, v in node_memory.items()},
-            )
-            if cpu_ratio is not None:
-                locality.add_metric([*who, "cpu"], cpu_ratio)
-            if memory_ratio is not None:
-                locality.add_metric([*who, "memory"], memory_ratio)
-
-        dropped.add_metric([], float(dropped_total))
-        yield from nonempty([info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality])
-        yield dropped
-
-    def _account_cpu(self, kept: list[WorkloadReading]) -> dict[str, dict[str, float]]:
-        """Add each thread's CPU time since the last scrape to its current node (lock held)."""
-        last = self._thread_seconds
-        seen: dict[ThreadKey, float] = {}
-        counters: dict[str, dict[str, float]] = {}
-        for workload in kept:
-            name = workload.identity.name
-            per_node = self._cpu.get(name)
-            if per_node is None:
-                per_node = {}
-            for key, seconds, node in workload.threads:
-                previous = last.get(key)
-                delta = seconds if previous is None or seconds < previous else seconds - previous
-                if delta or node not in per_node:
-                    per_node[node] = per_node.get(node, 0.0) + delta
-                seen[key] = seconds
-            counters[name] = per_node
-        self._thread_seconds = seen
-        self._cpu = counters
-        return {name: dict(values) for name, values in counters.items()}
+def workload_families(snapshot: WorkloadSnapshot) -> list[Metric]:
+    """The ``toposcope_workload*`` families of one snapshot (only families with samples, and
+    the dropped counter always).
+    """
+    info = spec("toposcope_workload_info").family()
+    cpu_seconds = spec("toposcope_workload_cpu_seconds_total").family()
+    threads = spec("toposcope_workload_threads").family()
+    memory = spec("toposcope_workload_memory_bytes").family()
+    gpu_info = spec("toposcope_workload_gpu_info").family()
+    gpu_memory = spec("toposcope_workload_gpu_memory_used_bytes").family()
+    locality = spec("toposcope_workload_locality_ratio").family()
+    dropped = spec("toposcope_workloads_dropped_total").family()
+    for workload in snapshot.workloads:
+        ident = workload.identity
+        name = ident.name
+        info.add_metric(
+            [
+                name,
+                str(workload.root_pid),
+                workload.comm,
+                ident.cgroup,
+                ident.pod,
+                ident.namespace,
+                ident.container,
+                ident.kind.value,
+                ident.slurm_job_id,
+                ident.slurm_user,
+                ident.slurm_account,
+                ident.slurm_partition,
+                ident.owner_kind,
+                ident.owner_name,
+                ident.qos_class,
+            ],
+            1.0,
+        )
+        who = [
+            name,
+            ident.namespace,
+            ident.pod,
+            ident.container,
+            ident.slurm_job_id,
+            ident.slurm_user,
+            ident.slurm_account,
+            ident.slurm_partition,
+        ]
+        for node, seconds in sorted(workload.cpu_seconds.items()):
+            cpu_seconds.add_metric([*who, node], seconds)
+        for node, count in sorted(workload.threads.items()):
+            threads.add_metric([*who, node], float(count))
+        for node, value in sorted(workload.memory.items(), key=lambda item: int(item[0])):
+            memory.add_metric([*who, node], value)
+        for gpu in sorted(workload.gpus):
+            gpu_info.add_metric([*who, str(gpu)], 1.0)
+        for gpu, used in sorted(workload.gpu_used.items()):
+            gpu_memory.add_metric([*who, str(gpu)], float(used))
+        cpu_ratio, memory_ratio = _locality(
+            set(workload.gpus), snapshot.gpu_nodes, workload.cpu_seconds, workload.memory
+        )
+        if cpu_ratio is not None:
+            locality.add_metric([*who, "cpu"], cpu_ratio)
+        if memory_ratio is not None:
+            locality.add_metric([*who, "memory"], memory_ratio)
+    dropped.add_metric([], float(snapshot.dropped_total))
+    kept = nonempty([info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality])
+    return [*kept, dropped]
 
 
 def _locality(
@@ -264,13 +243,17 @@ class _ContextGpuProcesses:
 
 
 def _build(ctx: CollectorContext) -> WorkloadsCollector:
-    return WorkloadsCollector(
+    collector = WorkloadsCollector(
         ctx.config.workloads,
         ctx.config.paths,
         ctx.topology,
         _ContextGpuProcesses(ctx),
         mapper=workload_mapper(ctx),
+        pods=open_pod_directory(ctx.config.pod_owners),
     )
+    if collector.sampler is not None:
+        ctx.background.append(collector)
+    return collector
 
 
 ENTRY = CollectorEntry(

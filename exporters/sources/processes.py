@@ -1,6 +1,6 @@
 """Readers of ``/proc/PID`` and ``/proc/PID/task/TID``: what processes and threads run where.
 
-The workloads collector walks every thread of every tracked process on each scrape, so the
+The workloads sampler walks every thread of every tracked process on each sample, so the
 hot path is written for speed: paths are plain strings (no :class:`~pathlib.Path` objects),
 files are read with one ``os.read`` into bytes, and ``stat`` lines are split, not matched
 with regular expressions. Units become base units here, once: clock ticks become seconds,
@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from toposcope.exporters.sources.proc_files import (
     CLOCK_TICKS,
+    STAT_NUM_THREADS,
     STAT_PPID,
     STAT_PROCESSOR,
     STAT_STARTTIME,
@@ -43,6 +44,10 @@ VANISHED: tuple[type[OSError], ...] = (FileNotFoundError, ProcessLookupError)
 
 #: Base page size of the host, the unit of cgroup v1 ``memory.numa_stat``.
 PAGE_SIZE: int = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+#: Most bytes of a process environment read: job variables are set early, and an
+#: environment can be megabytes long.
+ENVIRON_LIMIT = 64 * 1024
 
 #: ``(tid, starttime ticks, cpu seconds, last CPU or -1)``: one thread, cheap to build.
 ThreadSample = tuple[int, int, float, int]
@@ -68,19 +73,34 @@ def read_small(path: str) -> bytes:
         os.close(fd)
 
 
-def read_all(path: str) -> bytes:
-    """Read a file of any size; procfs may return a seq_file in several chunks."""
+def read_all(path: str, limit: int | None = None) -> bytes:
+    """Read a file of any size, or its first ``limit`` bytes; procfs may return a seq_file
+    in several chunks.
+    """
     fd = os.open(path, _OPEN_FLAGS)
     try:
         chunks = []
-        while True:
-            chunk = os.read(fd, 65536)
+        left = limit
+        while left is None or left > 0:
+            chunk = os.read(fd, 65536 if left is None else min(65536, left))
             if not chunk:
                 break
             chunks.append(chunk)
+            if left is not None:
+                left -= len(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _sample(tid: int, fields: list[bytes], ticks: int) -> ThreadSample:
+    """A thread sample from a ``stat`` line split after its ``comm``; raises on a short line."""
+    return (
+        tid,
+        int(fields[STAT_STARTTIME]),
+        (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) / ticks,
+        int(fields[STAT_PROCESSOR]) if len(fields) > STAT_PROCESSOR else -1,
+    )
 
 
 def _is_pid(name: str) -> bool:
@@ -130,17 +150,31 @@ class ProcFs:
     def threads(self, pid: int) -> ProcessThreads:
         """Every live thread of ``pid`` as ``(tid, starttime, cpu_seconds, processor)``.
 
-        The per-scrape hot path: one ``listdir`` and one read per thread, no objects per
-        thread beyond a tuple. ``processor`` is -1 when the kernel does not report it;
-        ``ppid``/``comm`` come from the main thread (-1 and ``""`` if it just exited).
-        Raises one of :data:`VANISHED` only when the whole process is gone.
+        The sampler's hot path, no objects per thread beyond a tuple: ``/proc/PID/stat``
+        first, which is the whole answer for a single-threaded process (its ``num_threads``
+        is 1); otherwise one ``listdir`` of ``task/`` and one read per thread. ``processor``
+        is -1 when the kernel does not report it. Raises one of :data:`VANISHED` only when
+        the whole process is gone.
         """
+        data = read_small(f"{self.root}/{pid}/stat")
+        close = data.rfind(b")")
+        fields = data[close + 2 :].split(None, STAT_PROCESSOR + 1)
+        try:
+            ppid = int(fields[STAT_PPID])
+            single = int(fields[STAT_NUM_THREADS]) == 1
+            own = _sample(pid, fields, self.clock_ticks)
+        except (IndexError, ValueError):
+            return ProcessThreads(-1, "", [])
+        comm = data[data.find(b"(") + 1 : close].decode("utf-8", "replace")
+        if single:
+            return ProcessThreads(ppid, comm, [own])
+        return ProcessThreads(ppid, comm, self._task_samples(pid))
+
+    def _task_samples(self, pid: int) -> list[ThreadSample]:
+        """One sample per ``/proc/PID/task/TID/stat``; threads that exit meanwhile are skipped."""
         base = f"{self.root}/{pid}/task/"
         names = os.listdir(base)
         ticks = self.clock_ticks
-        main = str(pid)
-        ppid = -1
-        comm = ""
         samples: list[ThreadSample] = []
         for name in names:
             try:
@@ -153,23 +187,12 @@ class ProcFs:
                 continue
             finally:
                 os.close(fd)
-            close = data.rfind(b")")
-            fields = data[close + 2 :].split(None, STAT_PROCESSOR + 1)
+            fields = data[data.rfind(b")") + 2 :].split(None, STAT_PROCESSOR + 1)
             try:
-                samples.append(
-                    (
-                        int(name),
-                        int(fields[STAT_STARTTIME]),
-                        (int(fields[STAT_UTIME]) + int(fields[STAT_STIME])) / ticks,
-                        int(fields[STAT_PROCESSOR]) if len(fields) > STAT_PROCESSOR else -1,
-                    )
-                )
-                if name == main:
-                    ppid = int(fields[STAT_PPID])
-                    comm = data[data.find(b"(") + 1 : close].decode("utf-8", "replace")
+                samples.append(_sample(int(name), fields, ticks))
             except (IndexError, ValueError):
                 continue
-        return ProcessThreads(ppid, comm, samples)
+        return samples
 
     def comm(self, pid: int) -> str:
         """``/proc/PID/comm``: the command name (at most 15 bytes, may contain spaces)."""
@@ -182,6 +205,14 @@ class ProcFs:
     def status(self, pid: int) -> dict[str, str]:
         """``/proc/PID/status`` as ``{key: value}`` (``Cpus_allowed_list``, ``Uid``, ...)."""
         return parse_status(read_all(f"{self.root}/{pid}/status").decode("utf-8", "replace"))
+
+    def environ(self, pid: int, limit: int = ENVIRON_LIMIT) -> bytes:
+        """The first ``limit`` bytes of ``/proc/PID/environ`` (NUL-separated ``KEY=value``).
+
+        Raises :class:`PermissionError` for another user's process without CAP_SYS_PTRACE:
+        callers treat that as normal, never as an error.
+        """
+        return read_all(f"{self.root}/{pid}/environ", limit)
 
     def numa_maps(self, pid: int) -> dict[int, int]:
         """Resident bytes per NUMA node from ``/proc/PID/numa_maps`` (``numastat -p PID``).

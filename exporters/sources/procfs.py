@@ -38,8 +38,6 @@ CPU_MODES: tuple[str, ...] = (
 )
 
 _CPU_LINE_RE = re.compile(r"^cpu([0-9]+)(?:\s|$)")
-#: A tick count: a 64-bit counter, so at most 20 decimal digits.
-_TICKS_RE = re.compile(r"[0-9]{1,20}")
 
 
 def user_hz() -> int:
@@ -86,6 +84,8 @@ def parse_proc_stat_cpus(text: str, hz: int) -> tuple[dict[int, CpuTimes], list[
     times: dict[int, CpuTimes] = {}
     bad: list[str] = []
     for raw in text.splitlines():
+        if not raw.startswith("cpu") or raw[3:4] in ("", " ", "\t"):
+            continue
         match = _CPU_LINE_RE.match(raw)
         if match is None:
             continue
@@ -93,17 +93,20 @@ def parse_proc_stat_cpus(text: str, hz: int) -> tuple[dict[int, CpuTimes], list[
         digits = match.group(1)
         if (
             not fields
-            or not all(_TICKS_RE.fullmatch(f) for f in fields)
+            or not all(_is_ticks(f) for f in fields)
             or len(digits) > len(str(CPU_LIMIT))
             or int(digits) >= CPU_LIMIT
         ):
             bad.append(raw.strip())
             continue
-        ticks = [int(f) for f in fields]
         cpu = int(digits)
-        seconds = {mode: tick / hz for mode, tick in zip(CPU_MODES, ticks, strict=False)}
-        times[cpu] = CpuTimes(cpu=cpu, **seconds)
+        times[cpu] = CpuTimes(cpu, *[int(f) / hz for f in fields])
     return times, bad
+
+
+def _is_ticks(field: str) -> bool:
+    """A whole number of at most 20 ASCII digits (a 64-bit tick counter)."""
+    return len(field) <= 20 and field.isascii() and field.isdigit()
 
 
 class Procfs:

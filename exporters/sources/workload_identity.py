@@ -1,49 +1,20 @@
 """Which workload a cgroup path stands for: Kubernetes, Docker/Podman, Slurm, systemd.
 
 Cgroup *paths* are the kernel's names (``/kubepods.slice/...``, as in ``/proc/PID/cgroup``),
-independent of where the hierarchy is mounted. :func:`classify_cgroup` turns one into a
-:class:`WorkloadIdentity`: Kubernetes container (systemd and cgroupfs drivers), Docker or
-Podman container, Slurm job, systemd unit, or plain cgroup. Pod and namespace *names* are
+independent of where the hierarchy is mounted. :func:`classify_cgroup` turns one into the
+core's :class:`~toposcope.workload_identity.WorkloadIdentity` with its kind: Kubernetes pod
+or container (systemd and cgroupfs drivers), Docker or Podman container, Slurm job, systemd
+unit, or plain cgroup. Pod and namespace *names* are
 not in the path; a :class:`WorkloadMapper` that asks the kubelet can fill them in later,
 the default :class:`PathMapper` leaves them empty.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
-
-@dataclass(frozen=True)
-class WorkloadIdentity:
-    """Who a workload is.
-
-    ``name`` is the ``workload`` label, stable for the workload's life and short:
-
-    * Kubernetes container: ``<pod uid>/<container id[:12]>`` (``<pod uid>`` for processes
-      in the pod's own cgroup);
-    * Docker or Podman container: ``<container id[:12]>``;
-    * Slurm job: ``slurm-job-<id>`` (all steps together);
-    * systemd unit directly under ``system.slice``: the unit name (``sshd.service``);
-    * any other cgroup: its path; process mode: ``pid-<pid of the tree's root>``.
-
-    ``cgroup`` is the cgroup path that stands for the workload (the container scope, the
-    job directory, the unit). ``pod``, ``namespace`` and ``container`` are *names*, filled
-    only by a mapper that knows them (the kubelet); ``pod_uid`` and ``container_id`` come
-    from the path.
-    """
-
-    name: str
-    kind: str
-    cgroup: str
-    pod: str = ""
-    namespace: str = ""
-    container: str = ""
-    pod_uid: str = ""
-    container_id: str = ""
-    qos_class: str = ""
-    job_id: str = ""
-    unit: str = ""
+from toposcope.workload_identity import QosClass, WorkloadIdentity, WorkloadKind
 
 
 class WorkloadMapper(Protocol):
@@ -105,13 +76,13 @@ def _kubernetes(parts: list[str]) -> WorkloadIdentity | None:
     start = next((i for i, p in enumerate(parts) if p.startswith("kubepods")), None)
     if start is None:
         return None
-    qos = "guaranteed"
+    qos = QosClass.GUARANTEED
     for i in range(start, len(parts)):
         part = parts[i]
         if "burstable" in part:
-            qos = "burstable"
+            qos = QosClass.BURSTABLE
         elif "besteffort" in part:
-            qos = "besteffort"
+            qos = QosClass.BEST_EFFORT
         uid = ""
         if part.endswith(".slice") and "-pod" in part:
             uid = part.removesuffix(".slice").rpartition("-pod")[2].replace("_", "-")
@@ -123,44 +94,54 @@ def _kubernetes(parts: list[str]) -> WorkloadIdentity | None:
         if container:
             return WorkloadIdentity(
                 name=f"{uid}/{container[:12]}",
-                kind="kubernetes",
+                kind=WorkloadKind.POD,
                 cgroup=_join(parts, i + 1),
                 pod_uid=uid,
                 container_id=container,
                 qos_class=qos,
             )
         return WorkloadIdentity(
-            name=uid, kind="kubernetes", cgroup=_join(parts, i), pod_uid=uid, qos_class=qos
+            name=uid, kind=WorkloadKind.POD, cgroup=_join(parts, i), pod_uid=uid, qos_class=qos
         )
     return None
 
 
 def _slurm(parts: list[str]) -> WorkloadIdentity | None:
-    start = next((i for i, p in enumerate(parts) if p.startswith("slurm")), None)
+    start = next((i for i, p in enumerate(parts) if _is_slurm_root(p)), None)
     if start is None:
         return None
     for i in range(start + 1, len(parts)):
         job = parts[i]
         if job.startswith("job_") and job[4:].isdigit():
             return WorkloadIdentity(
-                name=f"slurm-job-{job[4:]}", kind="slurm", cgroup=_join(parts, i), job_id=job[4:]
+                name=f"slurm-job-{job[4:]}",
+                kind=WorkloadKind.SLURM_JOB,
+                cgroup=_join(parts, i),
+                slurm_job_id=job[4:],
             )
     return None
+
+
+def _is_slurm_root(part: str) -> bool:
+    """``slurm``/``slurm_<node>`` (v1), ``slurmstepd.scope`` or ``<node>_slurmstepd.scope``
+    (v2, the latter when several slurmd run on one host with ``-N``).
+    """
+    return part.startswith("slurm") or part.endswith("_slurmstepd.scope")
 
 
 def _container(parts: list[str]) -> WorkloadIdentity | None:
     for i, part in enumerate(parts):
         if part == "docker" and i + 1 < len(parts) and _is_hex_id(parts[i + 1]):
-            cid, upto, kind = parts[i + 1], i + 1, "docker"
+            cid, upto = parts[i + 1], i + 1
         elif part.endswith(".scope") and part.startswith(("docker-", "libpod-")):
             cid = _container_id(part)
             if not cid:
                 continue
-            upto, kind = i, ("docker" if part.startswith("docker-") else "podman")
+            upto = i
         else:
             continue
         return WorkloadIdentity(
-            name=cid[:12], kind=kind, cgroup=_join(parts, upto), container_id=cid
+            name=cid[:12], kind=WorkloadKind.CONTAINER, cgroup=_join(parts, upto), container_id=cid
         )
     return None
 
@@ -172,7 +153,10 @@ def _systemd(parts: list[str]) -> WorkloadIdentity | None:
             cgroup = _join(parts, i)
             direct = i == 1 and parts[0] == "system.slice"
             return WorkloadIdentity(
-                name=part if direct else cgroup, kind="systemd", cgroup=cgroup, unit=part
+                name=part if direct else cgroup,
+                kind=WorkloadKind.SYSTEMD_UNIT,
+                cgroup=cgroup,
+                unit=part,
             )
     return None
 
@@ -187,18 +171,19 @@ def classify_cgroup(path: str) -> WorkloadIdentity:
       ``docker-``); cgroupfs driver: ``/kubepods/burstable/pod<uid>/<id>``; deeper cgroups
       made inside a container belong to the container.
     * Slurm: ``/slurm/uid_<u>/job_<j>/step_<s>/...`` (v1) and
-      ``/system.slice/slurmstepd.scope/job_<j>/...`` (v2): the job.
+      ``/system.slice/slurmstepd.scope/job_<j>/...`` or ``<node>_slurmstepd.scope`` (v2):
+      the job.
     * Docker: ``/docker/<id>``, ``/system.slice/docker-<id>.scope``; Podman: ``libpod-<id>.scope``.
     * systemd: the innermost ``*.service`` or ``*.scope``.
     """
     parts = [p for p in path.split("/") if p]
     if not parts:
-        return WorkloadIdentity(name="/", kind="cgroup", cgroup="/")
+        return WorkloadIdentity(name="/", kind=WorkloadKind.CGROUP, cgroup="/")
     found = _kubernetes(parts) or _slurm(parts) or _container(parts) or _systemd(parts)
     if found is not None:
         return found
     clean = "/" + "/".join(parts)
-    return WorkloadIdentity(name=clean, kind="cgroup", cgroup=clean)
+    return WorkloadIdentity(name=clean, kind=WorkloadKind.CGROUP, cgroup=clean)
 
 
 def with_names(

@@ -11,18 +11,16 @@ holds. Processes that vanish or may not be inspected are skipped silently.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.errors import NoDataError
 from toposcope.exporters.sources.cgroups import CgroupLayout, Cgroups
 from toposcope.exporters.sources.processes import VANISHED, ProcFs, gpu_minors, process_trees
-from toposcope.exporters.sources.workload_identity import (
-    PathMapper,
-    WorkloadIdentity,
-    WorkloadMapper,
-)
+from toposcope.exporters.sources.slurm_identity import PasswdNames, SlurmLabeler
+from toposcope.exporters.sources.workload_identity import PathMapper, WorkloadMapper
 from toposcope.topology.model import Topology
+from toposcope.workload_identity import WorkloadIdentity, WorkloadKind
 
 #: A process gone, or another user's process we may not inspect: skip it silently.
 _UNREADABLE = (FileNotFoundError, ProcessLookupError, PermissionError)
@@ -62,6 +60,7 @@ class WorkloadReader:
         self._include = [re.compile(p) for p in settings.include]
         self._exclude = [re.compile(p) for p in settings.exclude]
         self._gpu_pattern = re.compile(settings.gpu_device_pattern)
+        self._slurm = SlurmLabeler(self._proc, PasswdNames(paths.rootfs))
 
     # -- selection -------------------------------------------------------------------------
 
@@ -106,17 +105,10 @@ class WorkloadReader:
         for entry in entries:
             if entry.hierarchy == 0 or not cgroup:
                 cgroup = entry.path
-        mapped = self._mapper.identify(cgroup) if cgroup else None
-        return WorkloadIdentity(
-            name=f"pid-{root}",
-            kind="process",
-            cgroup=cgroup,
-            pod=mapped.pod if mapped else "",
-            namespace=mapped.namespace if mapped else "",
-            container=mapped.container if mapped else "",
-            pod_uid=mapped.pod_uid if mapped else "",
-            container_id=mapped.container_id if mapped else "",
-        )
+        if not cgroup:
+            return WorkloadIdentity(name=f"pid-{root}", kind=WorkloadKind.PROCESS, cgroup="")
+        mapped = self._mapper.identify(cgroup)
+        return replace(mapped, name=f"pid-{root}", kind=WorkloadKind.PROCESS, cgroup=cgroup)
 
     # -- readings --------------------------------------------------------------------------
 
@@ -145,6 +137,14 @@ class WorkloadReader:
         roots = [pid for pid, (ppid, _) in parents.items() if ppid not in parents]
         workload.root_pid = min(roots) if roots else min(parents)
         workload.comm = parents[workload.root_pid][1]
+
+    def label_job(self, workload: WorkloadReading) -> None:
+        """Fill the workload's Slurm job labels (after :meth:`read_threads`; see
+        :class:`~toposcope.exporters.sources.slurm_identity.SlurmLabeler`).
+        """
+        workload.identity = self._slurm.label(
+            workload.identity, workload.root_pid, workload.live_pids
+        )
 
     def memory(self, workload: WorkloadReading, layout: CgroupLayout | None) -> dict[int, int]:
         """Bytes per NUMA node: the cgroup's ``memory.numa_stat``, else the processes'

@@ -7,9 +7,11 @@ import io
 import json
 
 import pytest
+import yaml
 
 from tests.helpers import FIXTURES
-from toposcope.advisor.formatters import FORMATTERS, find_formatter
+from toposcope.advisor.formatters import FORMATTERS, FormatOptions, find_formatter
+from toposcope.advisor.formatters.table import fit_widths
 from toposcope.errors import ConfigError
 from toposcope.recommendation import Report, RunInfo
 from toposcope.recommendation_decoder import report_from_json
@@ -23,8 +25,8 @@ def report() -> Report:
 
 
 def test_registry_has_the_documented_formats() -> None:
-    assert set(FORMATTERS) >= {"table", "json", "csv", "markdown", "html"}
-    with pytest.raises(ConfigError, match="known formats: csv, html, json"):
+    assert set(FORMATTERS) >= {"table", "json", "yaml", "csv", "markdown", "html"}
+    with pytest.raises(ConfigError, match="known formats: csv, html, json, markdown, table, yaml"):
         find_formatter("yaml-ish")
 
 
@@ -39,7 +41,10 @@ def test_table_is_aligned_and_sorted_by_gain(report: Report) -> None:
     assert lines[0].startswith("toposcope advise: 6 recommendation(s) from http://prometheus")
     head = lines[2]
     assert head.split()[:4] == ["ID", "KIND", "TARGET", "GAIN"]
-    rows = lines[3:9]
+    body = lines[3 : lines.index("", 3)]
+    rows = [row for row in body if not row.startswith(" ")]  # the others continue a row
+    assert len(rows) == 6
+    assert "migrate-memory node=n1 mems=0" in [row.strip() for row in body]  # an action a line
     gains = [float(row.split()[3].rstrip("%")) for row in rows]
     assert gains == sorted(gains, reverse=True)
     kind_at = head.index("KIND")
@@ -56,6 +61,7 @@ def test_csv_has_header_and_one_row_per_recommendation(report: Report) -> None:
     assert pin["kind"] == "pin" and pin["node"] == "n1"
     assert json.loads(pin["actions"])[0]["kind"] == "pin"
     assert float(rows[0]["estimated_gain"]) == pytest.approx(1.0)
+    assert pin["change"] == "pin node=n1 cpus=0-7 mems=0; migrate-memory node=n1 mems=0"
 
 
 def test_markdown_escapes_pipes(report: Report) -> None:
@@ -64,7 +70,8 @@ def test_markdown_escapes_pipes(report: Report) -> None:
     assert "db\\|cache" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + 6  # header + rows (the separator starts with "|-")
-    assert all(line.count(" | ") == 7 for line in table)
+    assert all(line.count(" | ") == 8 for line in table)  # nine columns
+    assert "| pin node=n1 cpus=0-7 mems=0; migrate-memory node=n1 mems=0 |" in text
     assert "## Notes" in text
 
 
@@ -75,6 +82,7 @@ def test_html_is_self_contained_with_a_chart(report: Report) -> None:
     assert "Plotly.newPlot" in text
     assert "db|cache" in text and "<td>pin</td>" in text
     assert text.count("<tr class=") == 6
+    assert "train-a: pin node=n1 cpus=0-7 mems=0" in text  # compact CPU lists
 
 
 def test_empty_report_formats(report: Report) -> None:
@@ -83,3 +91,36 @@ def test_empty_report_formats(report: Report) -> None:
     assert "Nothing to do." in find_formatter("markdown")(empty)
     assert "Plotly" not in find_formatter("html")(empty)
     assert find_formatter("csv")(empty).count("\n") == 1
+
+
+def test_yaml_is_the_json_document(report: Report) -> None:
+    text = find_formatter("yaml")(report)
+    assert yaml.safe_load(text) == json.loads(find_formatter("json")(report))
+    assert "cpus: [0, 1, 2, 3, 4, 5, 6, 7]" in text  # lists of numbers stay on one line
+
+
+def test_table_wraps_to_the_width_and_keeps_ids_whole(report: Report) -> None:
+    wide = find_formatter("table")(report)
+    narrow = find_formatter("table")(report, FormatOptions(width=120))
+    assert max(len(line) for line in wide.splitlines()) > 120
+    assert max(len(line) for line in narrow.splitlines()) <= 120
+    assert len(narrow.splitlines()) > len(wide.splitlines())
+    for rec in report.recommendations:
+        assert any(line.startswith(rec.id + " ") for line in narrow.splitlines())
+    words = " ".join(line[90:] for line in narrow.splitlines()).split()
+    assert "cpus=0-7" in words  # compact CPU lists, never arrays
+    assert "[0," not in " ".join(line for line in wide.splitlines() if "cpus=" in line)
+
+
+@pytest.mark.parametrize("width", [0, 20, 60])
+def test_fit_widths_never_widens_and_fits_when_it_can(width: int) -> None:
+    names = ["ID", "SUMMARY", "CHANGE", "TARGET"]
+    natural = [10, 200, 40, 12]
+    widths = fit_widths(natural, names, width)
+    assert all(w <= n for w, n in zip(widths, natural, strict=True))
+    assert widths[0] == 10
+    if width == 60:
+        assert sum(widths) + 2 * 3 <= 60
+        assert widths[3] == 12  # a column needing less than its share keeps its width
+    if width == 0:
+        assert widths == natural

@@ -69,6 +69,9 @@ def test_metrics_parse_and_pass_promtool(bench: Bench) -> None:
     duration = value(text, "toposcope_advisor_analysis_duration_seconds")
     assert duration is not None and duration >= 0
     assert value(text, "toposcope_advisor_verifications", verdict="pending") == 0
+    rss = value(text, "process_resident_memory_bytes")
+    assert rss is not None and rss > 0
+    assert any(name == "toposcope_build_info" for name, _ in samples(text))
     checked = subprocess.run(
         [require_binary("promtool"), "check", "metrics"],
         input=text,

@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "advisor": set(),
     "dashboards": set(),
     "slurm": set(),
+    "kube": set(),
 }
 PARTS = set(ALLOWED) - {"toposcope"}
 #: files allowed to name any part in a string (the subcommand table)

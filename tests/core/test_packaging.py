@@ -17,6 +17,7 @@ FOLDERS = {
     "dashboards": "toposcope.dashboards",
     "sim": "toposcope.sim",
     "slurm": "toposcope.slurm",
+    "kube": "toposcope.kube",
 }
 
 

@@ -37,10 +37,25 @@ pytestmark = pytest.mark.integration
 
 SNAPSHOT = "64amd64-4s2n4ca2co"
 HOSTNAME = "dashboards-test-node"
+#: the cluster label the scrape adds (as a multi-cluster setup would) and the scrape job
+CLUSTER = "eu-1"
+JOB = "toposcope"
 SPEC = REPO / "exporters" / "sources" / "fake_nvml_specs" / "dgx-a100.yaml"
 ADVISOR = "the advisor's own /metrics series; no advisor runs in this test"
+SLURM = "toposcope slurm exporter series; tests/slurm checks them against a real Slurm"
+#: the Slurm queue dashboard, whose series need a Slurm cluster (none runs in this test)
+SLURM_QUEUE = "toposcope-slurm-queue"
 #: (dashboard uid, panel title) -> why it has no data in this setup.
 NO_DATA: dict[tuple[str, str], str] = {
+    (SLURM_QUEUE, "Free GPUs"): SLURM,
+    (SLURM_QUEUE, "Fragmented GPUs"): SLURM,
+    (SLURM_QUEUE, "Largest free block"): SLURM,
+    (SLURM_QUEUE, "Pending jobs by reason"): SLURM,
+    (SLURM_QUEUE, "GPUs asked for against GPUs free"): SLURM,
+    (SLURM_QUEUE, "Wait of pending jobs"): SLURM,
+    (SLURM_QUEUE, "Pending jobs by the scheduler's reason"): SLURM,
+    (SLURM_QUEUE, "GPUs held per account"): SLURM,
+    (SLURM_QUEUE, "Accounts against their fair share"): SLURM,
     ("toposcope-advisor", "Advisors up"): ADVISOR,
     ("toposcope-advisor", "Open recommendations"): ADVISOR,
     ("toposcope-advisor", "Open recommendations by kind and severity"): ADVISOR,
@@ -86,10 +101,13 @@ def test_every_panel_returns_data(tmp_path: Path, hwloc_root: Callable[[str], Pa
     port = free_port()
     target = f"127.0.0.1:{port}"
     values = {
+        "cluster": CLUSTER,
+        "job": JOB,
         "hostname": HOSTNAME,
         "instance": target,
         "gpu": "0",
         "workload": multi_value(workloads),
+        "partition": "gpu",
     }
     offered = {**values, "workload": workloads[0]}
     exporter = [
@@ -99,7 +117,12 @@ def test_every_panel_returns_data(tmp_path: Path, hwloc_root: Callable[[str], Pa
     ]  # fmt: skip
     prometheus = Prometheus(
         tmp_path,
-        [{"job_name": "toposcope", "static_configs": [{"targets": [target]}]}],
+        [
+            {
+                "job_name": JOB,
+                "static_configs": [{"targets": [target], "labels": {"cluster": CLUSTER}}],
+            }
+        ],
         rule_files=[str(path) for path in RULE_FILES],
     )
     expected = [q for q in queries() if (q.dashboard, q.panel) not in NO_DATA]
@@ -135,7 +158,7 @@ def test_every_panel_returns_data(tmp_path: Path, hwloc_root: Callable[[str], Pa
 
         for uid, data in dashboards().items():
             for variable in variables(data):
-                if variable["type"] != "query" or uid == "toposcope-advisor":
+                if variable["type"] != "query" or uid in ("toposcope-advisor", SLURM_QUEUE):
                     continue
                 selector, label = label_values(str(variable["query"]))
                 found = {

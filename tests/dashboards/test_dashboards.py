@@ -46,18 +46,29 @@ DCGM_SERIES = {
     "DCGM_FI_DEV_GPU_TEMP",
 }
 #: Labels dcgm-exporter series are selected by.
-DCGM_LABELS = {"gpu", "Hostname"}
+DCGM_LABELS = {"gpu", "Hostname", "cluster"}
 #: Labels the scrape configuration adds to every series (docs/deploy.md), besides job and instance.
-SCRAPE_LABELS = {"hostname"}
+SCRAPE_LABELS = {"hostname", "cluster"}
+#: Variables every dashboard starts with, and that scope every query.
+SCOPE_VARIABLES = ["datasource", "cluster", "job"]
 #: Variables each dashboard must offer.
 REQUIRED_VARIABLES = {
     "toposcope-cluster-overview": {"datasource", "hostname", "instance"},
     "toposcope-node-detail": {"datasource", "hostname", "instance", "gpu"},
     "toposcope-workload-locality": {"datasource", "hostname", "instance", "workload"},
     "toposcope-advisor": {"datasource", "workload"},
+    "toposcope-slurm-queue": {"datasource", "partition"},
 }
 #: Values put in place of the variables to parse queries.
-PLACEHOLDERS = {"hostname": "node-1", "instance": "node-1:9847", "gpu": "0", "workload": "job-1"}
+PLACEHOLDERS = {
+    "cluster": "eu-1",
+    "job": "toposcope-host",
+    "hostname": "node-1",
+    "instance": "node-1:9847",
+    "gpu": "0",
+    "workload": "job-1",
+    "partition": "gpu",
+}
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 DOCS = REPO / "docs" / "dashboards.md"
 PROVISIONING = REPO / "deploy" / "grafana" / "provisioning"
@@ -265,6 +276,32 @@ def test_toposcope_series_are_filtered_to_the_chosen_hosts(query: Query) -> None
         assert "instance" in labels, f"{query}: {selector.name} is not filtered by $instance"
 
 
+@pytest.mark.parametrize("query", queries(), ids=str)
+def test_every_selector_is_scoped_to_the_chosen_cluster_and_job(query: Query) -> None:
+    """Every series a panel reads is of the chosen cluster; toposcope's also of the chosen job
+    (dcgm-exporter's come from its own job, and are matched by host instead)."""
+    for selector in selectors(parsed(query)):
+        matchers = {(m.name, m.value) for m in selector.matchers.matchers}
+        assert ("cluster", PLACEHOLDERS["cluster"]) in matchers, f"{query}: {selector}"
+        if not (selector.name or "").startswith("DCGM_"):
+            assert ("job", PLACEHOLDERS["job"]) in matchers, f"{query}: {selector}"
+
+
+@pytest.mark.parametrize("uid", sorted(REQUIRED_VARIABLES))
+def test_cluster_and_job_variables_come_first_and_allow_all(uid: str) -> None:
+    found = variables(dashboards()[uid])
+    assert [v["name"] for v in found[:3]] == SCOPE_VARIABLES
+    for variable in found[1:3]:
+        assert variable["type"] == "query"
+        assert variable["includeAll"] is True and variable["allValue"] == ".*"
+        selector, label = label_values(variable["query"])
+        assert label == variable["name"]
+        assert metric_names(substitute(selector, PLACEHOLDERS)) == {"toposcope_build_info"}
+    for variable in found[3:]:
+        if variable["type"] == "query":
+            assert "$cluster" in variable["query"], variable["name"]
+
+
 def test_dcgm_series_are_each_used_as_a_fallback() -> None:
     used: set[str] = set()
     for query in queries():
@@ -313,6 +350,8 @@ def test_datasource_provisioning() -> None:
     assert source["type"] == "prometheus"
     assert source["url"] == "http://prometheus:9090"
     assert source["access"] == "proxy"
+    # Grafana refuses a second default data source: ours must not claim to be it
+    assert source.get("isDefault", False) is False
 
 
 def test_dashboard_provisioning_points_at_the_documented_folder() -> None:

@@ -44,7 +44,9 @@ KUBERNETES_VERSION = "1.29.0"
 NAMESPACE = "toposcope"
 #: Kinds served by CRDs (Prometheus Operator): no schema in kubernetes-validate.
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
-IMAGE_PREFIX = "ghcr.io/toposcope/toposcope:"
+#: where the manifests' images live until users name their own registry (docs/deploy.md)
+REGISTRY = "registry.example.com/"
+COMPONENTS = K8S / "components"
 #: what the downward API puts in for $(NODE_NAME) on a node, for parsing args
 NODE = "gpu-node-01"
 #: the only container allowed host-level privileges, and which (documented in each manifest)
@@ -251,13 +253,77 @@ def test_daemonset_least_privilege() -> None:
     assert {probe["httpGet"]["path"] for probe in probes} == {"/-/healthy", "/-/ready"}
 
 
-def test_image_is_the_project_version() -> None:
-    version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
-        "version"
-    ]
+def test_image_is_the_release_version_in_the_placeholder_registry() -> None:
+    """Images carry the version a source tree without git tags builds as (no image is
+    published: users build, push and name their registry in kustomization.yaml)."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    version = pyproject["tool"]["setuptools_scm"]["fallback_version"]
+    kustomization = yaml.safe_load(KUSTOMIZATION.read_text(encoding="utf-8"))
+    listed = {image["name"]: image["newTag"] for image in kustomization["images"]}
     for workload in _workloads():
         for container in workload["spec"]["template"]["spec"]["containers"]:
-            assert container["image"] == f"{IMAGE_PREFIX}{version}", workload["metadata"]["name"]
+            name, _, tag = container["image"].rpartition(":")
+            assert name.startswith(REGISTRY) and tag == version, container["image"]
+            assert listed[name] == version, name
+
+
+@pytest.mark.parametrize("name", ["toposcope-exporter", "toposcope-agent"])
+def test_daemonsets_are_node_critical_and_linux_only(name: str) -> None:
+    pod = _pod_spec("DaemonSet", name)
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+
+
+def _overlay(tmp_path: Path, *components: str) -> list[dict[str, Any]]:
+    """The objects ``kubectl kustomize`` builds from the base with ``components`` added."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (kustomize build check only)")
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    kustomization = {
+        "resources": [os.path.relpath(K8S, overlay)],
+        "components": [os.path.relpath(COMPONENTS / c, overlay) for c in components],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    result = subprocess.run(
+        [kubectl, "kustomize", str(overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+
+
+def test_gpu_nodes_only_component_selects_gpu_nodes(tmp_path: Path) -> None:
+    built = _overlay(tmp_path, "gpu-nodes-only")
+    daemonsets = [d for d in built if d["kind"] == "DaemonSet"]
+    assert {d["metadata"]["name"] for d in daemonsets} == {"toposcope-exporter", "toposcope-agent"}
+    for daemonset in daemonsets:
+        assert daemonset["spec"]["template"]["spec"]["nodeSelector"] == {
+            "kubernetes.io/os": "linux",
+            "nvidia.com/gpu.present": "true",
+        }
+        validate(daemonset, KUBERNETES_VERSION, strict=True)
+
+
+def test_kube_prometheus_stack_component_labels_what_its_prometheus_selects(
+    tmp_path: Path,
+) -> None:
+    built = _overlay(tmp_path, "kube-prometheus-stack")
+    selected = [d for d in built if d["kind"] in CRD_KINDS]
+    assert sorted(_kind_and_name(d) for d in selected) == [
+        ("PrometheusRule", "toposcope-rules"),
+        ("ServiceMonitor", "toposcope-advisor"),
+        ("ServiceMonitor", "toposcope-exporter"),
+    ]
+    for doc in selected:
+        assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    for doc in built:
+        if doc["kind"] not in CRD_KINDS:
+            assert "release" not in doc["metadata"].get("labels", {}), doc["metadata"]["name"]
 
 
 def test_service_is_headless_and_selects_the_exporter_pods() -> None:
@@ -401,7 +467,9 @@ def test_docs_cover_every_manifest() -> None:
     text = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
     for path in [*MANIFESTS, KUSTOMIZATION, GENERATOR]:
         assert path.name in text, path.name
-    assert "components/apply-with-agents" in text
+    for component in sorted(p.name for p in COMPONENTS.iterdir() if p.is_dir()):
+        assert f"components/{component}" in text, component
+    assert "release: kube-prometheus-stack" in text
 
 
 # advisor and node agent -------------------------------------------------------------------

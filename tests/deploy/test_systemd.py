@@ -168,7 +168,7 @@ def test_agent_listens_on_the_port_the_advisor_calls() -> None:
     (exec_start,) = _values("Service", AGENT)["ExecStart"]
     assert parse_cli(_argv(exec_start)).listen == ":9848"
     text = _text(ADVISOR)
-    assert "--rm-url http://{node}:9848/api/v1" in text
+    assert "--rm-url https://{node}:9848/api/v1" in text
     assert "--rm-url-map /etc/toposcope/agents.yaml" in text  # the agents' allow-list
 
 

@@ -110,7 +110,7 @@ def test_advise_applies_to_the_simulator_and_is_idempotent(tmp_path: Path) -> No
             at = poll(covered_until, deadline_s=30)
             before = {w["name"]: w for w in api(sim_url, "/workloads")}
             code, report, stderr = advise(prom.url, sim_url, token, audit, at)
-            assert code == 1, stderr
+            assert code == 0, stderr  # recommendations found and applied: the run worked
             first = outcomes(stderr)
             applied = [i for i, text in first.items() if text.startswith("applied")]
             assert applied, stderr
@@ -149,7 +149,7 @@ def test_advise_applies_to_the_simulator_and_is_idempotent(tmp_path: Path) -> No
             poll(finished, deadline_s=20)
             actions_before = _actions_total(http_get(f"{sim_url}/truth/metrics").decode())
             code, again, stderr = advise(prom.url, sim_url, token, audit, at)
-            assert code in (0, 1), stderr
+            assert code == 0, stderr
             assert {r["id"] for r in again["recommendations"]} == set(recs)
             second = outcomes(stderr)
             assert not [t for t in second.values() if t.startswith("applied")], stderr

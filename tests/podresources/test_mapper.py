@@ -46,7 +46,7 @@ def test_the_runtime_state_names_every_container_and_sandbox() -> None:
     # the path identity is kept: workload name, pod UID, QoS class
     trainer = mapper.identify(TRAINER)
     assert trainer.name == f"{UID_A}/a1b2c3d4e5f6"
-    assert (trainer.pod_uid, trainer.qos_class) == (UID_A, "guaranteed")
+    assert (trainer.pod_uid, trainer.qos_class) == (UID_A, "Guaranteed")
     # processes in the pod's own cgroup belong to the pod
     assert names(mapper, POD_A) == ("research", "llm-train-0", "")
 

@@ -84,7 +84,7 @@ def test_with_an_allow_list_only_listed_agents_are_called(tmp_path: Path) -> Non
             "--rm-url", "http://{node}:9848/api/v1", "--rm-url-map", str(url_map),
         )  # fmt: skip
         assert catcher.requests == []
-    assert code in (0, 1)  # the report was made
+    assert code == 0  # the report was made
     assert ok.requests == []  # gpu-01 is not in the metrics, so it was not asked either
 
 
@@ -94,7 +94,7 @@ def test_the_allowed_agent_of_a_node_gets_the_token_at_its_listed_url(tmp_path: 
         code = _advise(scrape, _token_file(tmp_path), "--rm-url-map", f"gpu-01={agent.url}/api/v1")
         assert [r.path for r in agent.requests] == ["/api/v1/workloads"]
         assert agent.requests[0].headers["Authorization"] == f"Bearer {TOKEN}"
-    assert code in (0, 1)
+    assert code == 0
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import argparse
 import base64
-import datetime
 import http.client
-import ipaddress
 import os
-import shutil
 import signal
 import ssl
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +20,7 @@ import bcrypt
 import pytest
 
 from tests.procs import poll
+from toposcope import devcerts
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError
 from toposcope.exporters.app import ExporterServer, build_runner
@@ -36,78 +33,14 @@ TIMEOUT = 10.0
 PASSWORD = "s3cret-pw"
 
 
-def _make_with_cryptography(folder: Path, names: list[str]) -> None:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-
-    def issue(
-        name: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Name, object] | None
-    ) -> x509.Certificate:
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        signer_name, signer_key = issuer or (subject, key)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(signer_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-        )
-        if issuer is None:
-            builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=0), True)
-        else:
-            san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-            builder = builder.add_extension(san, False)
-        return builder.sign(signer_key, hashes.SHA256())  # type: ignore[arg-type]
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = issue("test-ca", ca_key, None)
-    (folder / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    for name in names:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = issue(name, key, (ca.subject, ca_key))
-        (folder / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (folder / f"{name}.key").write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-
-
-def _make_with_openssl(folder: Path, names: list[str]) -> None:
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder)
-
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=ca")
-    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    for name in names:
-        run("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
-        run(
-            "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "1", "-extfile", "san.ext", "-out", f"{name}.crt",
-        )  # fmt: skip
-
-
 def make_certificates(folder: Path, names: list[str]) -> Path:
     """A CA (``ca.crt``) and, for each name, ``NAME.crt``/``NAME.key`` it signed for
-    127.0.0.1: with the ``cryptography`` package when installed, else ``openssl``.
+    127.0.0.1 (the core's helper; skipped when it can make none on this machine).
     """
-    folder.mkdir(parents=True, exist_ok=True)
     try:
-        _make_with_cryptography(folder, names)
-    except ImportError:
-        if shutil.which("openssl") is None:
-            pytest.skip("neither the cryptography package nor openssl is installed")
-        _make_with_openssl(folder, names)
-    return folder
+        return devcerts.make_certificates(folder, names)
+    except ConfigError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture

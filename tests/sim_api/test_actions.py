@@ -37,6 +37,7 @@ def test_pin_is_accepted_with_the_action_state_and_its_location(
         "after": {"node": "node-a", "cpus": [4, 5, 6, 7], "mems": [1], "gpus": [0]},
         "error": "",
         "cost_seconds": 0.0,
+        "irreversible": None,
     }
     assert response.headers["Location"] == f"{BASE}/actions/act-1"
     workload = client.get(f"{BASE}/workloads/train-a").get_json()

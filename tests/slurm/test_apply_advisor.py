@@ -95,7 +95,7 @@ def test_the_applier_places_audits_and_reverts(slurm: LocalCluster, tmp_path: Pa
     placed, revert = audit.entries(rec.id)
     assert placed.state == "reverted" and placed.reverted_by == revert.request_id
     assert (revert.kind, revert.state, revert.reverts) == (
-        "release",
+        "unplace",
         "succeeded",
         placed.request_id,
     )

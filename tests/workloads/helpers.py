@@ -69,12 +69,40 @@ def build(
 
 
 #: the identity labels of every per-workload series, empty for a workload with no pod names
-NO_POD = {"namespace": "", "pod": "", "container": ""}
+#: and no Slurm job
+NO_POD = {
+    "namespace": "",
+    "pod": "",
+    "container": "",
+    "slurm_job_id": "",
+    "slurm_user": "",
+    "slurm_account": "",
+    "slurm_partition": "",
+}
 
 
 def workload_value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
     """A per-workload sample's value; ``namespace``/``pod``/``container`` default to empty."""
     return registry.get_sample_value(name, {**NO_POD, **labels})
+
+
+def info_labels(registry: CollectorRegistry, workload: str) -> dict[str, str]:
+    """Every label of one workload's ``toposcope_workload_info`` sample (empty if absent)."""
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name == "toposcope_workload_info" and sample.labels["workload"] == workload:
+                return dict(sample.labels)
+    return {}
+
+
+def info_value(registry: CollectorRegistry, **labels: str) -> float | None:
+    """The value of the ``toposcope_workload_info`` sample carrying at least ``labels``
+    (the identity labels not named are not compared).
+    """
+    found = info_labels(registry, labels["workload"])
+    if not found or any(found.get(k) != v for k, v in labels.items()):
+        return None
+    return 1.0
 
 
 def copy_host(source: Path, dest: Path) -> Path:

@@ -170,46 +170,56 @@ CID = "0123456789abcdef" * 4
             f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
             f"cri-containerd-{CID}.scope",
             f"{UID}/{CID[:12]}",
-            "kubernetes",
+            "pod",
             None,
         ),
         (
             f"/kubepods.slice/kubepods-pod{UID_}.slice/crio-{CID}.scope/container",
             f"{UID}/{CID[:12]}",
-            "kubernetes",
+            "pod",
             f"/kubepods.slice/kubepods-pod{UID_}.slice/crio-{CID}.scope",
         ),
-        (f"/kubepods/burstable/pod{UID}/{CID}", f"{UID}/{CID[:12]}", "kubernetes", None),
-        (f"/kubepods/pod{UID}/{CID}", f"{UID}/{CID[:12]}", "kubernetes", None),
+        (f"/kubepods/burstable/pod{UID}/{CID}", f"{UID}/{CID[:12]}", "pod", None),
+        (f"/kubepods/pod{UID}/{CID}", f"{UID}/{CID[:12]}", "pod", None),
         (
             f"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice",
             UID,
-            "kubernetes",
+            "pod",
             None,
         ),
-        (f"/docker/{CID}", CID[:12], "docker", None),
-        (f"/system.slice/docker-{CID}.scope", CID[:12], "docker", None),
-        (f"/machine.slice/libpod-{CID}.scope", CID[:12], "podman", None),
-        ("/system.slice/docker.service", "docker.service", "systemd", None),
-        ("/system.slice/foo.service", "foo.service", "systemd", None),
-        ("/system.slice/foo.service/worker", "foo.service", "systemd", "/system.slice/foo.service"),
+        (f"/docker/{CID}", CID[:12], "container", None),
+        (f"/system.slice/docker-{CID}.scope", CID[:12], "container", None),
+        (f"/machine.slice/libpod-{CID}.scope", CID[:12], "container", None),
+        ("/system.slice/docker.service", "docker.service", "systemd_unit", None),
+        ("/system.slice/foo.service", "foo.service", "systemd_unit", None),
+        (
+            "/system.slice/foo.service/worker",
+            "foo.service",
+            "systemd_unit",
+            "/system.slice/foo.service",
+        ),
         (
             "/user.slice/user-1000.slice/user@1000.service/app.slice/x.service",
             "/user.slice/user-1000.slice/user@1000.service/app.slice/x.service",
-            "systemd",
+            "systemd_unit",
             None,
         ),
-        ("/slurm/uid_1000/job_42/step_0/task_0", "slurm-job-42", "slurm", "/slurm/uid_1000/job_42"),
+        (
+            "/slurm/uid_1000/job_42/step_0/task_0",
+            "slurm-job-42",
+            "slurm_job",
+            "/slurm/uid_1000/job_42",
+        ),
         (
             "/slurm_node7/uid_0/job_7/step_extern",
             "slurm-job-7",
-            "slurm",
+            "slurm_job",
             "/slurm_node7/uid_0/job_7",
         ),
         (
             "/system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
             "slurm-job-42",
-            "slurm",
+            "slurm_job",
             "/system.slice/slurmstepd.scope/job_42",
         ),
         ("/machine.slice/vm1", "/machine.slice/vm1", "cgroup", None),
@@ -232,10 +242,10 @@ def test_kubernetes_identity_fields() -> None:
     assert (identity.pod_uid, identity.container_id, identity.qos_class) == (
         UID,
         CID,
-        "burstable",
+        "Burstable",
     )
     slurm = classify_cgroup("/slurm/uid_1000/job_42/step_0")
-    assert slurm.job_id == "42"
+    assert slurm.slurm_job_id == "42"
 
 
 def test_path_mapper_memoises() -> None:

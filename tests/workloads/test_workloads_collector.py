@@ -21,6 +21,8 @@ from tests.workloads.helpers import (
     FakeGpuProcesses,
     build,
     copy_host,
+    info_labels,
+    info_value,
     scrape,
     workload_names,
     workload_value,
@@ -31,8 +33,9 @@ from toposcope.exporters.collectors import default_table
 from toposcope.exporters.collectors.workloads import ENTRY as workloads_entry
 from toposcope.exporters.collectors.workloads import WorkloadsCollector
 from toposcope.exporters.context import CollectorContext, GpuProcess, HostTopology
-from toposcope.exporters.sources.workload_identity import PathMapper, WorkloadIdentity, with_names
+from toposcope.exporters.sources.workload_identity import PathMapper, with_names
 from toposcope.sim.proc_text import stat_line
+from toposcope.workload_identity import WorkloadIdentity
 
 CPU = "toposcope_workload_cpu_seconds_total"
 THREADS = "toposcope_workload_threads"
@@ -51,7 +54,9 @@ CGROUP_A = (
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
-    if name in (INFO, DROPPED):
+    if name == INFO:
+        return info_value(registry, **labels)
+    if name == DROPPED:
         return registry.get_sample_value(name, labels)
     return workload_value(registry, name, **labels)
 
@@ -159,16 +164,20 @@ def test_v1_hybrid_host_values() -> None:
     page = os.sysconf("SC_PAGE_SIZE")
     assert value(reg, MEMORY, workload=WL_DOCKER, numa_node="0") == 100 * page
     assert value(reg, MEMORY, workload=WL_DOCKER, numa_node="1") == 200 * page
-    # Slurm: both steps, memory from the job's hierarchical_total
-    assert value(reg, CPU, workload=WL_SLURM, numa_node="1") == pytest.approx(10.0)
-    assert value(reg, CPU, workload=WL_SLURM, numa_node="0") == pytest.approx(2.02)
-    assert value(reg, THREADS, workload=WL_SLURM, numa_node="0") == 2
-    assert value(reg, MEMORY, workload=WL_SLURM, numa_node="1") == 900 * page
+    # Slurm: both steps, memory from the job's hierarchical_total; the job's labels are on
+    # every value series, as the pod labels are
+    job = {k: v for k, v in info_labels(reg, WL_SLURM).items() if k.startswith("slurm_")}
+    assert job["slurm_job_id"] == "42"
+    assert value(reg, CPU, workload=WL_SLURM, **job, numa_node="1") == pytest.approx(10.0)
+    assert value(reg, CPU, workload=WL_SLURM, **job, numa_node="0") == pytest.approx(2.02)
+    assert value(reg, THREADS, workload=WL_SLURM, **job, numa_node="0") == 2
+    assert value(reg, MEMORY, workload=WL_SLURM, **job, numa_node="1") == 900 * page
     # /dev/nvidia0 is board 0000:7b:00.0 (driver information), i.e. GPU 1 on node 1
-    assert value(reg, GPU_INFO, workload=WL_SLURM, gpu="1") == 1.0
-    assert value(reg, GPU_INFO, workload=WL_SLURM, gpu="0") is None
-    assert value(reg, LOCALITY, workload=WL_SLURM, resource="cpu") == pytest.approx(10 / 12.02)
-    assert value(reg, LOCALITY, workload=WL_SLURM, resource="memory") == pytest.approx(0.9)
+    assert value(reg, GPU_INFO, workload=WL_SLURM, **job, gpu="1") == 1.0
+    assert value(reg, GPU_INFO, workload=WL_SLURM, **job, gpu="0") is None
+    cpu_share = value(reg, LOCALITY, workload=WL_SLURM, **job, resource="cpu")
+    assert cpu_share == pytest.approx(10 / 12.02)
+    assert value(reg, LOCALITY, workload=WL_SLURM, **job, resource="memory") == pytest.approx(0.9)
     assert value(reg, LOCALITY, workload=WL_DOCKER, resource="cpu") == pytest.approx(20 / 22)
     assert value(reg, LOCALITY, workload=WL_DOCKER, resource="memory") == pytest.approx(2 / 3)
 

@@ -8,7 +8,9 @@ it by ``toposcope docs metrics``). Names follow the Prometheus naming rules: the
 series whose value is always 1.
 
 The rows live in one module per part that publishes them (:mod:`.exporter_metrics`,
-:mod:`.gpu_metrics`, :mod:`.advisor_metrics`, :mod:`.sim_metrics`), in the order
+:mod:`.gpu_metrics`, :mod:`.advisor_metrics`, :mod:`.sim_metrics`,
+:mod:`.daemon_metrics` for what every daemon says about itself, :mod:`.queue_metrics` for
+schedulers' queues), in the order
 ``docs/metrics.md`` lists them; :mod:`.model` defines a row; :data:`GPU_KEYS` are the labels
 every GPU series carries (dcgm-exporter's join keys).
 """
@@ -20,14 +22,18 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from toposcope.catalogue.advisor_metrics import ADVISOR_SPECS
+from toposcope.catalogue.daemon_metrics import DAEMON_SPECS
 from toposcope.catalogue.exporter_metrics import HOST_SPECS, WORKLOAD_SPECS
 from toposcope.catalogue.gpu_metrics import GPU_KEYS, GPU_SPECS
 from toposcope.catalogue.model import MetricSpec, MetricType
+from toposcope.catalogue.queue_metrics import QUEUE_SPECS
 from toposcope.catalogue.sim_metrics import SIM_SPECS
 
 __all__ = ["CATALOGUE", "GPU_KEYS", "MetricSpec", "MetricType", "families", "nonempty", "spec"]
 
-_SPECS: tuple[MetricSpec, ...] = HOST_SPECS + GPU_SPECS + WORKLOAD_SPECS + ADVISOR_SPECS + SIM_SPECS
+_SPECS: tuple[MetricSpec, ...] = (
+    HOST_SPECS + GPU_SPECS + WORKLOAD_SPECS + ADVISOR_SPECS + SIM_SPECS + DAEMON_SPECS + QUEUE_SPECS
+)
 
 CATALOGUE: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
 

@@ -144,31 +144,52 @@ HOST_SPECS: tuple[MetricSpec, ...] = (
 #: Kubernetes nodes (empty elsewhere)
 _WHO = ("namespace", "pod", "container")
 
+#: the Slurm job a workload belongs to: on every workload series, as the pod labels are
+#: (functions of ``workload``, so they add no series)
+_JOB = ("slurm_job_id", "slurm_user", "slurm_account", "slurm_partition")
+
+#: who a workload is, on every per-workload value series
+_WORKLOAD_WHO = (*_WHO, *_JOB)
+
+#: what a workload is, on its info series only (functions of ``workload``, so they add no
+#: series; join them to the value series with ``group_left``)
+_IDENTITY = (
+    "workload_kind",
+    *_JOB,
+    "owner_kind",
+    "owner_name",
+    "qos_class",
+)
+
 #: per-workload placement, and the kubelet's allocations
 WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
     row(
         "toposcope_workload_info",
         "info",
-        ["workload", "pid", "comm", "cgroup", "pod", "namespace", "container"],
-        "A tracked workload (cgroup or process tree), value 1.",
+        ["workload", "pid", "comm", "cgroup", "pod", "namespace", "container", *_IDENTITY],
+        "A tracked workload (cgroup or process tree), value 1. workload_kind is pod, "
+        "slurm_job, container, systemd_unit, process or cgroup; the slurm_* labels name a "
+        "Slurm job's id, user, account and partition; owner_kind/owner_name a pod's "
+        "controller (Deployment, StatefulSet, Job...) and qos_class its QoS class. Empty "
+        "when unknown; join them to the other workload series on workload.",
     ),
     row(
         "toposcope_workload_gpu_memory_used_bytes",
         "gauge",
-        ["workload", *_WHO, "gpu"],
+        ["workload", *_WORKLOAD_WHO, "gpu"],
         "GPU memory used by a workload's processes, summed.",
         "bytes",
     ),
     row(
         "toposcope_workload_gpu_info",
         "info",
-        ["workload", *_WHO, "gpu"],
+        ["workload", *_WORKLOAD_WHO, "gpu"],
         "A GPU a workload holds open (/dev/nvidiaN descriptors or NVML), value 1.",
     ),
     row(
         "toposcope_workload_cpu_seconds_total",
         "counter",
-        ["workload", *_WHO, "numa_node"],
+        ["workload", *_WORKLOAD_WHO, "numa_node"],
         "CPU time of a workload's threads attributed to the NUMA node of the CPU each "
         "thread last ran on.",
         "seconds",
@@ -176,23 +197,33 @@ WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
     row(
         "toposcope_workload_threads",
         "gauge",
-        ["workload", *_WHO, "numa_node"],
+        ["workload", *_WORKLOAD_WHO, "numa_node"],
         "Threads of a workload by the NUMA node of the CPU each last ran on.",
     ),
     row(
         "toposcope_workload_memory_bytes",
         "gauge",
-        ["workload", *_WHO, "numa_node"],
+        ["workload", *_WORKLOAD_WHO, "numa_node"],
         "Memory of a workload resident on each NUMA node (cgroup memory.numa_stat or numa_maps).",
         "bytes",
     ),
     row(
         "toposcope_workload_locality_ratio",
         "gauge",
-        ["workload", *_WHO, "resource"],
+        ["workload", *_WORKLOAD_WHO, "resource"],
         "Share of a workload's CPU time (resource=cpu) or memory (resource=memory) on the NUMA "
         "node(s) of its GPUs, or of its dominant node without GPUs (1 = all local).",
         "ratio",
+    ),
+    row(
+        "toposcope_workload_sample_age_seconds",
+        "gauge",
+        [],
+        "Age of the workload sample this scrape serves. Reading every thread of every "
+        "workload costs more than a scrape may, so a background sampler reads them on its own "
+        "interval (--collector.workloads.sample-interval) and scrapes serve the last complete "
+        "sample; 0 when the scrape read them itself.",
+        "seconds",
     ),
     row(
         "toposcope_workloads_dropped_total",

@@ -13,7 +13,12 @@ Only resource-manager users import it (it needs pydantic); the exporter does not
 from __future__ import annotations
 
 from toposcope.rm.base import ActionServer, Applied, BaseResourceManager
-from toposcope.rm.errors import ResourceManagerError
+from toposcope.rm.errors import (
+    RETRY_LATER,
+    ResourceManagerError,
+    RetryLaterError,
+    is_retry_later,
+)
 from toposcope.rm.idempotency import ActionBook, request_key, same_request
 from toposcope.rm.models import (
     ActionKind,
@@ -44,6 +49,7 @@ from toposcope.rm.validation import (
 
 __all__ = [
     "FINAL_STATUSES",
+    "RETRY_LATER",
     "TRANSITIONS",
     "ActionBook",
     "ActionKind",
@@ -59,11 +65,13 @@ __all__ = [
     "NodeView",
     "ResourceManager",
     "ResourceManagerError",
+    "RetryLaterError",
     "WorkloadState",
     "WorkloadView",
     "can_move",
     "check_request",
     "check_transition",
+    "is_retry_later",
     "parse_answer",
     "parse_request",
     "request_key",

@@ -10,7 +10,12 @@ actions finish later). :meth:`apply_once` does the rest, under one lock, in this
    400 for a request without what its kind needs;
 2. the repeat rule (:mod:`toposcope.rm.idempotency`): a repeat answers the recorded action
    as it stands now, a conflict is 409;
-3. :meth:`_carry_out`, then the new action is recorded.
+3. :meth:`_carry_out` (for ``unplace``, :meth:`_unplace`), then the new action is recorded.
+
+``unplace`` undoes a placement. A backend that knows how overrides :meth:`_unplace`; the
+default carries it out as the ``release`` of the placement's GPUs, which is what undid a
+placement before the contract had ``unplace`` (the simulator returns a released training
+job to the queue), and answers with the ``unplace`` request.
 
 A refusal raised by :meth:`_carry_out` records nothing. :meth:`apply_once` says whether the
 answer was a repeat, which the HTTP API turns into 200 rather than 202.
@@ -20,11 +25,12 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from toposcope.rm.idempotency import ActionBook
 from toposcope.rm.models import (
+    ActionKind,
     ActionRequest,
     ActionState,
     NodeView,
@@ -76,6 +82,11 @@ class BaseResourceManager(ABC):
         Raises :class:`~toposcope.rm.errors.ResourceManagerError` to refuse it.
         """
 
+    def _unplace(self, request: ActionRequest) -> ActionState:
+        """Undo a placement (see the module docstring; the default releases its GPUs)."""
+        state = self._carry_out(replace(request, kind=ActionKind.RELEASE))
+        return replace(state, request=request)
+
     def _current(self, state: ActionState) -> ActionState:
         """How a recorded action stands now (default: as recorded). Use ``state.advance``."""
         return state
@@ -93,7 +104,10 @@ class BaseResourceManager(ABC):
             known = self._book.repeat_of(checked)
             if known is not None:
                 return Applied(self._now(known), repeat=True)
-            state = self._carry_out(checked)
+            if checked.kind == ActionKind.UNPLACE:
+                state = self._unplace(checked)
+            else:
+                state = self._carry_out(checked)
             self._book.record(state)
             return Applied(state, repeat=False)
 

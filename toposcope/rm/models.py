@@ -19,6 +19,13 @@ Actions (all idempotent by ``request_id``, see :mod:`toposcope.rm.idempotency`):
 * ``place``: start a pending job on ``node`` with ``gpus`` (and optionally ``cpus``/``mems``).
 * ``migrate``: move a running job to another ``node``/``gpus`` (checkpoint-restore cost).
 * ``release``: give back a workload's GPUs (idle allocations).
+* ``unplace``: undo what an earlier action left on ``node`` for the workload: a placement
+  (the job waits again), or the steering and scale-down a backend recorded (the advisor's
+  revert sends it; see :attr:`ActionState.irreversible`).
+
+An action's answer may say it is **irreversible** (an evicted pod restarted, a job was
+requeued): a revert can then only take back what the backend left behind (its steering),
+never the disruption itself.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ class ActionKind(StrEnum):
     PLACE = "place"
     MIGRATE = "migrate"
     RELEASE = "release"
+    UNPLACE = "unplace"
 
 
 class WorkloadState(StrEnum):
@@ -116,12 +124,14 @@ class ActionRequest:
     ]
     kind: ActionKind
     workload: Annotated[WorkloadName, Field(description="the workload to change")]
-    node: Annotated[NodeName | None, Field(description="target node (place, migrate)")] = None
+    node: Annotated[
+        NodeName | None, Field(description="target node (place, migrate; unplace: where it was)")
+    ] = None
     cpus: Annotated[IndexList, Field(description="CPUs to pin to")] = field(default_factory=list)
     mems: Annotated[IndexList, Field(description="NUMA nodes for memory")] = field(
         default_factory=list
     )
-    gpus: Annotated[IndexList, Field(description="GPU indexes (place, migrate)")] = field(
+    gpus: Annotated[IndexList, Field(description="GPU indexes (place, migrate, unplace)")] = field(
         default_factory=list
     )
     reason: Annotated[Text, Field(description="why, for the logs")] = ""
@@ -133,6 +143,11 @@ class ActionState:
 
     ``before`` is what a revert restores. ``status`` only moves the way
     :data:`toposcope.rm.states.TRANSITIONS` allows: use :meth:`advance`.
+
+    ``irreversible`` is the backend's word on undoing it: ``True`` when part of it cannot be
+    undone (an eviction), ``False`` when the backend recorded how to undo all of it, and
+    ``None`` when it says nothing (the advisor then builds the revert from ``before``). A
+    backend that says either undoes the action on an ``unplace`` request for the workload.
     """
 
     id: ActionId
@@ -142,6 +157,13 @@ class ActionState:
     after: Allocation | None = None
     error: str = ""
     cost_seconds: Annotated[Seconds, Field(description="modelled or measured cost, seconds")] = 0.0
+    irreversible: Annotated[
+        bool | None,
+        Field(
+            description="true: part of it cannot be undone (an eviction); false: the backend "
+            "recorded how to undo it all; null: not said (a revert restores 'before')"
+        ),
+    ] = None
 
     def advance(self, status: ActionStatus, error: str | None = None) -> ActionState:
         """This action moved on to ``status`` (with ``error`` when given).

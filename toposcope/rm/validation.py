@@ -41,6 +41,7 @@ REQUIRED_BY_KIND: Mapping[ActionKind, tuple[str, ...]] = MappingProxyType(
         ActionKind.PLACE: ("node",),
         ActionKind.MIGRATE: ("node",),
         ActionKind.RELEASE: (),
+        ActionKind.UNPLACE: ("node",),
     }
 )
 

@@ -30,11 +30,8 @@ from toposcope.exporters.sources.cgroups import CgroupLayout, Cgroups
 from toposcope.exporters.sources.podresources.records import ContainerAllocation, PodResources
 from toposcope.exporters.sources.podresources.runtime_state import RuntimeState
 from toposcope.exporters.sources.podresources.source import MAX_AGE, KubeletSource
-from toposcope.exporters.sources.workload_identity import (
-    PathMapper,
-    WorkloadIdentity,
-    with_names,
-)
+from toposcope.exporters.sources.workload_identity import PathMapper, with_names
+from toposcope.workload_identity import QosClass, WorkloadIdentity, WorkloadKind
 
 
 class KubeletMapper:
@@ -72,7 +69,7 @@ class KubeletMapper:
     def identify(self, cgroup: str) -> WorkloadIdentity:
         """The cgroup's identity, with Kubernetes names where they can be found."""
         base = self._path_mapper.identify(cgroup)
-        if base.kind != "kubernetes":
+        if base.kind != WorkloadKind.POD:
             return base
         with self._lock:
             self._refresh()
@@ -120,7 +117,7 @@ class KubeletMapper:
 
     def _by_exclusive_cpus(self, base: WorkloadIdentity) -> ContainerAllocation | None:
         """The one container whose exclusive CPUs are exactly this cgroup's cpuset."""
-        if self._answer is None or base.qos_class != "guaranteed":
+        if self._answer is None or base.qos_class != QosClass.GUARANTEED:
             return None
         exclusive = [c for c in self._answer.containers if c.cpu_ids]
         if not exclusive:

@@ -1,0 +1,62 @@
+"""The CSV formatter: one row per recommendation, for spreadsheets and scripts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
+from toposcope.advisor.formatters.cells import change_text
+from toposcope.recommendation import Report, action_to_dict
+
+HEADER = (
+    "id",
+    "kind",
+    "policy",
+    "node",
+    "workload",
+    "gpus",
+    "estimated_gain",
+    "confidence",
+    "risk",
+    "severity",
+    "summary",
+    "gain_model",
+    "change",
+    "actions",
+)
+
+
+@formatter("csv")
+def as_csv(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
+    """One row per recommendation (by gain): ``change`` is the actions in words with compact
+    CPU lists, ``actions`` the same as compact JSON (the resource-manager request bodies).
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(HEADER)
+    for rec in report.by_gain():
+        writer.writerow(
+            [
+                rec.id,
+                rec.kind,
+                rec.policy,
+                rec.target.node,
+                rec.target.workload or "",
+                " ".join(str(g) for g in rec.target.gpus),
+                f"{rec.estimated_gain:.6f}",
+                f"{rec.confidence:.3f}",
+                rec.risk,
+                rec.severity,
+                rec.summary,
+                rec.gain_model,
+                change_text(rec),
+                json.dumps(
+                    [action_to_dict(a) for a in rec.actions],
+                    sort_keys=True,
+                    separators=(",", ":"),
+                ),
+            ]
+        )
+    return out.getvalue()

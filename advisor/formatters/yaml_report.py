@@ -1,0 +1,19 @@
+"""The YAML formatter: the same document as the JSON format, for people and YAML tools."""
+
+from __future__ import annotations
+
+import yaml
+
+from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
+from toposcope.recommendation import Report
+
+
+@formatter("yaml")
+def as_yaml(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
+    """The report's JSON document as block YAML (keys sorted; lists of numbers on one line),
+    so that ``yaml.safe_load`` gives what ``json.loads`` gives for ``--format json``.
+    """
+    text: str = yaml.safe_dump(
+        report.to_dict(), sort_keys=True, default_flow_style=None, allow_unicode=True, width=100
+    )
+    return text

@@ -1,0 +1,181 @@
+"""The API server, through lightkube: reads, and writes that always run ``dryRun=All`` first.
+
+:class:`KubeApi` is the only code that talks to the API server. Objects come back as plain
+JSON dicts (what the rules in :mod:`.evictable` and :mod:`.undo` read). Every write is sent
+twice: first with ``?dryRun=All`` (the API server runs admission, validation and the
+PodDisruptionBudget check and persists nothing), then for real. Answers are mapped onto the
+resource-manager contract's refusals by :func:`api_errors`:
+
+* 429 (an eviction a PodDisruptionBudget blocks, cause ``DisruptionBudget``; or API priority
+  and fairness throttling) -> :class:`~toposcope.rm.errors.RetryLaterError`;
+* 500 on an eviction (several budgets match the pod: the API server refuses to choose) ->
+  409, refused;
+* 404, 409 (a ``resourceVersion`` conflict: the object changed since it was read), 422 -> the
+  same status; 401/403 -> 403 naming the missing permission (see ``deploy/kubernetes``);
+* an API server that cannot be reached -> 503.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from lightkube import ApiError, Client, ConfigError, KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment, ReplicaSet, StatefulSet
+from lightkube.resources.core_v1 import Node, Pod
+from lightkube.types import PatchType
+
+from toposcope.errors import ConfigError as ToposcopeConfigError
+from toposcope.kube.annotations import FIELD_MANAGER
+from toposcope.rm import ResourceManagerError, RetryLaterError
+
+#: the Kubeflow notebook custom resource (kubeflow.org/v1 Notebook)
+Notebook = create_namespaced_resource("kubeflow.org", "v1", "Notebook", "notebooks")
+
+#: owner kinds toposcope reads and patches, by the ``kind`` of an owner reference
+OWNER_KINDS: dict[str, Any] = {
+    "ReplicaSet": ReplicaSet,
+    "Deployment": Deployment,
+    "StatefulSet": StatefulSet,
+    "Notebook": Notebook,
+}
+#: kinds with a scale subresource toposcope may scale
+SCALABLE: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
+
+
+def _causes(error: ApiError) -> list[str]:
+    details = error.status.details
+    return [c.reason or "" for c in (details.causes or [])] if details is not None else []
+
+
+@contextlib.contextmanager
+def api_errors(what: str) -> Iterator[None]:
+    """Turn the API server's refusals while doing ``what`` into the contract's (module doc)."""
+    try:
+        yield
+    except ApiError as exc:
+        code = exc.status.code or exc.response.status_code
+        message = f"{what}: {exc.status.message or exc.status.reason or code}"
+        if code == 429:
+            blocked = "DisruptionBudget" in _causes(exc)
+            header = exc.response.headers.get("Retry-After", "")
+            after = float(header) if header.isdigit() else None
+            why = " (a PodDisruptionBudget allows no disruption now)" if blocked else ""
+            raise RetryLaterError(f"{message}{why}; try again later", retry_after_s=after) from None
+        if code == 500 and "eviction" in what:
+            raise ResourceManagerError(
+                f"{message} (several PodDisruptionBudgets match the pod; the API server "
+                "evicts none: fix the budgets)",
+                409,
+            ) from None
+        if code in (401, 403):
+            raise ResourceManagerError(
+                f"{message} (the service account lacks this permission: see the advisor's "
+                "ClusterRole in deploy/kubernetes)",
+                403,
+            ) from None
+        raise ResourceManagerError(message, code if code in (404, 409, 422) else 502) from None
+    except httpx2.HTTPError as exc:
+        raise ResourceManagerError(f"{what}: API server unreachable: {exc}", 503) from None
+
+
+def client_from(kubeconfig: str | None, context: str | None, timeout: float) -> Client:
+    """A client from ``kubeconfig`` (else ``$KUBECONFIG``, the in-cluster service account,
+    ``~/.kube/config``); :class:`~toposcope.errors.ConfigError` when none is usable.
+    """
+    try:
+        config = KubeConfig.from_file(Path(kubeconfig)) if kubeconfig else KubeConfig.from_env()
+        single = config.get(context_name=context)
+        if single is None:
+            raise ToposcopeConfigError(f"kubeconfig has no context {context or '(current)'}")
+        return Client(single, timeout=httpx2.Timeout(timeout), field_manager=FIELD_MANAGER)
+    except (ConfigError, OSError, ValueError, KeyError) as exc:
+        where = kubeconfig or "$KUBECONFIG, the in-cluster service account or ~/.kube/config"
+        raise ToposcopeConfigError(
+            f"cannot load the Kubernetes configuration {where}: {exc}"
+        ) from None
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    data: dict[str, Any] = obj.to_dict()
+    return data
+
+
+class KubeApi:
+    """The reads and writes the ``kubernetes`` backend needs (see the module docstring)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def pods(self) -> list[dict[str, Any]]:
+        """Every pod of every namespace."""
+        with api_errors("list pods"):
+            return [_plain(p) for p in self.client.list(Pod, namespace="*")]
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any]:
+        """One pod."""
+        with api_errors(f"get pod {namespace}/{name}"):
+            return _plain(self.client.get(Pod, name, namespace=namespace))
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Every node."""
+        with api_errors("list nodes"):
+            return [_plain(n) for n in self.client.list(Node)]
+
+    def owner(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """An owner object (:data:`OWNER_KINDS`)."""
+        with api_errors(f"get {kind} {namespace}/{name}"):
+            return _plain(self.client.get(OWNER_KINDS[kind], name, namespace=namespace))
+
+    def owners(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+        """Every owner of ``kind`` in ``namespace`` (none when the kind is not served)."""
+        try:
+            with api_errors(f"list {kind} in {namespace}"):
+                return [_plain(o) for o in self.client.list(OWNER_KINDS[kind], namespace=namespace)]
+        except ResourceManagerError as exc:
+            if exc.status == 404:  # the custom resource is not installed
+                return []
+            raise
+
+    def evict(self, namespace: str, name: str) -> None:
+        """``POST pods/{name}/eviction`` (policy/v1), dry run first."""
+        body = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
+        for dry in (True, False):
+            with api_errors(f"eviction of pod {namespace}/{name}"):
+                self.client.create(body, name, namespace=namespace, dry_run=dry)
+
+    def patch(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+        """A JSON merge patch (RFC 7386) of a pod or owner, dry run first. ``body`` should
+        hold ``metadata.resourceVersion`` so that a change since it was read is a 409.
+        """
+        resource = Pod if kind == "Pod" else OWNER_KINDS[kind]
+        for dry in (True, False):
+            with api_errors(f"patch {kind} {namespace}/{name}"):
+                self.client.patch(
+                    resource,
+                    name,
+                    body,
+                    namespace=namespace,
+                    patch_type=PatchType.MERGE,
+                    dry_run=dry,
+                )
+
+    def scale(self, kind: str, namespace: str, name: str, replicas: int) -> int:
+        """Set the replicas through the scale subresource (dry run first); the old count."""
+        resource = SCALABLE[kind].Scale
+        with api_errors(f"get the scale of {kind} {namespace}/{name}"):
+            scale = self.client.get(resource, name, namespace=namespace)
+        old = int(scale.spec.replicas or 0)
+        scale.spec.replicas = replicas
+        for dry in (True, False):
+            with api_errors(f"scale {kind} {namespace}/{name} to {replicas}"):
+                self.client.replace(scale, name, namespace=namespace, dry_run=dry)
+        return old
+
+
+__all__ = ["OWNER_KINDS", "SCALABLE", "KubeApi", "api_errors", "client_from"]

@@ -1,0 +1,269 @@
+"""The closed loop's rounds: a simulated cluster served on loopback, scraped by a real
+Prometheus, advised and changed by the real ``toposcope advise --apply`` in a subprocess.
+
+``bench/closed_loop.py`` builds the cluster and the oracle, calls :func:`run_rounds`, and
+judges the readings with :mod:`toposcope.sim.judge`. The advisor sees only what a real
+deployment shows it (metrics and the resource-manager API); the truth is read in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toposcope.procs import Prometheus, wait_until
+from toposcope.resources import ResourceManagerError
+from toposcope.rm import ActionKind, ActionStatus
+from toposcope.rmapi import make_api_app
+from toposcope.sim.clock import SimClock
+from toposcope.sim.cluster import DONE, SimCluster
+from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless
+from toposcope.sim.nodefs import SimExporters
+from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """How the rounds run: the advisor's window (seconds), the most rounds, the advisor's
+    action limits, the Prometheus binary, and where to keep each round's report (if at all).
+    """
+
+    window: int = 15
+    rounds: int = 6
+    max_actions: int = 50
+    max_actions_per_node: int = 8
+    prometheus_binary: str = "prometheus"
+    keep_reports: Path | None = None
+
+
+@contextmanager
+def prometheus(binary: str, workdir: Path, targets: Path, nodes: int) -> Iterator[str]:
+    """A real Prometheus scraping the file_sd ``targets`` every second; yields its URL once
+    every simulated node has been scraped.
+    """
+    scrape_configs = [
+        {
+            "job_name": "toposcope-sim",
+            "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
+        }
+    ]
+    server = Prometheus(workdir, scrape_configs, binary=binary)
+    with server.run():
+
+        def all_up() -> bool:
+            result = server.query('count(up{job="toposcope-sim"} == 1)')
+            return bool(result) and int(float(result[0]["value"][1])) == nodes
+
+        wait_until(all_up, 60, what="every simulated node scraped")
+        yield server.url
+
+
+def truth(cluster: SimCluster) -> dict[str, float]:
+    """True throughput of every workload that is not done."""
+    return {row.name: row.throughput for row in cluster.truth()}
+
+
+def counted_jobs(cluster: SimCluster) -> dict[str, float]:
+    """Counted jobs (running, or pending and arrived, with a non-zero ideal) -> ideal."""
+    result = {}
+    for state in cluster.job_states():
+        if state.state == DONE or state.spec.submit_time > cluster.now:
+            continue
+        ideal = cluster.ideal_throughput(state.spec)
+        if ideal > 0:
+            result[state.name] = ideal
+    return result
+
+
+def aggregate(throughput: Mapping[str, float], ideal: Mapping[str, float]) -> float:
+    """Sum of ``throughput / ideal`` over ``ideal``'s jobs."""
+    return sum(throughput.get(name, 0.0) / value for name, value in ideal.items())
+
+
+def run_advisor(
+    prom_url: str,
+    sim_url: str,
+    token_file: Path,
+    audit_db: Path,
+    window_s: int,
+    options: LoopOptions,
+) -> tuple[dict[str, Any], dict[str, str], float]:
+    """One ``toposcope advise --apply`` run: (JSON report, outcome by id, seconds)."""
+    argv = [
+        sys.executable, "-m", "toposcope.cli", "advise",
+        "--prometheus", prom_url, "--window", f"{window_s}s", "--format", "json",
+        "--apply", "--resource-manager", "sim", "--rm-url", sim_url,
+        "--token-file", str(token_file), "--audit-db", str(audit_db),
+        "--max-actions", str(options.max_actions),
+        "--max-actions-per-node", str(options.max_actions_per_node),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"toposcope advise exited {done.returncode}: {done.stderr[-2000:]}")
+    outcomes = {}
+    for line in done.stderr.splitlines():
+        if line.startswith("apply "):
+            rec_id, _, rest = line[len("apply ") :].partition(": ")
+            outcomes[rec_id] = rest
+    try:
+        report: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(
+            f"toposcope advise printed no JSON report: {done.stderr[-2000:]}"
+        ) from None
+    return report, outcomes, seconds
+
+
+def action_costs(audit_db: Path, rec_ids: set[str], cluster: SimCluster) -> float:
+    """The longest cost (simulated seconds) of the actions of ``rec_ids``."""
+    longest = 0.0
+    with sqlite3.connect(audit_db) as db:
+        rows = db.execute("SELECT request_id, recommendation_id FROM actions").fetchall()
+    for request_id, rec_id in rows:
+        if rec_id in rec_ids:
+            try:
+                longest = max(longest, cluster.action(request_id).cost_seconds)
+            except ResourceManagerError:  # an action the sim does not know cost nothing
+                continue
+    return longest
+
+
+def applied_costs(cluster: SimCluster) -> dict[str, float]:
+    """Seconds each workload stood still for the moves carried out so far (a migrate's
+    checkpoint-restore; pins and page migrations let the job run on).
+    """
+    paused: dict[str, float] = {}
+    for state in cluster.recorded():
+        if state.status is ActionStatus.SUCCEEDED and state.request.kind is ActionKind.MIGRATE:
+            name = state.request.workload
+            paused[name] = paused.get(name, 0.0) + state.cost_seconds
+    return paused
+
+
+def round_actions(
+    number: int,
+    recs: Mapping[str, Any],
+    applied: set[str],
+    current: Mapping[str, float],
+    after: Mapping[str, float],
+) -> list[dict[str, Any]]:
+    """One round's applied recommendations with their targets' true change."""
+    actions = []
+    for rec_id in sorted(applied, key=lambda i: -recs[i]["estimated_gain"]):
+        rec = recs[rec_id]
+        target = rec["target"].get("workload") or ""
+        was, now = current.get(target, 0.0), after.get(target, 0.0)
+        actual: float | None = now / was - 1.0 if was > 0 else None
+        actions.append(
+            {
+                "round": number,
+                "id": rec_id,
+                "kind": rec["kind"],
+                "policy": rec["policy"],
+                "severity": rec.get("severity"),
+                "workload": target,
+                "target": f"{rec['target'].get('node')}/{target}",
+                "estimated_gain": round(rec["estimated_gain"], 4),
+                "actual_gain": None if actual is None else round(actual, 4),
+                "throughput_before": round(was, 3),
+                "throughput_after": round(now, 3),
+                "harmful": now < was * (1.0 - HARM_TOLERANCE),
+                "useless": useless(actual),
+            }
+        )
+    return actions
+
+
+def serve(cluster: SimCluster, workdir: Path) -> tuple[SimServer, SimExporters, Path, str]:
+    """Serve the cluster on loopback: (server, exporters, token file, address)."""
+    exporters = SimExporters(cluster, workdir / "state", background=False)
+    token = secrets.token_hex(16)
+    token_file = workdir / "token"
+    token_file.write_text(token + "\n")
+    os.chmod(token_file, 0o600)
+    server = SimServer(
+        make_sim_app(cluster, exporters, make_api_app(cluster, token)), "127.0.0.1:0"
+    )
+    address = server.address
+    server.set_app(make_sim_app(cluster, exporters, make_api_app(cluster, token), address))
+    server.start()
+    write_file_sd(workdir / "targets.json", file_sd_targets(cluster.node_names(), address))
+    return server, exporters, token_file, address
+
+
+def run_rounds(
+    cluster: SimCluster,
+    clock: SimClock,
+    ideal: Mapping[str, float],
+    options: LoopOptions,
+    workdir: Path,
+    label: str,
+) -> tuple[dict[str, float], dict[str, float], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The advisor's rounds against the served cluster: (truth before, truth after,
+    rounds, actions); every counted job whose truth fell in a round is recorded.
+    """
+    server, exporters, token_file, address = serve(cluster, workdir)
+    audit_db = workdir / "audit.sqlite"
+    window = options.window
+    rounds: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
+    try:
+        for node in cluster.node_names():  # write every tree before the clock runs
+            exporters.scrape(node)
+        clock.set_speed(1.0)
+        targets = workdir / "targets.json"
+        nodes = len(cluster.node_names())
+        with prometheus(options.prometheus_binary, workdir, targets, nodes) as url:
+            time.sleep(window + 2)
+            before = truth(cluster)
+            current = dict(before)
+            for number in range(1, options.rounds + 1):
+                report, outcomes, seconds = run_advisor(
+                    url, f"http://{address}", token_file, audit_db, window, options
+                )
+                if options.keep_reports is not None:
+                    keep = options.keep_reports
+                    keep.mkdir(parents=True, exist_ok=True)
+                    (keep / f"{label}-round{number}.json").write_text(json.dumps(report, indent=1))
+                applied = {i for i, text in outcomes.items() if text.startswith("applied")}
+                recs = {r["id"]: r for r in report["recommendations"]}
+                cluster.advance(action_costs(audit_db, applied, cluster) + 1.0)
+                after_round = truth(cluster)
+                done = round_actions(number, recs, applied, current, after_round)
+                actions.extend(done)
+                targets_hit = {a["workload"] for a in done}
+                fell = fallen(current, after_round, ideal)
+                severities = sorted({str(r.get("severity")) for r in recs.values()})
+                rounds.append(
+                    {
+                        "round": number,
+                        "recommendations": len(recs),
+                        "severities": severities,
+                        "applied": len(applied),
+                        "advise_seconds": round(seconds, 2),
+                        "aggregate": round(aggregate(after_round, ideal), 4),
+                        "targets_fallen": [n for n in fell if n in targets_hit],
+                        "collateral": [n for n in fell if n not in targets_hit],
+                    }
+                )
+                current = after_round
+                if not applied:
+                    break
+                time.sleep(window + 2)
+            after = truth(cluster)
+    finally:
+        server.shutdown()
+        exporters.close()
+    return before, after, rounds, actions

@@ -1,0 +1,271 @@
+"""The queue as the metrics see it: per partition and per account, from one cluster state.
+
+Definitions (``docs/slurm.md`` shows them with examples):
+
+- A node is **available** unless it is down, unknown, future or flagged ``DRAIN``,
+  ``FAIL``, ``NOT_RESPONDING``, ``MAINTENANCE`` or powered down. Its **free GPUs** are those
+  it offers minus those jobs hold; on a node that is not available they are unavailable.
+- A pending job's **per-node GPUs** are its ``--gres=gpu:N`` or, for ``--gpus=N``, N over
+  its node count rounded up; its **GPUs** are that times its nodes. Its **eligible nodes**
+  are the available nodes of its partition that it does not exclude, among those it requires
+  if it requires some, offering its GPU type if it names one.
+- A job Slurm keeps waiting for ``resources`` waits on **topology** when its eligible nodes
+  have enough free GPUs for it in total but fewer of them than its node count have its
+  per-node GPUs free: moving GPUs between nodes would let it start. CPUs and memory are not
+  considered: a job that fits by GPUs but still waits keeps ``resources``.
+- **Startable** jobs wait for resources, topology or priority: not held, not on a
+  dependency, not on a quota of their own. They set the fragmentation, the accounts'
+  demand and the accounts' oldest wait.
+- **Fragmented GPUs** are the free GPUs of available nodes that have some free but fewer than
+  the smallest per-node GPU request among the partition's startable GPU jobs (0 when none
+  waits for GPUs).
+- An account's **fair share** is its part of the partition's available GPUs (free plus
+  allocated) split max-min fairly by demand (held plus asked for by startable jobs): every
+  account with demand gets an equal part (or one proportional to its accounting shares),
+  parts above an account's demand go to the others.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from toposcope.slurm.queue_reasons import categorize
+from toposcope.slurm.records import ClusterState, PendingJob, SlurmNode
+
+#: node states in which a node takes no jobs
+UNAVAILABLE_STATES = frozenset({"down", "unknown", "future", "error"})
+#: node flags with which a node takes no new jobs
+UNAVAILABLE_FLAGS = frozenset(
+    {"DRAIN", "FAIL", "NOT_RESPONDING", "MAINTENANCE", "POWERED_DOWN", "POWERING_DOWN"}
+)
+#: pending categories of jobs that could start if resources were there
+STARTABLE = frozenset({"resources", "topology", "priority"})
+#: the account label of jobs that name none
+NO_ACCOUNT = "(none)"
+#: the most accounts per partition given their own series; the rest share :data:`OVERFLOW`
+MAX_ACCOUNTS = 1000
+#: the account label of accounts beyond :data:`MAX_ACCOUNTS`
+OVERFLOW = "(overflow)"
+
+
+@dataclass(frozen=True)
+class ClassifiedJob:
+    """A pending job in one partition with its reason labels and GPU request."""
+
+    job: PendingJob
+    partition: str
+    reason: str
+    scheduler_reason: str
+    gpus_per_node: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class PartitionQueue:
+    """One partition's GPUs and pending jobs."""
+
+    name: str
+    free_gpus: int
+    allocated_gpus: int
+    unavailable_gpus: int
+    largest_free_block: int
+    fragmented_gpus: int
+    pending: tuple[ClassifiedJob, ...]
+
+
+@dataclass(frozen=True)
+class AccountUsage:
+    """What one account holds and waits for in one partition."""
+
+    partition: str
+    account: str
+    running_jobs: int = 0
+    pending_jobs: int = 0
+    allocated_gpus: int = 0
+    allocated_cpus: int = 0
+    pending_gpus: int = 0
+    startable_gpus: int = 0
+    oldest_wait_s: float | None = None
+    fair_share_gpus: float = 0.0
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """Every partition's queue and every account's usage at one moment."""
+
+    partitions: tuple[PartitionQueue, ...]
+    accounts: tuple[AccountUsage, ...]
+
+
+def available(node: SlurmNode) -> bool:
+    """Whether ``node`` may take new jobs."""
+    return node.state not in UNAVAILABLE_STATES and not UNAVAILABLE_FLAGS & set(node.flags)
+
+
+def free_gpus(node: SlurmNode) -> int:
+    """GPUs of ``node`` no job holds (0 on a node that is not available)."""
+    return max(0, node.gpus - len(node.gpus_used)) if available(node) else 0
+
+
+def gpus_per_node(job: PendingJob) -> int:
+    """The GPUs ``job`` needs on each of its nodes."""
+    return job.gpus_per_node or -(-job.gpus_per_job // job.nodes)
+
+
+def _eligible(job: PendingJob, nodes: Iterable[SlurmNode]) -> list[SlurmNode]:
+    required = set(job.required_nodes)
+    return [
+        n
+        for n in nodes
+        if available(n)
+        and n.name not in job.excluded_nodes
+        and (not required or n.name in required)
+        and (job.gpu_type is None or job.gpu_type in n.gpu_types)
+    ]
+
+
+def classify(job: PendingJob, partition: str, nodes: Iterable[SlurmNode]) -> ClassifiedJob:
+    """``job``'s reason labels and GPU request in ``partition`` (whose nodes are ``nodes``)."""
+    reason, scheduler_reason = categorize(job.reason)
+    per_node = gpus_per_node(job)
+    total = job.gpus_per_node * job.nodes if job.gpus_per_node else job.gpus_per_job
+    if reason == "resources" and per_node > 0:
+        eligible = _eligible(job, nodes)
+        free = [free_gpus(n) for n in eligible]
+        fitting = sum(1 for f in free if f >= per_node)
+        if sum(free) >= total and fitting < job.nodes:
+            reason = "topology"
+    return ClassifiedJob(job, partition, reason, scheduler_reason, per_node, total)
+
+
+def _partition_queue(
+    name: str, nodes: list[SlurmNode], pending: list[ClassifiedJob]
+) -> PartitionQueue:
+    free = [free_gpus(n) for n in nodes]
+    allocated = sum(min(n.gpus, len(n.gpus_used)) for n in nodes)
+    total = sum(n.gpus for n in nodes)
+    requests = [c.gpus_per_node for c in pending if c.reason in STARTABLE and c.gpus_per_node]
+    smallest = min(requests, default=0)
+    return PartitionQueue(
+        name=name,
+        free_gpus=sum(free),
+        allocated_gpus=allocated,
+        unavailable_gpus=total - allocated - sum(free),
+        largest_free_block=max(free, default=0),
+        fragmented_gpus=sum(f for f in free if 0 < f < smallest),
+        pending=tuple(pending),
+    )
+
+
+def fair_shares(
+    capacity: float, demand: Mapping[str, float], weights: Mapping[str, float]
+) -> dict[str, float]:
+    """Max-min fair split of ``capacity`` among accounts with positive ``demand``.
+
+    Each account gets a part proportional to its weight (1 where ``weights`` has none), never
+    above its demand; what a satisfied account leaves goes to the others.
+    """
+    share = {a: 0.0 for a in demand}
+    active = {a for a, d in demand.items() if d > 0}
+    remaining = capacity
+    while active and remaining > 1e-9:
+        weight = {a: weights.get(a, 1.0) if weights.get(a, 1.0) > 0 else 1.0 for a in active}
+        total = sum(weight.values())
+        give = {a: remaining * weight[a] / total for a in active}
+        full = {a for a in active if share[a] + give[a] >= demand[a]}
+        if not full:
+            for a in active:
+                share[a] += give[a]
+            break
+        for a in full:
+            remaining -= demand[a] - share[a]
+            share[a] = demand[a]
+        active -= full
+    return share
+
+
+def _account_label(account: str, seen: dict[str, None]) -> str:
+    name = account[:128] or NO_ACCOUNT
+    if name not in seen and len(seen) >= MAX_ACCOUNTS:
+        return OVERFLOW
+    seen.setdefault(name, None)
+    return name
+
+
+def _accounts(
+    state: ClusterState,
+    partitions: Mapping[str, PartitionQueue],
+    weights: Mapping[str, float],
+) -> list[AccountUsage]:
+    usage: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    oldest: dict[tuple[str, str], float] = {}
+    seen: dict[str, dict[str, None]] = defaultdict(dict)
+    for job in state.running:
+        if job.partition not in partitions:
+            continue
+        key = (job.partition, _account_label(job.account, seen[job.partition]))
+        usage[key]["running_jobs"] += 1
+        usage[key]["allocated_gpus"] += sum(len(a.gpus) for a in job.allocations)
+        usage[key]["allocated_cpus"] += sum(len(a.cpus) for a in job.allocations)
+    for queue in partitions.values():
+        for c in queue.pending:
+            key = (queue.name, _account_label(c.job.account, seen[queue.name]))
+            usage[key]["pending_jobs"] += 1
+            usage[key]["pending_gpus"] += c.gpus
+            if c.reason in STARTABLE:
+                usage[key]["startable_gpus"] += c.gpus
+                oldest[key] = max(oldest.get(key, 0.0), c.job.wait_s)
+    shares: dict[tuple[str, str], float] = {}
+    for queue in partitions.values():
+        demand = {
+            a: u["allocated_gpus"] + u["startable_gpus"]
+            for (p, a), u in usage.items()
+            if p == queue.name
+        }
+        capacity = queue.free_gpus + queue.allocated_gpus
+        for account, value in fair_shares(capacity, demand, weights).items():
+            shares[(queue.name, account)] = value
+    return [
+        AccountUsage(
+            partition=partition,
+            account=account,
+            running_jobs=int(u["running_jobs"]),
+            pending_jobs=int(u["pending_jobs"]),
+            allocated_gpus=int(u["allocated_gpus"]),
+            allocated_cpus=int(u["allocated_cpus"]),
+            pending_gpus=int(u["pending_gpus"]),
+            startable_gpus=int(u["startable_gpus"]),
+            oldest_wait_s=oldest.get((partition, account)),
+            fair_share_gpus=shares.get((partition, account), 0.0),
+        )
+        for (partition, account), u in sorted(usage.items())
+    ]
+
+
+def queue_snapshot(
+    state: ClusterState, weights: Mapping[str, float] | None = None
+) -> QueueSnapshot:
+    """The queue of every partition that has nodes, and every account's usage.
+
+    ``weights`` are the accounts' shares (Slurm's NormShares) where accounting gives them. A
+    pending job submitted to several partitions (``-p a,b``) counts in each; partitions
+    without nodes are left out.
+    """
+    members: dict[str, list[SlurmNode]] = defaultdict(list)
+    for node in state.nodes:
+        for partition in node.partitions:
+            members[partition].append(node)
+    pending: dict[str, list[ClassifiedJob]] = defaultdict(list)
+    for job in state.pending:
+        for partition in dict.fromkeys(job.partition.split(",")):
+            if partition in members:
+                pending[partition].append(classify(job, partition, members[partition]))
+    partitions = {
+        name: _partition_queue(name, nodes, pending[name]) for name, nodes in members.items()
+    }
+    return QueueSnapshot(
+        partitions=tuple(partitions[name] for name in sorted(partitions)),
+        accounts=tuple(_accounts(state, partitions, weights or {})),
+    )

@@ -1,0 +1,108 @@
+"""The queue snapshot and the accounting figures as Prometheus families from the catalogue.
+
+Every family carries ``scheduler="slurm"``. ``toposcope_queue_pending_gpus`` and
+``toposcope_queue_gpus`` are published for every reason and state at zero too, so that rules
+and panels see a series before anything waits; the other pending families only for what
+waits. Wait-time families are gauges of the jobs still waiting (their oldest and mean wait):
+a wait histogram's ``_count`` and ``_sum`` would have to be counters, which waits of jobs
+still pending are not.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from prometheus_client.core import Metric
+
+from toposcope.catalogue import families, nonempty
+from toposcope.catalogue.queue_metrics import GPU_STATES, PENDING_REASONS
+from toposcope.slurm.queue import QueueSnapshot
+
+#: the ``scheduler`` label of every series this backend publishes
+SCHEDULER = "slurm"
+
+QUEUE_FAMILIES = (
+    "toposcope_queue_pending_jobs",
+    "toposcope_queue_pending_gpus",
+    "toposcope_queue_pending_oldest_wait_seconds",
+    "toposcope_queue_pending_mean_wait_seconds",
+    "toposcope_queue_gpus",
+    "toposcope_queue_largest_free_gpu_block",
+    "toposcope_queue_fragmented_gpus",
+    "toposcope_queue_account_jobs",
+    "toposcope_queue_account_allocated_gpus",
+    "toposcope_queue_account_allocated_cpus",
+    "toposcope_queue_account_pending_gpus",
+    "toposcope_queue_account_oldest_wait_seconds",
+    "toposcope_queue_account_fair_share_gpus",
+)
+ACCOUNTING_FAMILIES = (
+    "toposcope_queue_account_fairshare_ratio",
+    "toposcope_queue_account_shares_ratio",
+    "toposcope_queue_account_usage_ratio",
+)
+
+
+def queue_families(snapshot: QueueSnapshot) -> list[Metric]:
+    """The ``toposcope_queue_*`` families of partitions and accounts."""
+    out = families(QUEUE_FAMILIES)
+    for queue in snapshot.partitions:
+        where = [SCHEDULER, queue.name]
+        counts: dict[tuple[str, str], int] = defaultdict(int)
+        waits: dict[str, list[float]] = defaultdict(list)
+        gpus = dict.fromkeys(PENDING_REASONS, 0)
+        for job in queue.pending:
+            counts[(job.reason, job.scheduler_reason)] += 1
+            waits[job.reason].append(job.job.wait_s)
+            gpus[job.reason] += job.gpus
+        for (reason, scheduler_reason), count in sorted(counts.items()):
+            out["toposcope_queue_pending_jobs"].add_metric(
+                [*where, reason, scheduler_reason], count
+            )
+        for reason, value in gpus.items():
+            out["toposcope_queue_pending_gpus"].add_metric([*where, reason], value)
+        for reason, values in sorted(waits.items()):
+            out["toposcope_queue_pending_oldest_wait_seconds"].add_metric(
+                [*where, reason], max(values)
+            )
+            out["toposcope_queue_pending_mean_wait_seconds"].add_metric(
+                [*where, reason], sum(values) / len(values)
+            )
+        by_state = dict(
+            zip(
+                GPU_STATES,
+                (queue.free_gpus, queue.allocated_gpus, queue.unavailable_gpus),
+                strict=True,
+            )
+        )
+        for state, value in by_state.items():
+            out["toposcope_queue_gpus"].add_metric([*where, state], value)
+        out["toposcope_queue_largest_free_gpu_block"].add_metric(where, queue.largest_free_block)
+        out["toposcope_queue_fragmented_gpus"].add_metric(where, queue.fragmented_gpus)
+    for usage in snapshot.accounts:
+        labels = [SCHEDULER, usage.partition, usage.account]
+        out["toposcope_queue_account_jobs"].add_metric([*labels, "running"], usage.running_jobs)
+        out["toposcope_queue_account_jobs"].add_metric([*labels, "pending"], usage.pending_jobs)
+        figures: tuple[tuple[str, float], ...] = (
+            ("allocated_gpus", usage.allocated_gpus),
+            ("allocated_cpus", usage.allocated_cpus),
+            ("pending_gpus", usage.pending_gpus),
+            ("fair_share_gpus", usage.fair_share_gpus),
+        )
+        for name, figure in figures:
+            out[f"toposcope_queue_account_{name}"].add_metric(labels, figure)
+        if usage.oldest_wait_s is not None:
+            out["toposcope_queue_account_oldest_wait_seconds"].add_metric(
+                labels, usage.oldest_wait_s
+            )
+    return nonempty(out.values())
+
+
+def accounting_families(figures: Mapping[str, tuple[float, float, float]]) -> list[Metric]:
+    """The fair-share families from ``account -> (fairshare, norm shares, effective usage)``."""
+    out = families(ACCOUNTING_FAMILIES)
+    for account, values in sorted(figures.items()):
+        for name, value in zip(ACCOUNTING_FAMILIES, values, strict=True):
+            out[name].add_metric([SCHEDULER, account], value)
+    return nonempty(out.values())

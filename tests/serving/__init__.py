@@ -1,0 +1,1 @@
+"""Tests of the serving layer every daemon shares."""

@@ -1,0 +1,102 @@
+"""What every toposcope daemon says about itself on ``/metrics``: prometheus_client's
+``process_*`` families (resident and virtual memory, CPU seconds, open and maximum file
+descriptors, start time) and ``toposcope_build_info`` (version, source revision, Python and
+platform), as node_exporter and Prometheus publish ``process_*`` and ``*_build_info``.
+
+Each daemon builds its own registry with :func:`daemon_registry`; nothing joins
+prometheus_client's process-wide default registry, so importing this module registers
+nothing and tests do not leak into each other.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from importlib import metadata
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import Metric
+
+from toposcope import __version__
+from toposcope.catalogue import spec
+from toposcope.httpgzip import WsgiApp
+
+#: The revision label when the installed distribution does not record one.
+UNKNOWN = "unknown"
+
+
+def installed_revision(distribution: str = "toposcope") -> str:
+    """The version-control commit ``distribution`` was installed from, or :data:`UNKNOWN`.
+
+    pip records it in the distribution's ``direct_url.json`` when installing from a
+    repository URL; a wheel or an editable checkout records none.
+    """
+    try:
+        text = metadata.distribution(distribution).read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return UNKNOWN
+    try:
+        commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id")
+    except (ValueError, AttributeError):
+        return UNKNOWN
+    return commit if isinstance(commit, str) and commit else UNKNOWN
+
+
+def build_labels() -> dict[str, str]:
+    """The labels of ``toposcope_build_info`` for this process, keyed by label name."""
+    return {
+        "version": __version__,
+        "revision": installed_revision(),
+        "python_version": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "os": sys.platform,
+        "arch": platform.machine(),
+    }
+
+
+class BuildInfoCollector:
+    """Publishes ``toposcope_build_info`` (its labels read once, when built)."""
+
+    def __init__(self) -> None:
+        labels = build_labels()
+        self.values = [labels[name] for name in spec("toposcope_build_info").labels]
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the single build-info sample."""
+        family = spec("toposcope_build_info").family()
+        family.add_metric(self.values, 1.0)
+        yield family
+
+
+def daemon_registry() -> CollectorRegistry:
+    """A fresh registry holding this process's ``process_*`` and ``toposcope_build_info``."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+    registry.register(BuildInfoCollector())
+    return registry
+
+
+def with_self_metrics(app: WsgiApp) -> WsgiApp:
+    """``app`` with ``GET /metrics`` answered from a :func:`daemon_registry` of its own.
+
+    For daemons whose application has no ``/metrics`` (the node agent, the simulator);
+    every other request goes to ``app`` unchanged.
+    """
+    own = daemon_registry()
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        if environ.get("PATH_INFO") == "/metrics" and method in ("GET", "HEAD"):
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+            return [generate_latest(own)]
+        return app(environ, start_response)
+
+    return wrapped

@@ -1,23 +1,30 @@
 """Benchmark the host exporter against node_exporter on the same sysfs/procfs tree.
 
 The tree is hwloc's 64-CPU, 8-NUMA-node fixture ``64amd64-4s2n4ca2co`` plus generated
-processes and cgroups for N synthetic workloads (``sim.fsgen``). Both exporters run as real
-processes on loopback and are scraped over HTTP in alternation, so that they see the same
-machine load:
+processes and cgroups for N synthetic workloads of 8 threads (``sim.fsgen``), for each N of
+``--workloads`` (500 and 1,000 by default, so that the growth of the cost shows). Both
+exporters run as real processes on loopback and are scraped over HTTP in alternation, so
+that they see the same machine load:
 
 * ours, full scrape (every host collector) and the NUMA part only
   (``collect[]=numa_memory&collect[]=numa_cpu``);
 * ``prometheus-node-exporter`` (the OS package) with only ``meminfo_numa`` and ``cpu``.
 
-Prints p50/p95 latencies, our peak RSS and the NUMA-part ratio ours/theirs; ``--json`` for
-machine-readable output. Targets (docs/benchmarks.md): full p50 <= 25 ms, RSS <= 60 MB,
-NUMA-part ratio <= 1.0. Never used as a timed assertion in tests.
+Prints p50/p95 latencies, the NUMA-part ratio ours/theirs, our serving process's peak RSS
+(VmHWM after all scrapes), and its CPU seconds per hour at a 15 s scrape interval: the CPU
+it burns idle (the background workload sampler, on its default interval) over
+``--idle-seconds``, plus 240 scrapes' worth of the CPU a full scrape costs. It also times, in
+this process, rendering one sample's workload families with and without the Slurm job labels
+on the value series. ``--json`` for machine-readable output. Targets (docs/benchmarks.md):
+full p50 <= 25 ms, NUMA-part ratio <= 1.0, peak RSS <= 40 MB, each printed as met or MISSED.
+Never used as a timed assertion in tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -32,10 +39,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.helpers import HWLOC_LINUX, extract_snapshot  # noqa: E402
+from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings  # noqa: E402
+from toposcope.exporters.collectors.workloads import workload_families  # noqa: E402
+from toposcope.exporters.context import HostTopology  # noqa: E402
+from toposcope.exporters.exposition import render_families  # noqa: E402
+from toposcope.exporters.sources.workload_snapshot import WorkloadSnapshotter  # noqa: E402
 from toposcope.procs import free_port, stop, wait_http  # noqa: E402
 from toposcope.sim.fsgen import write_workload_tree  # noqa: E402
 
 FIXTURE = "64amd64-4s2n4ca2co"
+TARGET_FULL_P50_MS = 25.0
+TARGET_NUMA_RATIO = 1.0
+TARGET_RSS_MB = 40.0
+SCRAPE_INTERVAL_S = 15.0
+JOB_LABELS = ("slurm_job_id", "slurm_user", "slurm_account", "slurm_partition")
 
 
 def scrape_ms(url: str) -> float:
@@ -46,12 +63,53 @@ def scrape_ms(url: str) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def peak_rss_mb(pid: int) -> float:
-    """Peak resident set size (VmHWM) of a process in MiB."""
+def status_mb(pid: int, key: str) -> float:
+    """A ``/proc/PID/status`` memory figure (``VmHWM``: peak RSS, ``VmRSS``) in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def verdict(value: float, target: float) -> str:
+    """``met`` or ``MISSED`` for a figure whose target is an upper bound."""
+    return "met" if value <= target else "MISSED"
+
+
+def job_label_render_ms(base: Path, workloads: int, rounds: int = 5) -> dict[str, float]:
+    """Median ms to render one sample's workload families, with and without the Slurm job
+    labels on the value series (the same sample, the labels dropped from a copy).
+    """
+    config = ExporterConfig(
+        paths=HostPaths.under(base), workloads=WorkloadSettings(max_workloads=workloads + 100)
+    )
+    snapshotter = WorkloadSnapshotter(config.workloads, config.paths, HostTopology(config).get)
+    families = workload_families(snapshotter.take())
+    stripped = []
+    for family in families:
+        copy = type(family)(family.name, family.documentation, labels=[])
+        copy.type = family.type
+        for sample in family.samples:
+            labels = sample.labels
+            if family.name != "toposcope_workload_info":
+                labels = {k: v for k, v in labels.items() if k not in JOB_LABELS}
+            copy.samples.append(sample._replace(labels=labels))
+        stripped.append(copy)
+    timings: dict[str, float] = {}
+    for name, chosen in (("with_job_labels", families), ("without_job_labels", stripped)):
+        runs = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            render_families(chosen)
+            runs.append((time.perf_counter() - started) * 1000)
+        timings[name] = round(statistics.median(runs), 1)
+    return timings
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -61,7 +119,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered), 2), "p95_ms": round(p95, 2)}
 
 
-def run(workloads: int, rounds: int) -> dict[str, Any]:
+def run(workloads: int, rounds: int, idle_seconds: float) -> dict[str, Any]:
     """Build the tree, start both exporters, scrape them ``rounds`` times each."""
     peer = shutil.which("prometheus-node-exporter")
     with tempfile.TemporaryDirectory(prefix="toposcope-bench-") as tmp:
@@ -122,29 +180,52 @@ def run(workloads: int, rounds: int) -> dict[str, Any]:
             with urllib.request.urlopen(ours_full) as response:
                 body = response.read().decode()
             series = sum(1 for line in body.splitlines() if line and not line.startswith("#"))
+            for _ in range(3):  # warm-up
+                scrape_ms(ours_full)
+            idle_from = cpu_seconds(ours.pid)
+            time.sleep(idle_seconds)  # the background sampler alone, no scrape
+            idle_rate = (cpu_seconds(ours.pid) - idle_from) / idle_seconds
             full: list[float] = []
             numa: list[float] = []
             peer_numa: list[float] = []
-            for _ in range(3):  # warm-up
-                scrape_ms(ours_full)
+            full_cpu = 0.0
+            full_wall = 0.0
             for _ in range(rounds):
+                before = cpu_seconds(ours.pid)
+                started = time.perf_counter()
                 full.append(scrape_ms(ours_full))
+                full_wall += time.perf_counter() - started
+                full_cpu += cpu_seconds(ours.pid) - before
                 numa.append(scrape_ms(ours_numa))
                 if theirs_url:
                     peer_numa.append(scrape_ms(theirs_url))
+            per_scrape_cpu = max(full_cpu - idle_rate * full_wall, 0.0) / rounds
+            cpu_hour = idle_rate * 3600 + per_scrape_cpu * 3600 / SCRAPE_INTERVAL_S
+            full_p = percentiles(full)
+            rss = status_mb(ours.pid, "VmHWM")
             result: dict[str, Any] = {
                 "fixture": FIXTURE,
                 "workloads": workloads,
                 "rounds": rounds,
                 "series_per_scrape": series,
-                "ours_full": percentiles(full),
+                "ours_full": full_p,
+                "ours_full_target": f"p50 <= {TARGET_FULL_P50_MS:g} ms: "
+                + verdict(full_p["p50_ms"], TARGET_FULL_P50_MS),
                 "ours_numa_part": percentiles(numa),
-                "ours_peak_rss_mb": round(peak_rss_mb(ours.pid), 1),
+                "ours_peak_rss_mb": round(rss, 1),
+                "ours_rss_now_mb": round(status_mb(ours.pid, "VmRSS"), 1),
+                "ours_rss_target": f"<= {TARGET_RSS_MB:g} MB: {verdict(rss, TARGET_RSS_MB)}",
+                "ours_idle_cpu_s_per_hour": round(idle_rate * 3600, 1),
+                "ours_cpu_ms_per_full_scrape": round(per_scrape_cpu * 1000, 2),
+                "ours_cpu_s_per_hour_at_15s": round(cpu_hour, 1),
+                "render_workload_families_ms": job_label_render_ms(base, workloads),
             }
             if peer_numa:
+                ratio = statistics.median(numa) / statistics.median(peer_numa)
                 result["node_exporter_numa_part"] = percentiles(peer_numa)
-                result["numa_part_ratio_p50"] = round(
-                    statistics.median(numa) / statistics.median(peer_numa), 2
+                result["numa_part_ratio_p50"] = round(ratio, 2)
+                result["numa_part_target"] = (
+                    f"<= {TARGET_NUMA_RATIO:g}: {verdict(ratio, TARGET_NUMA_RATIO)}"
                 )
             else:
                 result["node_exporter_numa_part"] = "prometheus-node-exporter not installed"
@@ -155,18 +236,23 @@ def run(workloads: int, rounds: int) -> dict[str, Any]:
 
 
 def main() -> int:
-    """Parse options, run, print figures."""
+    """Parse options, run each tree size, print figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--workloads", type=int, default=500)
+    parser.add_argument("--workloads", type=int, nargs="+", default=[500, 1000])
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument(
+        "--idle-seconds", type=float, default=20.0, help="idle window for the sampler's CPU"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
-    result = run(args.workloads, args.rounds)
+    results = [run(n, args.rounds, args.idle_seconds) for n in args.workloads]
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results, indent=2))
     else:
-        for key, value in result.items():
-            print(f"{key:28} {value}")
+        for result in results:
+            for key, value in result.items():
+                print(f"{key:30} {value}")
+            print()
     return 0
 
 

@@ -20,6 +20,7 @@ from toposcope.exporters.app import ExporterServer, build_runner, render
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.gpu_source import NVML_MODES_HELP, attach_gpu_source, close_gpu_source
+from toposcope.exporters.nrt_publisher import add_nrt_arguments, nrt_settings, open_publisher
 from toposcope.exporters.runner import ScrapeRunner
 from toposcope.exporters.sources.podresources.attach import attach_kubelet, close_kubelet
 from toposcope.exporters.sources.podresources.runtime_state import DEFAULT_STATE_DIRS
@@ -172,6 +173,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REGEX",
         help="skip cgroups (or commands) matching; repeatable (replaces the defaults)",
     )
+    add_nrt_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> ExporterConfig:
@@ -217,9 +219,10 @@ def default_hostname(given: str = "") -> str:
 def _pod_owners(args: argparse.Namespace, hostname: str) -> PodOwnerSettings | None:
     """``--kubernetes.*`` as settings; ``None`` without ``--kubernetes.pod-owners``."""
     if not args.pod_owners:
-        if args.kubeconfig or args.kube_node_name:
+        if (args.kubeconfig or args.kube_node_name) and not args.publish_nrt:
             raise UsageError(
-                "--kubernetes.kubeconfig/--kubernetes.node-name need --kubernetes.pod-owners"
+                "--kubernetes.kubeconfig/--kubernetes.node-name need --kubernetes.pod-owners "
+                "or --kubernetes.publish-nrt"
             )
         return None
     node = args.kube_node_name or os.environ.get("NODE_NAME") or hostname
@@ -236,10 +239,16 @@ def run(args: argparse.Namespace) -> int:
     attach_kubelet(context)
     attach_gpu_source(context)
     try:
+        nrt = nrt_settings(args, config.hostname)
+        publisher = open_publisher(nrt, context) if nrt is not None else None
         runner = build_runner(config, entries, context)
         if args.print:
+            if publisher is not None:
+                publisher.publish_once()
             sys.stdout.write(render(runner, config.hostname).decode())
             return 0
+        if publisher is not None:
+            context.background.append(publisher)
         context.start_background()
         return _serve(runner, config.hostname, args)
     finally:

@@ -7,6 +7,7 @@ refusal of a path that is not a folder.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,3 +41,20 @@ def write_or_check(directory: Path, files: Mapping[str, str], command: str, chec
     except OSError as exc:
         raise UsageError(f"cannot write into {directory}: {exc.strerror}") from exc
     return 0
+
+
+def add_export_parser(
+    parser: argparse.ArgumentParser, dest: str, help_text: str, description: str | None
+) -> argparse.ArgumentParser:
+    """The ``export DIR [--check]`` action under ``parser`` (``dest`` holds the action name)."""
+    sub = parser.add_subparsers(dest=dest, metavar="ACTION", required=True)
+    export = sub.add_parser("export", help=help_text, description=description)
+    export.add_argument(
+        "directory", metavar="DIR", help="folder to write into (created if missing)"
+    )
+    export.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if a file in DIR is missing or differs",
+    )
+    return export

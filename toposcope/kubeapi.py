@@ -191,6 +191,11 @@ def in_cluster(
     return KubeApi(url, token, context, timeout)
 
 
+def connect(kubeconfig: str | Path | None, timeout: float = 10.0) -> KubeApi:
+    """The API server of ``kubeconfig`` when given, else as this pod's service account."""
+    return from_kubeconfig(kubeconfig, timeout) if kubeconfig else in_cluster(timeout=timeout)
+
+
 def from_kubeconfig(path: str | Path, timeout: float = 10.0) -> KubeApi:
     """The API server of a kubeconfig file's current context (see the module docstring)."""
     where = f"kubeconfig {path}"

@@ -14,24 +14,16 @@ from importlib import resources
 from pathlib import Path
 
 from toposcope.errors import UsageError
-from toposcope.exportfiles import write_or_check
+from toposcope.exportfiles import add_export_parser, write_or_check
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``toposcope dashboards export`` and its options."""
-    sub = parser.add_subparsers(dest="dashboards_command", metavar="ACTION", required=True)
-    export = sub.add_parser(
-        "export",
-        help="write the dashboards' JSON files into DIR",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    export.add_argument(
-        "directory", metavar="DIR", help="folder to write into (created if missing)"
-    )
-    export.add_argument(
-        "--check",
-        action="store_true",
-        help="write nothing; exit 1 if a file in DIR is missing or differs",
+    add_export_parser(
+        parser,
+        "dashboards_command",
+        "write the dashboards' JSON files into DIR",
+        __doc__.splitlines()[0] if __doc__ else None,
     )
 
 

@@ -13,20 +13,29 @@ path (its ``comm`` in process mode).
 Every per-workload series carries ``namespace``, ``pod`` and ``container`` (dcgm-exporter's
 names): on a Kubernetes node they are filled in from the container runtime's state and the
 kubelet's pod-resources API
-(:class:`~toposcope.exporters.sources.podresources.mapper.KubeletMapper`), elsewhere empty.
-``toposcope_workload_info`` also says what the workload is (``workload_kind``), the Slurm
-job it belongs to (``slurm_*``, :mod:`~toposcope.exporters.sources.slurm_identity`) and,
-with ``--kubernetes.pod-owners``, its pod's controller and QoS class
-(:mod:`~toposcope.exporters.sources.kube_owners`). Those labels are read only for the
-workloads kept, after the ``max_workloads`` cut.
+(:class:`~toposcope.exporters.sources.podresources.mapper.KubeletMapper`), elsewhere empty;
+and ``slurm_job_id``, ``slurm_user``, ``slurm_account``, ``slurm_partition``, the Slurm job
+it belongs to (:mod:`~toposcope.exporters.sources.slurm_identity`), empty elsewhere. All of
+them are functions of ``workload``, so they add no series. ``toposcope_workload_info`` also
+says what the workload is (``workload_kind``) and, with ``--kubernetes.pod-owners``, its
+pod's controller and QoS class (:mod:`~toposcope.exporters.sources.kube_owners`). Those
+labels are read only for the workloads kept, after the ``max_workloads`` cut.
+
+When the exporter serves (``--collector.workloads.sample-interval``, 5 s by default), the
+host is read by a background sampler on that interval, never inside a scrape: a scrape
+serves the families of the last complete sample, rendered once per sample, and
+``toposcope_workload_sample_age_seconds`` says how old it is (the pod list of
+``--kubernetes.pod-owners`` is read on that thread too). The first scrape, or ``--print``,
+takes the first sample itself. With an interval of 0 (the simulator, tests) each scrape
+reads the host itself and the age is 0.
 
 Figures, per workload:
 
 * ``toposcope_workload_cpu_seconds_total{numa_node}``: every thread's utime + stime is read
-  each scrape; the CPU time a thread used since the previous scrape is added to the NUMA
+  each sample; the CPU time a thread used since the previous sample is added to the NUMA
   node of the CPU it last ran on (``stat`` field 39). A thread seen for the first time
   brings its whole past CPU time to its current node. The counter therefore never goes
-  down while the workload lives, but time of threads that exited between scrapes is lost.
+  down while the workload lives, but time of threads that exited between samples is lost.
 * ``toposcope_workload_threads{numa_node}``: live threads by the node of their last CPU.
 * ``toposcope_workload_memory_bytes{numa_node}``: the cgroup's ``memory.numa_stat``
   (v2 anon + file bytes, v1 ``hierarchical_total`` pages x page size); without it, the sum
@@ -41,7 +50,7 @@ Figures, per workload:
   it) and of its memory on the node(s) of those GPUs; without GPUs, the share on its
   dominant node. No series when the total is 0 or its GPUs' nodes are all unknown.
 * ``toposcope_workloads_dropped_total``: when more than ``max_workloads`` qualify, the
-  largest by current CPU seconds (ties by name) are kept and each scrape adds the number
+  largest by current CPU seconds (ties by name) are kept and each sample adds the number
   left out.
 """
 

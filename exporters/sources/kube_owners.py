@@ -3,8 +3,9 @@
 Opt-in (``--kubernetes.pod-owners``): the cgroup path and the kubelet give a pod's UID and
 names but not its controller. :class:`PodDirectory` lists this node's pods
 (``GET /api/v1/pods?fieldSelector=spec.nodeName=<node>``, as dcgm-exporter does) at most
-once every ``refresh`` seconds, from the scrape that finds the list due, and keeps the last
-good list when the API server does not answer (stale-tolerant; it says so once, and once
+once every ``refresh`` seconds, from the workload sample that finds the list due (on the
+background sampler's thread when the exporter serves, so never inside a scrape), and keeps
+the last good list when the API server does not answer (stale-tolerant; it says so once, and once
 more when it answers again). Per pod UID it keeps:
 
 * the owner: the controller ``ownerReference`` (else the first); a ``ReplicaSet`` owned by a

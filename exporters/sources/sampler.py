@@ -83,10 +83,15 @@ class PeriodicSampler(Generic[T]):
             return self._latest
 
     def latest(self) -> Sample[T] | None:
-        """The last complete sample, without waiting; the first one is taken on demand."""
+        """The last complete sample, without waiting; the first one is taken on demand (or
+        waited for, when the thread is taking it).
+        """
         current = self._latest
         if current is not None:
             return current
+        with self._sampling:
+            if self._latest is not None:
+                return self._latest
         return self.sample_now()
 
     def age(self, sample: Sample[T]) -> float:

@@ -274,20 +274,13 @@ def test_daemonsets_are_node_critical_and_linux_only(name: str) -> None:
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
 
 
-def _overlay(tmp_path: Path, *components: str) -> list[dict[str, Any]]:
-    """The objects ``kubectl kustomize`` builds from the base with ``components`` added."""
+def _kustomize(folder: Path) -> list[dict[str, Any]]:
+    """The objects ``kubectl kustomize folder`` builds (skips without kubectl)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed (kustomize build check only)")
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    kustomization = {
-        "resources": [os.path.relpath(K8S, overlay)],
-        "components": [os.path.relpath(COMPONENTS / c, overlay) for c in components],
-    }
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     result = subprocess.run(
-        [kubectl, "kustomize", str(overlay)],
+        [kubectl, "kustomize", str(folder)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -295,6 +288,18 @@ def _overlay(tmp_path: Path, *components: str) -> list[dict[str, Any]]:
     )
     assert result.returncode == 0, result.stderr
     return [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+
+
+def _overlay(tmp_path: Path, *components: str) -> list[dict[str, Any]]:
+    """The objects kustomize builds from the base with ``components`` added."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    kustomization = {
+        "resources": [os.path.relpath(K8S, overlay)],
+        "components": [os.path.relpath(COMPONENTS / c, overlay) for c in components],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return _kustomize(overlay)
 
 
 def test_gpu_nodes_only_component_selects_gpu_nodes(tmp_path: Path) -> None:
@@ -448,18 +453,7 @@ def test_kustomization_lists_every_manifest() -> None:
 
 
 def test_kustomize_builds_the_same_objects() -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed (kustomize build check only)")
-    result = subprocess.run(
-        [kubectl, "kustomize", str(K8S)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    built = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    built = _kustomize(K8S)
     assert sorted(map(_kind_and_name, built)) == sorted(_kind_and_name(d) for _, d in _objects())
 
 

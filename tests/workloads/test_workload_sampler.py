@@ -161,6 +161,7 @@ def test_a_process_gone_after_the_sample_leaves_the_next_one(tmp_path: Path) -> 
     root = copy_host(V2HOST, tmp_path)
     collector, ctx = _background(root)
     assert collector.sampler is not None
+    assert collector.sampler.stop()  # driven by hand below, never by its thread
     clock = _Clock()
     collector.sampler.clock = clock
     try:

@@ -6,7 +6,8 @@ writes ``prometheusrule.yaml``, one Prometheus Operator object holding every gro
 ``--label KEY=VALUE`` labels for the operator's ruleSelector (kube-prometheus-stack selects
 ``release=<its release name>``). ``--config FILE`` changes job selectors, the cluster label,
 thresholds and durations (docs/runbooks.md, "Configuration"). ``--check`` writes nothing and
-exits 1 when a file in DIR differs from what would be written.
+exits 1 when a file in DIR differs from what would be written. DIR ``-`` prints the
+PrometheusRule instead of writing it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 from toposcope.errors import UsageError
-from toposcope.exportfiles import write_or_check
+from toposcope.exportfiles import add_export_parser, write_or_check
 from toposcope.rules import prometheusrule
 from toposcope.rules.config import load_config
 from toposcope.rules.render import render_all, rule_groups
@@ -27,16 +28,11 @@ PROMETHEUSRULE_FILE = "prometheusrule.yaml"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``toposcope rules export`` and its options."""
-    sub = parser.add_subparsers(dest="rules_command", metavar="ACTION", required=True)
-    export = sub.add_parser(
-        "export",
-        help="write the rule files (or a PrometheusRule) into DIR",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    export.add_argument(
-        "directory",
-        metavar="DIR",
-        help="folder to write into (created if missing); '-' prints a PrometheusRule",
+    export = add_export_parser(
+        parser,
+        "rules_command",
+        "write the rule files (or a PrometheusRule) into DIR",
+        __doc__.splitlines()[0] if __doc__ else None,
     )
     export.add_argument(
         "--config",
@@ -65,11 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--name",
         default=prometheusrule.DEFAULT_NAME,
         help=f"name of the PrometheusRule (default {prometheusrule.DEFAULT_NAME})",
-    )
-    export.add_argument(
-        "--check",
-        action="store_true",
-        help="write nothing; exit 1 if a file in DIR is missing or differs",
     )
 
 

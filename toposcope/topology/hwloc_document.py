@@ -161,7 +161,7 @@ def parse_document(path: Path) -> ET.Element:
     return root
 
 
-def _words(elements: list[ET.Element]) -> list[str]:
+def element_words(elements: list[ET.Element]) -> list[str]:
     """The whitespace-separated words of several elements' text, in order."""
     return " ".join(e.text or "" for e in elements).split()
 
@@ -182,8 +182,8 @@ def numa_distances(
         if kind & 8 and not kind & 4:  # a bandwidth matrix, not latencies
             continue
         nbobjs = int_attr(matrix, "nbobjs") or 0
-        indexes = _words(matrix.findall("indexes"))
-        values = _words(matrix.findall("u64values"))
+        indexes = element_words(matrix.findall("indexes"))
+        values = element_words(matrix.findall("u64values"))
         if len(indexes) != nbobjs or len(values) != nbobjs * nbobjs:
             raise Malformed(
                 f"distances2 {(matrix.get('name') or '')[:64]} has {len(indexes)} indexes and "
@@ -193,7 +193,7 @@ def numa_distances(
             if matrix.get("indexing") == "gp":
                 ids = [gp_to_os[i] for i in indexes]
             else:
-                ids = [_os_index(i) for i in indexes]
+                ids = [whole_number(i) for i in indexes]
             numbers = [parse_distance(v) for v in values]
         except KeyError as exc:
             raise Malformed(
@@ -224,8 +224,11 @@ def numa_distances(
     return {}
 
 
-def _os_index(text: str) -> int:
-    """An OS index written in a ``distances2`` element (``ValueError`` unless a small integer)."""
+def whole_number(text: str) -> int:
+    """An index or value written in a ``distances2`` element (``ValueError`` unless digits).
+
+    At most 24 ASCII digits are accepted, so a garbled file costs time linear in its size.
+    """
     if not (text.isascii() and text.isdigit()) or len(text) > _MAX_INT_TEXT:
         raise ValueError(f"index {text[:_MAX_INT_TEXT]!r} is not a whole number")
     return int(text)

@@ -52,6 +52,7 @@ from toposcope.topology.hwloc_document import (
     object_tree,
     parse_document,
 )
+from toposcope.topology.hwloc_links import nvlinks, pci_path
 from toposcope.topology.model import (
     PCI_VENDOR_NVIDIA,
     Cpu,
@@ -61,6 +62,7 @@ from toposcope.topology.model import (
     PciDevice,
     Topology,
 )
+from toposcope.topology.pcie import gpu_links
 
 #: Object types that are not part of the CPU/memory hierarchy (a PCI device's locality is
 #: the nearest ancestor of another type).
@@ -148,12 +150,15 @@ def _build(document: ET.Element, path: Path) -> Topology:
         )
         for i, d in enumerate(gpu_devices)
     )
+    gpu_of_bus = {g.pci_bus_id: g.index for g in gpus if g.pci_bus_id is not None}
+    nvlinked = nvlinks(document, objects, gpu_of_bus, {g.index: g.model for g in gpus})
     return Topology(
         packages=tuple(packages),
         numa_nodes=tuple(nodes),
         cpus=cpu_records,
         pci_devices=tuple(pci),
         gpus=gpus,
+        gpu_links=gpu_links(gpus, pci, nvlinked),
         source=f"hwloc-xml:{path}",
     )
 
@@ -307,6 +312,7 @@ def _pci_devices(
             localities[where] = _device_locality(where, usable, nodes)
         local_cpus, numa_node = localities[where]
         bus_id = bus_id.lower()
+        bridges, host_bridge = pci_path(obj)
         devices.append(
             PciDevice(
                 bus_id=bus_id,
@@ -315,6 +321,8 @@ def _pci_devices(
                 class_id=int(match.group(1), 16),
                 numa_node=numa_node,
                 local_cpus=local_cpus,
+                bridges=bridges,
+                host_bridge=host_bridge,
             )
         )
         model = uuid = None

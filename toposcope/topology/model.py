@@ -134,10 +134,15 @@ class Package:
 
 @dataclass(frozen=True)
 class PciDevice:
-    """A PCI function with its locality.
+    """A PCI function with its locality and its place in the PCIe tree.
 
-    ``class_id`` is the 16-bit base class + subclass (``0x0302`` = 3D controller);
-    ``numa_node`` is ``None`` when no locality could be determined.
+    ``class_id`` is the 16-bit base class + subclass (``0x0302`` = 3D controller); ``vendor``,
+    ``device`` and ``class_id`` are 0 when the source did not say (a sysfs directory without
+    those files), as hwloc lists such functions. ``numa_node`` is ``None`` when no locality
+    could be determined. ``bridges`` are the bus ids of the PCI-to-PCI bridges (PCIe switch
+    ports, root ports) between the function and its host bridge, nearest first, and
+    ``host_bridge`` names that host bridge (``None`` when unknown); they decide whether two
+    GPUs talk through one switch (PIX), several bridges (PXB) or the host bridge (PHB).
     """
 
     bus_id: str
@@ -146,6 +151,8 @@ class PciDevice:
     class_id: int
     numa_node: int | None
     local_cpus: tuple[int, ...]
+    bridges: tuple[str, ...] = ()
+    host_bridge: str | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -168,16 +175,26 @@ class Gpu:
 
 @dataclass(frozen=True)
 class GpuLink:
-    """The connection between two GPUs as ``nvidia-smi topo -m`` reports it (``NV12``, ``PIX``)."""
+    """The connection between two GPUs as ``nvidia-smi topo -m`` reports it (``NV12``, ``PIX``).
+
+    ``nvswitch`` is True when the NVLinks go through NVSwitches (every GPU of the switched
+    set reaches every other at the same bandwidth) rather than directly from GPU to GPU.
+    """
 
     gpu: int
     peer_gpu: int
     link: str
+    nvswitch: bool = False
 
     @property
     def type(self) -> LinkType:
         """The link's class, for ranking (NVLink best, SYS worst)."""
         return link_type(self.link)
+
+    @property
+    def pair(self) -> tuple[int, int]:
+        """The two GPU indexes, as a tuple."""
+        return (self.gpu, self.peer_gpu)
 
 
 @dataclass(frozen=True)
@@ -309,6 +326,10 @@ class Topology:
                     link = self.gpu_link(gpu_index, peer)
                     cells.append("X" if gpu_index == peer else (link.link if link else "-"))
                 lines.append(f"  GPU{gpu_index:<3} " + "".join(f"{c:>7}" for c in cells))
+            switched = sorted({i for link in self.gpu_links if link.nvswitch for i in link.pair})
+            if switched:
+                gpu_names = ", ".join(f"GPU{i}" for i in switched)
+                lines.append(f"NVSwitch: {gpu_names} reach each other through NVSwitches")
         others = [d for d in self.pci_devices if not d.is_gpu]
         if others:
             lines.append(f"Other PCI devices: {len(others)}")

@@ -16,7 +16,7 @@ os-deps:
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check toposcope exporters agent advisor dashboards sim slurm bench deploy tests
+	$(VENV)/bin/ruff format --check toposcope exporters agent advisor dashboards sim slurm kube bench deploy tests
 
 typecheck: $(STAMP)
 	MYPY=$(VENV)/bin/mypy ./deploy/mypy-tree.sh

@@ -29,12 +29,13 @@ from toposcope.recommendation import (
     jsonable,
 )
 from toposcope.recommendation_decoder import decode_action as action_from_dict
-from toposcope.resources import ActionRequest
+from toposcope.resources import ActionKind, ActionRequest
 
 if TYPE_CHECKING:
-    from toposcope.advisor.cpu_ledger import CpuLedger
+    from toposcope.advisor.capacity_ledger import CapacityLedger
 
 __all__ = [
+    "HORIZON_S",
     "SEVERITY_THRESHOLDS",
     "Evidence",
     "Note",
@@ -48,27 +49,67 @@ __all__ = [
     "action_from_dict",
     "canonical_json",
     "conflict_value",
+    "cost_seconds",
     "filter_min_gain",
     "make_recommendation",
     "recommendation_id",
     "resolve_conflicts",
     "severity_for",
+    "value",
 ]
 
-#: gain thresholds of the severities (a 10 % speed-up is "warning", as in the alert rules)
+#: value thresholds of the severities (:func:`value`: calibrated gain x confidence net of the
+#: action's cost over :data:`HORIZON_S`); documented in ``docs/policies.md``
 SEVERITY_THRESHOLDS: tuple[tuple[float, Severity], ...] = (
-    (0.25, Severity.CRITICAL),
-    (0.10, Severity.WARNING),
-    (0.02, Severity.INFO),
+    (0.15, Severity.CRITICAL),
+    (0.05, Severity.WARNING),
+    (0.01, Severity.INFO),
 )
+#: the remaining run time a job is assumed to have (the metrics do not say): job-migration's
+#: ``remaining_seconds`` default, the horizon a one-off cost is spread over
+HORIZON_S = 6 * 3600.0
+#: what one checkpoint, move and restore costs a moved job (job-migration's default)
+CHECKPOINT_RESTORE_S = 600.0
+#: page migration throughput assumed for a pin's attached page move (memory-migration's)
+PAGE_MIGRATION_BYTES_PER_S = 2.0 * 2**30
 
 
-def severity_for(gain: float) -> Severity:
-    """The severity of an estimated gain (ratio): >= 0.25 critical, 0.10 warning, 0.02 info."""
+def severity_for(score: float) -> Severity:
+    """The severity of a value (:func:`value`): >= 0.15 critical, 0.05 warning, 0.01 info."""
     for threshold, severity in SEVERITY_THRESHOLDS:
-        if gain >= threshold:
+        if score >= threshold:
             return severity
     return Severity.OK
+
+
+def cost_seconds(
+    kind: RecommendationKind, proposed: Mapping[str, Any], actions: Sequence[ActionRequest]
+) -> float:
+    """Seconds the recommendation's actions cost its jobs: a checkpoint-restore per moved job,
+    the page-migration time of the memory it moves (pins and placements otherwise run on).
+    """
+    moves = sum(1 for a in actions if a.kind == ActionKind.MIGRATE)
+    pages = float(proposed.get("estimated_seconds", 0.0) or 0.0)
+    if not pages and kind == RecommendationKind.PIN:
+        pages = float(proposed.get("migrate_memory_bytes", 0) or 0) / PAGE_MIGRATION_BYTES_PER_S
+    return moves * CHECKPOINT_RESTORE_S + pages
+
+
+def value(
+    kind: RecommendationKind,
+    gain: float,
+    confidence: float,
+    cost_s: float,
+    calibration: float = 1.0,
+) -> float:
+    """What a recommendation is worth over :data:`HORIZON_S`, as a share of it: the gross
+    gain, scaled by the kind's ``calibration`` (measured / estimated, from verified outcomes)
+    and by the confidence, minus the cost share ``cost_s / HORIZON_S``. job-migration's
+    gain is already net of its checkpoint-restores, so their cost is added back first.
+    """
+    cost = cost_s / HORIZON_S
+    gross = gain + cost if kind == RecommendationKind.MIGRATE_JOB else gain
+    return gross * calibration * confidence - cost
 
 
 def canonical_json(value: Any) -> str:
@@ -105,6 +146,8 @@ def make_recommendation(
     """
     rec_id = recommendation_id(kind, target, proposed)
     gain = max(0.0, float(estimated_gain))
+    trust = min(1.0, max(0.0, confidence))
+    worth = value(kind, gain, trust, cost_seconds(kind, proposed, actions))
     return Recommendation(
         id=rec_id,
         kind=kind,
@@ -116,9 +159,9 @@ def make_recommendation(
         evidence=tuple(evidence),
         estimated_gain=round(gain, 6),
         gain_model=gain_model,
-        confidence=round(min(1.0, max(0.0, confidence)), 3),
+        confidence=round(trust, 3),
         risk=risk,
-        severity=severity_for(gain),
+        severity=severity_for(worth),
         actions=tuple(
             replace(a, request_id=f"{rec_id}-{i}", reason=a.reason or summary)
             for i, a in enumerate(actions)
@@ -127,12 +170,14 @@ def make_recommendation(
     )
 
 
-def conflict_value(rec: Recommendation) -> float:
-    """What a recommendation is worth when it competes with another: its estimated gain
-    times its confidence, so that an estimate the policy trusts less (a cross-node move, a
-    pin priced without known capacity) needs a larger gain to win.
+def conflict_value(rec: Recommendation, calibration: Mapping[str, float] | None = None) -> float:
+    """What a recommendation is worth when it competes with another: its :func:`value`
+    (calibrated gain x confidence net of its cost), so that an estimate the policy trusts
+    less, or a kind whose past estimates came out high, needs a larger gain to win.
     """
-    return rec.estimated_gain * rec.confidence
+    factor = (calibration or {}).get(str(rec.kind), 1.0)
+    cost = cost_seconds(rec.kind, rec.proposed, rec.actions)
+    return value(rec.kind, rec.estimated_gain, rec.confidence, cost, factor)
 
 
 def _clash_note(rec: Recommendation, winner: Recommendation, shared: Iterable[str]) -> Note:
@@ -141,7 +186,8 @@ def _clash_note(rec: Recommendation, winner: Recommendation, shared: Iterable[st
         rec.target.label(),
         f"{rec.id} (gain {rec.estimated_gain:.1%}, confidence {rec.confidence:.2f}) conflicts "
         f"with {winner.id} (gain {winner.estimated_gain:.1%}, confidence "
-        f"{winner.confidence:.2f}) over {', '.join(shared)}; kept the higher gain x confidence",
+        f"{winner.confidence:.2f}) over {', '.join(shared)}; kept the higher value "
+        "(gain x confidence net of cost)",
     )
 
 
@@ -168,19 +214,26 @@ def _by_claims(
 
 
 def resolve_conflicts(
-    recommendations: Iterable[Recommendation], ledger: CpuLedger | None = None
+    recommendations: Iterable[Recommendation],
+    ledger: CapacityLedger | None = None,
+    calibration: Mapping[str, float] | None = None,
 ) -> tuple[list[Recommendation], list[Note]]:
     """Keep, among recommendations sharing a claim, the one worth more, and (with a
-    ``ledger``) only as many CPU-setting recommendations as the NUMA nodes' CPUs hold.
+    ``ledger``) only as many as the round's CPUs, GPUs and memory hold.
 
+    A loser is only left out of this round: policies evaluate again every round, so a fix
+    that lost is issued again (same id) once what beat it is done.
     Recommendations are taken in order of :func:`conflict_value` (ties: higher gain, then
     id); each one whose claims overlap an already kept one's is dropped with a note naming
-    the winner. Then, in the same order, each kept recommendation's cores must fit the
+    the winner. Then, in the same order, each kept recommendation's claims must fit the
     ledger's capacity after the round (what the others take away counted); one that does not
     fit is dropped with a note, its claims freed and its cores counted where they are, and
     the round is resolved again.
     """
-    ordered = sorted(recommendations, key=lambda r: (-conflict_value(r), -r.estimated_gain, r.id))
+    ordered = sorted(
+        recommendations,
+        key=lambda r: (-conflict_value(r, calibration), -r.estimated_gain, r.id),
+    )
     refused: dict[str, str] = {}
     while True:
         kept, notes = _by_claims(ordered, refused)
@@ -199,7 +252,7 @@ def resolve_conflicts(
         refused.update(newly)
     by_id = {r.id: r for r in ordered}
     notes += [
-        Note(by_id[i].policy, by_id[i].target.label(), f"{i}: no CPU capacity left: {why}")
+        Note(by_id[i].policy, by_id[i].target.label(), f"{i}: no capacity left: {why}")
         for i, why in sorted(refused.items())
     ]
     return kept, notes

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toposcope import __version__
-from toposcope.advisor.cpu_ledger import CpuLedger
+from toposcope.advisor.capacity_ledger import CapacityLedger
 from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
 from toposcope.advisor.loaders.queries import load_all, queries
 from toposcope.advisor.model import ClusterModel, PendingWorkload
@@ -48,7 +48,7 @@ def assemble(
     undecided: Iterable[Note],
     min_gain: float,
     data_notes: Iterable[str] = (),
-    ledger: CpuLedger | None = None,
+    ledger: CapacityLedger | None = None,
 ) -> Report:
     """Filter by ``min_gain``, resolve conflicts (claims, then the round's CPU capacity in
     ``ledger``) and build the report.
@@ -86,5 +86,5 @@ def advise(
         [n for e in evaluations for n in e.undecided],
         min_gain,
         model.notes,
-        CpuLedger(model),
+        CapacityLedger(model),
     )

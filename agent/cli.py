@@ -2,7 +2,7 @@
 
     toposcope agent [--listen 127.0.0.1:9848] [--token-file FILE] [--hostname NAME]
         [--workloads.mode cgroup|process] [--path.sysfs DIR] [--path.procfs DIR]
-        [--path.rootfs DIR]
+        [--path.rootfs DIR] [--kubelet.pod-resources-socket PATH] [--path.runtime-state DIR]
 
 It serves the same API as the simulator (:func:`toposcope.rmapi.make_api_app`: ``GET
 /api/v1/nodes``, ``/workloads``, ``POST /api/v1/actions``...) over
@@ -13,7 +13,10 @@ each node. It listens on loopback unless told otherwise. Reads are open; state c
 file every state change is refused (403), so an agent started without one cannot be steered.
 ``GET /metrics`` serves the agent process's own ``process_*`` and ``toposcope_build_info``.
 The agent needs ``CAP_SYS_NICE`` (and write access to the cgroup filesystem for cpusets) to
-act on other users' workloads, and the host's PID namespace.
+act on other users' workloads, and the host's PID namespace. It respects the owner of a
+workload (:mod:`toposcope.agent.ownership`): Slurm jobs only inside their allocation,
+Guaranteed pods never, Burstable and BestEffort containers only inside their cpuset; with the
+kubelet's pod-resources socket it names pods as the exporter does.
 """
 
 from __future__ import annotations
@@ -22,8 +25,15 @@ import argparse
 import logging
 import socket
 
+from toposcope.agent.kubelet import workload_mapper
 from toposcope.agent.local_rm import LocalResourceManager
 from toposcope.config import HostPaths
+from toposcope.exporters.sources.podresources.runtime_state import DEFAULT_STATE_DIRS
+from toposcope.exporters.sources.podresources.source import (
+    DEFAULT_SOCKET,
+    KubeletSource,
+    open_kubelet_source,
+)
 from toposcope.httpserver import HttpServer
 from toposcope.rmapi import make_api_app
 from toposcope.selfmetrics import with_self_metrics
@@ -71,6 +81,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--path.rootfs", dest="path_rootfs", metavar="DIR", help="root for cgroup mounts"
     )
+    parser.add_argument(
+        "--kubelet.pod-resources-socket",
+        dest="pod_resources_socket",
+        metavar="PATH",
+        help="the kubelet's pod-resources socket, to name pods as the exporter does "
+        f"(default {DEFAULT_SOCKET}, used where it exists)",
+    )
+    parser.add_argument(
+        "--path.runtime-state",
+        dest="runtime_state",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="container runtime state directory on the host (under --path.rootfs) naming "
+        "pods' containers; repeatable (default: " + ", ".join(DEFAULT_STATE_DIRS) + ")",
+    )
 
 
 def paths_from_args(args: argparse.Namespace) -> HostPaths:
@@ -80,17 +106,27 @@ def paths_from_args(args: argparse.Namespace) -> HostPaths:
     return paths
 
 
-def build_server(args: argparse.Namespace) -> tuple[HttpServer, LocalResourceManager]:
-    """The server and resource manager the options describe (not yet serving)."""
+def build_server(
+    args: argparse.Namespace, kubelet: KubeletSource | None = None
+) -> tuple[HttpServer, LocalResourceManager]:
+    """The server and resource manager the options describe (not yet serving).
+
+    ``kubelet`` is the kubelet source to name pods with (default: opened from the options;
+    the caller closes it).
+    """
     token = (
         load_token(args.token_file, allow_insecure=args.allow_insecure_token_file)
         if args.token_file
         else None
     )
+    paths = paths_from_args(args)
+    if kubelet is None:
+        kubelet = open_kubelet_source(args.pod_resources_socket)
     manager = LocalResourceManager(
-        paths_from_args(args),
+        paths,
         node_name=args.hostname or socket.gethostname(),
         mode=args.workloads_mode,
+        mapper=workload_mapper(paths, kubelet, args.runtime_state),
     )
     if token is None:
         LOG.warning("no --token-file: the API is read-only, every state change answers 403")
@@ -101,13 +137,17 @@ def build_server(args: argparse.Namespace) -> tuple[HttpServer, LocalResourceMan
 
 def run(args: argparse.Namespace) -> int:
     """Serve the API until SIGINT or SIGTERM."""
-    server, manager = build_server(args)
-    apply_web_arguments(server, args, users=BEARER_ONLY)
-    LOG.info(
-        "serving the resource-manager API for node %s on %s (port %d)",
-        manager.node_name,
-        args.listen,
-        server.port,
-    )
-    server.serve_until_signalled()
+    kubelet = open_kubelet_source(args.pod_resources_socket)
+    try:
+        server, manager = build_server(args, kubelet)
+        apply_web_arguments(server, args, users=BEARER_ONLY)
+        LOG.info(
+            "serving the resource-manager API for node %s on %s (port %d)",
+            manager.node_name,
+            args.listen,
+            server.port,
+        )
+        server.serve_until_signalled()
+    finally:
+        kubelet.close()
     return 0

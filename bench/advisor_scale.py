@@ -1,262 +1,256 @@
 """The advisor at scale: 1,000 nodes x 4,000 workloads x 1 h of history in one analysis.
 
-What is measured, each in a fresh interpreter (a subprocess, so that its peak RSS is its
-own), against a PromQL API on loopback:
+The history comes from the simulator (``advisor_history.py``: every node scraped through the
+exporter's collectors once per ``--step``, the simulated clock moving between rounds) and is
+loaded into real backends (``advisor_backends.py``): a Prometheus whose TSDB
+``promtool tsdb create-blocks-from openmetrics`` backfilled, and a VictoriaMetrics through
+its import API. ``--backend standin`` adds the older stand-in API with pre-computed answers
+(``advisor_standin.py``), which leaves out the TSDB's own time.
 
-* the **analysis** (the target): the 24 queries over HTTP, JSON decoding, building the
-  model, all six policies and conflict resolution (``load_model`` + ``advise``, the code
-  behind ``toposcope advise``);
-* the **CLI** end to end, ``toposcope advise --prometheus URL --window 1h --format json``:
-  the same plus interpreter start-up, option parsing and rendering the JSON report of every
-  recommendation.
+Against each backend, each in a fresh interpreter (a subprocess whose peak RSS is its own):
 
-The API answers what a Prometheus holding one hour of ``builtin:large`` would: the series are
-the simulated nodes' real exporter output (1,000 nodes, 4,000 workloads, each node scraped
-through the exporter's collectors after one simulated hour, so counters hold an hour of CPU
-time), reduced over the window as PromQL would (``rate``: counter / 3600 s;
-``*_over_time``: the value; ``count_over_time``: 60 samples), and the one range query (GPU
-utilization) with 60 points per GPU over the hour. The answers are encoded before the clock
-starts, so the server's own time is small. ``--repeat`` runs each several times and reports
-the median. Targets: analysis <= 10 s and <= 2 GB; a miss prints MISSED (exit status 0:
-benchmarks print figures).
+* the **analysis**: the advisor's queries over HTTP (``queries``: request, the backend's
+  evaluation, transfer, JSON decoding), building the model (``model``) and every policy with
+  conflict resolution (``policies``), the code behind ``toposcope advise``; the advisor's own
+  analysis is ``model + policies``;
+* the **CLI** end to end, ``toposcope advise --prometheus URL --window 1h --at END --format
+  json``: the same plus interpreter start-up, option parsing and rendering the report, its
+  query time read from its own debug log.
+
+``--repeat`` runs each several times and reports medians. Targets on this 2-core machine: the
+advisor's own analysis <= 3 s, the CLI end to end <= 15 s, peak RSS <= 1 GB; a miss prints
+MISSED (exit status 0: benchmarks print figures).
 """
 
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
+import os
 import re
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.parse
-from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+import advisor_backends
+import advisor_history
+import advisor_standin
 
-from toposcope.advisor.loaders import Window
-from toposcope.advisor.loaders.queries import queries
-from toposcope.sim.clock import SimClock
-from toposcope.sim.nodefs import SimExporters
-from toposcope.sim.scenarios import build_cluster, load_scenario
+from toposcope.errors import ConfigError
 
-TARGET_SECONDS = 10.0
-TARGET_RSS_MB = 2048.0
-HOUR = 3600.0
-POINTS = 60
-_METRIC = re.compile(r"toposcope_[a-z0-9_]+")
+TARGET_ANALYSIS_S = 3.0
+TARGET_END_TO_END_S = 15.0
+TARGET_RSS_MB = 1024.0
+#: the advisor loader's debug line with the run's total query time
+QUERY_TIME = re.compile(r"\d+ queries to \S+ in ([0-9.]+) s")
 
 
-def collect(scenario_ref: str) -> tuple[dict[str, list[tuple[dict[str, str], float]]], int, int]:
-    """Every node's exporter output after one simulated hour, as metric -> samples (with
-    the ``job``, ``instance`` and ``node`` labels a Prometheus scrape would add).
+@dataclass(frozen=True)
+class Measured:
+    """One child process: its exit status, wall seconds, peak RSS and output."""
+
+    returncode: int
+    seconds: float
+    rss_mb: float
+    stdout: str
+    stderr: str
+
+
+def measure(argv: Sequence[str], workdir: Path) -> Measured:
+    """Run ``argv`` and wait for exactly that child (``os.wait4``), so that its peak RSS is
+    not mixed with the servers' or promtool's; output goes through files (reports are large).
     """
-    scenario = load_scenario(scenario_ref)
-    cluster = build_cluster(scenario, SimClock(seed=scenario.seed, speed=0))
-    by_metric: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
-    with tempfile.TemporaryDirectory(prefix="toposcope-advisor-scale-") as state:
-        exporters = SimExporters(cluster, Path(state), background=False)
-        try:
-            nodes = cluster.node_names()
-            for node in nodes:
-                exporters.scrape(node)  # writes the trees at t=0
-            cluster.advance(HOUR)
-            for node in nodes:
-                text = exporters.scrape(node).decode()
-                extra = {"job": "toposcope-sim", "instance": f"sim:9850/{node}", "node": node}
-                for family in text_string_to_metric_families(text):
-                    for sample in family.samples:
-                        by_metric[sample.name].append(({**sample.labels, **extra}, sample.value))
-        finally:
-            exporters.close()
-    return by_metric, len(cluster.node_names()), len(scenario.jobs)
-
-
-class Answers:
-    """Pre-encoded PromQL answers for the advisor's queries."""
-
-    def __init__(self, data: dict[str, list[tuple[dict[str, str], float]]], end: float) -> None:
-        self.data = data
-        self.end = end
-        self.cache: dict[tuple[str, str], bytes] = {}
-
-    def answer(self, path: str, query: str) -> bytes:
-        """The JSON body for ``query`` on ``path`` (``/api/v1/query`` or ``query_range``)."""
-        key = (path, query)
-        if key not in self.cache:
-            self.cache[key] = self._encode(path, query)
-        return self.cache[key]
-
-    def _encode(self, path: str, query: str) -> bytes:
-        found = _METRIC.search(query)
-        samples = self.data.get(found.group(0), []) if found else []
-        if path.endswith("query_range"):
-            step = HOUR / POINTS
-            result: list[dict[str, Any]] = [
-                {
-                    "metric": {"__name__": found.group(0) if found else ""} | labels,
-                    "values": [
-                        [self.end - HOUR + i * step, f"{value:g}"] for i in range(POINTS + 1)
-                    ],
-                }
-                for labels, value in samples
-            ]
-            body: dict[str, Any] = {
-                "status": "success",
-                "data": {"resultType": "matrix", "result": result},
-            }
-        else:
-            if query.startswith("rate("):
-                values = [(labels, value / HOUR) for labels, value in samples]
-            elif query.startswith("count_over_time("):
-                values = [(labels, float(POINTS)) for labels, _ in samples]
-            else:
-                values = samples
-            result = [
-                {"metric": labels, "value": [self.end, f"{value:g}"]} for labels, value in values
-            ]
-            body = {"status": "success", "data": {"resultType": "vector", "result": result}}
-        return json.dumps(body).encode()
-
-
-def serve(answers: Answers) -> http.server.ThreadingHTTPServer:
-    """A loopback PromQL API (``/api/v1/query`` and ``/api/v1/query_range``) in a thread."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            parsed = urllib.parse.urlsplit(self.path)
-            query = urllib.parse.parse_qs(parsed.query).get("query", [""])[0]
-            body = answers.answer(parsed.path, query)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-def warm(answers: Answers) -> None:
-    """Encode every answer the advisor will ask for before timing it."""
-    window = Window.parse("1h")
-    for q in queries():
-        path = "/api/v1/query_range" if q.query_type == "range" else "/api/v1/query"
-        answers.answer(path, q.promql(window))
+    out, err = workdir / "stdout", workdir / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        started = time.perf_counter()
+        child = os.posix_spawn(argv[0], list(argv), dict(os.environ), file_actions=[
+            (os.POSIX_SPAWN_DUP2, stdout.fileno(), 1),
+            (os.POSIX_SPAWN_DUP2, stderr.fileno(), 2),
+        ])  # fmt: skip
+        _, status, usage = os.wait4(child, 0)
+        seconds = time.perf_counter() - started
+    return Measured(
+        os.waitstatus_to_exitcode(status),
+        seconds,
+        usage.ru_maxrss / 1024,
+        out.read_text(encoding="utf-8", errors="replace"),
+        err.read_text(encoding="utf-8", errors="replace"),
+    )
 
 
 ANALYSIS = """
-import json, resource, sys, time
-from toposcope.advisor.loaders import PrometheusLoader, Window
+import json, sys, time
+from toposcope.advisor.loaders import PrometheusLoader, Window, load_all, queries
+from toposcope.advisor.model_builder import build_model
 from toposcope.advisor.policies import build
-from toposcope.advisor.runner import advise, load_model
+from toposcope.advisor.runner import advise
+at = float(sys.argv[3]) if sys.argv[3] else None
+window = Window.parse(sys.argv[2], end=at)
 started = time.perf_counter()
-model = load_model(PrometheusLoader(sys.argv[1], timeout=120), Window.parse("1h"))
+data = load_all(PrometheusLoader(sys.argv[1], timeout=120), window, queries())
 loaded = time.perf_counter()
+model = build_model(data)
+built = time.perf_counter()
 report = advise(model, build())
 done = time.perf_counter()
-print(json.dumps({"load": loaded - started, "policies": done - loaded,
-                  "recommendations": len(report.recommendations),
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+slowest = sorted(data.timings.items(), key=lambda kv: -kv[1])[:3]
+print(json.dumps({"queries": loaded - started, "model": built - loaded,
+                  "policies": done - built, "recommendations": len(report.recommendations),
+                  "workloads": len(model.workloads), "slowest": slowest}))
 """
 
 
-def run_analysis(url: str) -> dict[str, float]:
-    """The analysis alone, in a fresh interpreter: queries over HTTP, JSON decoding and the
-    model (``load``), then every policy and conflict resolution (``policies``), with the
-    process's peak RSS; no argument parsing, no report rendering.
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", ANALYSIS, url],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    result: dict[str, float] = json.loads(done.stdout)
+def run_analysis(url: str, window: str, at: float | None, workdir: Path) -> dict[str, Any]:
+    """The analysis alone in a fresh interpreter (no option parsing, no rendering)."""
+    argv = [sys.executable, "-c", ANALYSIS, url, window, "" if at is None else f"{at:.0f}"]
+    done = measure(argv, workdir)
+    if done.returncode != 0:
+        raise RuntimeError(f"the analysis exited {done.returncode}: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    result["rss_mb"] = done.rss_mb
     return result
 
 
-def run_advisor(url: str) -> tuple[float, float, int]:
-    """One ``toposcope advise`` run: (wall seconds, peak RSS in MB, recommendations)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    started = time.perf_counter()
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "toposcope.cli", "advise", "--prometheus", url),
-            *("--window", "1h", "--format", "json", "--timeout", "120"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    seconds = time.perf_counter() - started
+def _query_seconds(log: str) -> float:
+    """The total query time the advisor's debug log reports (JSON lines)."""
+    for line in log.splitlines():
+        if line.startswith("{") and " queries to " in line:
+            found = QUERY_TIME.fullmatch(str(json.loads(line)["msg"]))
+            if found:
+                return float(found.group(1))
+    raise RuntimeError("the advisor's debug log has no query time")
+
+
+def run_advisor(url: str, window: str, at: float | None, workdir: Path) -> dict[str, Any]:
+    """One ``toposcope advise`` run end to end: seconds, query seconds, peak RSS, report size."""
+    argv = [
+        *(sys.executable, "-m", "toposcope.cli", "advise", "--prometheus", url),
+        *("--window", window, "--format", "json", "--timeout", "120"),
+        *(("--at", f"{at:.0f}") if at is not None else ()),
+        *("--log.level", "debug", "--log.format", "json"),
+    ]
+    done = measure(argv, workdir)
     if done.returncode != 0:
         raise RuntimeError(f"toposcope advise exited {done.returncode}: {done.stderr[-2000:]}")
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    return seconds, peak, len(json.loads(done.stdout)["recommendations"])
+    report = json.loads(done.stdout)
+    return {
+        "seconds": done.seconds,
+        "queries": _query_seconds(done.stderr),
+        "policies": float(report["run"]["duration_seconds"]),
+        "rss_mb": done.rss_mb,
+        "recommendations": len(report["recommendations"]),
+    }
+
+
+def time_backend(
+    url: str, window: str, at: float | None, repeat: int, workdir: Path
+) -> dict[str, Any]:
+    """Medians of ``repeat`` analyses and ``repeat`` CLI runs against ``url``, and the targets."""
+    analyses = [run_analysis(url, window, at, workdir) for _ in range(repeat)]
+    runs = [run_advisor(url, window, at, workdir) for _ in range(repeat)]
+    own = statistics.median(a["model"] + a["policies"] for a in analyses)
+    end_to_end = statistics.median(r["seconds"] for r in runs)
+    peak = max(*(a["rss_mb"] for a in analyses), *(r["rss_mb"] for r in runs))
+    return {
+        "analysis_queries_seconds": round(statistics.median(a["queries"] for a in analyses), 2),
+        "analysis_model_seconds": round(statistics.median(a["model"] for a in analyses), 2),
+        "analysis_policies_seconds": round(statistics.median(a["policies"] for a in analyses), 2),
+        "analysis_own_seconds": round(own, 2),
+        "slowest_queries": [[n, round(s, 2)] for n, s in analyses[len(analyses) // 2]["slowest"]],
+        "cli_seconds": round(end_to_end, 2),
+        "cli_seconds_all": [round(r["seconds"], 2) for r in runs],
+        "cli_queries_seconds": round(statistics.median(r["queries"] for r in runs), 2),
+        "cli_rest_seconds": round(statistics.median(r["seconds"] - r["queries"] for r in runs), 2),
+        "peak_rss_mb": round(peak, 1),
+        "workloads_in_model": analyses[0]["workloads"],
+        "recommendations": runs[0]["recommendations"],
+        "met": {
+            "analysis": own <= TARGET_ANALYSIS_S,
+            "end_to_end": end_to_end <= TARGET_END_TO_END_S,
+            "rss": peak <= TARGET_RSS_MB,
+        },
+    }
+
+
+@contextmanager
+def history_in(args: argparse.Namespace) -> Iterator[advisor_history.History]:
+    """The history to load: generated into ``--history-dir`` (kept, and reused when it holds
+    one already) or into a temporary directory removed afterwards.
+    """
+    progress = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
+    if args.history_dir is not None:
+        kept = advisor_history.read_history(args.history_dir)
+        yield kept or advisor_history.from_args(args, args.history_dir, progress)
+        return
+    with tempfile.TemporaryDirectory(prefix="toposcope-advisor-history-") as directory:
+        yield advisor_history.from_args(args, Path(directory), progress)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every backend asked for, timed; the history's figures when a real backend ran."""
+    window, repeat = args.duration, max(1, args.repeat)
+    result: dict[str, Any] = {"backends": {}}
+    with tempfile.TemporaryDirectory(prefix="toposcope-advisor-scale-") as scratch:
+        workdir = Path(scratch)
+        if "standin" in args.backend:
+            with advisor_standin.serving(args.scenario) as (url, facts):
+                timed = time_backend(url, "1h", None, repeat, workdir)
+                result["backends"]["standin"] = facts | timed
+        real = [b for b in args.backend if b != "standin"]
+        if real:
+            with history_in(args) as history:
+                result["history"] = advisor_history.facts(history)
+                for name in real:
+                    with advisor_backends.serving(name, history, workdir) as loaded:
+                        timed = time_backend(loaded.url, window, history.end, repeat, workdir)
+                        loading = {"load_seconds": round(loaded.load_seconds, 1)}
+                        result["backends"][name] = loading | timed
+    return result
 
 
 def main() -> int:
-    """Parse options, synthesise the history, time the advisor, print figures."""
+    """Parse options, build the history, time the advisor against each backend, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--scenario", default="builtin:large")
-    parser.add_argument("--repeat", type=int, default=3, help="advisor runs (median reported)")
+    advisor_history.add_arguments(parser)
+    parser.add_argument(
+        "--backend",
+        action="append",
+        choices=["standin", *advisor_backends.BACKENDS],
+        help="where the advisor reads (repeatable; default: prometheus and victoriametrics)",
+    )
+    parser.add_argument(
+        "--history-dir", type=Path, help="keep the generated history here (reused if present)"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each (median reported)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
-    started = time.perf_counter()
-    data, nodes, workloads = collect(args.scenario)
-    answers = Answers(data, time.time())
-    warm(answers)
-    prepare = time.perf_counter() - started
-    server = serve(answers)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    args.backend = args.backend or list(advisor_backends.BACKENDS)
     try:
-        analyses = [run_analysis(url) for _ in range(max(1, args.repeat))]
-        runs = [run_advisor(url) for _ in range(max(1, args.repeat))]
-    finally:
-        server.shutdown()
-    totals = [a["load"] + a["policies"] for a in analyses]
-    seconds = statistics.median(totals)
-    peak = max(*(a["rss_mb"] for a in analyses), *(r[1] for r in runs))
-    result = {
-        "scenario": args.scenario,
-        "nodes": nodes,
-        "workloads": workloads,
-        "history": "1h (reductions over 1h; GPU utilization range query, 60 points per GPU)",
-        "series_served": sum(len(v) for v in data.values()),
-        "response_bytes": sum(len(v) for v in answers.cache.values()),
-        "prepare_seconds": round(prepare, 1),
-        "analysis_seconds_median": round(seconds, 2),
-        "analysis_seconds_all": [round(t, 2) for t in totals],
-        "analysis_load_model_seconds": round(statistics.median(a["load"] for a in analyses), 2),
-        "analysis_policies_seconds": round(statistics.median(a["policies"] for a in analyses), 2),
-        "cli_seconds_median": round(statistics.median(r[0] for r in runs), 2),
-        "cli_seconds_all": [round(r[0], 2) for r in runs],
-        "peak_rss_mb": round(peak, 1),
-        "recommendations": runs[0][2],
-        "targets": {"seconds": TARGET_SECONDS, "rss_mb": TARGET_RSS_MB},
-        "met": seconds <= TARGET_SECONDS and peak <= TARGET_RSS_MB,
+        result = run(args)
+    except ConfigError as exc:
+        print(f"advisor_scale: error: {exc}", file=sys.stderr)
+        return 2
+    result["targets"] = {
+        "analysis_own_seconds": TARGET_ANALYSIS_S,
+        "cli_seconds": TARGET_END_TO_END_S,
+        "peak_rss_mb": TARGET_RSS_MB,
     }
     if args.json:
         print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:24} {value}")
-        if not result["met"]:
-            print("MISSED: analysis <= 10 s and <= 2 GB on 1,000 nodes x 4,000 workloads")
+        return 0
+    for key, value in result.get("history", {}).items():
+        print(f"history {key:28} {value}")
+    for name, figures in result["backends"].items():
+        for key, value in figures.items():
+            print(f"{name:15} {key:28} {value}")
+        for target, met in figures["met"].items():
+            print(f"{name:15} {target:28} {'met' if met else 'MISSED'}")
     return 0
 
 

@@ -38,6 +38,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from prometheus_client.core import Metric  # noqa: E402
+
 from tests.helpers import HWLOC_LINUX, extract_snapshot  # noqa: E402
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings  # noqa: E402
 from toposcope.exporters.collectors.workloads import workload_families  # noqa: E402
@@ -93,8 +95,7 @@ def job_label_render_ms(base: Path, workloads: int, rounds: int = 5) -> dict[str
     families = workload_families(snapshotter.take())
     stripped = []
     for family in families:
-        copy = type(family)(family.name, family.documentation, labels=[])
-        copy.type = family.type
+        copy = Metric(family.name, family.documentation, family.type, family.unit)
         for sample in family.samples:
             labels = sample.labels
             if family.name != "toposcope_workload_info":

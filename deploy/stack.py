@@ -178,12 +178,15 @@ def start_sim(ports: dict[str, int]) -> Started:
     return Started("sim", url, f"{url}/-/ready")
 
 
-def start_advisor(ports: dict[str, int], rm_args: Sequence[str] = ()) -> Started:
+def start_advisor(
+    ports: dict[str, int], rm_args: Sequence[str] = (), interval: str = "60s"
+) -> Started:
     """The advisor service: analyses Prometheus every minute, applies only to the simulator.
 
     It recommends by default; applying goes through its token-protected API (token in
     ``.run/advisor/token``) to the simulator's resource-manager API, never to this host
-    (``rm_args`` choose another resource manager: the stack's Slurm with ``RM=slurm``).
+    (``rm_args`` choose another resource manager: the stack's Slurm with ``RM=slurm``;
+    ``interval`` the time between analyses).
     """
     port = pick_port(9849)
     ports["advisor"] = port
@@ -196,7 +199,7 @@ def start_advisor(ports: dict[str, int], rm_args: Sequence[str] = ()) -> Started
         [
             str(VENV_BIN / "toposcope"), "advisor", "serve",
             "--prometheus", f"http://127.0.0.1:{ports['prometheus']}",
-            "--window", "10m", "--interval", "60s",
+            "--window", "10m", "--interval", interval,
             "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file),
             *(rm_args or ["--resource-manager", "sim", "--rm-url",
                           f"{scheme()}://127.0.0.1:{ports['sim']}",
@@ -236,6 +239,15 @@ def stack_prometheus_config(ports: dict[str, int]) -> dict[str, object]:
             ],
         },
     ]
+    if "sim" in ports:
+        # the simulator's own /metrics: its process and its scheduler's queue
+        # (toposcope_queue_*, scheduler="sim") for the queue dashboards and alerts
+        scrape_configs.append(
+            {
+                "job_name": "toposcope-sim-queue",
+                "static_configs": [{"targets": [f"127.0.0.1:{ports['sim']}"]}],
+            }
+        )
     if "slurm-exporter" in ports:
         scrape_configs.append(
             {
@@ -287,17 +299,26 @@ def start_dash(ports: dict[str, int]) -> Started:
 
 # -- RM=slurm: a real local Slurm cluster schedules the simulated nodes ----------------------
 
+#: The simulated cluster Slurm schedules (``TOPOSCOPE_SLURM_SCENARIO`` overrides, for tests):
+#: Slurm's own choices leave training jobs on poorly linked GPUs and jobs waiting in the queue.
+SLURM_SCENARIO = os.environ.get("TOPOSCOPE_SLURM_SCENARIO") or "builtin:slurm-steering"
+#: Jobs due within this many seconds wait in Slurm's queue with a begin time (steerable).
+SLURM_ANNOUNCE_S = 300
+#: How often the advisor analyses with RM=slurm: often enough to steer queued jobs in time.
+SLURM_ADVISOR_INTERVAL = "15s"
+
 
 def start_slurm(ports: dict[str, int]) -> Started:
     """A real Slurm cluster (slurmctld, a slurmd per simulated node, slurmrestd with JWT, all on
-    loopback) built from the demo scenario's nodes; it stops clean on SIGTERM (``make down``).
+    loopback) built from the nodes of :data:`SLURM_SCENARIO`; it stops clean on SIGTERM
+    (``make down``).
     """
     home = RUN / "slurm"
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o755)  # slurmrestd runs as nobody and reads slurm.conf under it
     description = home / "nodes.json"
     subprocess.run(
-        [str(VENV_BIN / "toposcope"), "sim", "--scenario", SCENARIO,
+        [str(VENV_BIN / "toposcope"), "sim", "--scenario", SLURM_SCENARIO,
          "--slurm-describe", str(description)],
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
@@ -339,10 +360,11 @@ def start_slurm_sim(ports: dict[str, int]) -> Started:
     _spawn(
         "sim",
         [
-            str(VENV_BIN / "toposcope"), "sim", "--scenario", SCENARIO,
+            str(VENV_BIN / "toposcope"), "sim", "--scenario", SLURM_SCENARIO,
             "--listen", f"127.0.0.1:{port}", "--speed", "1",
             "--file-sd", str(home / "targets.json"),
             "--scheduler", "slurm", "--slurm-conf", info["slurm_conf"],
+            "--slurm-announce", str(SLURM_ANNOUNCE_S),
         ],
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -366,7 +388,9 @@ def start_slurm_exporter(ports: dict[str, int]) -> Started:
 
 def start_slurm_advisor(ports: dict[str, int]) -> Started:
     """The advisor service applying through ``--resource-manager slurm`` when asked to."""
-    return start_advisor(ports, ["--resource-manager", "slurm", *slurm_options()])
+    return start_advisor(
+        ports, ["--resource-manager", "slurm", *slurm_options()], SLURM_ADVISOR_INTERVAL
+    )
 
 
 SLURM_COMPONENTS: list[Callable[[dict[str, int]], Started]] = [

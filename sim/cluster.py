@@ -74,6 +74,7 @@ from toposcope.sim.model import (
     placement,
     thread_shares,
 )
+from toposcope.sim.placement import Footprint, memory_layout
 from toposcope.sim.templates import NodeTemplate
 
 PENDING = WorkloadState.PENDING
@@ -152,7 +153,13 @@ class WorkloadSnapshot:
 
 @dataclass(frozen=True)
 class NodeSnapshot:
-    """A node's state at simulated time ``now`` (for its metrics tree and fake NVML)."""
+    """A node's state at simulated time ``now`` (for its metrics tree and fake NVML).
+
+    ``cpu_busy``, ``numastat`` and the workloads' ``cpu_seconds`` are counters in the
+    clock's counter time, ``counter_time`` (:meth:`~toposcope.sim.clock.SimClock.counter_time`:
+    wall-clock seconds when the simulation runs at a speed), which the uptime they are
+    compared with must follow too.
+    """
 
     name: str
     template: NodeTemplate
@@ -161,6 +168,7 @@ class NodeSnapshot:
     workloads: tuple[WorkloadSnapshot, ...]
     cpu_busy: dict[int, float]
     numastat: dict[int, dict[str, float]]
+    counter_time: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,7 @@ class SimCluster(BaseResourceManager):
         self._time = self.clock.now()
         self._best_cache: dict[tuple[object, ...], float] = {}
         self._action_counts: dict[tuple[str, str], int] = {}
+        self._finished: list[str] = []
 
     # -- building ---------------------------------------------------------------------------
 
@@ -277,6 +286,20 @@ class SimCluster(BaseResourceManager):
         self.clock.advance(seconds)
         return self.sync()
 
+    def next_event_time(self) -> float | None:
+        """When the next arrival, finish or resume is due (``None`` when none is), so that a
+        replay can jump the clock from event to event (some may turn out stale).
+        """
+        with self._lock:
+            return self._events[0][0] if self._events else None
+
+    def finished(self, since: int = 0) -> list[str]:
+        """Names of the workloads that finished, in order, from the ``since``-th on (a replay
+        passes how many it has seen, to learn of new ones without reading every workload).
+        """
+        with self._lock:
+            return self._finished[since:]
+
     def _push(self, when: float, kind: str, name: str, version: int) -> None:
         self._seq += 1
         heapq.heappush(self._events, (when, self._seq, kind, name, version))
@@ -314,6 +337,8 @@ class SimCluster(BaseResourceManager):
         if until <= start:
             return
         template = node.template
+        layout = self._memory_layout(node)
+        scale = self.clock.counter_scale()
         for name in node.workloads:
             workload = self._workloads[name]
             perf = workload.perf
@@ -325,17 +350,15 @@ class SimCluster(BaseResourceManager):
             if not perf.stalled:
                 workload.progress += active / perf.slowdown
             spec = workload.spec
-            seconds = perf.cpu_rate * active
+            seconds = perf.cpu_rate * active * scale
             workload.cpu_seconds += seconds
             cpus = placement(workload.allocation, template, spec.threads)[2]
             per_thread = seconds / len(cpus)
             for cpu in cpus:
                 node.cpu_busy[cpu] = node.cpu_busy.get(cpu, 0.0) + per_thread
             if spec.memory_bytes and not perf.stalled:
-                pages = spec.memory_bytes / PAGE * MEMORY_CHURN_PER_SECOND * active
-                shares = thread_shares(workload.allocation, template, spec.threads)
-                mems = workload.allocation.mems or template.numa_ids
-                for (source, target), weight in memory_flows(shares, mems, template).items():
+                pages = spec.memory_bytes / PAGE * MEMORY_CHURN_PER_SECOND * active * scale
+                for (source, target), weight in layout[name].items():
                     amount = pages * weight
                     stat = node.numastat[target]
                     if source == target:
@@ -346,6 +369,21 @@ class SimCluster(BaseResourceManager):
                         stat["other"] += amount
                         node.numastat[source]["foreign"] += amount
         node.last_time = until
+
+    def _memory_layout(self, node: SimNode) -> dict[str, dict[tuple[int, int], float]]:
+        """Each placed workload's (thread node, memory node) page shares on ``node``, after
+        full NUMA nodes spilled (:func:`~toposcope.sim.placement.memory_layout`).
+        """
+        names: list[str] = []
+        jobs: list[Footprint] = []
+        for name in sorted(node.workloads):
+            workload = self._workloads[name]
+            if workload.allocation is not None:
+                names.append(name)
+                jobs.append(
+                    (workload.spec.memory_bytes, workload.allocation, workload.spec.threads)
+                )
+        return dict(zip(names, memory_layout(jobs, node.template), strict=True))
 
     def _co_runners(self, node: SimNode, exclude: str) -> list[CoRunner]:
         result: list[CoRunner] = []
@@ -470,6 +508,7 @@ class SimCluster(BaseResourceManager):
         node = self._remove(workload)
         workload.state = DONE
         workload.finished_at = self._time
+        self._finished.append(workload.spec.name)
         if node is not None:
             self._refresh(node)
         self._schedule()
@@ -682,6 +721,7 @@ class SimCluster(BaseResourceManager):
             node = self._nodes[name]
             self._integrate(node, self._time)
             rows = []
+            layout = self._memory_layout(node)
             for wname in sorted(node.workloads):
                 workload = self._workloads[wname]
                 allocation = workload.allocation
@@ -690,7 +730,9 @@ class SimCluster(BaseResourceManager):
                     continue
                 spec = workload.spec
                 cpus = placement(allocation, node.template, spec.threads)[2]
-                shares = _memory_shares(allocation, node.template, spec.threads)
+                shares: dict[int, float] = {}
+                for (_, target), weight in layout[wname].items():
+                    shares[target] = shares.get(target, 0.0) + weight
                 rows.append(
                     WorkloadSnapshot(
                         name=wname,
@@ -714,6 +756,7 @@ class SimCluster(BaseResourceManager):
                 workloads=tuple(rows),
                 cpu_busy=dict(node.cpu_busy),
                 numastat={n: dict(v) for n, v in node.numastat.items()},
+                counter_time=self.clock.counter_time(),
             )
 
     def best_throughput(self, workload: str) -> float:

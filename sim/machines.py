@@ -155,7 +155,8 @@ def assemble(
                 label = "NODE"
             else:
                 label = "SYS"
-            links.append(GpuLink(a.index, b.index, label))
+            switched = label == nv_label and a.nvlink_group == "nvswitch"
+            links.append(GpuLink(a.index, b.index, label, nvswitch=switched))
     return Topology(
         packages=packages,
         numa_nodes=nodes,

@@ -34,7 +34,9 @@ per-class ones (:mod:`toposcope.sim.jobs`).
 Where threads run and memory lives follows from the allocation alone
 (:mod:`toposcope.sim.placement`): threads spread evenly over the allowed CPUs, and each
 thread's pages go to its own node when ``mems`` allows it, else to the nearest allowed node
-(first touch under a memory binding).
+(first touch under a memory binding). Each NUMA node holds its ``memory_bytes``: pages
+first touched on a full node spill to the nearest node with room (counted with co-runners'
+memory, :func:`~toposcope.sim.placement.memory_layout`) and pay the remote-memory cost there.
 
 The oracle (:func:`rank_allocations`, :func:`best_allocation`) scores every allocation of
 a job on a node (GPU subsets x CPU sets x memory bindings, :mod:`toposcope.sim.candidates`)
@@ -54,12 +56,19 @@ from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.jobs import JobKind, JobSpec
 from toposcope.sim.nodetemplate import (
     LINK_CLASSES,
-    LINK_CROSS_SWITCH,
-    LINK_NVLINK,
     LINK_SWITCH,
+    TIER_NVLINK,
+    TIER_NVSWITCH,
     NodeTemplate,
 )
-from toposcope.sim.placement import effective_mems, memory_flows, placement, thread_shares
+from toposcope.sim.placement import (
+    Footprint,
+    memory_fits,
+    memory_flows,
+    memory_layout,
+    placement,
+    thread_shares,
+)
 from toposcope.sim.truth_params import truth
 
 #: The model's names, and the placement functions the cluster reads through it.
@@ -70,8 +79,11 @@ __all__ = [
     "best_over_nodes",
     "cross_node_slowdown",
     "evaluate",
+    "footprints",
     "greedy_allocation",
+    "job_memory_flows",
     "link_class_of",
+    "memory_fits",
     "memory_flows",
     "pair_bandwidth",
     "placement",
@@ -112,32 +124,17 @@ def _remote_cost(node: NodeTemplate, a: int, b: int) -> float:
     return truth().remote_cost(node.distance(a, b))
 
 
-def _nvlinks(node: NodeTemplate, a: int, b: int) -> int | None:
-    """How many NVLinks join GPUs ``a`` and ``b`` (``NV12``: 12), ``None`` when unknown."""
-    link = node.topology.gpu_link(a, b)
-    text = link.link.strip().upper() if link is not None else ""
-    return int(text[2:]) if text.startswith("NV") and text[2:].isdigit() else None
-
-
 def pair_bandwidth(node: NodeTemplate, a: int, b: int) -> float:
-    """Effective GB/s between GPUs ``a`` and ``b`` by their link tier in the truth.
-
-    NVLink pairs get ``n`` links' worth, at most an NVSwitch's (a fabric whose link count
-    is unknown is an NVSwitch); a PCIe switch; across switches, the host bridge on one NUMA
-    node or the socket's fabric across its nodes; across sockets.
+    """Effective GB/s between GPUs ``a`` and ``b``: the truth's bandwidth of their link tier
+    (:meth:`~toposcope.sim.nodetemplate.NodeTemplate.link_tier`); ``n`` direct NVLinks get
+    ``n`` links' worth, at most an NVSwitch's (an unknown count is an NVSwitch's).
     """
     t = truth()
-    cls = node.link_class(a, b)
-    if cls == LINK_NVLINK:
-        count = _nvlinks(node, a, b)
-        top = t.link_bandwidth("nvswitch")
-        return top if count is None else min(top, count * t.link_bandwidth("nvlink"))
-    if cls == LINK_SWITCH:
-        return t.link_bandwidth("pcie-switch")
-    if cls == LINK_CROSS_SWITCH:
-        same = node.gpu(a).numa_node == node.gpu(b).numa_node
-        return t.link_bandwidth("host-bridge" if same else "same-socket")
-    return t.link_bandwidth("cross-socket")
+    tier, count = node.link_tier(a, b)
+    if tier == TIER_NVLINK:
+        top = t.link_bandwidth(TIER_NVSWITCH)
+        return top if count is None else min(top, count * t.link_bandwidth(TIER_NVLINK))
+    return t.link_bandwidth(tier)
 
 
 def _link_factor(job: JobSpec, bandwidth: float) -> float:
@@ -188,6 +185,26 @@ def _cpu_loads(
     return total / len(mine)
 
 
+def footprints(
+    job: JobSpec, allocation: Allocation, co_runners: Iterable[CoRunner]
+) -> list[Footprint]:
+    """The memory footprints of a job and of its co-runners on its node, the job first."""
+    found: list[Footprint] = [(job.memory_bytes, allocation, job.threads)]
+    for other, other_alloc in co_runners:
+        if other_alloc.node == allocation.node:
+            found.append((other.memory_bytes, other_alloc, other.threads))
+    return found
+
+
+def job_memory_flows(
+    job: JobSpec, allocation: Allocation, node: NodeTemplate, co_runners: Iterable[CoRunner]
+) -> dict[tuple[int, int], float]:
+    """(thread node, memory node) -> share of the job's pages, after the node's NUMA nodes
+    filled up with its co-runners' memory (:func:`~toposcope.sim.placement.memory_layout`).
+    """
+    return memory_layout(footprints(job, allocation, co_runners), node)[0]
+
+
 def evaluate(
     job: JobSpec,
     allocation: Allocation,
@@ -201,7 +218,7 @@ def evaluate(
     """
     t = truth()
     shares = placement(allocation, node, job.threads)[1]
-    flows = memory_flows(shares, effective_mems(allocation, node), node)
+    flows = job_memory_flows(job, allocation, node, co_runners)
     mem: dict[int, float] = {}
     for (_, target), weight in flows.items():
         mem[target] = mem.get(target, 0.0) + weight

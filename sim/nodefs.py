@@ -239,7 +239,7 @@ class SimExporters:
                 root,
                 shared,
                 self._topology(template),
-                self.cluster.clock,
+                self.cluster.clock.counter_time,
                 self.background,
             )
             with self._lock:

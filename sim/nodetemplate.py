@@ -3,10 +3,15 @@
 A :class:`NodeTemplate` is a :class:`~toposcope.topology.Topology` (sockets, NUMA nodes with
 their SLIT distances and memory, CPUs, PCI devices, GPUs and the GPU link matrix) plus what
 the topology model does not carry but the simulator needs: which PCIe switch each GPU sits
-behind, which GPUs share an NVLink fabric, the GPU model and memory, and the NICs. GPU pairs
-are ranked by the link classes of :data:`LINK_CLASSES`; imported templates know no PCIe
-switches, so their pairs are classed by NUMA node and socket only (see
-:meth:`NodeTemplate.link_class`).
+behind, which GPUs share an NVLink fabric, the GPU model and memory, and the NICs.
+
+Each GPU pair has a link tier of the simulator's truth (:meth:`NodeTemplate.link_tier`: an
+NVSwitch, ``n`` direct NVLinks, one PCIe switch, the host bridge, the socket's fabric, the
+inter-socket link), read from the topology's link matrix (``NV#``, ``PIX``/``PXB``,
+``PHB``, ``NODE``, ``SYS``) the way an imported machine's hwloc XML or sysfs gives it, and
+from the template's switch and NVLink facts where the matrix has no entry. The coarser link
+classes of :data:`LINK_CLASSES` (:meth:`NodeTemplate.link_class`) label a pair in the
+ground-truth metrics.
 
 The built-in templates and the importers are in :mod:`toposcope.sim.templates`.
 """
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from toposcope.topology.model import Topology
+from toposcope.topology.model import GpuLink, LinkType, Topology
+from toposcope.topology.pcie import pcie_link
 
 #: Link classes of a GPU pair, best first (the keys of the model's link factors).
 LINK_NVLINK = "nvlink"
@@ -24,6 +30,25 @@ LINK_CROSS_SWITCH = "cross-switch"
 LINK_CROSS_SOCKET = "cross-socket"
 LINK_CROSS_NODE = "cross-node"
 LINK_CLASSES = (LINK_NVLINK, LINK_SWITCH, LINK_CROSS_SWITCH, LINK_CROSS_SOCKET, LINK_CROSS_NODE)
+
+#: Link tiers of a GPU pair within a node (the truth's ``links`` keys, best first).
+TIER_NVSWITCH = "nvswitch"
+TIER_NVLINK = "nvlink"
+TIER_PCIE_SWITCH = "pcie-switch"
+TIER_HOST_BRIDGE = "host-bridge"
+TIER_SAME_SOCKET = "same-socket"
+TIER_CROSS_SOCKET = "cross-socket"
+#: The link class each tier is labelled with.
+TIER_CLASS = {
+    TIER_NVSWITCH: LINK_NVLINK,
+    TIER_NVLINK: LINK_NVLINK,
+    TIER_PCIE_SWITCH: LINK_SWITCH,
+    TIER_HOST_BRIDGE: LINK_CROSS_SWITCH,
+    TIER_SAME_SOCKET: LINK_CROSS_SWITCH,
+    TIER_CROSS_SOCKET: LINK_CROSS_SOCKET,
+}
+#: A pair's tier and, for direct NVLinks, how many links join it (``None`` when unknown).
+LinkTier = tuple[str, int | None]
 
 
 @dataclass(frozen=True)
@@ -66,6 +91,8 @@ class _Derived:
     cpu_node: dict[int, int]
     distances: dict[tuple[int, int], int]
     gpus: dict[int, GpuSpec]
+    #: (GPU, GPU) -> link tier, both orders
+    tiers: dict[tuple[int, int], LinkTier]
     #: (cpuset as given, threads) -> (effective CPUs, thread share per NUMA node).
     placements: dict[tuple[tuple[int, ...], int], Placement] = field(default_factory=dict)
 
@@ -107,8 +134,15 @@ class NodeTemplate:
             cpu_node=cpu_node,
             distances=distances,
             gpus={g.index: g for g in self.gpus},
+            tiers={},
         )
         object.__setattr__(self, "_d", derived)
+        links = {link.pair: link for link in self.topology.gpu_links}
+        for a in self.gpus:
+            for b in self.gpus:
+                if a.index != b.index:
+                    found = links.get((a.index, b.index)) or links.get((b.index, a.index))
+                    derived.tiers[(a.index, b.index)] = self._tier(a, b, found)
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -161,32 +195,80 @@ class NodeTemplate:
             raise IndexError(f"template {self.name} has no GPU {index}")
         return found
 
-    def link_class(self, a: int, b: int) -> str:
-        """How GPUs ``a`` and ``b`` talk: NVLink, one PCIe switch, across switches of one
-        socket, or across sockets (the classes of :data:`LINK_CLASSES`).
+    def _same_package(self, a: GpuSpec, b: GpuSpec) -> bool:
+        """Whether two GPUs hang off NUMA nodes of one known socket."""
+        pa, pb = self.package_of_node(a.numa_node), self.package_of_node(b.numa_node)
+        return pa is not None and pa == pb
 
-        Without switch information (imported templates) two GPUs of one socket count as
-        ``cross-switch``, the cautious guess.
+    def _tier(self, a: GpuSpec, b: GpuSpec, link: GpuLink | None) -> LinkTier:
+        """A pair's tier from its entry in the link matrix, else from the GPU specs.
+
+        ``NV#`` through NVSwitches (or GPUs of an ``nvswitch`` fabric) is the NVSwitch tier,
+        other ``NV#`` pairs have ``#`` direct links; ``PIX`` and ``PXB`` (one switch, or a
+        cascade of switches below the root port) are the PCIe-switch tier; ``PHB`` the host
+        bridge; ``NODE`` (root complexes of one NUMA node) is priced as the host bridge too;
+        ``SYS`` is the socket's fabric between two NUMA nodes of one socket, else the link
+        between sockets.
+        """
+        fabric = a.nvlink_group is not None and a.nvlink_group == b.nvlink_group
+        if link is None:
+            if fabric:
+                return (TIER_NVSWITCH if a.nvlink_group == "nvswitch" else TIER_NVLINK, None)
+            if a.switch is not None and a.switch == b.switch:
+                return (TIER_PCIE_SWITCH, None)
+            if a.numa_node is not None and a.numa_node == b.numa_node:
+                return (TIER_HOST_BRIDGE, None)
+            return (TIER_SAME_SOCKET if self._same_package(a, b) else TIER_CROSS_SOCKET, None)
+        kind = link.type
+        if kind is LinkType.NVLINK:
+            if link.nvswitch or (fabric and a.nvlink_group == "nvswitch"):
+                return (TIER_NVSWITCH, None)
+            digits = link.link.strip()[2:]
+            return (TIER_NVLINK, int(digits) if digits.isdigit() else None)
+        if kind in (LinkType.PIX, LinkType.PXB):
+            return (TIER_PCIE_SWITCH, None)
+        if kind in (LinkType.PHB, LinkType.NODE):
+            return (TIER_HOST_BRIDGE, None)
+        return (TIER_SAME_SOCKET if self._same_package(a, b) else TIER_CROSS_SOCKET, None)
+
+    def link_tier(self, a: int, b: int) -> LinkTier:
+        """The truth's link tier of GPUs ``a`` and ``b`` and their direct NVLink count (see
+        the module docstring); a GPU with itself is on one switch.
         """
         if a == b:
-            return LINK_SWITCH
-        ga, gb = self.gpu(a), self.gpu(b)
-        if ga.nvlink_group is not None and ga.nvlink_group == gb.nvlink_group:
-            return LINK_NVLINK
-        if ga.switch is not None and ga.switch == gb.switch:
-            return LINK_SWITCH
-        pa, pb = self.package_of_node(ga.numa_node), self.package_of_node(gb.numa_node)
-        if pa is None or pb is None or pa != pb:
-            return LINK_CROSS_SOCKET
-        return LINK_CROSS_SWITCH
+            self.gpu(a)
+            return (TIER_PCIE_SWITCH, None)
+        found = self._d.tiers.get((a, b))
+        if found is None:
+            self.gpu(a)
+            self.gpu(b)
+            raise IndexError(f"template {self.name} has no link between GPUs {a} and {b}")
+        return found
+
+    def link_class(self, a: int, b: int) -> str:
+        """How GPUs ``a`` and ``b`` talk, coarsely: NVLink, one PCIe switch, across switches
+        of one socket, or across sockets (the classes of :data:`LINK_CLASSES`, from
+        :meth:`link_tier`).
+        """
+        return TIER_CLASS[self.link_tier(a, b)[0]]
 
     def pcie_label(self, a: int, b: int) -> str:
-        """The ``nvidia-smi topo -m`` PCIe label of a pair (NVLink left aside)."""
+        """The ``nvidia-smi topo -m`` PCIe label of a pair (NVLink left aside): the link
+        matrix's label for a PCIe pair, else the PCIe path of the two devices when known,
+        else the template's switches and NUMA nodes.
+        """
         if a == b:
             return "X"
         ga, gb = self.gpu(a), self.gpu(b)
+        link = self.topology.gpu_link(a, b)
+        if link is not None and link.type is not LinkType.NVLINK:
+            return link.link
         if ga.switch is not None and ga.switch == gb.switch:
             return self.same_switch_label
+        devices = {d.bus_id: d for d in self.topology.pci_devices}
+        da, db = devices.get(ga.pci_bus_id), devices.get(gb.pci_bus_id)
+        if da is not None and db is not None and da.host_bridge is not None:
+            return pcie_link(da, db).value
         if ga.numa_node is not None and ga.numa_node == gb.numa_node:
             return "NODE"
         return "SYS"

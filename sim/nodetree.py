@@ -209,7 +209,7 @@ class NodeTree:
     # -- counters ------------------------------------------------------------------------------
 
     def _counters(self, snap: NodeSnapshot) -> None:
-        uptime_ticks = int((UPTIME_AT_START + snap.now) * TICKS)
+        uptime_ticks = int((UPTIME_AT_START + snap.counter_time) * TICKS)
         for workload in snap.workloads:
             known = self._written.get(workload.name)
             if known is None:

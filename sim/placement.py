@@ -8,6 +8,7 @@ under a memory binding, :func:`memory_flows`). The performance model
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from toposcope.resources import Allocation
@@ -111,3 +112,85 @@ def memory_shares(allocation: Allocation, node: NodeTemplate, threads: int) -> d
     for (_, target), weight in flows.items():
         shares[target] = shares.get(target, 0.0) + weight
     return shares
+
+
+#: (thread node, memory node) -> share of one job's pages.
+Flows = dict[tuple[int, int], float]
+#: One job's memory on a node: (footprint in bytes, allocation, threads).
+Footprint = tuple[int, Allocation, int]
+
+
+def _capacity(node: NodeTemplate, numa: int) -> float:
+    """Bytes NUMA node ``numa`` holds; unlimited when the topology does not say (0)."""
+    found = node.topology.numa_node(numa)
+    size = found.memory_bytes if found is not None else 0
+    return float(size) if size > 0 else math.inf
+
+
+def memory_layout(jobs: Sequence[Footprint], node: NodeTemplate) -> list[Flows]:
+    """Where each job's pages live on a node once NUMA nodes fill up, aligned with ``jobs``.
+
+    Pages go where first touch puts them (:func:`memory_flows`); a NUMA node asked for more
+    than its ``memory_bytes`` keeps what fits and every job on it spills the same share of
+    its pages there to the nearest nodes (by SLIT distance, then id) with room, as the
+    kernel's zone fallback does, over-committed nodes taken in id order. What no node has
+    room for stays put (swap, which is not modelled). The spilled pages are remote to the
+    threads that touched them, so the model charges them the truth's remote-memory cost.
+    """
+    flows = [
+        memory_flows(thread_shares(alloc, node, threads), effective_mems(alloc, node), node)
+        for _, alloc, threads in jobs
+    ]
+    demand: dict[int, float] = dict.fromkeys(node.numa_ids, 0.0)
+    for (size, _, _), flow in zip(jobs, flows, strict=True):
+        for (_, target), weight in flow.items():
+            demand[target] = demand.get(target, 0.0) + size * weight
+    for full in sorted(demand):
+        excess = demand[full] - _capacity(node, full)
+        if excess <= 0:
+            continue
+        moves: list[tuple[int, float]] = []
+        for other in sorted(demand, key=lambda m: (node.distance(full, m), m)):
+            room = _capacity(node, other) - demand[other]
+            if other == full or room <= 0:
+                continue
+            amount = min(room, excess - sum(a for _, a in moves))
+            moves.append((other, amount))
+            if sum(a for _, a in moves) >= excess:
+                break
+        total = demand[full]
+        for to, amount in moves:
+            demand[to] += amount
+            demand[full] -= amount
+            for flow in flows:
+                for (source, target), weight in list(flow.items()):
+                    if target == full:
+                        key = (source, to)
+                        flow[key] = flow.get(key, 0.0) + weight * amount / total
+        kept = demand[full] / total
+        for flow in flows:
+            for key in [k for k in flow if k[1] == full]:
+                flow[key] *= kept
+    return flows
+
+
+def memory_use(jobs: Sequence[Footprint], node: NodeTemplate) -> dict[int, float]:
+    """Bytes the jobs hold on each NUMA node of ``node`` (after spilling)."""
+    use = dict.fromkeys(node.numa_ids, 0.0)
+    for (size, _, _), flow in zip(jobs, memory_layout(jobs, node), strict=True):
+        for (_, target), weight in flow.items():
+            use[target] = use.get(target, 0.0) + size * weight
+    return use
+
+
+def memory_fits(
+    size: int, allocation: Allocation, node: NodeTemplate, others: Sequence[Footprint]
+) -> bool:
+    """Whether a job of ``size`` bytes bound to ``allocation.mems`` fits in what the other
+    jobs leave free on those NUMA nodes (an unbound job always fits: it may use any node).
+    """
+    if not allocation.mems or size <= 0:
+        return True
+    use = memory_use(others, node)
+    room = sum(_capacity(node, m) - use.get(m, 0.0) for m in set(allocation.mems))
+    return room >= size

@@ -9,7 +9,9 @@ Routes of :func:`make_sim_app`:
 ``GET /truth/metrics``
     ground truth (``toposcope_sim_*``): true and best throughput per workload.
 ``GET /metrics``
-    the simulator process's own ``process_*`` and ``toposcope_build_info``.
+    the simulator process's own ``process_*`` and ``toposcope_build_info``, and the
+    simulated scheduler's queue (the catalogue's ``toposcope_queue_*`` families,
+    ``scheduler="sim"``: :mod:`toposcope.sim.queue_metrics`).
 ``GET /targets.json``
     the file_sd targets this server would write (see :func:`file_sd_targets`).
 ``/api/...``
@@ -38,6 +40,8 @@ from typing import Any
 from urllib.parse import parse_qs, quote
 
 from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from toposcope.exporters.app import render
 from toposcope.httpserver import HttpServer
@@ -45,6 +49,7 @@ from toposcope.selfmetrics import with_self_metrics
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.nodefs import ExportersClosed, SimExporters
 from toposcope.sim.paths import UnsafePathError
+from toposcope.sim.queue_metrics import queue_families
 from toposcope.sim.truth import render_truth
 
 LOG = logging.getLogger("toposcope.sim")
@@ -156,7 +161,18 @@ def make_sim_app(
             return [_landing(cluster)]
         return _text(start_response, "404 Not Found", "not found\n")
 
-    return with_self_metrics(app)
+    return with_self_metrics(app, QueueCollector(cluster))
+
+
+class QueueCollector(Collector):
+    """The cluster's queue families, read at each scrape."""
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+
+    def collect(self) -> Iterable[Metric]:
+        """The ``toposcope_queue_*`` families now."""
+        return queue_families(self.cluster)
 
 
 def _node_metrics(

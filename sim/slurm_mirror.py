@@ -8,7 +8,11 @@ from a real Slurm cluster, through Slurm's commands only (argument lists, never 
   ``--job-name`` (the scenario's name), ``--gres=gpu:K``, ``-c`` (its threads) and, for GPU
   training jobs, the migration opt-in of docs/slurm.md (``--requeue
   --comment=toposcope:migratable``). In the simulator the job becomes workload
-  ``slurm-job-<id>``, the name the Slurm backend and the exporter give it;
+  ``slurm-job-<id>``, the name the Slurm backend and the exporter give it. With an
+  ``announce_s`` lead, a job due within that many simulated seconds is submitted at once with
+  ``--begin`` at its arrival, as users queue work to start later: Slurm holds it pending
+  (reason ``BeginTime``) and decides its node only when it starts, so until then the advisor
+  can steer it (``ReqNodeList``);
 * every :meth:`~SlurmMirror.step` reads Slurm's view with ``toposcope slurm show --format
   json`` (the Slurm part's one decoder of ``squeue``/``scontrol -d``) and mirrors it: a running
   job runs in the simulator on Slurm's node, CPU ids (Slurm's abstract ids, turned into the
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -88,8 +93,10 @@ class SlurmRunner:
             raise SlurmCommandError(f"{argv[0]} printed more than {MAX_OUTPUT} bytes")
         return done.stdout.decode(errors="replace")
 
-    def submit(self, job: JobSpec, slurm_name: str, cpus: int) -> int:
-        """Submit ``job`` as a sleeping batch job; its Slurm job id."""
+    def submit(self, job: JobSpec, slurm_name: str, cpus: int, begin_in_s: int = 0) -> int:
+        """Submit ``job`` as a sleeping batch job, eligible ``begin_in_s`` seconds from now;
+        its Slurm job id.
+        """
         if _JOB_NAME.fullmatch(slurm_name) is None:
             raise ConfigError(f"job name {slurm_name[:80]!r} is not fit for Slurm")
         argv = [
@@ -104,6 +111,8 @@ class SlurmRunner:
             argv.append(f"--gres=gpu:{job.gpus}")
         if job.kind is JobKind.GPU_TRAIN:
             argv += ["--requeue", f"--comment={MIGRATABLE}"]
+        if begin_in_s > 0:
+            argv.append(f"--begin=now+{begin_in_s}")
         text = self.run(*argv, "--wrap", "sleep infinity").strip()
         first = text.split(";")[0]
         if not first.isdigit():
@@ -144,10 +153,16 @@ class SlurmMirror:
     """Submits a scenario's jobs to Slurm and mirrors Slurm's allocations into the cluster."""
 
     def __init__(
-        self, cluster: SlurmMirroredCluster, jobs: list[JobSpec], runner: SlurmRunner
+        self,
+        cluster: SlurmMirroredCluster,
+        jobs: list[JobSpec],
+        runner: SlurmRunner,
+        *,
+        announce_s: float = 0.0,
     ) -> None:
         self.cluster = cluster
         self.runner = runner
+        self.announce_s = announce_s
         self._waiting = sorted(jobs, key=lambda j: (j.submit_time, j.name))
         self._jobs: dict[int, MirroredJob] = {}
         self._lock = threading.Lock()
@@ -165,14 +180,17 @@ class SlurmMirror:
         """Submit what is due, read Slurm once and mirror it (one round)."""
         with self._lock:
             now = self.cluster.sync()
-            while self._waiting and self._waiting[0].submit_time <= now:
+            while self._waiting and self._waiting[0].submit_time <= now + self.announce_s:
                 self._submit(self._waiting.pop(0), now)
             self._mirror(self.runner.show())
             self._cancel_finished()
 
     def _submit(self, job: JobSpec, now: float) -> None:
         slurm_name = job.name.removesuffix(".service")
-        job_id = self.runner.submit(job, slurm_name, min(job.threads, self._max_cpus))
+        wait_s = self.cluster.clock.real_seconds_until(job.submit_time) or 0.0
+        job_id = self.runner.submit(
+            job, slurm_name, min(job.threads, self._max_cpus), math.ceil(wait_s)
+        )
         workload = f"slurm-job-{job_id}"
         self.cluster.submit(replace(job, name=workload, submit_time=now))
         self._jobs[job_id] = MirroredJob(job_id, slurm_name, workload)

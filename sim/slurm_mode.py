@@ -27,6 +27,8 @@ from toposcope.sim.slurm_mirror import SlurmMirror, SlurmRunner
 
 #: Seconds between two reads of Slurm.
 POLL_SECONDS = 1.0
+#: The longest lead ``--slurm-announce`` accepts (a day).
+MAX_ANNOUNCE_S = 86400.0
 
 
 def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +44,15 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
         "--slurm-conf",
         metavar="FILE",
         help="slurm.conf of the Slurm that schedules (--scheduler slurm)",
+    )
+    parser.add_argument(
+        "--slurm-announce",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="submit jobs due within SECONDS (simulated) at once, with --begin at their "
+        "arrival, so that they wait in Slurm's queue where the advisor can steer them "
+        "(--scheduler slurm; default 0: submit each job when it arrives)",
     )
     parser.add_argument(
         "--slurm-describe",
@@ -72,8 +83,12 @@ def start_mirror(
     """Start mirroring Slurm in a thread; returns the function that stops it."""
     if not args.slurm_conf:
         raise UsageError("--scheduler slurm needs --slurm-conf (the Slurm cluster's slurm.conf)")
+    if not 0 <= args.slurm_announce <= MAX_ANNOUNCE_S:
+        raise UsageError(f"--slurm-announce must be from 0 to {MAX_ANNOUNCE_S:g} seconds")
     runner = SlurmRunner(args.slurm_conf)
-    mirror = SlurmMirror(cluster, [job.spec for job in scenario.jobs], runner)
+    mirror = SlurmMirror(
+        cluster, [job.spec for job in scenario.jobs], runner, announce_s=args.slurm_announce
+    )
     stop = threading.Event()
     thread = threading.Thread(
         target=mirror.run, args=(stop, POLL_SECONDS), daemon=True, name="sim-slurm-mirror"

@@ -19,8 +19,10 @@ template adds what the description does not hold (CPUs, NICs, the switches' own 
 
 Templates can also be imported from an hwloc XML file (``lstopo --of xml``) or a sysfs
 root through the topology builders (:func:`template_from_hwloc_xml`,
-:func:`template_from_sysfs`); PCIe switches are then unknown, so GPU pairs are classed by
-NUMA node and socket only (see :meth:`NodeTemplate.link_class`).
+:func:`template_from_sysfs`); their GPU pairs keep the link matrix the builder read
+(NVLinks through NVSwitches or direct ``NV#``, ``PIX``/``PXB`` behind PCIe switches, ``PHB``,
+``NODE``, ``SYS``), which the performance model prices by the truth's link tiers (see
+:meth:`NodeTemplate.link_tier`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from toposcope.sim.machines import GIB, PCI_CLASS_ETHERNET, Machine, assemble, m
 from toposcope.sim.nodetemplate import GpuSpec, NicSpec, NodeTemplate
 from toposcope.sim.nvml_descriptions import ShippedGpus, shipped_gpus
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
-from toposcope.topology.model import Cpu, PciDevice, Topology
+from toposcope.topology.model import Cpu, LinkType, PciDevice, Topology
 from toposcope.topology.sysfs import build_from_sysfs
 
 #: ``NodeTemplate`` is re-exported for the modules that build clusters from templates.
@@ -263,17 +265,18 @@ def template_from_topology(
             Cpu(c, package_of.get(c), None, n.id) for n in topology.numa_nodes for c in n.cpus
         )
         cpus = tuple(sorted(cpus, key=lambda c: c.id))
-    nvlinked = {
-        frozenset((link.gpu, link.peer_gpu))
-        for link in topology.gpu_links
-        if link.link.upper().startswith("NV")
-    }
+    fabric: dict[int, str] = {}
+    for link in topology.gpu_links:
+        if link.type is LinkType.NVLINK:
+            for gpu in link.pair:
+                if fabric.get(gpu) != "nvswitch":
+                    fabric[gpu] = "nvswitch" if link.nvswitch else "nvlink"
     gpus = tuple(
         GpuSpec(
             index=g.index,
             pci_bus_id=g.pci_bus_id or f"0000:{0x10 + g.index:02x}:00.0",
             numa_node=g.numa_node,
-            nvlink_group="nvlink" if any(g.index in pair for pair in nvlinked) else None,
+            nvlink_group=fabric.get(g.index),
             uuid=g.uuid or "",
         )
         for g in topology.gpus

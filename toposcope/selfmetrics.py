@@ -24,6 +24,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from toposcope import __version__
 from toposcope.catalogue import spec
@@ -84,13 +85,16 @@ def daemon_registry() -> CollectorRegistry:
     return registry
 
 
-def with_self_metrics(app: WsgiApp) -> WsgiApp:
-    """``app`` with ``GET /metrics`` answered from a :func:`daemon_registry` of its own.
+def with_self_metrics(app: WsgiApp, *extra: Collector) -> WsgiApp:
+    """``app`` with ``GET /metrics`` answered from a :func:`daemon_registry` of its own
+    (plus the ``extra`` collectors, e.g. the simulator's queue).
 
     For daemons whose application has no ``/metrics`` (the node agent, the simulator);
     every other request goes to ``app`` unchanged.
     """
     own = daemon_registry()
+    for collector in extra:
+        own.register(collector)
 
     def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")

@@ -144,12 +144,23 @@ class MetricsBackend(Protocol):
 
 @dataclass(frozen=True)
 class LoadedData:
-    """Every query's result of one advisor run, keyed by query name, and run-wide notes."""
+    """Every query's result of one advisor run, keyed by query name, and run-wide notes.
+
+    ``timings`` holds the seconds each query took (request, transfer and decoding), keyed
+    like ``results``: what ``--log.level debug`` prints and the scale benchmark reads, to
+    tell the backend's time from the advisor's own.
+    """
 
     source: str
     window: Window
     results: Mapping[str, QueryResult]
     notes: tuple[str, ...] = field(default=())
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def query_seconds(self) -> float:
+        """Seconds spent answering every query of the run."""
+        return sum(self.timings.values())
 
     def samples(self, name: str) -> tuple[Sample, ...]:
         """Samples of query ``name`` (empty when it was not loaded or had no series)."""

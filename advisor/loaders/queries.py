@@ -9,6 +9,7 @@ builder can tell nodes apart; nothing is aggregated away in PromQL.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -282,12 +283,24 @@ def load_all(backend: MetricsBackend, window: Window, needs: Sequence[Query]) ->
     """
     results: dict[str, QueryResult] = {}
     notes: list[str] = []
+    timings: dict[str, float] = {}
     for query in needs:
+        started = time.perf_counter()
         result = backend.load(query, window)
+        timings[query.name] = time.perf_counter() - started
+        LOG.debug(
+            "query %s: %d sample(s), %d series in %.3f s",
+            query.name,
+            len(result.samples),
+            len(result.series),
+            timings[query.name],
+        )
         results[query.name] = result
         notes.extend(f"{query.name}: {w}" for w in result.warnings)
         if result.dropped:
             notes.append(f"{query.name}: dropped {result.dropped} NaN/Inf sample(s)")
         if result.empty:
             LOG.debug("query %s (%s) returned no series", query.name, result.query)
-    return LoadedData(backend.source, window, results, tuple(notes))
+    data = LoadedData(backend.source, window, results, tuple(notes), timings)
+    LOG.debug("%d queries to %s in %.2f s", len(timings), backend.source, data.query_seconds)
+    return data

@@ -5,8 +5,13 @@ peak, ``max_over_time``, not the mean: one busy minute means it is not idle) is 
 release them. The data must cover the window: at least ``min_samples`` samples per GPU and,
 when the range query answered, samples spanning at least ``min_coverage`` of the window; less
 than that is "cannot decide", never "idle". Workloads with some busy GPUs keep all of them
-(jobs rarely survive losing part of their GPUs). Choose the window with ``--window``: an
-hour catches forgotten notebooks; a data-loading phase can look idle for minutes.
+(jobs rarely survive losing part of their GPUs). GPU utilization alone cannot tell a
+forgotten workload from a working one whose GPUs wait: a multi-GPU job stalled on slow links
+(or on its input pipeline) can keep every GPU under 5 % while its process keeps cores busy
+feeding them. So a workload that kept more than ``max_cpu_cores`` busy over the window is
+working, never idle; a forgotten notebook keeps a few hundredths of a core. Choose the
+window with ``--window``: an hour catches forgotten notebooks; a data-loading phase can look
+idle for minutes.
 
 Gain model. Not a speed-up: the gain is the share of the node's GPUs returned to the pool,
 ``released / GPUs on the node``, so that freeing 2 of 8 GPUs ranks like a 25 % gain.
@@ -41,6 +46,9 @@ class IdleReleaseSettings(PolicySettings):
     min_samples: int = setting(5, ge=1, help="fewer utilization samples: cannot decide")
     min_coverage: float = setting(
         0.9, ge=0, le=1, help="share of the window the samples must span (when known)"
+    )
+    max_cpu_cores: float = setting(
+        0.5, ge=0, help="a workload keeping more cores busy than this is working, not idle"
     )
 
 
@@ -96,6 +104,16 @@ class IdleRelease(Policy[IdleReleaseSettings]):
                         f"GPU {index}: samples span {gpu.covered_seconds:.0f}s of the "
                         f"{model.window} window, need {needed:.0f}s"
                     )
+            cores = workload.cores_used()
+            if idle and cores is not None and cores > s.max_cpu_cores:
+                notes.append(
+                    self.note(
+                        workload.key,
+                        f"GPUs below {s.max_utilization:g} but {cores:.2f} cores busy "
+                        f"(> {s.max_cpu_cores:g}): working (waiting on links or input), not idle",
+                    )
+                )
+                continue
             if not idle:
                 continue
             if problems:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toposcope.advisor.cpu_ledger import RATE_SLACK
+from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.defragment import DefragPlan, DefragValue
 from toposcope.advisor.gpu_sets import Placement, gpu_claims
 from toposcope.advisor.model import ClusterModel, WorkloadModel

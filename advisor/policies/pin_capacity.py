@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from toposcope.advisor.cpu_ledger import RATE_SLACK
+from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.locality import GIB, distance_penalty, remote_share
 from toposcope.advisor.model import NodeModel, WorkloadModel
 

@@ -54,3 +54,23 @@ def test_missing_utilization_metric_is_cannot_decide() -> None:
         present=ALL_METRICS - {"toposcope_gpu_utilization_ratio"},
     )
     assert "toposcope_gpu_utilization_ratio" in IdleRelease().evaluate(model).undecided[0].reason
+
+
+def test_a_job_busy_on_cpu_with_quiet_gpus_is_not_idle() -> None:
+    """A 4-GPU training job stalled on cross-socket links kept its GPUs at 4 % while its
+    process kept cores busy: releasing its GPUs stopped it (closed-loop regression).
+    """
+    node = pcie4()
+    for index in range(4):
+        node = with_gpu(node, index, utilization_max=0.04)
+    job = workload("train", cpu={0: 2.5, 1: 2.3}, gpus=[0, 1, 2, 3])
+    result = IdleRelease().evaluate(cluster([node], [job]))
+    assert result.recommendations == ()
+    assert "working" in result.undecided[0].reason
+
+
+def test_a_notebook_with_a_trickle_of_cpu_is_still_idle() -> None:
+    node = with_gpu(pcie4(), 2, utilization_max=0.01)
+    notebook = workload("notebook", cpu={0: 0.04}, gpus=[2])
+    [rec] = IdleRelease().evaluate(cluster([node], [notebook])).recommendations
+    assert rec.target.gpus == (2,)

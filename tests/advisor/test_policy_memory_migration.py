@@ -61,5 +61,5 @@ def test_pin_wins_the_conflict_for_the_same_workload() -> None:
     ]
     kept, notes = resolve_conflicts(recs)
     assert [r.kind for r in kept] == ["pin"]
-    assert "kept the higher gain" in notes[0].reason
+    assert "kept the higher value" in notes[0].reason
     assert notes[0].policy == "memory-migration"

@@ -24,6 +24,7 @@ from toposcope.advisor.recommendations import (
     RunInfo,
     Severity,
     Target,
+    conflict_value,
     filter_min_gain,
     make_recommendation,
     recommendation_id,
@@ -219,7 +220,47 @@ def test_placing_a_pending_job_is_kept_whatever_its_gain_over_first_fit() -> Non
 
 
 def test_severity_thresholds() -> None:
-    assert severity_for(0.3) == Severity.CRITICAL
-    assert severity_for(0.1) == Severity.WARNING
-    assert severity_for(0.05) == Severity.INFO
+    assert severity_for(0.2) == Severity.CRITICAL
+    assert severity_for(0.06) == Severity.WARNING
+    assert severity_for(0.02) == Severity.INFO
     assert severity_for(0.0) == Severity.OK
+
+
+def test_severity_follows_value_not_the_raw_gain() -> None:
+    """A 30 % gain trusted at 0.5 is worth 0.15 (critical); the same gain needing a
+    checkpoint-restore of a job and trusted at 0.3 is worth less (warning).
+    """
+    assert rec(0.3, []).severity == Severity.CRITICAL
+    shaky = make_recommendation(
+        kind=RecommendationKind.MIGRATE_JOB,
+        policy="test",
+        target=Target("n1", "w"),
+        summary="move",
+        current={},
+        proposed={"gpus": [1]},
+        evidence=[],
+        estimated_gain=0.3,
+        gain_model="test",
+        confidence=0.3,
+        risk=Risk.MEDIUM,
+        actions=[ActionRequest("", ActionKind.MIGRATE, "w", "n1", gpus=[1])],
+    )
+    assert shaky.severity == Severity.WARNING
+    assert conflict_value(shaky) < conflict_value(rec(0.3, []))
+
+
+def test_a_move_costs_its_checkpoint_restore_in_the_ranking() -> None:
+    """Equal gain and confidence: the pin (no stop) beats the move (a checkpoint-restore)."""
+    move = rec(0.2, ["workload:n1/w"], kind=RecommendationKind.MIGRATE_JOB)
+    pin = rec(0.2, ["workload:n1/w"], kind=RecommendationKind.PIN)
+    kept, _ = resolve_conflicts([move, pin])
+    assert [r.kind for r in kept] == ["pin"]
+
+
+def test_calibration_can_turn_a_conflict_around() -> None:
+    """A kind whose past estimates came out at a third of the truth loses to another."""
+    pin = rec(0.3, ["workload:n1/w"], kind=RecommendationKind.PIN)
+    memory = rec(0.2, ["workload:n1/w"], kind=RecommendationKind.MIGRATE_MEMORY)
+    assert [r.kind for r in resolve_conflicts([pin, memory])[0]] == ["pin"]
+    kept, _ = resolve_conflicts([pin, memory], calibration={"pin": 0.33})
+    assert [r.kind for r in kept] == ["migrate-memory"]

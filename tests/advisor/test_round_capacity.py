@@ -8,13 +8,20 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tests.advisor.builders import GIB, cluster, pcie4, pcie8, workload
-from toposcope.advisor.cpu_ledger import RATE_SLACK
+from toposcope.advisor.capacity_ledger import RATE_SLACK, CapacityLedger
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.policies import build
 from toposcope.advisor.policies.job_migration import JobMigration
-from toposcope.advisor.recommendations import Recommendation
+from toposcope.advisor.recommendations import (
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Target,
+    make_recommendation,
+    resolve_conflicts,
+)
 from toposcope.advisor.runner import advise
-from toposcope.resources import ActionKind
+from toposcope.resources import ActionKind, ActionRequest
 
 
 def numa_load_after(
@@ -83,7 +90,7 @@ def test_two_policies_do_not_put_two_jobs_on_the_same_cpus() -> None:
     assert len(kept) == 1
     load = numa_load_after(model, kept)
     assert all(cores <= 8 * (1 + RATE_SLACK) for cores in load.values())
-    assert any("no CPU capacity left" in n.reason for n in report.notes)
+    assert any("no capacity left" in n.reason for n in report.notes)
 
 
 def test_conflicts_are_resolved_on_a_consistent_estimate_for_gpu_jobs() -> None:
@@ -104,3 +111,72 @@ def test_conflicts_are_resolved_on_a_consistent_estimate_for_gpu_jobs() -> None:
     assert move.gpus == [0, 1] and move.mems == [0]
     [note] = [n for n in report.notes if found["pin"].id in n.reason]
     assert "gain x confidence" in note.reason
+
+
+def claimless(
+    kind: RecommendationKind, name: str, action: ActionRequest, gain: float = 0.3
+) -> Recommendation:
+    """A recommendation that declares no claims: only the ledger can stop it."""
+    return make_recommendation(
+        kind=kind,
+        policy="test",
+        target=Target("n1", name),
+        summary=f"{kind} {name}",
+        current={},
+        proposed={"name": name},
+        evidence=[],
+        estimated_gain=gain,
+        gain_model="test",
+        confidence=0.8,
+        risk=Risk.LOW,
+        actions=[action],
+    )
+
+
+def test_two_recommendations_never_take_the_same_gpu() -> None:
+    model = cluster([pcie4()], [workload("holder", gpus=[0])])
+    a = claimless(
+        RecommendationKind.PLACE, "a", ActionRequest("", ActionKind.PLACE, "a", "n1", gpus=[1])
+    )
+    b = claimless(
+        RecommendationKind.PLACE,
+        "b",
+        ActionRequest("", ActionKind.PLACE, "b", "n1", gpus=[1, 2]),
+        gain=0.2,
+    )
+    kept, notes = resolve_conflicts([a, b], CapacityLedger(model))
+    assert [r.target.workload for r in kept] == ["a"]
+    assert "GPU 1 of n1" in notes[0].reason
+
+
+def test_a_gpu_freed_in_the_same_round_can_be_taken() -> None:
+    model = cluster([pcie4()], [workload("notebook", gpus=[0])])
+    take = claimless(
+        RecommendationKind.PLACE, "job", ActionRequest("", ActionKind.PLACE, "job", "n1", gpus=[0])
+    )
+    alone, notes = resolve_conflicts([take], CapacityLedger(model))
+    assert alone == [] and "GPU 0 of n1" in notes[0].reason
+    free = claimless(
+        RecommendationKind.RELEASE_IDLE,
+        "notebook",
+        ActionRequest("", ActionKind.RELEASE, "notebook", "n1", gpus=[0]),
+    )
+    kept, _ = resolve_conflicts([take, free], CapacityLedger(model))
+    assert {r.target.workload for r in kept} == {"job", "notebook"}
+
+
+def test_two_page_moves_do_not_overfill_a_numa_node() -> None:
+    """NUMA node 1 has 64 GiB free: one 40 GiB workload's pages fit, two do not."""
+    a = workload("a", cpu={0: 1.0}, memory={0: 40 * GIB})
+    b = workload("b", cpu={0: 1.0}, memory={0: 40 * GIB})
+    model = cluster([pcie4()], [a, b])
+
+    def to_node_1(name: str, gain: float) -> Recommendation:
+        move = ActionRequest("", ActionKind.MIGRATE_MEMORY, name, "n1", mems=[1])
+        return claimless(RecommendationKind.MIGRATE_MEMORY, name, move, gain)
+
+    kept, notes = resolve_conflicts(
+        [to_node_1("a", 0.3), to_node_1("b", 0.2)], CapacityLedger(model)
+    )
+    assert [r.target.workload for r in kept] == ["a"]
+    assert "NUMA node 1 of n1" in notes[0].reason and "GiB in use" in notes[0].reason

@@ -11,6 +11,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.procs import http_get
+from toposcope import __version__
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import NoDataError, UsageError
 from toposcope.exporters.app import ExporterServer, build_runner, render
@@ -63,10 +64,8 @@ def test_failing_collector_never_fails_the_scrape() -> None:
     # a failing collector's partial output is discarded, never served half-done
     assert not any(name == "toposcope_partial" for name, _ in values)
     assert ("toposcope_scrape_collector_duration_seconds", (("collector", "bad"),)) in values
-    assert (
-        values[("toposcope_exporter_build_info", (("hostname", "host-a"), ("version", "0.1.0")))]
-        == 1.0
-    )
+    build_info = (("hostname", "host-a"), ("version", __version__))
+    assert values[("toposcope_exporter_build_info", build_info)] == 1.0
 
 
 def test_collector_that_cannot_start_is_reported_not_fatal() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from kubernetes_validate import validate  # type: ignore[import-untyped]
 
+from tests.deploy.rbac import granted, rbac_documents
 from tests.helpers import REPO
 
 COMPONENT = REPO / "deploy" / "kubernetes" / "components" / "apply-with-kubernetes"
@@ -28,8 +29,7 @@ NEEDED = {
 
 
 def _documents() -> list[dict[str, Any]]:
-    text = (COMPONENT / "advisor-kubernetes-rbac.yaml").read_text(encoding="utf-8")
-    return [d for d in yaml.safe_load_all(text) if d]
+    return rbac_documents(COMPONENT / "advisor-kubernetes-rbac.yaml")
 
 
 def test_the_rbac_validates_and_binds_the_advisor() -> None:
@@ -47,14 +47,8 @@ def test_the_rbac_validates_and_binds_the_advisor() -> None:
 
 def test_the_role_is_least_privilege_and_enough() -> None:
     (role,) = [d for d in _documents() if d["kind"] == "ClusterRole"]
-    granted = {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-    assert granted >= NEEDED
-    assert not {v for _, _, v in granted} & {"delete", "deletecollection", "*", "escalate"}
-    assert not {r for _, r, _ in granted} & {"secrets", "*", "pods/exec"}
-    assert {g for g, _, _ in granted} <= {"", "apps", "kubeflow.org"}
+    rules = granted(role)
+    assert rules >= NEEDED
+    assert not {v for _, _, v in rules} & {"delete", "deletecollection", "*", "escalate"}
+    assert not {r for _, r, _ in rules} & {"secrets", "*", "pods/exec"}
+    assert {g for g, _, _ in rules} <= {"", "apps", "kubeflow.org"}

@@ -279,7 +279,8 @@ def test_pci_locality_fallbacks(tmp_path: Path, caplog: pytest.LogCaptureFixture
         local_cpulist="garbage",
         **{"class": "0x038000"},
     )
-    # a NIC is a PCI device but not a GPU; a device without class is skipped
+    # a NIC is a PCI device but not a GPU; a device without class is listed with class 0,
+    # as hwloc lists it; an entry that is no PCI bus id is skipped
     _pci(
         root,
         "0000:03:00.0",
@@ -288,16 +289,20 @@ def test_pci_locality_fallbacks(tmp_path: Path, caplog: pytest.LogCaptureFixture
         numa_node="0",
         **{"class": "0x020000"},
     )
-    _pci(root, "0000:04:00.0", vendor="0x8086", device="0x1234")
+    _pci(root, "0000:04:00.0", vendor="0x8086", device="0x1234", numa_node="0")
+    _pci(root, "not-a-device", vendor="0x8086", device="0x1234", numa_node="0")
     topo = _build(root)
     devices = {d.bus_id: d for d in topo.pci_devices}
     assert sorted(devices) == [
         "0000:01:00.0",
         "0000:02:00.0",
         "0000:03:00.0",
+        "0000:04:00.0",
         "0000:81:00.0",
         "0000:c1:00.0",
     ]
+    classless = devices["0000:04:00.0"]
+    assert (classless.vendor, classless.class_id, classless.numa_node) == (0x8086, 0, 0)
     assert devices["0000:81:00.0"].numa_node == 1
     assert devices["0000:81:00.0"].local_cpus == (2,)  # CPU 3 is offline
     assert devices["0000:01:00.0"].numa_node is None

@@ -79,6 +79,25 @@ def test_hwloc_xml(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, ["--hwloc-xml", str(HWLOC_XML / "power8gpudistances.xml")])
     assert [g["numa_node"] for g in data["gpus"]] == [0, 0, 1, 1]
     assert data["numa_nodes"][1]["distances"] == [40, 10]
+    links = {(link["gpu"], link["peer_gpu"]): link["link"] for link in data["gpu_links"]}
+    assert links[(0, 1)] == links[(2, 3)] == "NV2" and links[(1, 2)] == "SYS"
+
+
+def test_hwloc_xml_text_shows_the_nvlink_matrix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "--hwloc-xml", str(HWLOC_XML / "power8gpudistances.xml")]) == 0
+    out = capsys.readouterr().out
+    rows = out.split("GPU links:\n", 1)[1].splitlines()
+    assert rows[0].split() == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    assert rows[1].split() == ["GPU0", "X", "NV2", "SYS", "SYS"]
+    assert rows[4].split() == ["GPU3", "SYS", "SYS", "NV2", "X"]
+
+
+def test_hwloc_xml_text_names_the_nvswitch_set(capsys: pytest.CaptureFixture[str]) -> None:
+    path = FIXTURES / "topology" / "hgx-nvswitch.xml"
+    assert main(["topology", "--hwloc-xml", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "NV18" in out and "PHB" in out and "NODE" in out
+    assert "NVSwitch: GPU0, GPU1, GPU4, GPU5 reach each other through NVSwitches" in out
 
 
 @pytest.mark.parametrize(

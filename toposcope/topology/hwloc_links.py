@@ -110,7 +110,9 @@ def nvlink_matrix(
     if matrix is None:
         return None
     if matrix.tag == "distances2" and matrix.get("indexing", "gp") != "gp":
-        raise Malformed(f"{NVLINK_MATRIX} must be indexed by gp_index, not {matrix.get('indexing')!r}")
+        raise Malformed(
+            f"{NVLINK_MATRIX} must be indexed by gp_index, not {matrix.get('indexing')!r}"
+        )
     words = element_words(matrix.findall("indexes"))
     values = element_words(matrix.findall("u64values"))
     size = len(words)

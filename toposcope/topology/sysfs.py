@@ -16,6 +16,12 @@ tests compare the result with hwloc's own output for its regression corpus):
 * ``physical_package_id`` of ``-1`` means the CPU is in no known package.
 * A PCI device's ``numa_node`` of ``-1`` (firmware did not say) falls back to its
   ``local_cpus``: when they fall inside exactly one node, that node, as hwloc attaches it.
+  A device directory without ``vendor``, ``device``, ``class`` or ``numa_node`` files
+  (trimmed snapshots, some platforms) is still listed, as hwloc lists it: ids it lacks are
+  0 and its locality comes from ``local_cpus``.
+* A PCI device's place in the PCIe tree (its bridges and host bridge) is read from the
+  ``devices/pciDDDD:BB/...`` path its ``bus/pci/devices`` link points to; the GPU link
+  matrix (PIX, PXB, PHB, NODE, SYS) follows from it. NVLinks need NVML (``--nvml``).
 * A node's local memory is ``MemTotal`` of its ``meminfo``, hugepages included, as hwloc
   reports it.
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from toposcope.cpulist import parse_cpulist, parse_cpumask
@@ -43,6 +50,7 @@ from toposcope.topology.model import (
     PciDevice,
     Topology,
 )
+from toposcope.topology.pcie import gpu_links
 from toposcope.topology.sysfs_files import (
     cpu_dir,
     node_cpus,
@@ -71,6 +79,10 @@ __all__ = [
 ]
 
 _CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
+#: A PCI function's name: domain (4 or more hex digits), bus, device and function.
+_PCI_BUS_ID_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+#: A host bridge's sysfs directory (``pci0000:00``).
+_HOST_BRIDGE_RE = re.compile(r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$")
 
 
 def _read_cpus(sysfs: Path) -> list[Cpu]:
@@ -169,12 +181,14 @@ def read_pci_devices(
     known_nodes = {n.id for n in nodes}
     devices: list[PciDevice] = []
     for entry in entries:
+        if _PCI_BUS_ID_RE.match(entry.name) is None:
+            LOG.debug("skipping %s: not a PCI bus id", entry)
+            continue
         vendor = read_int(entry / "vendor")
         device = read_int(entry / "device")
         pci_class = read_int(entry / "class")
         if vendor is None or device is None or pci_class is None:
-            LOG.debug("skipping PCI device %s without vendor/device/class", entry.name)
-            continue
+            LOG.debug("PCI device %s lacks vendor/device/class: listed with id 0", entry.name)
         local = _pci_local_cpus(entry)
         if online is not None:
             local = tuple(c for c in local if c in online)
@@ -182,17 +196,41 @@ def read_pci_devices(
         numa_node = node_id if node_id is not None and node_id in known_nodes else None
         if numa_node is None:
             numa_node = node_of_cpus(local, nodes)
+        bridges, host_bridge = _pci_path(entry)
         devices.append(
             PciDevice(
                 bus_id=_pci_bus_id(entry.name),
-                vendor=vendor,
-                device=device,
-                class_id=pci_class >> 8,
+                vendor=vendor or 0,
+                device=device or 0,
+                class_id=(pci_class or 0) >> 8,
                 numa_node=numa_node,
                 local_cpus=local,
+                bridges=bridges,
+                host_bridge=host_bridge,
             )
         )
-    return tuple(devices)
+    # Like hwloc, only bridges that are listed PCI functions count (a path may name others).
+    listed = {d.bus_id for d in devices}
+    return tuple(replace(d, bridges=tuple(b for b in d.bridges if b in listed)) for d in devices)
+
+
+def _pci_path(entry: Path) -> tuple[tuple[str, ...], str | None]:
+    """The bridges above a PCI function (nearest first) and its host bridge, from sysfs.
+
+    ``bus/pci/devices/BUSID`` links to ``devices/pciDDDD:BB/<bridge>/.../BUSID``: the
+    ``pciDDDD:BB`` directory is the host bridge and the bus ids between it and the function
+    are the PCI-to-PCI bridges (root ports, switch ports), as hwloc reads them. A function
+    whose path shows no host bridge gets ``((), None)``.
+    """
+    try:
+        parts = entry.resolve().parts
+    except (OSError, RuntimeError):  # a link loop in a hand-made snapshot
+        return (), None
+    roots = [i for i, part in enumerate(parts) if _HOST_BRIDGE_RE.match(part)]
+    if not roots:
+        return (), None
+    below = [p.lower() for p in parts[roots[-1] + 1 : -1] if _PCI_BUS_ID_RE.match(p)]
+    return tuple(reversed(below)), parts[roots[-1]].lower()
 
 
 def node_of_cpus(cpus: tuple[int, ...], nodes: tuple[NumaNode, ...]) -> int | None:
@@ -321,5 +359,6 @@ def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Top
         cpus=cpus,
         pci_devices=pci,
         gpus=gpus,
+        gpu_links=gpu_links(gpus, pci),
         source=f"sysfs:{sysfs}",
     )

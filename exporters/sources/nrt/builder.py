@@ -35,7 +35,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from toposcope.exporters.sources.nrt.fingerprint import ATTRIBUTE, pods_fingerprint
+from toposcope.exporters.sources.nrt.fingerprint import (
+    ATTRIBUTE,
+    METHOD_ALL,
+    METHOD_ATTRIBUTE,
+    pods_fingerprint,
+)
 from toposcope.exporters.sources.nrt.kubeletconfig import TopologyManagerConfig
 from toposcope.exporters.sources.nrt.ownership import MANAGED_BY, OWNER
 from toposcope.exporters.sources.podresources.records import (
@@ -185,6 +190,7 @@ def _attributes(
             attributes.append({"name": name, "value": value})
     pods = {(c.namespace, c.pod) for c in answer.containers}
     attributes.append({"name": ATTRIBUTE, "value": pods_fingerprint(pods)})
+    attributes.append({"name": METHOD_ATTRIBUTE, "value": METHOD_ALL})
     return attributes
 
 

@@ -2,19 +2,17 @@
 computes it, so that scheduler-plugins' ``NodeResourceTopologyMatch`` can tell whether the
 object describes the pods it sees on the node.
 
-The procedure, as this module implements it (format ``v001`` of that project):
+The procedure (format ``v001``, upstream ``podfingerprint.go``):
 
-1. every pod contributes one 64-bit hash: XXH64 (seed 0) of its namespace followed by its
-   name, with no separator;
+1. every pod contributes one 64-bit hash: XXH64 of its name, seeded with the XXH64 (seed 0)
+   of its namespace;
 2. those hashes are sorted in ascending order, so the pods' order does not matter;
 3. the sorted hashes, each as 8 little-endian bytes, are hashed again with XXH64 (seed 0);
 4. the signature is ``pfp0v001`` followed by that hash as 16 lower-case hexadecimal digits
    (the big-endian digest, as Go's ``hash.Hash64.Sum`` writes it).
 
-This was written from memory of the upstream ``fingerprint.go`` without access to it; steps 1
-to 3 could differ in detail (a separator, the byte order). The upstream test vectors, kept
-as ``tests/fixtures/nrt/podfingerprint-vectors.json`` once copied, are what settles it; the
-test that reads them is skipped until then.
+``tests/fixtures/nrt/podfingerprint-vectors.json`` holds the upstream test data (259 pods and
+the signature its ``TestCheck`` accepts), which the tests check this module against.
 """
 
 from __future__ import annotations
@@ -29,11 +27,17 @@ PREFIX = "pfp0"
 VERSION = "v001"
 #: the NodeResourceTopology attribute the signature is published in
 ATTRIBUTE = "nodeTopologyPodsFingerprint"
+#: the attribute that says which pods the signature covers, and its value for "every pod the
+#: kubelet lists" (upstream's ``MethodAll``; the other method counts only pods holding
+#: exclusive resources)
+METHOD_ATTRIBUTE = "nodeTopologyPodsFingerprintMethod"
+METHOD_ALL = "all"
 
 
 def pod_hash(namespace: str, name: str) -> int:
-    """One pod's contribution: XXH64 (seed 0) of ``namespace`` then ``name``."""
-    return xxhash.xxh64_intdigest((namespace + name).encode("utf-8"), seed=0)
+    """One pod's contribution: XXH64 of ``name`` seeded with XXH64 of ``namespace``."""
+    seed = xxhash.xxh64_intdigest(namespace.encode("utf-8"), seed=0)
+    return xxhash.xxh64_intdigest(name.encode("utf-8"), seed=seed)
 
 
 def pods_fingerprint(pods: Iterable[tuple[str, str]]) -> str:

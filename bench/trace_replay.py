@@ -1,0 +1,413 @@
+"""Trace replay: what GPU placement is worth over days of a Philly-like job trace.
+
+Replays a job trace (``--trace`` CSV, else the seeded synthetic Philly-like trace of
+:mod:`toposcope.sim.trace_gen`) on a heterogeneous simulated cluster (``--cluster``: 8
+DGX A100, 8 PCIe 8-GPU with two switches, 16 PCIe 4-GPU nodes; 192 GPUs) once per
+placement policy (:mod:`trace_policies`). No HTTP and no Prometheus: the simulator's clock
+jumps from event to event (arrivals, finishes, restores) and after each one the policy
+places pending jobs in arrival order (later jobs may pass one that does not fit). Policies
+that migrate move running jobs (paying the simulator's checkpoint-restore time) so that
+the oldest waiting job can start when enough GPUs are free but split over nodes.
+
+Figures per policy: mean and p95 queueing delay (start minus arrival), mean job completion
+time (finish minus arrival), mean locality slowdown (1 - run time at the best placement /
+actual run time, so interference, bad links and migration pauses all count), GPU
+utilisation (allocated share of all GPUs, time-averaged over the trace's span) and
+fragmentation (free GPUs on nodes with fewer free GPUs than the smallest waiting request,
+the catalogue's ``toposcope_queue_fragmented_gpus``, as a share of all GPUs, time-averaged).
+Jobs still waiting or running when the replay stops (``--drain-days`` after the last
+arrival) count with the stop time. Target: toposcope's mean queueing delay at most half
+first-fit's, its locality slowdown at most 5% (``met``/``MISSED``; exit status 0).
+``--plot FILE`` writes the queueing-delay CDF and utilisation over time (plotly HTML).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from bisect import insort
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plotly.subplots import make_subplots
+from trace_policies import POLICIES, Choice, Policy
+
+from toposcope.errors import ConfigError
+from toposcope.rm import ActionKind, ActionRequest
+from toposcope.sim.clock import SimClock
+from toposcope.sim.cluster import SimCluster
+from toposcope.sim.jobs import JobKind, JobSpec, load_trace, make_job
+from toposcope.sim.templates import NodeTemplate, builtin_template
+from toposcope.sim.trace_gen import DAY_S, generate
+
+DEFAULT_CLUSTER = "dgx-a100=8,pcie-8gpu-2sw=8,pcie-4gpu=16"
+SAMPLE_S = 600.0
+#: a job moved for de-fragmentation is not moved again for this long
+MOVE_GAP_S = 3600.0
+TARGET_QUEUE_RATIO = 0.5
+TARGET_SLOWDOWN = 0.05
+
+
+@dataclass
+class Replay:
+    """One policy's run over the trace: the cluster, what is free and who holds what."""
+
+    policy: Policy
+    cluster: SimCluster
+    templates: dict[str, NodeTemplate]
+    specs: dict[str, JobSpec]
+    free: dict[str, frozenset[int]] = field(default_factory=dict)
+    held: dict[str, Choice] = field(default_factory=dict)
+    pending: list[tuple[float, str]] = field(default_factory=list)
+    started: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+    moved: dict[str, float] = field(default_factory=dict)
+    samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    actions: int = 0
+
+    def act(self, kind: ActionKind, name: str, choice: Choice) -> None:
+        """Place or migrate ``name`` onto ``choice`` through the resource-manager API."""
+        self.actions += 1
+        node, gpus = choice
+        cpus, mems = pinning(self.templates[node], gpus) if self.policy.pins else ([], [])
+        self.cluster.apply(
+            ActionRequest(
+                f"r{self.actions}", kind, name, node=node, gpus=list(gpus), cpus=cpus, mems=mems
+            )
+        )
+        if name in self.held:
+            self._give_back(name)
+        self.free[node] = self.free[node] - set(gpus)
+        self.held[name] = choice
+
+    def _give_back(self, name: str) -> None:
+        node, gpus = self.held.pop(name)
+        self.free[node] = self.free[node] | set(gpus)
+
+    def schedule(self) -> None:
+        """Place what fits in arrival order; then, for a migrating policy, make room for
+        the oldest waiting job by moving others.
+        """
+        now = self.cluster.now
+        largest = max(len(f) for f in self.free.values())
+        for entry in list(self.pending):
+            name = entry[1]
+            gpus = self.specs[name].gpus
+            if gpus > largest:
+                continue
+            choice = self.policy.choose(gpus, self.free, self.templates)
+            if choice is not None:
+                self.act(ActionKind.PLACE, name, choice)
+                self.pending.remove(entry)
+                self.started[name] = now
+                largest = max(len(f) for f in self.free.values())
+        if self.policy.migrates and self.pending:
+            self._defragment(self.pending[0][1], now)
+
+    def _defragment(self, name: str, now: float) -> None:
+        gpus = self.specs[name].gpus
+        if sum(len(f) for f in self.free.values()) < gpus:
+            return
+        best: tuple[int, str, list[tuple[str, Choice]]] | None = None
+        for node, template in self.templates.items():
+            if len(template.gpus) < gpus:
+                continue
+            plan = self._plan(node, gpus - len(self.free[node]), now)
+            if plan is not None:
+                cost = sum(self.specs[n].gpus for n, _ in plan)
+                if best is None or cost < best[0]:
+                    best = (cost, node, plan)
+        if best is None:
+            return
+        for moved, choice in best[2]:
+            self.act(ActionKind.MIGRATE, moved, choice)
+            self.moved[moved] = now
+        target = self.policy.choose(gpus, {best[1]: self.free[best[1]]}, self.templates)
+        if target is not None:
+            self.act(ActionKind.PLACE, name, target)
+            self.pending = [p for p in self.pending if p[1] != name]
+            self.started[name] = now
+
+    def _plan(self, node: str, need: int, now: float) -> list[tuple[str, Choice]] | None:
+        """Moves off ``node`` (smallest jobs first) to other nodes freeing ``need`` GPUs."""
+        here = sorted(
+            (self.specs[n].gpus, n)
+            for n, (where, _) in self.held.items()
+            if where == node and now - self.moved.get(n, -math.inf) >= MOVE_GAP_S
+        )
+        trial = {n: f for n, f in self.free.items() if n != node}
+        plan: list[tuple[str, Choice]] = []
+        for gpus, name in here:
+            if need <= 0:
+                break
+            choice = self.policy.choose(gpus, trial, self.templates)
+            if choice is None:
+                continue
+            trial[choice[0]] = trial[choice[0]] - set(choice[1])
+            plan.append((name, choice))
+            need -= gpus
+        return plan if need <= 0 else None
+
+    def sample_until(self, until: float) -> None:
+        """Record (time, allocated, fragmented, waiting) every :data:`SAMPLE_S` up to
+        ``until`` (the state is constant between events).
+        """
+        next_at = self.samples[-1][0] + SAMPLE_S if self.samples else 0.0
+        total = sum(len(t.gpus) for t in self.templates.values())
+        while next_at <= until:
+            free = sum(len(f) for f in self.free.values())
+            smallest = min((self.specs[n].gpus for _, n in self.pending), default=0)
+            fragmented = sum(len(f) for f in self.free.values() if 0 < len(f) < smallest)
+            self.samples.append((next_at, total - free, fragmented, len(self.pending)))
+            next_at += SAMPLE_S
+
+
+def pinning(template: NodeTemplate, gpus: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """CPUs and memory nodes of the NUMA nodes the GPUs hang off (none when they span every
+    node: then pinning changes nothing).
+    """
+    numa = sorted(
+        {g.numa_node for g in template.gpus if g.index in gpus and g.numa_node is not None}
+    )
+    nodes = [n for n in template.topology.numa_nodes if n.id in numa]
+    if not nodes or len(nodes) == len(template.topology.numa_nodes):
+        return [], []
+    return sorted(c for n in nodes for c in n.cpus), [n.id for n in nodes]
+
+
+def build_cluster(spec: str) -> dict[str, NodeTemplate]:
+    """Nodes from ``TEMPLATE=COUNT,...`` (built-in templates), named ``TEMPLATE-NN``."""
+    nodes: dict[str, NodeTemplate] = {}
+    for part in spec.split(","):
+        template_name, _, count = part.partition("=")
+        try:
+            template = builtin_template(template_name.strip())
+            number = int(count)
+        except (KeyError, ValueError):
+            raise ConfigError(f"--cluster: bad entry {part!r} (want TEMPLATE=COUNT)") from None
+        if not 1 <= number <= 1000:
+            raise ConfigError(f"--cluster: count of {template_name} must be 1 to 1000")
+        for i in range(number):
+            nodes[f"{template.name}-{i + 1:02d}"] = template
+    return nodes
+
+
+def trace_jobs(args: argparse.Namespace, total_gpus: int, max_gpus: int) -> list[JobSpec]:
+    """The trace's GPU jobs: from ``--trace`` or generated (seed, days, load)."""
+    if args.trace:
+        jobs = [j for j in load_trace(args.trace) if j.gpus and j.duration]
+        too_big = [j.name for j in jobs if j.gpus > max_gpus]
+        if too_big:
+            raise ConfigError(
+                f"{args.trace}: jobs ask for more GPUs than any node has: {too_big[:3]}"
+            )
+        return jobs
+    rows = generate(args.seed, args.days, total_gpus, args.load)
+    return [
+        make_job(
+            r.name, JobKind.GPU_TRAIN, gpus=r.gpus, submit_time=r.submit_time, duration=r.duration
+        )
+        for r in rows
+    ]
+
+
+def replay(
+    policy: Policy, templates: dict[str, NodeTemplate], jobs: list[JobSpec], stop: float
+) -> Replay:
+    """Run the trace under one policy until every job is done or ``stop``."""
+    cluster = SimCluster(SimClock(speed=0), scheduler="none")
+    for name, template in templates.items():
+        cluster.add_node(name, template)
+    run = Replay(policy, cluster, templates, {j.name: j for j in jobs})
+    run.free = {name: frozenset(g.index for g in t.gpus) for name, t in templates.items()}
+    arrivals = sorted((j.submit_time, j.name) for j in jobs)
+    for job in jobs:
+        cluster.submit(job)
+    seen, arrived = 0, 0
+    while (when := cluster.next_event_time()) is not None and when <= stop:
+        run.sample_until(when)
+        cluster.advance(when - cluster.now)
+        changed = False
+        while arrived < len(arrivals) and arrivals[arrived][0] <= cluster.now:
+            insort(run.pending, arrivals[arrived])
+            arrived += 1
+            changed = True
+        done = cluster.finished(seen)
+        seen += len(done)
+        for name in done:
+            run.finished[name] = cluster.now
+            run._give_back(name)
+            changed = True
+        if changed:
+            run.schedule()
+    run.sample_until(min(stop, cluster.now))
+    return run
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values`` (0 when empty)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def figures(run: Replay, jobs: list[JobSpec], span: float, end: float) -> dict[str, Any]:
+    """The policy's figures (see the module docstring)."""
+    waits = [run.started.get(j.name, end) - j.submit_time for j in jobs]
+    jct = [run.finished.get(j.name, end) - j.submit_time for j in jobs]
+    slow = [
+        1 - (j.duration or 0) / (run.finished[j.name] - run.started[j.name])
+        for j in jobs
+        if j.name in run.finished and run.finished[j.name] > run.started[j.name]
+    ]
+    total = sum(len(t.gpus) for t in run.templates.values())
+    window = [s for s in run.samples if s[0] <= span] or run.samples
+    return {
+        "policy": run.policy.name,
+        "jobs": len(jobs),
+        "finished": len(run.finished),
+        "never_started": len(jobs) - len(run.started),
+        "mean_queue_s": round(sum(waits) / len(waits), 1),
+        "p95_queue_s": round(percentile(waits, 0.95), 1),
+        "mean_jct_s": round(sum(jct) / len(jct), 1),
+        "mean_locality_slowdown": round(sum(slow) / max(len(slow), 1), 4),
+        "gpu_utilisation": round(sum(s[1] for s in window) / (total * len(window)), 4),
+        "fragmented_share": round(sum(s[2] for s in window) / (total * len(window)), 4),
+        "migrations": len(run.moved),
+        "actions": run.actions,
+    }
+
+
+def plot(path: Path, runs: list[Replay], jobs: list[JobSpec], end: float) -> None:
+    """Queueing-delay CDF and utilisation over time, one line per policy (plotly HTML)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("queueing delay CDF", "GPU utilisation"))
+    for run in runs:
+        waits = [(run.started.get(j.name, end) - j.submit_time) / 3600 for j in jobs]
+        cdf = [q / 200 for q in range(1, 201)]
+        fig.add_scatter(
+            x=[percentile(waits, q) for q in cdf],
+            y=cdf,
+            name=run.policy.name,
+            row=1,
+            col=1,
+            legendgroup=run.policy.name,
+        )
+        total = sum(len(t.gpus) for t in run.templates.values())
+        fig.add_scatter(
+            x=[s[0] / 3600 for s in run.samples[::6]],
+            y=[s[1] / total for s in run.samples[::6]],
+            name=run.policy.name,
+            row=1,
+            col=2,
+            legendgroup=run.policy.name,
+            showlegend=False,
+        )
+    fig.update_xaxes(title_text="hours waited", type="log", row=1, col=1)
+    fig.update_xaxes(title_text="hours", row=1, col=2)
+    fig.write_html(path, include_plotlyjs="cdn")
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--trace", type=Path, help="a trace CSV (default: generated)")
+    parser.add_argument("--seed", type=int, default=1, help="generator seed (1)")
+    parser.add_argument("--days", type=float, default=3.0, help="days of arrivals (3)")
+    parser.add_argument("--load", type=float, default=0.9, help="offered GPU load (0.9)")
+    parser.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"nodes ({DEFAULT_CLUSTER})")
+    parser.add_argument(
+        "--drain-days", type=float, default=2.0, help="days after the last arrival (2)"
+    )
+    parser.add_argument("--policies", default=",".join(p.name for p in POLICIES))
+    parser.add_argument("--plot", type=Path, metavar="FILE", help="write the figure here")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    args = parser.parse_args()
+    if not 0 < args.days <= 60 or not 0 < args.load <= 10 or not 0 <= args.drain_days <= 60:
+        parser.error("--days must be in (0, 60], --load in (0, 10], --drain-days in [0, 60]")
+    return args
+
+
+def main() -> int:
+    """Replay the trace under every policy and print the figures."""
+    args = parse_args()
+    known = {p.name: p for p in POLICIES}
+    try:
+        wanted = [known[n.strip()] for n in args.policies.split(",")]
+    except KeyError as exc:
+        print(f"trace_replay: unknown policy {exc} (known: {', '.join(known)})", file=sys.stderr)
+        return 2
+    try:
+        templates = build_cluster(args.cluster)
+        total = sum(len(t.gpus) for t in templates.values())
+        jobs = trace_jobs(args, total, max(len(t.gpus) for t in templates.values()))
+    except ConfigError as exc:
+        print(f"trace_replay: {exc}", file=sys.stderr)
+        return 2
+    span = max((j.submit_time for j in jobs), default=0.0)
+    stop = span + args.drain_days * DAY_S
+    runs, rows = [], []
+    for policy in wanted:
+        began = time.perf_counter()
+        run = replay(policy, templates, jobs, stop)
+        runs.append(run)
+        rows.append(
+            {
+                **figures(run, jobs, span, min(stop, run.cluster.now)),
+                "seconds": round(time.perf_counter() - began, 1),
+            }
+        )
+    by_name = {r["policy"]: r for r in rows}
+    target: dict[str, Any] = {}
+    if "first-fit" in by_name and "toposcope" in by_name:
+        ratio = by_name["toposcope"]["mean_queue_s"] / max(
+            by_name["first-fit"]["mean_queue_s"], 1e-9
+        )
+        slowdown = by_name["toposcope"]["mean_locality_slowdown"]
+        target = {
+            "queue_ratio_to_first_fit": round(ratio, 3),
+            "locality_slowdown": slowdown,
+            "met": ratio <= TARGET_QUEUE_RATIO and slowdown <= TARGET_SLOWDOWN,
+        }
+    result = {
+        "trace": str(args.trace)
+        if args.trace
+        else f"generated seed {args.seed}, {args.days:g} days, load {args.load:g}",
+        "cluster": args.cluster,
+        "gpus": total,
+        "jobs": len(jobs),
+        "policies": rows,
+        "target": target,
+    }
+    if args.plot:
+        plot(args.plot, runs, jobs, stop)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"trace replay: {result['trace']}, {len(jobs)} jobs on {total} GPUs ({args.cluster})")
+    print(
+        f"{'policy':11} {'meanQ h':>8} {'p95Q h':>8} {'JCT h':>7} {'slow':>6} {'util':>6} "
+        f"{'frag':>6} {'moves':>6}"
+    )
+    for r in rows:
+        print(
+            f"{r['policy']:11} {r['mean_queue_s'] / 3600:8.2f} {r['p95_queue_s'] / 3600:8.2f} "
+            f"{r['mean_jct_s'] / 3600:7.2f} {r['mean_locality_slowdown']:6.1%} "
+            f"{r['gpu_utilisation']:6.1%} {r['fragmented_share']:6.1%} {r['migrations']:6d}"
+        )
+    if target:
+        print(
+            f"toposcope queue / first-fit {target['queue_ratio_to_first_fit']:.2f} "
+            "(target <= 0.5), "
+            f"slowdown {target['locality_slowdown']:.1%} (target <= 5%): "
+            + ("met" if target["met"] else "MISSED")
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

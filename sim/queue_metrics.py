@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 
 from toposcope.catalogue import spec
+from toposcope.fairshare import fair_shares
 from toposcope.sim.cluster import PENDING, RUNNING, JobState, SimCluster
 
 SCHEDULER = "sim"
@@ -39,27 +40,6 @@ def account_of(workload: str) -> str:
     base = workload.removesuffix(".service").removesuffix(".scope")
     head = base.split("-", 1)[0]
     return head or DEFAULT_ACCOUNT
-
-
-def max_min_shares(capacity: float, demand: Mapping[str, float]) -> dict[str, float]:
-    """Max-min fair split of ``capacity`` among accounts with positive ``demand`` (equal
-    weights): what a satisfied account leaves goes to the others.
-    """
-    share = {a: 0.0 for a in demand}
-    active = {a for a, d in demand.items() if d > 0}
-    remaining = capacity
-    while active and remaining > 1e-9:
-        give = remaining / len(active)
-        full = {a for a in active if demand[a] - share[a] <= give}
-        if not full:
-            for a in active:
-                share[a] += give
-            break
-        for a in full:
-            remaining -= demand[a] - share[a]
-            share[a] = demand[a]
-        active -= full
-    return share
 
 
 @dataclass
@@ -164,7 +144,7 @@ def _account_families(state: QueueState, base: list[str], free: float) -> Iterat
     oldest = spec("toposcope_queue_account_oldest_wait_seconds").family()
     fair = spec("toposcope_queue_account_fair_share_gpus").family()
     demand = {a: float(v.gpus + v.pending_gpus) for a, v in state.accounts.items()}
-    shares = max_min_shares(free + state.allocated, demand)
+    shares = fair_shares(free + state.allocated, demand)
     for name in sorted(state.accounts):
         account = state.accounts[name]
         labels = [*base, name]

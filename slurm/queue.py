@@ -31,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from toposcope.fairshare import fair_shares
 from toposcope.slurm.queue_reasons import categorize
 from toposcope.slurm.records import ClusterState, PendingJob, SlurmNode
 
@@ -157,33 +158,6 @@ def _partition_queue(
         fragmented_gpus=sum(f for f in free if 0 < f < smallest),
         pending=tuple(pending),
     )
-
-
-def fair_shares(
-    capacity: float, demand: Mapping[str, float], weights: Mapping[str, float]
-) -> dict[str, float]:
-    """Max-min fair split of ``capacity`` among accounts with positive ``demand``.
-
-    Each account gets a part proportional to its weight (1 where ``weights`` has none), never
-    above its demand; what a satisfied account leaves goes to the others.
-    """
-    share = {a: 0.0 for a in demand}
-    active = {a for a, d in demand.items() if d > 0}
-    remaining = capacity
-    while active and remaining > 1e-9:
-        weight = {a: weights.get(a, 1.0) if weights.get(a, 1.0) > 0 else 1.0 for a in active}
-        total = sum(weight.values())
-        give = {a: remaining * weight[a] / total for a in active}
-        full = {a for a in active if share[a] + give[a] >= demand[a]}
-        if not full:
-            for a in active:
-                share[a] += give[a]
-            break
-        for a in full:
-            remaining -= demand[a] - share[a]
-            share[a] = demand[a]
-        active -= full
-    return share
 
 
 def _account_label(account: str, seen: dict[str, None]) -> str:

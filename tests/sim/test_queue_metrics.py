@@ -10,12 +10,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope.catalogue import CATALOGUE
+from toposcope.fairshare import fair_shares
 from toposcope.resources import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.nodefs import SimExporters
-from toposcope.sim.queue_metrics import account_of, max_min_shares, queue_families
+from toposcope.sim.queue_metrics import account_of, queue_families
 from toposcope.sim.server import make_sim_app
 from toposcope.sim.templates import builtin_template
 
@@ -98,7 +99,7 @@ def test_accounts_hold_wait_and_fair_share(cluster: SimCluster) -> None:
 
 
 def test_max_min_shares_hand_back_what_a_small_demand_leaves() -> None:
-    assert max_min_shares(8, {"a": 1, "b": 10, "c": 10, "d": 0}) == {
+    assert fair_shares(8, {"a": 1, "b": 10, "c": 10, "d": 0}) == {
         "a": 1,
         "b": 3.5,
         "c": 3.5,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 
 from toposcope.catalogue.queue_metrics import PENDING_REASONS
+from toposcope.fairshare import fair_shares
 from toposcope.slurm.accounting import accounting_gap, parse_config, parse_sshare
 from toposcope.slurm.errors import SlurmFormatError
 from toposcope.slurm.gres import parse_gres
-from toposcope.slurm.queue import fair_shares, queue_snapshot
+from toposcope.slurm.queue import queue_snapshot
 from toposcope.slurm.queue_reasons import categorize
 from toposcope.slurm.records import ClusterState, JobAllocation, PendingJob, RunningJob, SlurmNode
 

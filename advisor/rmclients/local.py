@@ -16,6 +16,8 @@ from toposcope.errors import ConfigError
 from toposcope.resources import ResourceManager
 
 ENTRY_POINT_GROUP = "toposcope.resource_managers"
+#: backend -> the install extra that brings its libraries
+BACKEND_EXTRAS = {"local": "agent", "slurm": "slurm", "kubernetes": "kube"}
 
 
 def registered_backend(name: str, **options: object) -> ResourceManager:
@@ -26,7 +28,16 @@ def registered_backend(name: str, **options: object) -> ResourceManager:
             f"--resource-manager {name}: no such backend is installed (the local backend "
             "comes with the node agent: pip install 'toposcope[agent]')"
         )
-    factory = next(iter(found)).load()
+    try:
+        factory = next(iter(found)).load()
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "toposcope":
+            raise
+        extra = BACKEND_EXTRAS.get(name, "all")
+        raise ConfigError(
+            f"--resource-manager {name} needs the {exc.name!r} library: "
+            f"pip install 'toposcope[{extra}]'"
+        ) from exc
     return cast(ResourceManager, factory(**options))
 
 

@@ -47,8 +47,11 @@ def test_the_base_install_is_the_lean_exporter() -> None:
     assert base.isdisjoint({"dash", "plotly", "pandas", "apiflask", "flask"})
     extras = project["optional-dependencies"]
     assert {"exporter", "agent", "advisor", "sim", "dash", "all"} <= set(extras)
-    assert extras["all"] == ["toposcope[agent,advisor,sim,dash,kubernetes,slurm]"]
+    assert extras["all"] == ["toposcope[agent,advisor,sim,dash,kubernetes,kube,slurm]"]
     assert base.isdisjoint({"grpcio", "protobuf"}), "the kubelet client is the kubernetes extra"
+    node_side = _requirement_names(extras["kubernetes"])
+    assert node_side.isdisjoint({"lightkube", "pydantic"}), "the API-server client is [kube]"
+    assert "lightkube" in _requirement_names(extras["kube"])
     assert "dash" in _requirement_names(extras["dash"])
     assert "apiflask" in _requirement_names(extras["agent"])
 

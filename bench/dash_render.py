@@ -28,8 +28,8 @@ from typing import Any
 import plotly.io
 
 from toposcope.dashboards.app import queries as q
-from toposcope.dashboards.app.callbacks import render_cluster
-from toposcope.dashboards.app.data import load_cluster
+from toposcope.dashboards.app.cluster_data import load_cluster
+from toposcope.dashboards.app.cluster_page import render_cluster
 from toposcope.dashboards.app.promclient import PromClient, PrometheusError
 from toposcope.procs import (
     MissingBinaryError,

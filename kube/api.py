@@ -28,6 +28,9 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet, StatefulSet
 from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.resource_v1 import ResourceSlice
+from lightkube.resources.resource_v1beta1 import ResourceSlice as ResourceSliceV1beta1
+from lightkube.resources.resource_v1beta2 import ResourceSlice as ResourceSliceV1beta2
 from lightkube.types import PatchType
 
 from toposcope.errors import ConfigError as ToposcopeConfigError
@@ -46,6 +49,8 @@ OWNER_KINDS: dict[str, Any] = {
 }
 #: kinds with a scale subresource toposcope may scale
 SCALABLE: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
+#: the DRA ResourceSlice versions read, newest first (v1 is GA in 1.34, v1beta1 from 1.32)
+RESOURCE_SLICES: tuple[Any, ...] = (ResourceSlice, ResourceSliceV1beta2, ResourceSliceV1beta1)
 
 
 def _causes(error: ApiError) -> list[str]:
@@ -142,6 +147,22 @@ class KubeApi:
                 return []
             raise
 
+    def resource_slices(self, node: str) -> list[dict[str, Any]]:
+        """The DRA ResourceSlices of ``node``, from the newest version the API server serves;
+        none where it serves none (DRA off: 404). Other refusals are raised (403: RBAC).
+        """
+        for resource in RESOURCE_SLICES:
+            try:
+                with api_errors(f"list ResourceSlices of node {node}"):
+                    found = self.client.list(resource, fields={"spec.nodeName": node})
+                    return [
+                        s for s in map(_plain, found) if s.get("spec", {}).get("nodeName") == node
+                    ]
+            except ResourceManagerError as exc:
+                if exc.status != 404:
+                    raise
+        return []
+
     def evict(self, namespace: str, name: str) -> None:
         """``POST pods/{name}/eviction`` (policy/v1), dry run first."""
         body = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
@@ -178,4 +199,4 @@ class KubeApi:
         return old
 
 
-__all__ = ["OWNER_KINDS", "SCALABLE", "KubeApi", "api_errors", "client_from"]
+__all__ = ["OWNER_KINDS", "RESOURCE_SLICES", "SCALABLE", "KubeApi", "api_errors", "client_from"]

@@ -15,8 +15,11 @@ contract's (:class:`~toposcope.rm.base.BaseResourceManager`). What each action d
   its other pods, which is why only opted-in workloads move.
 * ``place`` a pending pod that carries the ``toposcope.io/placement`` scheduling gate: its
   node affinity is narrowed to the node (allowed while gated), then the gate is removed. The
-  device plugin picks the device ids on the node (NVIDIA's is topology-aware). Kubernetes
-  does not let a gate be added back, so a placement cannot be undone.
+  device plugin picks the device ids on the node (NVIDIA's is topology-aware); where the node
+  publishes DRA ResourceSlices with locality attributes, the placement's detail
+  (:meth:`KubernetesResourceManager.detail`, logged) names the ResourceClaim constraint that
+  pins the set (:mod:`.devices`). Kubernetes does not let a gate be added back, so a
+  placement cannot be undone.
 * ``release`` idle GPUs of an owner that opted in (``toposcope.io/release-idle: "true"``):
   a Deployment or StatefulSet is scaled to zero (the revert scales it back to the recorded
   replicas); a Kubeflow Notebook gets ``kubeflow-resource-stopped`` (the revert removes it).
@@ -30,16 +33,18 @@ contract's (:class:`~toposcope.rm.base.BaseResourceManager`). What each action d
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 from toposcope.kube.annotations import KUBEFLOW_STOPPED, PLACEMENT_GATE, RELEASE_IDLE, UNDO, truthy
 from toposcope.kube.api import SCALABLE, KubeApi, client_from
+from toposcope.kube.devices import placement_detail
 from toposcope.kube.evictable import migration_blockers, owner_references
 from toposcope.kube.options import KubeLimits, limits_from
 from toposcope.kube.undo import SCALE, STEER, STOP, UndoRecord, narrowed, record_of
-from toposcope.kube.views import node_view, split_workload, workload_view
+from toposcope.kube.views import gpus_requested, node_view, split_workload, workload_view
 from toposcope.rm import (
     ActionKind,
     ActionRequest,
@@ -52,6 +57,8 @@ from toposcope.rm import (
     RetryLaterError,
     WorkloadView,
 )
+
+LOG = logging.getLogger("toposcope.kube")
 
 #: why pins are refused, and the kubelet settings that pin instead
 KUBELET_ADVICE = (
@@ -79,6 +86,7 @@ class KubernetesResourceManager(BaseResourceManager):
         self.limits = limits or KubeLimits()
         self._ids = itertools.count(1)
         self._evicted: Counter[str] = Counter()
+        self._details: dict[str, str] = {}
 
     def nodes(self) -> list[NodeView]:
         """Every node, with its labels and allocatable GPUs."""
@@ -87,6 +95,12 @@ class KubernetesResourceManager(BaseResourceManager):
     def workloads(self) -> list[WorkloadView]:
         """Every pod: running ones on their node, pending ones with their GPU request."""
         return [v for v in map(workload_view, self.api.pods()) if v is not None]
+
+    def detail(self, request_id: str) -> str:
+        """What the backend has to say about an action it carried out (``""``: nothing); for
+        a placement, who picks the device ids and the DRA constraint that pins them.
+        """
+        return self._details.get(request_id, "")
 
     def _state(self, request: ActionRequest, **kwargs: Any) -> ActionState:
         action_id = f"kube-{next(self._ids):06d}"
@@ -208,6 +222,7 @@ class KubernetesResourceManager(BaseResourceManager):
         target = request.node or ""
         if target not in {v.name for v in self.nodes()}:
             raise ResourceManagerError(f"unknown node {target!r}", 404, "node")
+        detail = placement_detail(self._slices(target), target, gpus_requested(pod))
         version = _meta(pod).get("resourceVersion")
         self.api.patch(
             "Pod",
@@ -233,7 +248,17 @@ class KubernetesResourceManager(BaseResourceManager):
                 "spec": {"schedulingGates": left},
             },
         )
+        self._details[request.request_id] = detail
+        LOG.info("pod %s: %s", request.workload, detail)
         return self._state(request, before=None, after=Allocation(target), irreversible=True)
+
+    def _slices(self, node: str) -> list[dict[str, Any]]:
+        """``node``'s DRA ResourceSlices; none when they cannot be read (said in the log)."""
+        try:
+            return self.api.resource_slices(node)
+        except ResourceManagerError as exc:
+            LOG.warning("no DRA advice for node %s: %s", node, exc)
+            return []
 
     # -- release and unplace ----------------------------------------------------------------
 

@@ -18,7 +18,10 @@ CPUs and memory (``pin``, ``migrate-memory``), move it to other free GPUs on any
 (``migrate``), start a pending job on free GPUs (``place``), and take GPUs from a job
 (``release``: a notebook keeps running without them). GPUs are never given to two jobs
 (``place`` and ``migrate`` refuse held GPUs), so the oracle does not create GPU sharing;
-sharing already present stays unless a job is moved.
+sharing already present stays unless a job is moved. Memory is bounded too: a memory
+binding is chosen only where the bound NUMA nodes hold the job's footprint next to what
+the node's other jobs use (:func:`~toposcope.sim.placement.memory_fits`); unbound memory
+spills as the model says.
 
 **Search.** Each job's candidate allocations on each node are scored exhaustively (GPU
 subsets of the node's free GPUs x CPU sets x memory bindings, as
@@ -44,6 +47,7 @@ from toposcope.sim.cluster import DONE, PENDING, RUNNING, JobState, SimCluster
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.model import CoRunner, evaluate, greedy_allocation
 from toposcope.sim.nodetemplate import NodeTemplate
+from toposcope.sim.placement import memory_fits, memory_use
 
 #: candidate allocations per job and node scored exhaustively; beyond, the greedy choice
 EXHAUSTIVE_LIMIT = 20_000
@@ -184,6 +188,8 @@ class _Search:
                 candidates: Iterable[Allocation] = candidate_allocations(spec, node, template, pool)
             else:
                 candidates = [greedy_allocation(spec, node, template, pool)]
+            use = memory_use([(o.memory_bytes, a, o.threads) for o, a in co], template)
+            candidates = [a for a in candidates if memory_fits(spec.memory_bytes, a, template, use)]
             scored = sorted(
                 ((self.efficiency(name, a, co), i, a) for i, a in enumerate(candidates)),
                 key=lambda item: (-item[0], item[1]),

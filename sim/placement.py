@@ -184,13 +184,14 @@ def memory_use(jobs: Sequence[Footprint], node: NodeTemplate) -> dict[int, float
 
 
 def memory_fits(
-    size: int, allocation: Allocation, node: NodeTemplate, others: Sequence[Footprint]
+    size: int, allocation: Allocation, node: NodeTemplate, use: dict[int, float]
 ) -> bool:
     """Whether a job of ``size`` bytes bound to ``allocation.mems`` fits in what the other
-    jobs leave free on those NUMA nodes (an unbound job always fits: it may use any node).
+    jobs (``use``: their :func:`memory_use`) leave free on those NUMA nodes. An unbound job
+    always fits (it may use any node); a bound one that does not would be reclaimed or
+    killed under its binding on a real node, so the oracle does not choose it.
     """
     if not allocation.mems or size <= 0:
         return True
-    use = memory_use(others, node)
     room = sum(_capacity(node, m) - use.get(m, 0.0) for m in set(allocation.mems))
     return room >= size

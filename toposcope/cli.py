@@ -34,6 +34,7 @@ EXTRAS: dict[str, str] = {
     "agent": "agent",
     "dash": "dash",
     "slurm": "slurm",
+    "kube": "kubernetes",
 }
 
 #: subcommand -> (module, one-line help)
@@ -67,6 +68,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "slurm": (
         "toposcope.slurm.cli",
         "read Slurm's nodes and jobs; print a node's gres.conf lines from its topology",
+    ),
+    "kube": (
+        "toposcope.kube.cli",
+        "Kubernetes: serve the admission webhook that gates opted-in pods for placement",
     ),
 }
 

@@ -58,16 +58,23 @@ def add_web_arguments(
 
 
 def apply_web_arguments(
-    server: HttpServer, args: argparse.Namespace, *, users: str = "server"
+    server: HttpServer,
+    args: argparse.Namespace,
+    *,
+    users: str = "server",
+    web: LiveWebConfig | None = None,
 ) -> LiveWebConfig | None:
     """Give ``server`` the extra listen addresses and the web configuration of ``args``.
 
     ``users`` says who checks ``basic_auth_users`` (and adds the headers): ``"server"`` (on
     every request), ``"app"`` (the application does) or the reason the daemon cannot take
-    users (then a file listing some is a :class:`ConfigError`).
+    users (then a file listing some is a :class:`ConfigError`). ``web`` is the file's live
+    configuration when the caller already reads it (the Dash app checks its users with the
+    same one, so that both follow the file's changes and SIGHUP).
     """
     path = getattr(args, "web_config_file", None)
-    web = LiveWebConfig(path) if path else None
+    if web is None and path:
+        web = LiveWebConfig(path)
     if web is not None:
         if users not in ("server", "app") and web.current().basic_auth:
             raise ConfigError(f"{web.path}: basic_auth_users: {users}")

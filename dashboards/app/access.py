@@ -4,7 +4,9 @@
   page on another site that points its own DNS name at 127.0.0.1 (DNS rebinding) reaches a
   loopback-bound app, but with its own name in ``Host``.
 * **The user.** With basic-auth users (``--web.config.file``) every request must carry one:
-  401 and a ``WWW-Authenticate`` challenge otherwise, so the browser asks once. With
+  401 and a ``WWW-Authenticate`` challenge otherwise, so the browser asks once. The users
+  and headers are those of the file as it is now: a changed file (or SIGHUP) takes effect
+  from the next request, as for the exporter and the agent. With
   ``--auth.trusted-user-header NAME`` the user is that header's value, believed only on
   requests from a trusted proxy's address (``--auth.trusted-proxy``, the connection's
   address, never a forwarded one). Without either, the pages are open and read-only: keep the
@@ -30,6 +32,7 @@ from flask import Flask, Response, has_request_context, request
 from toposcope.dashboards.app import csrf
 from toposcope.errors import UsageError
 from toposcope.httpserver import parse_listen
+from toposcope.livewebconfig import LiveWebConfig
 from toposcope.names import USER_NAME_RULE, is_user_name
 from toposcope.webconfig import WebConfig
 
@@ -142,12 +145,13 @@ def _user_name(value: str | None) -> str | None:
 class Access:
     """How the app knows who is asking and which hosts it answers for.
 
-    ``web_config`` holds basic-auth users; ``user_header`` names the header a trusted proxy
-    puts the authenticated user in, believed only from ``trusted_proxies``;
+    ``web_config`` holds basic-auth users and headers (a :class:`LiveWebConfig` follows its
+    file's changes, a :class:`WebConfig` stays as given); ``user_header`` names the header a
+    trusted proxy puts the authenticated user in, believed only from ``trusted_proxies``;
     ``allowed_hosts`` are ``HOST`` (any port) or ``HOST:PORT`` entries.
     """
 
-    web_config: WebConfig | None = None
+    web_config: WebConfig | LiveWebConfig | None = None
     user_header: str | None = None
     trusted_proxies: tuple[Network, ...] = field(
         default_factory=lambda: parse_proxies(DEFAULT_PROXIES)
@@ -159,10 +163,17 @@ class Access:
             check_header_name(self.user_header)
         object.__setattr__(self, "allowed_hosts", parse_hosts(",".join(self.allowed_hosts)))
 
+    def web(self) -> WebConfig | None:
+        """The web configuration in force now (its file read again first if it changed)."""
+        if isinstance(self.web_config, LiveWebConfig):
+            return self.web_config.current()
+        return self.web_config
+
     @property
     def basic_auth(self) -> bool:
         """Whether every request must carry basic-auth credentials."""
-        return self.web_config is not None and self.web_config.basic_auth
+        web = self.web()
+        return web is not None and web.basic_auth
 
     @property
     def authenticates(self) -> bool:
@@ -197,9 +208,8 @@ class Access:
             named = _user_name(header(self.user_header))
             if named is not None:
                 return named
-        if self.web_config is not None:
-            return self.web_config.check_basic_auth(header("Authorization"))
-        return None
+        web = self.web()
+        return web.check_basic_auth(header("Authorization")) if web is not None else None
 
     def sign_in_hint(self) -> str:
         """What a user who may not apply needs, for the page and the refusal."""
@@ -299,6 +309,7 @@ def install(server: Flask, access: Access, actions: frozenset[str], update_path:
             response.set_cookie(
                 csrf.COOKIE, tokens.issue(), samesite="Strict", secure=request.is_secure
             )
-        if access.web_config is not None:
-            response.headers.update(access.web_config.headers)
+        web = access.web()
+        if web is not None:
+            response.headers.update(web.headers)
         return response

@@ -34,7 +34,6 @@ from toposcope.dashboards.app.access import (
     parse_hosts,
     parse_proxies,
 )
-from toposcope.dashboards.app.pages import REFRESH
 from toposcope.dashboards.app.server import (
     DEFAULT_ADVISOR,
     DEFAULT_PROMETHEUS,
@@ -42,11 +41,12 @@ from toposcope.dashboards.app.server import (
     AppSettings,
     create_app,
 )
+from toposcope.dashboards.app.shell import REFRESH
 from toposcope.errors import UsageError
 from toposcope.httpserver import HttpServer, parse_listen
+from toposcope.livewebconfig import LiveWebConfig
 from toposcope.nodeidentity import add_node_label_argument
 from toposcope.tokens import add_token_file_options, load_token
-from toposcope.webconfig import load_web_config
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.dashboards.app")
@@ -137,8 +137,8 @@ def read_token(
 
 
 def access_from_args(args: argparse.Namespace) -> Access:
-    """Who may use the app, from ``--web.config.file``, ``--auth.*`` and
-    ``--web.allowed-hosts``.
+    """Who may use the app, from ``--web.config.file`` (followed as it changes),
+    ``--auth.*`` and ``--web.allowed-hosts``.
     """
     header = args.trusted_user_header
     if args.allowed_hosts is not None:
@@ -146,7 +146,7 @@ def access_from_args(args: argparse.Namespace) -> Access:
     else:
         hosts = default_hosts(args.listen)
     return Access(
-        web_config=load_web_config(args.web_config_file) if args.web_config_file else None,
+        web_config=LiveWebConfig(args.web_config_file) if args.web_config_file else None,
         user_header=check_header_name(header) if header is not None else None,
         trusted_proxies=parse_proxies(args.trusted_proxy),
         allowed_hosts=hosts,
@@ -159,8 +159,9 @@ def describe_access(settings: AppSettings) -> str:
     if not settings.advisor_token:
         return "read-only: no advisor token"
     who = []
-    if access.web_config is not None and access.basic_auth:
-        who.append(f"basic-auth users {', '.join(access.web_config.users)}")
+    web = access.web()
+    if web is not None and web.basic_auth:
+        who.append(f"basic-auth users {', '.join(web.users)}")
     if access.user_header is not None:
         who.append(f"users named in {access.user_header} by a trusted proxy")
     return f"apply/revert for {' and '.join(who)}" if who else "read-only: no users configured"
@@ -188,9 +189,13 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     app = create_app(settings)
     server = HttpServer(app.server, args.listen, thread_name="dash-http")
-    apply_web_arguments(server, args, users="app")
+    live = settings.access.web_config
+    web = apply_web_arguments(
+        server, args, users="app", web=live if isinstance(live, LiveWebConfig) else None
+    )
     LOG.info(
-        "dash app on http://%s/ (prometheus %s, advisor %s, %s; hosts %s; node label %s)",
+        "dash app on %s://%s/ (prometheus %s, advisor %s, %s; hosts %s; node label %s)",
+        "https" if web is not None and web.tls else "http",
         server.address,
         settings.prometheus,
         settings.advisor,

@@ -3,7 +3,7 @@
 Metric names come from :mod:`toposcope.catalogue` through :func:`metric`, which fails at
 import time for a name the catalogue does not have, so a renamed metric breaks the tests
 rather than a page. Every query keeps the ``job``, ``instance`` and ``node`` labels, from
-which :mod:`toposcope.dashboards.app.data` names the node a series belongs to. Per-node
+which :mod:`toposcope.dashboards.app.prom_frames` names the node a series belongs to. Per-node
 queries take a label selector (:func:`selector`) for that node's scrape target(s).
 """
 

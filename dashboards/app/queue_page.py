@@ -20,7 +20,8 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, html
 
 from toposcope.catalogue.queue_metrics import PENDING_REASONS
-from toposcope.dashboards.app import figures, pages
+from toposcope.dashboards.app.charts import empty_figure
+from toposcope.dashboards.app.components import banner, card, graph, simple_table, stats
 from toposcope.dashboards.app.promclient import PromClient, PrometheusError
 from toposcope.dashboards.app.queries import metric
 
@@ -115,7 +116,7 @@ def _shown(frame: pd.DataFrame) -> pd.DataFrame:
 def pending_figure(pending: pd.DataFrame) -> go.Figure:
     """Stacked bars: pending jobs per partition, one colour per reason."""
     if pending.empty:
-        return figures.empty_figure("no pending jobs")
+        return empty_figure("no pending jobs")
     figure = go.Figure()
     for reason in PENDING_REASONS:
         part = pending[pending["reason"] == reason]
@@ -131,15 +132,15 @@ def render_queue(data: QueueData) -> tuple[Any, ...]:
     """Message, summary cards, pending figure, partitions table and accounts table."""
     parts = data.partitions
     if parts.empty:
-        note = pages.banner(
+        note = banner(
             "Prometheus has no queue series: is it scraping `toposcope slurm exporter`? "
             "(no toposcope_queue_gpus)",
             "info",
         )
-        empty = pages.banner("nothing to show", "info")
-        return note, [], figures.empty_figure("no queue series"), empty, empty
+        empty = banner("nothing to show", "info")
+        return note, [], empty_figure("no queue series"), empty, empty
     total = parts[list(PARTITION_COLUMNS)].sum()
-    summary = pages.stats(
+    summary = stats(
         [
             (f"{total['pending']:.0f}", "pending jobs"),
             (f"{total['on topology']:.0f}", "pending on topology"),
@@ -149,7 +150,7 @@ def render_queue(data: QueueData) -> tuple[Any, ...]:
         ]
     )
     message = (
-        pages.banner(
+        banner(
             f"{total['on topology']:.0f} job(s) wait on topology: enough GPUs are free in their "
             "partition, but split across nodes",
             "info",
@@ -161,8 +162,8 @@ def render_queue(data: QueueData) -> tuple[Any, ...]:
         message,
         summary,
         pending_figure(data.pending),
-        pages.simple_table(_shown(parts)),
-        pages.simple_table(_shown(data.accounts), empty="no accounts with jobs"),
+        simple_table(_shown(parts)),
+        simple_table(_shown(data.accounts), empty="no accounts with jobs"),
     )
 
 
@@ -172,11 +173,11 @@ def queue_page() -> html.Div:
         [
             html.Div(id="queue-message"),
             html.Div(id="queue-summary", className="row"),
-            html.Div([pages.card(pages.graph("queue-pending"))], className="row"),
+            html.Div([card(graph("queue-pending"))], className="row"),
             html.Div(
                 [
-                    pages.card(html.H2("Partitions"), html.Div(id="queue-partitions")),
-                    pages.card(html.H2("Accounts"), html.Div(id="queue-accounts")),
+                    card(html.H2("Partitions"), html.Div(id="queue-partitions")),
+                    card(html.H2("Accounts"), html.Div(id="queue-accounts")),
                 ],
                 className="row",
             ),
@@ -191,8 +192,8 @@ def queue_view(prom: PromClient) -> tuple[Any, ...]:
         return render_queue(load_queue(prom))
     except PrometheusError as exc:
         LOG.warning("Prometheus: %s", exc)
-        message = pages.banner(str(exc))
-        return message, [], figures.empty_figure(str(exc)), message, message
+        message = banner(str(exc))
+        return message, [], empty_figure(str(exc)), message, message
 
 
 def register(app: Dash, prom: PromClient, inputs: Sequence[Input]) -> None:

@@ -10,10 +10,19 @@ from dataclasses import dataclass, field
 
 from dash import Dash
 
-from toposcope.dashboards.app import callbacks, pages
+from toposcope.dashboards.app import (
+    cluster_page,
+    node_page,
+    placement_page,
+    queue_page,
+    recommendations_page,
+    shell,
+    workload_page,
+)
 from toposcope.dashboards.app.access import Access, install
 from toposcope.dashboards.app.advisorclient import AdvisorClient
 from toposcope.dashboards.app.promclient import PromClient
+from toposcope.dashboards.app.sources import REFRESH_INPUTS, Clients
 from toposcope.nodeidentity import AUTO, check_node_label
 
 DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
@@ -37,8 +46,8 @@ class AppSettings:
     node_label: str = AUTO
 
     def __post_init__(self) -> None:
-        if self.refresh not in pages.REFRESH:
-            raise ValueError(f"refresh {self.refresh!r} is not one of {', '.join(pages.REFRESH)}")
+        if self.refresh not in shell.REFRESH:
+            raise ValueError(f"refresh {self.refresh!r} is not one of {', '.join(shell.REFRESH)}")
         check_node_label(self.node_label)
 
 
@@ -52,14 +61,28 @@ def create_app(settings: AppSettings) -> Dash:
         serve_locally=True,
         assets_ignore=".*",
     )
-    app.index_string = pages.INDEX
-    app.layout = pages.shell(settings.refresh)
-    clients = callbacks.Clients(
+    app.index_string = shell.INDEX
+    app.layout = shell.layout(settings.refresh)
+    clients = Clients(
         PromClient(settings.prometheus, timeout=settings.timeout),
         AdvisorClient(settings.advisor, settings.advisor_token, timeout=settings.timeout),
         settings.node_label,
     )
-    actions = callbacks.register(app, clients, settings.access)
+    actions = register(app, clients, settings.access)
     update = f"{app.config.routes_pathname_prefix}_dash-update-component"
     install(app.server, settings.access, actions, update)
     return app
+
+
+def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
+    """Attach every page's callbacks to ``app``; answer the ids of those that change state
+    (apply and revert), which :func:`.access.install` guards.
+    """
+    shell.register(app, clients, access)
+    cluster_page.register(app, clients)
+    node_page.register(app, clients)
+    workload_page.register(app, clients)
+    actions = recommendations_page.register(app, clients, access)
+    placement_page.register(app, clients)
+    queue_page.register(app, clients.prometheus, REFRESH_INPUTS)
+    return actions

@@ -11,7 +11,6 @@ that comes back continues from them. Each CPU's mode values are also held monoto
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterator
 
@@ -22,20 +21,31 @@ from toposcope.errors import NoDataError
 from toposcope.exporters.context import HostTopology
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.sources.procfs import CPU_MODES, Procfs
+from toposcope.topology.model import Topology
 
 
 class NumaCpuCollector:
     """Publishes ``toposcope_numa_cpu_seconds_total{numa_node,mode}``.
 
     State: for every CPU seen so far, the node it was first attributed to and its highest
-    value per mode. That is the whole memory of the collector, bounded by the CPU count.
+    tick count per mode. That is the whole memory of the collector, bounded by the CPU count.
+    Ticks are summed as integers per node and made seconds once, at the end.
     """
 
     def __init__(self, procfs: Procfs, topology: HostTopology) -> None:
         self._procfs = procfs
         self._topology = topology
         self._lock = threading.Lock()
-        self._last: dict[int, tuple[int, dict[str, float]]] = {}
+        self._last: dict[int, tuple[int, list[int]]] = {}
+        self._cpu_node_for: Topology | None = None
+        self._cpu_node: dict[int, int] = {}
+
+    def _cpu_nodes(self) -> dict[int, int]:
+        topo = self._topology.get()
+        if topo is not self._cpu_node_for:
+            self._cpu_node = topo.cpu_to_node()
+            self._cpu_node_for = topo
+        return self._cpu_node
 
     def collect(self) -> Iterator[Metric]:
         """Read ``/proc/stat``, fold it into the per-CPU state and yield the node sums.
@@ -43,31 +53,43 @@ class NumaCpuCollector:
         Raises :class:`NoDataError` when there is no ``/proc/stat`` (snapshot trees).
         CPUs the topology cannot place on a node are not counted.
         """
-        times = self._procfs.cpu_times()
-        if times is None:
+        ticks = self._procfs.cpu_ticks()
+        if ticks is None:
             raise NoDataError(f"no {self._procfs.procfs / 'stat'}")
-        cpu_node = self._topology.get().cpu_to_node()
-        parts: dict[tuple[int, str], list[float]] = {}
+        cpu_node = self._cpu_nodes()
+        sums: dict[int, list[int]] = {}
         with self._lock:
-            for cpu, reading in times.items():
-                previous = self._last.get(cpu)
-                node = previous[0] if previous is not None else cpu_node.get(cpu)
-                if node is None:
+            last = self._last
+            for cpu, reading in ticks.items():
+                previous = last.get(cpu)
+                if previous is None:
+                    node = cpu_node.get(cpu)
+                    if node is None:
+                        continue
+                    last[cpu] = (node, list(reading))
                     continue
-                values = dict(previous[1]) if previous is not None else {}
-                for mode, seconds in reading.modes():
-                    values[mode] = max(values.get(mode, seconds), seconds)
-                self._last[cpu] = (node, values)
-            for node, values in self._last.values():
-                for mode, seconds in values.items():
-                    parts.setdefault((node, mode), []).append(seconds)
-        sums = {key: math.fsum(values) for key, values in parts.items()}
+                kept = previous[1]
+                for i, value in enumerate(reading):
+                    if i == len(kept):
+                        kept.append(value)
+                    elif value > kept[i]:
+                        kept[i] = value
+            for node, kept in last.values():
+                total = sums.get(node)
+                if total is None:
+                    sums[node] = list(kept)
+                    continue
+                for i, value in enumerate(kept):
+                    if i < len(total):
+                        total[i] += value
+                    else:
+                        total.append(value)
         family = spec("toposcope_numa_cpu_seconds_total").family()
-        order = {mode: i for i, mode in enumerate(CPU_MODES)}
-        for (node, mode), seconds in sorted(
-            sums.items(), key=lambda kv: (kv[0][0], order[kv[0][1]])
-        ):
-            family.add_metric([str(node), mode], seconds)
+        hz = self._procfs.hz
+        for node in sorted(sums):
+            label = str(node)
+            for mode, value in zip(CPU_MODES, sums[node], strict=False):
+                family.add_metric([label, mode], value / hz)
         if not family.samples:
             raise NoDataError("no CPU of /proc/stat could be placed on a NUMA node")
         yield family

@@ -13,17 +13,20 @@ Lines are parsed strictly and in linear time: a CPU number at or above
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from toposcope.cpulist import CPU_LIMIT
-from toposcope.topology.sysfs_files import read_text
+from toposcope.exporters.sources.processes import read_all
 
 LOG = logging.getLogger(__name__)
+
+#: errors that mean "no such file here", not worth a log line
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EISDIR)
 
 #: The ``mode`` label values, in ``/proc/stat`` column order (proc(5)).
 CPU_MODES: tuple[str, ...] = (
@@ -37,7 +40,17 @@ CPU_MODES: tuple[str, ...] = (
     "steal",
 )
 
-_CPU_LINE_RE = re.compile(r"^cpu([0-9]+)(?:\s|$)")
+
+def read_or_none(path: str) -> bytes | None:
+    """A whole procfs or sysfs file as bytes (``os.open``/``os.read``, no ``pathlib`` on the
+    scrape path); ``None`` when it is missing or cannot be read.
+    """
+    try:
+        return read_all(path)
+    except OSError as exc:
+        if exc.errno not in _ABSENT:
+            LOG.debug("cannot read %s: %s", path, exc)
+        return None
 
 
 def user_hz() -> int:
@@ -75,38 +88,51 @@ class CpuTimes:
                 yield mode, value
 
 
+def parse_proc_stat_ticks(data: bytes) -> tuple[dict[int, tuple[int, ...]], list[str]]:
+    """Parse the ``cpuN`` lines of ``/proc/stat`` (bytes, as read) into ticks per mode.
+
+    Returns, keyed by CPU number, the tick counts in :data:`CPU_MODES` order (as many as the
+    line has, at most eight), and the ``cpuN`` lines that could not be parsed (for the caller
+    to log). Other lines (``cpu``, ``intr``, ``ctxt``...) are ignored. Fields are split, not
+    matched with a regular expression: the exporter parses this file on every scrape.
+    """
+    ticks: dict[int, tuple[int, ...]] = {}
+    bad: list[str] = []
+    width = len(CPU_MODES)
+    limit_digits = len(str(CPU_LIMIT))
+    for raw in data.splitlines():
+        if not raw.startswith(b"cpu") or raw[3:4] in (b"", b" ", b"\t"):
+            continue
+        parts = raw.split()
+        digits = parts[0][3:]
+        if not digits.isdigit():
+            continue
+        fields = parts[1 : 1 + width]
+        if (
+            not fields
+            or not b"".join(fields).isdigit()
+            or max(map(len, fields)) > 20
+            or len(digits) > limit_digits
+            or int(digits) >= CPU_LIMIT
+        ):
+            bad.append(raw.strip().decode("utf-8", "replace"))
+            continue
+        ticks[int(digits)] = tuple(map(int, fields))
+    return ticks, bad
+
+
 def parse_proc_stat_cpus(text: str, hz: int) -> tuple[dict[int, CpuTimes], list[str]]:
     """Parse the ``cpuN`` lines of ``/proc/stat`` into seconds per mode.
 
     Returns the times keyed by CPU number and the ``cpuN`` lines that could not be parsed
-    (for the caller to log). Other lines (``cpu``, ``intr``, ``ctxt``...) are ignored.
+    (for the caller to log); :func:`parse_proc_stat_ticks` with the ticks made seconds.
     """
-    times: dict[int, CpuTimes] = {}
-    bad: list[str] = []
-    for raw in text.splitlines():
-        if not raw.startswith("cpu") or raw[3:4] in ("", " ", "\t"):
-            continue
-        match = _CPU_LINE_RE.match(raw)
-        if match is None:
-            continue
-        fields = raw.split()[1 : 1 + len(CPU_MODES)]
-        digits = match.group(1)
-        if (
-            not fields
-            or not all(_is_ticks(f) for f in fields)
-            or len(digits) > len(str(CPU_LIMIT))
-            or int(digits) >= CPU_LIMIT
-        ):
-            bad.append(raw.strip())
-            continue
-        cpu = int(digits)
-        times[cpu] = CpuTimes(cpu, *[int(f) / hz for f in fields])
-    return times, bad
+    ticks, bad = parse_proc_stat_ticks(text.encode("utf-8", "surrogateescape"))
+    return {cpu: _seconds(cpu, values, hz) for cpu, values in ticks.items()}, bad
 
 
-def _is_ticks(field: str) -> bool:
-    """A whole number of at most 20 ASCII digits (a 64-bit tick counter)."""
-    return len(field) <= 20 and field.isascii() and field.isdigit()
+def _seconds(cpu: int, ticks: tuple[int, ...], hz: int) -> CpuTimes:
+    return CpuTimes(cpu, *[value / hz for value in ticks])
 
 
 class Procfs:
@@ -116,20 +142,27 @@ class Procfs:
         self.procfs = Path(procfs)
         self.hz = hz if hz is not None else user_hz()
         self._warned: set[str] = set()
+        self._stat_path = os.path.join(self.procfs, "stat")
 
-    def cpu_times(self) -> dict[int, CpuTimes] | None:
-        """Per-CPU times in seconds (online CPUs only, as the kernel lists them).
+    def cpu_ticks(self) -> dict[int, tuple[int, ...]] | None:
+        """Per-CPU ticks per mode (:func:`parse_proc_stat_ticks`), online CPUs only.
 
         ``None`` when ``stat`` is missing (snapshot trees without ``proc/``). Malformed
         ``cpuN`` lines are skipped with a warning logged once per line.
         """
-        path = self.procfs / "stat"
-        text = read_text(path)
-        if text is None:
+        data = read_or_none(self._stat_path)
+        if data is None:
             return None
-        times, bad = parse_proc_stat_cpus(text, self.hz)
+        ticks, bad = parse_proc_stat_ticks(data)
         for line in bad:
             if line not in self._warned:
                 self._warned.add(line)
-                LOG.warning("skipping malformed line in %s: %r", path, line)
-        return times
+                LOG.warning("skipping malformed line in %s: %r", self._stat_path, line)
+        return ticks
+
+    def cpu_times(self) -> dict[int, CpuTimes] | None:
+        """Per-CPU times in seconds (:meth:`cpu_ticks` made seconds)."""
+        ticks = self.cpu_ticks()
+        if ticks is None:
+            return None
+        return {cpu: _seconds(cpu, values, self.hz) for cpu, values in ticks.items()}

@@ -14,19 +14,21 @@ never blanks a node. A file that is missing or unreadable gives ``None``.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from toposcope.cpulist import parse_cpulist
+from toposcope.exporters.sources.procfs import read_or_none
 from toposcope.topology.sysfs_files import (
     cpu_dir,
     node_dirs,
     numa_dir,
     parse_meminfo_lines,
     read_int,
-    read_text,
 )
 
 LOG = logging.getLogger(__name__)
@@ -105,19 +107,46 @@ class NodeNumastat:
     counts: Mapping[str, int]
 
 
+class _NodeFiles(NamedTuple):
+    """The files of one node directory read on every scrape, as ``os.open`` paths."""
+
+    meminfo: str
+    numastat: str
+    #: ``(hugepages-<size>kB/nr_hugepages path, bytes per page)`` for each pool size
+    hugepages: tuple[tuple[str, int], ...]
+
+
 class SysfsNodes:
-    """Reads NUMA node memory and allocation counters under a sysfs root (``--path.sysfs``)."""
+    """Reads NUMA node memory and allocation counters under a sysfs root (``--path.sysfs``).
+
+    What does not change between scrapes (which node directories exist, which are online,
+    each node's hugepage pool sizes) is kept while the node directory's modification time
+    and ``devices/system/node/online`` stay the same (one ``stat`` and one small read per
+    scrape); the figures themselves are read on every call.
+    """
 
     def __init__(self, sysfs: Path | str) -> None:
         self.sysfs = Path(sysfs)
         self._numa_dir = numa_dir(self.sysfs)
+        self._online_path = os.path.join(self.sysfs, "devices", "system", "node", "online")
         self._warned: set[tuple[Path, str]] = set()
+        self._key: tuple[int | None, bytes | None] | None = None
+        self._ids: list[int] = []
+        self._files: dict[int, _NodeFiles] = {}
 
-    def _warn_once(self, path: Path, line: str) -> None:
-        if (path, line) in self._warned:
+    def _warn_once(self, path: Path | str, line: str) -> None:
+        key = (Path(path), line)
+        if key in self._warned:
             return
-        self._warned.add((path, line))
+        self._warned.add(key)
         LOG.warning("skipping malformed line in %s: %r", path, line)
+
+    def _change_key(self) -> tuple[int | None, bytes | None]:
+        try:
+            mtime: int | None = os.stat(self._numa_dir).st_mtime_ns
+        except OSError:
+            mtime = None
+        return mtime, read_or_none(self._online_path)
 
     def node_ids(self) -> list[int]:
         """Online NUMA node ids that have a directory (sorted; empty without NUMA).
@@ -126,83 +155,105 @@ class SysfsNodes:
         some kernels) are left out, as the topology leaves them out; without that file, or
         with a garbled one (warned about once), every directory counts.
         """
+        key = self._change_key()
+        if key != self._key:
+            self._ids = self._online_ids(key[1])
+            self._files = {node: self._read_layout(node) for node in self._ids}
+            self._key = key
+        return list(self._ids)
+
+    def _online_ids(self, online_data: bytes | None) -> list[int]:
         ids = list(node_dirs(self.sysfs))
-        online_path = self.sysfs / "devices" / "system" / "node" / "online"
-        text = read_text(online_path)
-        if text is None:
+        if online_data is None:
             return ids
+        text = online_data.decode("ascii", "replace")
         try:
             online = set(parse_cpulist(text))
         except ValueError:
-            self._warn_once(online_path, text.strip())
+            self._warn_once(self._online_path, text.strip())
             return ids
         return [n for n in ids if n in online]
 
-    def _node_path(self, node: int) -> Path | None:
-        path = self._numa_dir / f"node{node}"
-        return path if path.is_dir() else None
+    def _read_layout(self, node: int) -> _NodeFiles:
+        base = os.path.join(self._numa_dir, f"node{node}")
+        pools: list[tuple[str, int]] = []
+        try:
+            names = sorted(os.listdir(os.path.join(base, "hugepages")))
+        except OSError:
+            names = []
+        for name in names:
+            match = _HUGEPAGES_DIR_RE.match(name)
+            if match is not None:
+                count_path = os.path.join(base, "hugepages", name, "nr_hugepages")
+                pools.append((count_path, int(match.group(1)) * 1024))
+        return _NodeFiles(
+            os.path.join(base, "meminfo"), os.path.join(base, "numastat"), tuple(pools)
+        )
+
+    def _node_files(self, node: int) -> _NodeFiles | None:
+        files = self._files.get(node)
+        if files is not None:
+            return files
+        if not (self._numa_dir / f"node{node}").is_dir():
+            return None
+        return self._read_layout(node)
 
     def node_memory(self, node: int) -> NodeMemory | None:
         """The node's meminfo in bytes; ``None`` when ``meminfo`` is missing or unreadable."""
-        path = self._node_path(node)
-        if path is None:
+        files = self._node_files(node)
+        if files is None:
             return None
-        meminfo_path = path / "meminfo"
-        text = read_text(meminfo_path)
-        if text is None:
-            LOG.debug("no readable %s", meminfo_path)
+        data = read_or_none(files.meminfo)
+        if data is None:
+            LOG.debug("no readable %s", files.meminfo)
             return None
-        values, bad = parse_meminfo_lines(text)
+        values, bad = parse_meminfo_lines(data.decode("ascii", "replace"))
         for line in bad:
-            self._warn_once(meminfo_path, line)
+            self._warn_once(files.meminfo, line)
         total = values.get("MemTotal")
         free = values.get("MemFree")
         used = values.get("MemUsed")
         if used is None and total is not None and free is not None:
             used = total - free
         pages = {label: values[key] for key, label in MEMINFO_PAGE_TYPES.items() if key in values}
-        huge = self._hugepages_bytes(path, values.get("HugePages_Total"))
+        huge = self._hugepages_bytes(files, values.get("HugePages_Total"))
         if huge is not None:
             pages["hugepages"] = huge
         return NodeMemory(node, total, free, used, pages)
 
-    def _hugepages_bytes(self, node_path: Path, total_pages: int | None) -> int | None:
+    @staticmethod
+    def _hugepages_bytes(files: _NodeFiles, total_pages: int | None) -> int | None:
         """Bytes in the node's hugepage pools: sum of ``nr_hugepages`` x size over sizes.
 
         Falls back to ``0`` when there is no pool directory and meminfo says
         ``HugePages_Total: 0``; ``None`` when the size cannot be known.
         """
-        base = node_path / "hugepages"
         total: int | None = None
-        try:
-            entries = sorted(base.iterdir())
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            entries = []
-        for entry in entries:
-            match = _HUGEPAGES_DIR_RE.match(entry.name)
-            if match is None:
-                continue
-            count = read_int(entry / "nr_hugepages")
+        for count_path, page_bytes in files.hugepages:
+            data = read_or_none(count_path)
+            try:
+                count = int(data, 0) if data is not None else None
+            except ValueError:
+                count = None
             if count is None:
                 continue
-            total = (total or 0) + count * int(match.group(1)) * 1024
+            total = (total or 0) + count * page_bytes
         if total is None and total_pages == 0:
             return 0
         return total
 
     def node_numastat(self, node: int) -> NodeNumastat | None:
         """The node's numastat counters; ``None`` when the file is missing or unreadable."""
-        path = self._node_path(node)
-        if path is None:
+        files = self._node_files(node)
+        if files is None:
             return None
-        numastat_path = path / "numastat"
-        text = read_text(numastat_path)
-        if text is None:
-            LOG.debug("no readable %s", numastat_path)
+        data = read_or_none(files.numastat)
+        if data is None:
+            LOG.debug("no readable %s", files.numastat)
             return None
-        values, bad = parse_numastat(text)
+        values, bad = parse_numastat(data.decode("ascii", "replace"))
         for line in bad:
-            self._warn_once(numastat_path, line)
+            self._warn_once(files.numastat, line)
         counts = {NUMASTAT_RESULTS[k]: v for k, v in values.items() if k in NUMASTAT_RESULTS}
         return NodeNumastat(node, counts)
 

@@ -9,6 +9,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from tests.podresources.server import PodResourcesServer
 from toposcope.agent import cli as agent_cli
 from toposcope.agent.local_rm import LocalResourceManager
 from toposcope.errors import ConfigError
+from toposcope.exporters.sources.podresources.source import open_kubelet_source
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
 
 NODE = Path(__file__).parents[1] / "fixtures" / "podresources" / "node"
@@ -52,11 +54,14 @@ def node_host(root: Path, cgroup: str, child: Child) -> FixtureHost:
     return host
 
 
-def build(host: FixtureHost, *extra: str) -> LocalResourceManager:
+@contextmanager
+def build(host: FixtureHost, *extra: str) -> Iterator[LocalResourceManager]:
+    """The agent's resource manager as ``toposcope agent`` builds it (not serving)."""
     parser = argparse.ArgumentParser()
     agent_cli.add_arguments(parser)
     args = parser.parse_args(
         [
+            "--listen=127.0.0.1:0",
             "--hostname=n1",
             f"--path.rootfs={host.root}",
             f"--path.procfs={host.proc}",
@@ -64,8 +69,13 @@ def build(host: FixtureHost, *extra: str) -> LocalResourceManager:
             *extra,
         ]
     )
-    _, manager = agent_cli.build_server(args)
-    return manager
+    kubelet = open_kubelet_source(args.pod_resources_socket)
+    try:
+        server, manager = agent_cli.build_server(args, kubelet)
+        server.close()
+        yield manager
+    finally:
+        kubelet.close()
 
 
 def pin(workload: str) -> ActionRequest:
@@ -78,10 +88,12 @@ def test_with_the_kubelet_a_refusal_names_the_pod(
     host = node_host(tmp_path, TRAINER, child)
     socket = socket_dir / "kubelet.sock"
     before = cpus_allowed(child.pid)
-    with PodResourcesServer(socket):
-        manager = build(host, f"--kubelet.pod-resources-socket={socket}")
-        with pytest.raises(ResourceManagerError) as refused:
-            manager.apply(pin("1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab/a1b2c3d4e5f6"))
+    with (
+        PodResourcesServer(socket),
+        build(host, f"--kubelet.pod-resources-socket={socket}") as manager,
+        pytest.raises(ResourceManagerError) as refused,
+    ):
+        manager.apply(pin("1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab/a1b2c3d4e5f6"))
     assert refused.value.status == 409
     assert "pod research/llm-train-0 container trainer (Guaranteed)" in str(refused.value)
     assert cpus_allowed(child.pid) == before
@@ -92,8 +104,10 @@ def test_with_the_kubelet_a_best_effort_pin_names_the_pod(
 ) -> None:
     host = node_host(tmp_path, NGINX, child)
     socket = socket_dir / "kubelet.sock"
-    with PodResourcesServer(socket):
-        manager = build(host, f"--kubelet.pod-resources-socket={socket}")
+    with (
+        PodResourcesServer(socket),
+        build(host, f"--kubelet.pod-resources-socket={socket}") as manager,
+    ):
         state = manager.apply(pin("9f8e7d6c-5b4a-4c3d-9e2f-fedcba987654/b0b1b2b3b4b5"))
     assert set(cpus_allowed(child.pid).values()) == {str(allowed_cpus()[0])}
     assert "never writes the kubelet's cpuset files" in state.error
@@ -103,17 +117,23 @@ def test_without_a_socket_pods_are_named_by_path_and_it_is_said(
     tmp_path: Path, child: Child, caplog: pytest.LogCaptureFixture
 ) -> None:
     host = node_host(tmp_path, TRAINER, child)
-    with caplog.at_level(logging.INFO, logger="toposcope.agent"):
-        manager = build(host)
+    with (
+        caplog.at_level(logging.INFO, logger="toposcope.agent"),
+        build(host) as manager,
+        pytest.raises(ResourceManagerError) as refused,
+    ):
+        manager.apply(pin("1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab/a1b2c3d4e5f6"))
     said = [r.getMessage() for r in caplog.records if "not asking the kubelet" in r.getMessage()]
     assert len(said) == 1
     assert "named by their cgroup paths" in said[0]
-    with pytest.raises(ResourceManagerError) as refused:
-        manager.apply(pin("1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab/a1b2c3d4e5f6"))
     assert "pod 1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab container a1b2c3d4e5f6" in str(refused.value)
 
 
 def test_a_socket_in_a_missing_directory_is_a_config_error(tmp_path: Path) -> None:
     host = FixtureHost(tmp_path)
-    with pytest.raises(ConfigError, match="does not exist"):
-        build(host, f"--kubelet.pod-resources-socket={tmp_path / 'nope' / 'kubelet.sock'}")
+    socket = tmp_path / "nope" / "kubelet.sock"
+    with (
+        pytest.raises(ConfigError, match="does not exist"),
+        build(host, f"--kubelet.pod-resources-socket={socket}"),
+    ):
+        pass

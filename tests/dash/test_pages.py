@@ -13,21 +13,20 @@ import pytest
 from tests.dash.conftest import FakeApi, matrix, vector
 from tests.procs import free_port
 from toposcope.cli import main
-from toposcope.dashboards.app import cli, figures, pages
+from toposcope.dashboards.app import cli, recommendations_page
 from toposcope.dashboards.app import queries as q
 from toposcope.dashboards.app.advisorclient import AdvisorClient, AuditRow
-from toposcope.dashboards.app.callbacks import Clients, cluster_view
-from toposcope.dashboards.app.data import (
-    NodeIndex,
-    WorkloadRef,
-    load_cluster,
-    load_node_series,
-    load_topology,
-    load_workload,
-    load_workloads,
-)
+from toposcope.dashboards.app.charts import gpu_heatmap, lines
+from toposcope.dashboards.app.cluster_data import load_cluster
+from toposcope.dashboards.app.cluster_page import cluster_view
+from toposcope.dashboards.app.node_data import load_node_series, load_topology
+from toposcope.dashboards.app.prom_frames import NodeIndex
 from toposcope.dashboards.app.promclient import PromClient
+from toposcope.dashboards.app.recommendation_views import status_of, table_rows
 from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.dashboards.app.sources import Clients
+from toposcope.dashboards.app.topology_figure import topology_figure
+from toposcope.dashboards.app.workload_data import WorkloadRef, load_workload, load_workloads
 from toposcope.promtypes import Vector
 from toposcope.topology.model import LinkType
 
@@ -166,7 +165,7 @@ def test_cluster_shaping_and_heatmap(prom: PromClient) -> None:
         "cpu-1": 1.0,
         "n1": 0.25,
     }
-    heat = figures.gpu_heatmap(cluster, "utilization", "util")
+    heat = gpu_heatmap(cluster, "utilization", "util")
     assert list(heat.data[0].y) == ["n1"] and heat.data[0].text[0] == ["1%", "lost"]
     with pytest.raises(ValueError, match="unknown time range"):
         load_cluster(prom, "2d")
@@ -184,16 +183,14 @@ def test_topology_and_its_drawing(prom: PromClient) -> None:
     ]  # fmt: skip
     assert [(link.a, link.b, link.kind) for link in topo.links] == [(0, 1, LinkType.SYS)]
     assert [n.numa_node for n in topo.nics] == [1]
-    shapes = [s.name for s in figures.topology_figure(topo, highlight=[1]).layout.shapes]
+    shapes = [s.name for s in topology_figure(topo, highlight=[1]).layout.shapes]
     for prefix, count in (("package-", 2), ("gpu-", 2), ("nic-", 1), ("link-", 1)):
         assert sum(n.startswith(prefix) for n in shapes) == count, prefix
     assert sorted(n for n in shapes if n.startswith("numa-") and not n.endswith("memory")) == [
         "numa-0",
         "numa-1",
     ]
-    chosen = [
-        s for s in figures.topology_figure(topo, highlight=[1]).layout.shapes if s.name == "gpu-1"
-    ]
+    chosen = [s for s in topology_figure(topo, highlight=[1]).layout.shapes if s.name == "gpu-1"]
     assert chosen[0].line.width == 5
 
 
@@ -202,7 +199,7 @@ def test_series_and_workloads(prom: PromClient) -> None:
     series = load_node_series(prom, index, "n1", "15m", now=1000.0)
     assert series.gpu_utilization["value"].tolist() == [1.0, 3.0]  # NaN point dropped
     assert str(series.numa_memory["time"].dt.tz) == "UTC"
-    figure = figures.lines(series.numa_cpu, "numa_node", "cpu", label="NUMA", marked={"0"})
+    figure = lines(series.numa_cpu, "numa_node", "cpu", label="NUMA", marked={"0"})
     assert figure.data[0].name == "NUMA 0 (GPU-local)"
     refs = load_workloads(prom, index)
     assert [r.key for r in refs] == ["cpu-1/etl", "n1/nb"]
@@ -237,15 +234,14 @@ def row(
 
 
 def test_status_from_the_audit_log() -> None:
-    assert pages.status_of([]) == "open"
-    assert pages.status_of([row(1, "succeeded")]) == "applied"
-    assert pages.status_of([row(1, "running")]) == "in progress"
+    assert status_of([]) == "open"
+    assert status_of([row(1, "succeeded")]) == "applied"
+    assert status_of([row(1, "running")]) == "in progress"
     assert (
-        pages.status_of([row(1, "succeeded", by="r2"), row(2, "succeeded", reverts="r1")])
-        == "reverted"
+        status_of([row(1, "succeeded", by="r2"), row(2, "succeeded", reverts="r1")]) == "reverted"
     )
-    assert pages.status_of([row(1, "failed")]) == "failed"
-    rows = pages.table_rows([], [row(1, "succeeded")])
+    assert status_of([row(1, "failed")]) == "failed"
+    rows = table_rows([], [row(1, "succeeded")])
     assert rows[0]["summary"] == "no longer in the latest report" and rows[0]["status"] == "applied"
 
 
@@ -276,7 +272,7 @@ def test_cli_options_and_token(
     index = app.server.test_client().get("/", headers={"Host": "127.0.0.1:9851"})
     assert index.status_code == 200
     assert "from-file" not in index.get_data(as_text=True) + str(app.layout) + str(
-        pages.recommendations_page(None, "alice")
+        recommendations_page.layout(None, "alice")
     )
     (tmp_path / "empty").write_text("")
     (tmp_path / "empty").chmod(0o600)

@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.dash.conftest import FakeApi, vector
 from tests.procs import free_port
-from toposcope.dashboards.app import pages, queue_page
+from toposcope.dashboards.app import queue_page, shell
 from toposcope.dashboards.app.promclient import PromClient
 
 GPU = {"partition": "gpu"}
@@ -81,7 +81,7 @@ def test_queue_page_with_prometheus_down_shows_the_error() -> None:
 
 
 def test_queue_page_is_in_the_navigation_with_its_components() -> None:
-    assert (queue_page.QUEUE, "Queue") in pages.NAV
+    assert (queue_page.QUEUE, "Queue") in shell.NAV
     skeleton = str(queue_page.queue_page())
     for component in ("queue-summary", "queue-pending", "queue-partitions", "queue-accounts"):
         assert component in skeleton

@@ -56,6 +56,7 @@ _KINDS = {
     "statefulsets": ("apps/v1", "StatefulSet"),
     "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
     "notebooks": ("kubeflow.org/v1", "Notebook"),
+    "resourceslices": ("resource.k8s.io/v1", "ResourceSlice"),
 }
 _VALIDATED = {"Pod", "Deployment", "StatefulSet", "ReplicaSet"}
 

@@ -24,6 +24,11 @@ _NODE_DIR_RE = re.compile(r"^node(\d+)$")
 _CPU_DIR_RE = re.compile(r"^cpu(\d+)$")
 # Values are at most 20 digits (a 64-bit counter); a longer number makes the line malformed.
 _MEMINFO_RE = re.compile(r"^(?:Node\s+[0-9]+\s+)?([A-Za-z_()0-9]+):\s+([0-9]{1,20})(?:\s+kB)?\s*$")
+# The same lines, matched over a whole file at once when only spaces and tabs separate fields.
+_MEMINFO_WHOLE_RE = re.compile(
+    r"^[ \t]*(?:Node[ \t]+[0-9]+[ \t]+)?([A-Za-z_()0-9]+):[ \t]+([0-9]{1,20})([ \t]+kB)?[ \t]*$",
+    re.MULTILINE,
+)
 
 
 def read_text(path: Path) -> str | None:
@@ -55,6 +60,10 @@ def parse_meminfo_lines(text: str) -> tuple[dict[str, int], list[str]]:
     Returns the values and the non-blank lines that are not ``Key: value [kB]`` (for the
     caller to log). HugePages_* counts stay counts.
     """
+    found = _MEMINFO_WHOLE_RE.findall(text)
+    if len(found) == text.count("\n") + (0 if not text or text.endswith("\n") else 1):
+        # every line is well formed (the usual case): one pass over the whole text
+        return {key: int(n) * 1024 if kb else int(n) for key, n, kb in found}, []
     values: dict[str, int] = {}
     bad: list[str] = []
     for raw in text.splitlines():

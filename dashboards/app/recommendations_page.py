@@ -1,0 +1,321 @@
+"""The recommendations page (``/recommendations?id=ID``): the table, a recommendation's
+evidence, the audit log, and Apply and Revert.
+
+Apply and revert run here, on the server, with the token the app was started with (the
+browser never sees it), for the user :mod:`.access` let through, whom the advisor records as
+the actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash.dash_table.DataTable import DataTable
+
+from toposcope.dashboards.app.access import Access, action_user, current_user
+from toposcope.dashboards.app.advisorclient import (
+    ActionInProgress,
+    AdvisorClient,
+    AdvisorError,
+    AdvisorRefused,
+    AuditRow,
+)
+from toposcope.dashboards.app.components import (
+    banner,
+    card,
+    query_value,
+)
+from toposcope.dashboards.app.recommendation_views import (
+    REVERTIBLE,
+    audit_table,
+    evidence,
+    table_rows,
+)
+from toposcope.dashboards.app.sources import (
+    LOG,
+    REFRESH_INPUTS,
+    Clients,
+    advisor_failed,
+)
+from toposcope.recommendation import Recommendation
+
+RECOMMENDATION_COLUMNS: tuple[Any, ...] = (
+    {"name": "status", "id": "status"},
+    {"name": "gain", "id": "gain", "type": "numeric", "format": {"specifier": ".1%"}},
+    {"name": "kind", "id": "kind"},
+    {"name": "severity", "id": "severity"},
+    {"name": "target", "id": "target"},
+    {"name": "summary", "id": "summary"},
+    {"name": "confidence", "id": "confidence", "type": "numeric", "format": {"specifier": ".0%"}},
+    {"name": "risk", "id": "risk"},
+    {"name": "id", "id": "id"},
+)
+
+
+def layout(actions_off: str | None, user: str | None = None) -> html.Div:
+    """Skeleton of the recommendations page: ``actions_off`` says why Apply and Revert are
+    off (no advisor token, no signed-in user), else the page names the ``user`` they act as.
+    """
+    if actions_off is not None:
+        note: html.Div | None = banner(actions_off, "info")
+    elif user:
+        note = banner(f"signed in as {user}: apply and revert are recorded under that name", "ok")
+    else:
+        note = None
+    return html.Div(
+        [
+            html.Div(id="recs-message"),
+            note,
+            card(
+                html.H2("Recommendations"),
+                html.Div(
+                    [
+                        html.Button(
+                            "Apply",
+                            id="recs-apply",
+                            n_clicks=0,
+                            disabled=True,
+                            className="action primary",
+                        ),
+                        html.Button(
+                            "Revert",
+                            id="recs-revert",
+                            n_clicks=0,
+                            disabled=True,
+                            className="action",
+                        ),
+                    ],
+                    style={"marginBottom": "10px"},
+                ),
+                dcc.ConfirmDialog(id="recs-confirm-apply"),
+                dcc.ConfirmDialog(id="recs-confirm-revert"),
+                dcc.Store(id="recs-version", data=0),
+                html.Div(id="recs-outcome", style={"marginBottom": "10px"}),
+                DataTable(
+                    id="recs-table",
+                    columns=list(RECOMMENDATION_COLUMNS),
+                    data=[],
+                    sort_action="native",
+                    sort_by=[{"column_id": "gain", "direction": "desc"}],
+                    filter_action="native",
+                    row_selectable="single",
+                    selected_rows=[],
+                    page_size=100,
+                    style_table={"overflowX": "auto", "overflowY": "auto", "maxHeight": "380px"},
+                    style_cell={
+                        "fontSize": 13,
+                        "fontFamily": "inherit",
+                        "textAlign": "left",
+                        "maxWidth": 420,
+                        "whiteSpace": "normal",
+                        "height": "auto",
+                    },
+                    style_header={"fontWeight": "bold", "backgroundColor": "#f0f2f5"},
+                ),
+            ),
+            html.Div(
+                [
+                    card(html.H2("Evidence"), html.Div(id="recs-detail")),
+                    card(html.H2("Audit log"), html.Div(id="recs-audit")),
+                ],
+                className="row",
+            ),
+        ],
+        id="recommendations-page",
+    )
+
+
+def actions_off(advisor: AdvisorClient, access: Access) -> str | None:
+    """Why the current request may not apply or revert, or ``None`` when it may."""
+    if not advisor.can_act:
+        return (
+            "apply and revert are off: start the app with --advisor-token-file or "
+            "TOPOSCOPE_ADVISOR_TOKEN set"
+        )
+    if current_user() is None:
+        return access.sign_in_hint()
+    return None
+
+
+def _action_text(action: str, rec_id: str, results: Sequence[str], details: Sequence[str]) -> str:
+    said = "; ".join(f"{r} {d}".strip() for r, d in zip(results, details, strict=False))
+    return f"{action} {rec_id}: {said or 'no outcome'}"
+
+
+def selected_id(
+    rows: Sequence[dict[str, Any]] | None, selected: Sequence[int] | None
+) -> str | None:
+    """The id of the table row ``selected`` points at (indexes into ``rows``), if any."""
+    if not rows or not selected or not 0 <= selected[0] < len(rows):
+        return None
+    return str(rows[selected[0]]["id"])
+
+
+def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
+    """Attach the page's callbacks to ``app``; answer the ids of those that change
+    state (apply and revert), which :func:`.access.install` guards.
+    """
+    advisor = clients.advisor
+
+    @app.callback(
+        Output("recs-table", "data"),
+        Output("recs-table", "selected_rows"),
+        Output("recs-message", "children"),
+        Output("recs-audit", "children"),
+        *REFRESH_INPUTS,
+        Input("recs-version", "data"),
+        State("recs-table", "selected_rows"),
+        State("recs-table", "data"),
+        State("url", "search"),
+    )
+    def table(
+        _tick: int | None,
+        _clicks: int | None,
+        _range: str,
+        _version: int,
+        selected: list[int] | None,
+        shown: list[dict[str, Any]] | None,
+        search: str | None,
+    ) -> tuple[Any, ...]:
+        messages: list[Any] = []
+        try:
+            report = advisor.report()
+            recs: Sequence[Recommendation] = report.recommendations
+            if report.last_error:
+                messages.append(banner(f"the latest analysis failed: {report.last_error}"))
+        except AdvisorError as exc:
+            recs = ()
+            messages.append(banner(advisor_failed(exc)))
+        try:
+            audit: Sequence[AuditRow] = advisor.audit()
+        except AdvisorError as exc:
+            audit = ()
+            messages.append(banner(f"audit log: {advisor_failed(exc)}"))
+        rows = table_rows(recs, audit)
+        if not rows and not messages:
+            messages.append(
+                banner("no recommendations: the advisor found nothing worth changing", "ok")
+            )
+        wanted = selected_id(shown, selected) or query_value(search, "id")
+        index = [i for i, row in enumerate(rows) if row["id"] == wanted]
+        return rows, index[:1], messages, audit_table(audit)
+
+    @app.callback(
+        Output("recs-detail", "children"),
+        Output("recs-apply", "disabled"),
+        Output("recs-revert", "disabled"),
+        Input("recs-table", "selected_rows"),
+        Input("recs-table", "data"),
+    )
+    def detail(
+        selected: list[int] | None, rows: list[dict[str, Any]] | None
+    ) -> tuple[Any, bool, bool]:
+        rec_id = selected_id(rows, selected)
+        if rec_id is None:
+            return banner("select a recommendation to see its evidence", "info"), True, True
+        row = next((r for r in rows or () if r["id"] == rec_id), None)
+        status = row["status"] if row else "open"
+        can_act = actions_off(advisor, access) is None
+        can_revert = can_act and status in REVERTIBLE
+        can_apply = (
+            can_act
+            and status in ("open", "failed", "reverted")
+            and row is not None
+            and row["gain"] is not None
+        )
+        try:
+            rec, _audit = advisor.recommendation(rec_id)
+        except AdvisorError as exc:
+            if isinstance(exc, AdvisorRefused) and exc.status == 404:
+                return (
+                    banner(f"{rec_id} is no longer in the latest report", "info"),
+                    True,
+                    not can_revert,
+                )
+            return banner(advisor_failed(exc)), not can_apply, not can_revert
+        return evidence(rec), not can_apply, not can_revert
+
+    @app.callback(
+        Output("recs-confirm-apply", "displayed"),
+        Output("recs-confirm-apply", "message"),
+        Input("recs-apply", "n_clicks"),
+        State("recs-table", "selected_rows"),
+        State("recs-table", "data"),
+        prevent_initial_call=True,
+    )
+    def ask_apply(
+        clicks: int, selected: list[int] | None, rows: list[dict[str, Any]] | None
+    ) -> tuple[bool, str]:
+        rec_id = selected_id(rows, selected)
+        if not clicks or rec_id is None:
+            return False, ""
+        row = next((r for r in rows or () if r["id"] == rec_id), {})
+        return True, (
+            f"Apply {rec_id}?\n\n{row.get('summary', '')}\n\nThe advisor will change "
+            f"{row.get('target', 'the target')} through its resource manager."
+        )
+
+    @app.callback(
+        Output("recs-confirm-revert", "displayed"),
+        Output("recs-confirm-revert", "message"),
+        Input("recs-revert", "n_clicks"),
+        State("recs-table", "selected_rows"),
+        State("recs-table", "data"),
+        prevent_initial_call=True,
+    )
+    def ask_revert(
+        clicks: int, selected: list[int] | None, rows: list[dict[str, Any]] | None
+    ) -> tuple[bool, str]:
+        rec_id = selected_id(rows, selected)
+        if not clicks or rec_id is None:
+            return False, ""
+        return True, f"Revert what was applied under {rec_id}?"
+
+    registered = set(app.callback_map)
+
+    @app.callback(
+        Output("recs-outcome", "children"),
+        Output("recs-version", "data"),
+        Input("recs-confirm-apply", "submit_n_clicks"),
+        Input("recs-confirm-revert", "submit_n_clicks"),
+        State("recs-table", "selected_rows"),
+        State("recs-table", "data"),
+        State("recs-version", "data"),
+        prevent_initial_call=True,
+    )
+    def act(
+        _apply: int | None,
+        _revert: int | None,
+        selected: list[int] | None,
+        rows: list[dict[str, Any]] | None,
+        version: int,
+    ) -> tuple[Any, Any]:
+        rec_id = selected_id(rows, selected)
+        if rec_id is None:
+            return banner("select a recommendation first", "info"), no_update
+        action = "apply" if ctx.triggered_id == "recs-confirm-apply" else "revert"
+        user = action_user()
+        if user is None:
+            return banner(access.sign_in_hint()), no_update
+        try:
+            if action == "apply":
+                result = advisor.apply(rec_id, user=user)
+            else:
+                result = advisor.revert(rec_id, user=user)
+        except ActionInProgress as exc:
+            LOG.info("%s %s by %s: %s", action, rec_id, user, exc)
+            return banner(str(exc), "info"), (version or 0) + 1
+        except AdvisorError as exc:
+            LOG.warning("%s %s by %s: %s", action, rec_id, user, exc)
+            return banner(f"{action} {rec_id} failed: {exc}"), (version or 0) + 1
+        LOG.info("%s %s by %s: %s", action, rec_id, user, ", ".join(result.results))
+        text = _action_text(action, rec_id, result.results, result.details)
+        kind = "ok" if result.ok else "info" if result.pending else "error"
+        children: list[Any] = [banner(text, kind)]
+        if result.dry_run_calls:
+            children.append(html.Pre("\n".join(result.dry_run_calls)))
+        return html.Div(children, id="recs-outcome-text"), (version or 0) + 1
+
+    return frozenset(set(app.callback_map) - registered)

@@ -111,8 +111,8 @@ def build_server(
 ) -> tuple[HttpServer, LocalResourceManager]:
     """The server and resource manager the options describe (not yet serving).
 
-    ``kubelet`` is the kubelet source to name pods with (default: opened from the options;
-    the caller closes it).
+    ``kubelet`` is the kubelet source to name pods with; the caller closes it. Without one,
+    one is opened from the options and stays open for the process's life.
     """
     token = (
         load_token(args.token_file, allow_insecure=args.allow_insecure_token_file)

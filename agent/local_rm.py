@@ -132,7 +132,7 @@ class LocalResourceManager(BaseResourceManager):
         """Every workload of this host (``mode``), with its root process's affinity and mems."""
         views: list[WorkloadView] = []
         online = sorted(self.online_cpus())
-        for target in self.targets.list(self.mode):
+        for target in self.targets.list_all(self.mode):
             try:
                 cpus = sorted(os.sched_getaffinity(target.root))
                 mems = self.host.mems_allowed(target.root)

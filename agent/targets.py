@@ -52,7 +52,7 @@ class TargetFinder:
         self.mapper = mapper
         self.node_name = node_name
 
-    def list(self, mode: str) -> list[Target]:
+    def list_all(self, mode: str) -> list[Target]:
         """Every workload: top-level process trees (``process``) or cgroup workloads."""
         if mode == "process":
             trees = self.host.children_map()

@@ -131,8 +131,8 @@ def generate(
             for index in range(rounds):
                 if index:
                     cluster.advance(step)
-                seconds = int(start + index * step)
-                om_stamp, text_stamp = f" {seconds}\n", f" {seconds * 1000}\n"
+                stamp = int(start + index * step)
+                om_stamp, text_stamp = f" {stamp}\n", f" {stamp * 1000}\n"
                 in_round = 0
                 for node in nodes:
                     scraped = exporters.scrape(node).decode()

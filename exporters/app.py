@@ -25,7 +25,7 @@ from toposcope.catalogue import spec
 from toposcope.config import ExporterConfig
 from toposcope.errors import ConfigError, UsageError
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.exposition import render_families
+from toposcope.exporters.exposition import render_chunks
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 from toposcope.httpserver import HttpServer
@@ -76,9 +76,16 @@ def build_runner(
     return ScrapeRunner(built)
 
 
+def render_scrape(runner: ScrapeRunner, hostname: str) -> list[bytes]:
+    """One scrape of ``runner`` in the Prometheus text format, as the byte chunks an HTTP
+    answer writes one after the other (the workload sampler's text is not copied).
+    """
+    return render_chunks(chain(runner.collect(), BuildInfoCollector(hostname).collect()))
+
+
 def render(runner: ScrapeRunner, hostname: str) -> bytes:
-    """One scrape of ``runner`` in the Prometheus text format (used by ``--print`` and HTTP)."""
-    return render_families(chain(runner.collect(), BuildInfoCollector(hostname).collect()))
+    """One scrape of ``runner`` in the Prometheus text format, in one piece (``--print``)."""
+    return b"".join(render_scrape(runner, hostname))
 
 
 def _landing_page(runner: ScrapeRunner) -> bytes:
@@ -108,9 +115,12 @@ def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable
                 start_response("400 Bad Request", [("Content-Type", "text/plain")])
                 return [f"unknown collector(s): {', '.join(unknown)}\n".encode()]
             chosen = runner.subset(include, exclude) if include or exclude else runner
-            output = render(chosen, hostname) + render_families(own.collect())
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-            return [output]
+            chunks = render_scrape(chosen, hostname) + render_chunks(own.collect())
+            length = str(sum(len(chunk) for chunk in chunks))
+            start_response(
+                "200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", length)]
+            )
+            return chunks
         if path in ("/-/healthy", "/-/ready"):
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"OK\n"]

@@ -9,12 +9,14 @@ values and help text. Its output is byte-identical to ``generate_latest`` for th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
 from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
+
+from toposcope.catalogue.model import MetricSpec
 
 #: client_python's own float formatting (``+Inf``, ``NaN``, ``1e+06``), typed for mypy.
 format_value = cast(Callable[[float], str], floatToGoString)
@@ -37,6 +39,11 @@ def _escape_value(value: str) -> str:
     return value
 
 
+def _header(name: str, help_text: str, kind: str) -> str:
+    escaped = help_text.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {escaped}\n# TYPE {name} {kind}\n"
+
+
 def _plain(family: Metric) -> bool:
     """True for gauges and counters whose samples this writer renders exactly."""
     return family.type in ("gauge", "counter") and all(
@@ -45,36 +52,92 @@ def _plain(family: Metric) -> bool:
     )
 
 
-class RenderedFamily(Metric):
-    """A family rendered once (``text``, in this module's format) and served as is until its
-    inputs change; it keeps no samples (a background sampler's output, whose age is exported).
+class FamilyWriter:
+    """One gauge or counter family written straight to text from its label values, exactly as
+    :func:`render_families` writes the same samples (sorted label names, escaped values,
+    client_python's floats), without building client_python samples: for output written
+    once and served many times (the workload sampler's). ``add_metric`` takes what a
+    client_python family's does, so the same code can fill either.
     """
 
-    def __init__(self, family: Metric) -> None:
-        super().__init__(family.name, family.documentation, family.type, family.unit)
-        self.text = render_families([family]).decode("utf-8")
+    def __init__(self, row: MetricSpec) -> None:
+        name = row.name
+        if row.type == "counter" and not name.endswith("_total"):
+            name += "_total"
+        self.spec = row
+        self.name = name
+        self._order = sorted(range(len(row.labels)), key=lambda i: row.labels[i])
+        self._keys = [row.labels[i] for i in self._order]
+        self._lines: list[str] = [_header(name, row.help, row.type)]
+
+    def add_metric(self, labels: Sequence[str], value: float) -> None:
+        """Write one sample: ``labels`` in the catalogue row's label order."""
+        if labels:
+            text = ",".join(
+                f'{key}="{_escape_value(labels[i])}"'
+                for key, i in zip(self._keys, self._order, strict=True)
+            )
+            self._lines.append(f"{self.name}{{{text}}} {format_value(value)}\n")
+        else:
+            self._lines.append(f"{self.name} {format_value(value)}\n")
+
+    def __bool__(self) -> bool:
+        """Whether a sample was written."""
+        return len(self._lines) > 1
+
+    def rendered(self) -> RenderedFamily:
+        """The text written so far, as a family served as is."""
+        data = "".join(self._lines).encode("utf-8")
+        return RenderedFamily(self.spec, data)
 
 
-def render_families(families: Iterable[Metric]) -> bytes:
-    """The Prometheus text exposition (format 0.0.4) of ``families``."""
+class RenderedFamily(Metric):
+    """A family rendered once (``data``, this module's format as bytes) and served as is until
+    its inputs change; it keeps no samples (a background sampler's output, whose age is
+    exported). :func:`render_chunks` hands ``data`` on without copying it.
+    """
+
+    def __init__(self, row: MetricSpec, data: bytes) -> None:
+        super().__init__(row.name, row.help, row.type, row.unit)
+        self.data = data
+
+
+def render_chunks(families: Iterable[Metric]) -> list[bytes]:
+    """The Prometheus text exposition (format 0.0.4) of ``families`` as byte chunks, for a
+    response that is written chunk by chunk: a :class:`RenderedFamily` is its own chunk (the
+    same bytes object every time), the families between two of them one chunk each.
+    """
+    chunks: list[bytes] = []
     out: list[str] = []
     for family in families:
         if isinstance(family, RenderedFamily):
-            out.append(family.text)
+            if out:
+                chunks.append("".join(out).encode("utf-8"))
+                out = []
+            chunks.append(family.data)
             continue
         if not _plain(family):
             out.append(generate_latest(_One(family)).decode())
             continue
         name = family.name + "_total" if family.type == "counter" else family.name
-        help_text = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        out.append(f"# HELP {name} {help_text}\n# TYPE {name} {family.type}\n")
+        out.append(_header(name, family.documentation, family.type))
+        keys: list[str] = []
+        names: set[str] = set()
         for sample in family.samples:
-            if sample.labels:
-                labels = ",".join(
-                    f'{key}="{_escape_value(value)}"'
-                    for key, value in sorted(sample.labels.items())
-                )
+            values = sample.labels
+            if values:
+                if values.keys() != names:  # a family's samples share their label names
+                    keys = sorted(values)
+                    names = set(keys)
+                labels = ",".join([f'{key}="{_escape_value(values[key])}"' for key in keys])
                 out.append(f"{sample.name}{{{labels}}} {format_value(sample.value)}\n")
             else:
                 out.append(f"{sample.name} {format_value(sample.value)}\n")
-    return "".join(out).encode("utf-8")
+    if out:
+        chunks.append("".join(out).encode("utf-8"))
+    return chunks
+
+
+def render_families(families: Iterable[Metric]) -> bytes:
+    """The Prometheus text exposition (format 0.0.4) of ``families``, in one piece."""
+    return b"".join(render_chunks(families))

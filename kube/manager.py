@@ -86,7 +86,6 @@ class KubernetesResourceManager(BaseResourceManager):
         self.limits = limits or KubeLimits()
         self._ids = itertools.count(1)
         self._evicted: Counter[str] = Counter()
-        self._details: dict[str, str] = {}
 
     def nodes(self) -> list[NodeView]:
         """Every node, with its labels and allocatable GPUs."""
@@ -95,12 +94,6 @@ class KubernetesResourceManager(BaseResourceManager):
     def workloads(self) -> list[WorkloadView]:
         """Every pod: running ones on their node, pending ones with their GPU request."""
         return [v for v in map(workload_view, self.api.pods()) if v is not None]
-
-    def detail(self, request_id: str) -> str:
-        """What the backend has to say about an action it carried out (``""``: nothing); for
-        a placement, who picks the device ids and the DRA constraint that pins them.
-        """
-        return self._details.get(request_id, "")
 
     def _state(self, request: ActionRequest, **kwargs: Any) -> ActionState:
         action_id = f"kube-{next(self._ids):06d}"
@@ -248,9 +241,10 @@ class KubernetesResourceManager(BaseResourceManager):
                 "spec": {"schedulingGates": left},
             },
         )
-        self._details[request.request_id] = detail
         LOG.info("pod %s: %s", request.workload, detail)
-        return self._state(request, before=None, after=Allocation(target), irreversible=True)
+        return self._state(
+            request, before=None, after=Allocation(target), irreversible=True, note=detail
+        )
 
     def _slices(self, node: str) -> list[dict[str, Any]]:
         """``node``'s DRA ResourceSlices; none when they cannot be read (said in the log)."""

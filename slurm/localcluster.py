@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -38,6 +40,9 @@ from toposcope.slurm.daemons import (
     remove_cgroup_tree,
     wait_for,
 )
+
+#: one slurm.conf ``Key=value`` line, as :meth:`LocalCluster.start`'s ``extra_conf`` takes
+_CONF_LINE = re.compile(r"[A-Za-z][A-Za-z0-9]*=[^\s#=][^\n#]*")
 
 
 class LocalCluster:
@@ -151,13 +156,24 @@ class LocalCluster:
     ) -> None:
         self.stop()
 
-    def start(self, timeout_s: float = 60.0, gres_conf: str | None = None) -> None:
+    def start(
+        self,
+        timeout_s: float = 60.0,
+        gres_conf: str | None = None,
+        extra_conf: Sequence[str] = (),
+    ) -> None:
         """Write the files and start every daemon; returns once the nodes are idle.
 
         ``gres_conf`` replaces the generated gres.conf (its ``File=`` may name
-        ``self.layout.dev``, where the fake devices are). On failure everything started so far
-        is stopped and :class:`ClusterError` says what failed, quoting the daemon's log.
+        ``self.layout.dev``, where the fake devices are). ``extra_conf`` lines
+        (``Key=value``, e.g. ``PriorityType=priority/multifactor``) are appended to slurm.conf,
+        for a test that needs an option the shared cluster lacks. On failure everything
+        started so far is stopped and :class:`ClusterError` says what failed, quoting the
+        daemon's log.
         """
+        for line in extra_conf:
+            if not _CONF_LINE.fullmatch(line):
+                raise ClusterError(f"extra slurm.conf line {line[:80]!r} is not one Key=value")
         missing = missing_requirements()
         if missing:
             raise ClusterError("cannot run a local Slurm cluster: missing " + "; ".join(missing))
@@ -168,6 +184,9 @@ class LocalCluster:
         self.ports = Ports(ctld=ports[0], nodes=tuple(ports[2:]), rest=ports[1])
         try:
             write_files(self.spec, self.layout, self.ports, bool(self.cgroups), gres_conf)
+            if extra_conf:
+                with self.layout.slurm_conf.open("a", encoding="utf-8") as conf:
+                    conf.write("".join(f"{line}\n" for line in extra_conf))
             self._start_munged(timeout_s)
             self._daemon("slurmctld", "slurmctld", self.layout.run / "slurmctld.pid", timeout_s)
             for name in self.node_names:

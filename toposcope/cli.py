@@ -34,7 +34,7 @@ EXTRAS: dict[str, str] = {
     "agent": "agent",
     "dash": "dash",
     "slurm": "slurm",
-    "kube": "kubernetes",
+    "kube": "kube",
 }
 
 #: subcommand -> (module, one-line help)

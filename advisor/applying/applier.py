@@ -256,6 +256,9 @@ class Applier:
         detail = f"{len(done)} action(s)"
         if running:
             detail += f"; still running: {', '.join(running)}"
+        for state in done:
+            if state.note:
+                detail += f"; {state.request.request_id}: {state.note}"
         return Outcome(rec.id, node, "applied", detail, tuple(done))
 
     def _fail(

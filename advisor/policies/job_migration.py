@@ -41,6 +41,19 @@ from toposcope.advisor.policies.migration_recommendations import (
 )
 from toposcope.advisor.recommendations import Note, Recommendation
 from toposcope.catalogue import spec
+from toposcope.topology.model import LinkType
+
+#: worst links of one socket's PCIe fabric: a move between them rests on an uncertain gap
+PCIE_TIERS = frozenset({LinkType.PIX, LinkType.PXB, LinkType.PHB, LinkType.NODE})
+
+
+def pcie_tier_move(current: Placement, best: Placement) -> bool:
+    """Whether a move only changes the worst link between PCIe paths of one socket (for
+    example ``NODE`` to ``PIX``): the peer bandwidth through a host bridge is within the
+    spread of a switch's on many platforms (a switch is faster on some, slower on others),
+    so the prior's 1.4 can come out as a loss.
+    """
+    return current.worst_link in PCIE_TIERS and best.worst_link in PCIE_TIERS
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,12 @@ class JobMigrationSettings(PolicySettings):
     )
     pin_to_gpu_numa: bool = setting(
         True, help="also restrict a moved job's CPUs and memory to its new GPUs' NUMA node"
+    )
+    move_between_pcie_tiers: bool = setting(
+        False,
+        help="also move a job whose worst link only goes from one PCIe path of a socket to "
+        "another (PXB, PHB or NODE to PIX or PXB): a gap that varies by platform, so a "
+        "note by default",
     )
 
 
@@ -301,6 +320,16 @@ class JobMigration(Policy[JobMigrationSettings]):
                 if best is None:
                     run.notes.append(self._defrag_note(job.key, plan, value))
         if best is None:
+            return
+        if not s.move_between_pcie_tiers and pcie_tier_move(current, best):
+            run.notes.append(
+                self.note(
+                    job.key,
+                    f"moving to {best.node} GPUs {list(best.gpus)} only changes its worst "
+                    f"link from {current.worst_link} to {best.worst_link}, a gap that varies "
+                    "by platform and can be a loss; set move_between_pcie_tiers to move it",
+                )
+            )
             return
         if saved <= s.checkpoint_restore_seconds:
             run.notes.append(

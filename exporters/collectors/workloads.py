@@ -57,11 +57,13 @@ Figures, per workload:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
 from prometheus_client.core import Metric
 
-from toposcope.catalogue import nonempty, spec
+from toposcope.catalogue import spec
+from toposcope.catalogue.model import MetricSpec
 from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.exporters.context import (
     CollectorContext,
@@ -69,7 +71,7 @@ from toposcope.exporters.context import (
     GpuProcessSource,
     HostTopology,
 )
-from toposcope.exporters.exposition import RenderedFamily
+from toposcope.exporters.exposition import FamilyWriter, RenderedFamily
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.sources.kube_owners import PodDirectory, open_pod_directory
 from toposcope.exporters.sources.podresources.attach import workload_mapper
@@ -100,16 +102,16 @@ class WorkloadsCollector:
         self._snapshotter = WorkloadSnapshotter(
             settings, paths, topology.get, gpu_processes, mapper, pods
         )
-        self.sampler: PeriodicSampler[list[Metric]] | None = None
+        self.sampler: PeriodicSampler[list[RenderedFamily]] | None = None
         if settings.sample_interval > 0:
             self.sampler = PeriodicSampler(
                 "workload-sampler", self._take_rendered, settings.sample_interval
             )
         self._lock = threading.Lock()
 
-    def _take_rendered(self) -> list[Metric]:
-        """One snapshot's families, each rendered to text once (the sampler's ``take``)."""
-        return [RenderedFamily(f) for f in workload_families(self._snapshotter.take())]
+    def _take_rendered(self) -> list[RenderedFamily]:
+        """One snapshot's families, written straight to bytes once (the sampler's ``take``)."""
+        return rendered_workload_families(self._snapshotter.take())
 
     def start(self) -> None:
         """Start the background sampler, if there is one (idempotent)."""
@@ -133,7 +135,7 @@ class WorkloadsCollector:
             yield age
             return
         self.start()
-        sample: Sample[list[Metric]] | None = self.sampler.latest()
+        sample: Sample[list[RenderedFamily]] | None = self.sampler.latest()
         if sample is None:
             raise RuntimeError("no workload sample yet: the first one failed (see the log)")
         age.add_metric([], self.sampler.age(sample))
@@ -141,18 +143,54 @@ class WorkloadsCollector:
         yield age
 
 
-def workload_families(snapshot: WorkloadSnapshot) -> list[Metric]:
-    """The ``toposcope_workload*`` families of one snapshot (only families with samples, and
-    the dropped counter always).
+#: The workload families in exposition order; the dropped counter (last) is always written.
+FAMILIES = (
+    "toposcope_workload_info",
+    "toposcope_workload_cpu_seconds_total",
+    "toposcope_workload_threads",
+    "toposcope_workload_memory_bytes",
+    "toposcope_workload_gpu_info",
+    "toposcope_workload_gpu_memory_used_bytes",
+    "toposcope_workload_locality_ratio",
+    "toposcope_workloads_dropped_total",
+)
+
+
+class FamilySink(Protocol):
+    """Where one family's samples go: a client_python family or a
+    :class:`~toposcope.exporters.exposition.FamilyWriter`.
     """
-    info = spec("toposcope_workload_info").family()
-    cpu_seconds = spec("toposcope_workload_cpu_seconds_total").family()
-    threads = spec("toposcope_workload_threads").family()
-    memory = spec("toposcope_workload_memory_bytes").family()
-    gpu_info = spec("toposcope_workload_gpu_info").family()
-    gpu_memory = spec("toposcope_workload_gpu_memory_used_bytes").family()
-    locality = spec("toposcope_workload_locality_ratio").family()
-    dropped = spec("toposcope_workloads_dropped_total").family()
+
+    def add_metric(self, labels: Sequence[str], value: float) -> None:
+        """Add one sample."""
+        ...
+
+
+S = TypeVar("S", bound=FamilySink)
+
+
+def workload_families(snapshot: WorkloadSnapshot) -> list[Metric]:
+    """The ``toposcope_workload*`` families of one snapshot as client_python families (only
+    families with samples, and the dropped counter always).
+    """
+    families: list[Metric] = fill_workload_families(snapshot, lambda row: row.family())
+    return [*(f for f in families[:-1] if f.samples), families[-1]]
+
+
+def rendered_workload_families(snapshot: WorkloadSnapshot) -> list[RenderedFamily]:
+    """The same families written straight to bytes, without client_python samples (what the
+    background sampler keeps: one bytes object per family).
+    """
+    writers = fill_workload_families(snapshot, FamilyWriter)
+    return [w.rendered() for w in [*(w for w in writers[:-1] if w), writers[-1]]]
+
+
+def fill_workload_families(snapshot: WorkloadSnapshot, make: Callable[[MetricSpec], S]) -> list[S]:
+    """Add every sample of one snapshot to a sink per family of :data:`FAMILIES` (``make``
+    builds each from its catalogue row); returns the sinks in that order.
+    """
+    sinks = [make(spec(name)) for name in FAMILIES]
+    info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality, dropped = sinks
     for workload in snapshot.workloads:
         ident = workload.identity
         name = ident.name
@@ -204,8 +242,7 @@ def workload_families(snapshot: WorkloadSnapshot) -> list[Metric]:
         if memory_ratio is not None:
             locality.add_metric([*who, "memory"], memory_ratio)
     dropped.add_metric([], float(snapshot.dropped_total))
-    kept = nonempty([info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality])
-    return [*kept, dropped]
+    return sinks
 
 
 def _locality(

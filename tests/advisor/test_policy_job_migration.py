@@ -218,3 +218,17 @@ def test_a_pending_job_gets_a_set_freed_by_moving_a_small_job() -> None:
     assert set(last.gpus) in ({0, 1, 2, 3}, {4, 5, 6, 7}) and first.gpus[0] not in last.gpus
     assert "workload:pending/quad" in rec.claims
     assert rec.current["best_free"]["worst_link"] == "SYS"
+
+
+def test_a_move_between_pcie_paths_of_one_socket_is_a_note_not_a_move() -> None:
+    """pcie-fragmented, perturbed: GPUs 1 and 3 (across switches, NODE) to a free switch
+    (PIX) was estimated +40 % and came out -18 % where the host bridge beat the switch.
+    """
+    job = workload("train", node="n8", gpus=[1, 3])
+    result = JobMigration().evaluate(cluster([pcie8()], [job]))
+    assert result.recommendations == ()
+    assert "from NODE to PIX" in result.undecided[0].reason
+    opted_in = JobMigration(JobMigrationSettings(move_between_pcie_tiers=True))
+    [rec] = opted_in.evaluate(cluster([pcie8()], [job])).recommendations
+    assert rec.proposed["worst_link"] == "PIX"
+    assert rec.estimated_gain == pytest.approx(0.4)

@@ -60,7 +60,7 @@ class FixtureHost:
             directory = self.cpuset_dir("/".join(parts[:depth]))
             for name in names:
                 if not (directory / name).exists():
-                    values = cpus if "cpus" in name else mems
+                    values = mems if "mems" in name else cpus
                     (directory / name).write_text(format_cpulist(values) + "\n")
         for pid in pids:
             self.add_process(pid, cgroup)

@@ -196,3 +196,20 @@ def test_workloads_are_listed_with_their_owners_kind(tmp_path: Path, child: Chil
     host.add_cgroup(SLURM_V2, allowed_cpus(), [0], [child.pid])
     [view] = agent(host).workloads()
     assert (view.name, view.kind) == ("slurm-job-42", "slurm_job")
+
+
+def test_slurm_job_pages_move_only_within_its_allocated_nodes(tmp_path: Path, child: Child) -> None:
+    host = FixtureHost(tmp_path)
+    host.add_cgroup(SLURM_V2, allowed_cpus(), [0], [child.pid])
+    rm = agent(host)
+    state = rm.apply(migrate("slurm-job-42", [0]))
+    assert state.status == ActionStatus.SUCCEEDED
+    assert state.after is not None and state.after.mems == [0]
+    assert all(flag in state.error for flag in SLURM_ADVICE)
+    other = FixtureHost(tmp_path / "other")
+    other.add_cgroup(SLURM_V2, allowed_cpus(), [1], [child.pid])  # Slurm gave it node 1 only
+    with pytest.raises(ResourceManagerError) as refused:
+        agent(other).apply(migrate("slurm-job-42", [0]))
+    assert refused.value.status == 400
+    assert refused.value.field == "mems"
+    assert "memory nodes 0 lie outside the allocation of Slurm job 42" in str(refused.value)

@@ -26,13 +26,19 @@ ALERTS = REPO / "alerts"
 
 #: A configuration unlike the defaults in every kind of value the templates use.
 CUSTOM = {
-    "selectors": {"exporter": 'job="node-topology"', "advisor": 'job="topo-advisor"'},
+    "selectors": {
+        "exporter": 'job="node-topology"',
+        "advisor": 'job="topo-advisor"',
+        "agent": 'job="topo-agent"',
+    },
     "cluster_label": "k8s_cluster",
     "runbook_url": "https://runbooks.example.com/toposcope.md",
     "alerts": {
         "ToposcopeExporterDown": {"for": "2m"},
         "ToposcopeGpuMemoryNearlyFull": {"used_ratio": 0.8, "for": "5m"},
         "ToposcopeGpuXidFatal": {"xids": [79]},
+        "ToposcopeGpuEccUncorrectable": {"for": "2m"},
+        "ToposcopeAdvisorActionFailed": {"for": "0m"},
     },
 }
 
@@ -93,6 +99,12 @@ def test_custom_configuration_renders_valid_rules_with_its_values(tmp_path: Path
     assert rules["ToposcopeExporterDown"]["expr"] == 'up{job="node-topology"} == 0'
     assert rules["ToposcopeExporterDown"]["for"] == "2m"
     assert rules["ToposcopeAdvisorDown"]["expr"] == 'up{job="topo-advisor"} == 0'
+    assert rules["ToposcopeAgentDown"]["expr"] == 'up{job="topo-agent"} == 0'
+    assert rules["ToposcopeGpuEccUncorrectable"]["for"] == "2m"
+    assert "for" not in rules["ToposcopeAdvisorActionFailed"]
+    throttled = rules["ToposcopeGpuThermalThrottling"]["annotations"]["description"]
+    assert '{k8s_cluster="%s",job="%s",instance="%s",gpu="%s"}' in throttled
+    assert "` $labels.k8s_cluster $labels.job $labels.instance $labels.gpu | query" in throttled
     assert rules["ToposcopeGpuMemoryNearlyFull"]["expr"].endswith("> 0.8")
     assert 'xid=~"79"' in rules["ToposcopeGpuXidFatal"]["expr"]
     assert 'xid!~"79"' in rules["ToposcopeGpuXidErrors"]["expr"]
@@ -222,6 +234,41 @@ def test_prometheusrule_export_carries_the_selected_labels(
 def test_bad_configuration_is_named(overrides: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         merge(default_config(), overrides)
+
+
+def _template_alerts() -> dict[str, dict[str, Any]]:
+    folder = REPO / "toposcope" / "rules" / "templates"
+    return {
+        str(rule["alert"]): rule
+        for path in sorted(folder.glob("*.rules.yml"))
+        for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
+
+
+def test_every_alert_has_a_configurable_for() -> None:
+    alerts = _template_alerts()
+    defaults = default_config()["alerts"]
+    assert sorted(defaults) == sorted(alerts), "defaults.yaml and the templates' alerts differ"
+    for name, rule in alerts.items():
+        assert rule.get("for") == f"${{alerts.{name}.for}}", f"{name}: for is not configurable"
+        assert "for" in defaults[name], f"{name}: no default for"
+
+
+@pytest.mark.parametrize("zero", ["0s", "0m", "0h0m0s", "0ms"])
+def test_zero_for_renders_as_no_for_and_any_other_as_itself(zero: str) -> None:
+    name = "ToposcopeGpuXidFatal"
+    zero_config = merge(default_config(), {"alerts": {name: {"for": zero}}})
+    assert "for" not in _rules(render_all(zero_config))[name]
+    timed = merge(default_config(), {"alerts": {name: {"for": "3m"}}})
+    assert _rules(render_all(timed))[name]["for"] == "3m"
+    # an alert that has a for by default loses it at zero, keeping the rest of the rule
+    down = _rules(
+        render_all(merge(default_config(), {"alerts": {"ToposcopeAgentDown": {"for": zero}}}))
+    )
+    assert "for" not in down["ToposcopeAgentDown"]
+    assert down["ToposcopeAgentDown"]["labels"] == {"severity": "warning"}
 
 
 def test_value_that_would_break_the_yaml_is_refused() -> None:

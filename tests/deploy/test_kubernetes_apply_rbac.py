@@ -25,6 +25,7 @@ NEEDED = {
     ("apps", "statefulsets", "patch"), ("apps", "deployments", "list"),
     ("apps", "deployments/scale", "get"), ("apps", "deployments/scale", "update"),
     ("apps", "statefulsets/scale", "update"), ("kubeflow.org", "notebooks", "patch"),
+    ("resource.k8s.io", "resourceslices", "list"),
 }  # fmt: skip
 
 
@@ -51,4 +52,4 @@ def test_the_role_is_least_privilege_and_enough() -> None:
     assert rules >= NEEDED
     assert not {v for _, _, v in rules} & {"delete", "deletecollection", "*", "escalate"}
     assert not {r for _, r, _ in rules} & {"secrets", "*", "pods/exec"}
-    assert {g for g, _, _ in rules} <= {"", "apps", "kubeflow.org"}
+    assert {g for g, _, _ in rules} <= {"", "apps", "kubeflow.org", "resource.k8s.io"}

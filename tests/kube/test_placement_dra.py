@@ -73,8 +73,8 @@ def manager_of(config: Path) -> KubernetesResourceManager:
 def place(config: Path, request_id: str) -> str:
     """Place the gated pod ml/waiting (1 GPU) on gpu-2; the placement's detail."""
     manager = manager_of(config)
-    manager.apply(ActionRequest(request_id, ActionKind.PLACE, "ml/waiting", "gpu-2"))
-    return manager.detail(request_id)
+    state = manager.apply(ActionRequest(request_id, ActionKind.PLACE, "ml/waiting", "gpu-2"))
+    return state.note
 
 
 def constraint_in(detail: str) -> dict[str, Any]:

@@ -38,6 +38,7 @@ def test_pin_is_accepted_with_the_action_state_and_its_location(
         "error": "",
         "cost_seconds": 0.0,
         "irreversible": None,
+        "note": "",
     }
     assert response.headers["Location"] == f"{BASE}/actions/act-1"
     workload = client.get(f"{BASE}/workloads/train-a").get_json()

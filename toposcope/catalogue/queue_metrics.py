@@ -33,6 +33,16 @@ PENDING_REASONS: tuple[str, ...] = (
 GPU_STATES: tuple[str, ...] = ("free", "allocated", "unavailable")
 #: job states of ``toposcope_queue_account_jobs``
 JOB_STATES: tuple[str, ...] = ("running", "pending")
+#: priority factors of ``toposcope_queue_priority_factor_*`` (Slurm's multifactor plugin)
+PRIORITY_FACTORS: tuple[str, ...] = (
+    "age",
+    "assoc",
+    "fairshare",
+    "jobsize",
+    "partition",
+    "qos",
+    "tres",
+)
 
 _PART = "queue"
 
@@ -168,6 +178,33 @@ QUEUE_SPECS: tuple[MetricSpec, ...] = (
         "The account's effective normalised usage of the cluster (Slurm's EffectvUsage); "
         "only where accounting is configured.",
         "ratio",
+        part=_PART,
+    ),
+    row(
+        "toposcope_queue_priority_jobs",
+        "gauge",
+        ["scheduler", "partition", "account"],
+        "Pending jobs whose priority factors the scheduler reported (Slurm's sprio), by "
+        "partition and account: the weight of the factor means below when combining them; "
+        "only where the multifactor priority plugin is configured.",
+        part=_PART,
+    ),
+    row(
+        "toposcope_queue_priority_factor_mean",
+        "gauge",
+        ["scheduler", "partition", "account", "factor"],
+        "Mean weighted priority factor (age, assoc, fairshare, jobsize, partition, qos, tres: "
+        "the points it adds to a job's priority, Slurm's sprio) over the account's pending "
+        "jobs in the partition; only where the multifactor priority plugin is configured.",
+        part=_PART,
+    ),
+    row(
+        "toposcope_queue_priority_factor_max",
+        "gauge",
+        ["scheduler", "partition", "account", "factor"],
+        "Largest weighted priority factor (as toposcope_queue_priority_factor_mean) among the "
+        "account's pending jobs in the partition; only where the multifactor priority plugin "
+        "is configured.",
         part=_PART,
     ),
 )

@@ -148,6 +148,10 @@ class ActionState:
     undone (an eviction), ``False`` when the backend recorded how to undo all of it, and
     ``None`` when it says nothing (the advisor then builds the revert from ``before``). A
     backend that says either undoes the action on an ``unplace`` request for the workload.
+
+    ``note`` is what the backend has to tell the operator about how the action plays out
+    where the advisor's request stops (for a placement: who picks the device ids inside the
+    node, and the DRA constraint that would pin them).
     """
 
     id: ActionId
@@ -164,6 +168,14 @@ class ActionState:
             "recorded how to undo it all; null: not said (a revert restores 'before')"
         ),
     ] = None
+    note: Annotated[
+        str,
+        Field(
+            max_length=4096,
+            description="the backend's word to the operator on how the action plays out "
+            "(e.g. who picks the device ids inside the node)",
+        ),
+    ] = ""
 
     def advance(self, status: ActionStatus, error: str | None = None) -> ActionState:
         """This action moved on to ``status`` (with ``error`` when given).

@@ -9,6 +9,10 @@ value that would change the YAML structure around it: the text is substituted (c
 kept) and then parsed again and compared with the template's parsed values substituted one by
 one, which must agree.
 
+A rule's ``for:`` whose value renders as a zero duration (``0s``, ``0m``) is left out, as
+Prometheus reads a missing ``for`` (the alert fires on the first evaluation that sees it), so
+every alert's ``for`` can be configured while a default of ``0s`` renders as no ``for`` at all.
+
 Filters: ``words`` (a duration in words, ``15m`` -> ``15 minutes``), ``seconds`` (a duration
 in seconds), ``percent`` (a ratio as ``5 %``). Numbers render in the shortest exact form, lists
 as ``a|b|c`` (a regular-expression alternation for a label matcher).
@@ -29,6 +33,8 @@ from toposcope.rules.config import DURATION, Config
 #: A placeholder: ``${name}`` or ``${name|filter}``; its inside is checked by :func:`_parse`.
 PLACEHOLDER = re.compile(r"\$\{([^{}\n]*)\}")
 _INSIDE = re.compile(r"^\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(?:\|\s*([a-z]+)\s*)?$")
+#: A ``for:`` line (the whole line) whose value is a zero duration such as ``0s`` or ``0m0s``.
+ZERO_FOR_LINE = re.compile(r"^[ \t]*for:[ \t]*(?:0+(?:ms|s|m|h|d|w|y))+[ \t]*\n", re.MULTILINE)
 #: Suffix of every template (and rendered rule file).
 SUFFIX = ".rules.yml"
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -156,6 +162,27 @@ def _substitute_values(node: object, config: Config, where: str) -> object:
     return node
 
 
+def is_zero_duration(value: object) -> bool:
+    """Whether ``value`` is a Prometheus duration of no time at all (``0s``, ``0m0s``)."""
+    try:
+        return all(count == 0 for count, _ in _duration_parts(value))
+    except ValueError:
+        return False
+
+
+def _without_zero_for(node: object) -> object:
+    """``node`` without the ``for`` keys of zero duration that the rendering leaves out."""
+    if isinstance(node, list):
+        return [_without_zero_for(item) for item in node]
+    if isinstance(node, dict):
+        return {
+            key: _without_zero_for(value)
+            for key, value in node.items()
+            if not (key == "for" and is_zero_duration(value))
+        }
+    return node
+
+
 def _scalars_as_text(node: object) -> object:
     """``node`` with every scalar as its text: ``for: 14400`` and ``"14400"`` agree."""
     if isinstance(node, list):
@@ -169,11 +196,12 @@ def render_template(text: str, config: Config, where: str) -> str:
     """One template's text rendered with ``config`` (comments kept), the header first.
 
     The rendered YAML must equal the template's parsed values with each one substituted;
-    a configuration value that would break the YAML around its placeholder fails here.
+    a configuration value that would break the YAML around its placeholder fails here. A
+    ``for:`` of zero duration is left out (see the module's docstring).
     """
-    rendered = _substitute(text, config, where)
+    rendered = ZERO_FOR_LINE.sub("", _substitute(text, config, where))
     try:
-        expected = _substitute_values(yaml.safe_load(text), config, where)
+        expected = _without_zero_for(_substitute_values(yaml.safe_load(text), config, where))
         actual = yaml.safe_load(rendered)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where}: the rendered rules are not valid YAML ({exc})") from exc

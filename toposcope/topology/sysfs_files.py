@@ -60,8 +60,9 @@ def parse_meminfo_lines(text: str) -> tuple[dict[str, int], list[str]]:
     Returns the values and the non-blank lines that are not ``Key: value [kB]`` (for the
     caller to log). HugePages_* counts stay counts.
     """
-    found = _MEMINFO_WHOLE_RE.findall(text)
-    if len(found) == text.count("\n") + (0 if not text or text.endswith("\n") else 1):
+    body = text.strip()
+    found = _MEMINFO_WHOLE_RE.findall(body)
+    if len(found) == (body.count("\n") + 1 if body else 0):
         # every line is well formed (the usual case): one pass over the whole text
         return {key: int(n) * 1024 if kb else int(n) for key, n, kb in found}, []
     values: dict[str, int] = {}

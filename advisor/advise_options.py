@@ -143,6 +143,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--list-policies", action="store_true", help="print the policies and their settings"
     )
     parser.add_argument(
+        "--calibrate-from",
+        metavar="DB",
+        help="scale each kind's estimates by its measured / estimated gain over the verified "
+        "outcomes in this audit log (the advisor service's; shrunk toward 1)",
+    )
+    parser.add_argument(
         "--format", default="table", choices=sorted(FORMATTERS), help="report format (table)"
     )
     parser.add_argument("--output", metavar="FILE", help="write the report here (default stdout)")

@@ -42,12 +42,14 @@ from toposcope.advisor.advise_options import (
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.applying.applier import REVERT_DONE
 from toposcope.advisor.audit import AuditLog
+from toposcope.advisor.calibration import KindCalibration, calibration_from
 from toposcope.advisor.cliargs import agents_from_args, backend_from_args, selector
 from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.formatters import FormatOptions, find_formatter
 from toposcope.advisor.formatters.commands import RENDERERS, CommandContext, render_commands
 from toposcope.advisor.loaders import Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
+from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.advisor.policies import POLICIES, build, parse_overrides, settings_markdown
 from toposcope.advisor.rmclients import (
     backend_names,
@@ -183,10 +185,20 @@ def _apply(args: argparse.Namespace, report: Report, manager: ResourceManager | 
         )
 
 
+def _calibration(path: str | None) -> dict[str, KindCalibration]:
+    """The calibration of the verified outcomes in the audit log ``path`` (none: empty)."""
+    if not path:
+        return {}
+    if not Path(path).is_file():
+        raise UsageError(f"--calibrate-from: no audit log at {path}")
+    return calibration_from(OutcomeLog(path))
+
+
 def _advise(args: argparse.Namespace) -> int:
     if args.list_policies:
         return _list_policies(sys.stdout)
     _check(args)
+    calibration = _calibration(args.calibrate_from)
     window = Window.parse(args.window, end=parse_at(args.at) if args.at else None)
     policies = build(policy_names(args), parse_overrides(args.set))
     chosen = workload_filter(args)
@@ -199,7 +211,9 @@ def _advise(args: argparse.Namespace) -> int:
         manager = _manager(args, sorted(model.nodes), sys.stderr)
         if any(p.name == "gpu-placement" for p in policies):
             model = replace(model, pending=tuple(_pending(manager)))
-    report = filter_report(advise(model, policies, min_gain=args.min_gain), model, chosen)
+    report = filter_report(
+        advise(model, policies, min_gain=args.min_gain, calibration=calibration), model, chosen
+    )
     _write(render(report, options), args.output)
     if args.dry_run:
         context = CommandContext(rm_url=args.rm_url, pods=_pods(model))

@@ -18,6 +18,7 @@ from toposcope.advisor.rmclients import EndpointResolver, read_token, resolver_f
 from toposcope.advisor.rmclients.clienttls import add_client_tls_arguments
 from toposcope.errors import ConfigError, UsageError
 from toposcope.nodeidentity import add_node_label_argument
+from toposcope.tokens import Token
 
 
 class DeprecatedAlias(argparse.Action):
@@ -190,7 +191,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser, *, suppress: bool = Fal
     add_client_tls_arguments(parser, suppress=suppress)
 
 
-def agents_from_args(args: argparse.Namespace, token: str | None) -> EndpointResolver | None:
+def agents_from_args(args: argparse.Namespace, token: Token | None) -> EndpointResolver | None:
     """The agent allow-list for ``--resource-manager agent`` (``None`` for other backends)."""
     if args.resource_manager != "agent":
         return None

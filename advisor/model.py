@@ -50,7 +50,10 @@ class GpuState:
     ``utilization`` is the window's mean, ``utilization_max`` its peak, ``samples`` the
     sample count and ``covered_seconds`` the span between the first and last sample in the
     window (how much of the window the data covers). ``clock_events`` maps a throttle
-    reason to the share of the window it was active.
+    reason to the share of the window it was active. ``gres_match`` maps a gres.conf field
+    (``cores``, ``links``) to whether the node's gres.conf matches the topology for this GPU,
+    ``gres_line`` is the line toposcope writes for it (both from the ``slurm_gres``
+    collector; empty without it).
     """
 
     index: int
@@ -66,6 +69,8 @@ class GpuState:
     memory_used_bytes: float | None = None
     memory_total_bytes: float | None = None
     clock_events: Mapping[str, float] = field(default_factory=dict)
+    gres_match: Mapping[str, bool] = field(default_factory=dict)
+    gres_line: str = ""
 
 
 @dataclass(frozen=True)

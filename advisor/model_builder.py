@@ -153,6 +153,13 @@ class _Builder:
             reason = s.labels.get("reason", "")
             if (draft := self.gpu_draft(s.labels)) is not None and reason:
                 draft.setdefault("clock_events", {})[reason] = s.value
+        for s in self.data.samples("slurm-gres-match"):
+            gres_field = s.labels.get("field", "")
+            if (draft := self.gpu_draft(s.labels)) is not None and gres_field:
+                draft.setdefault("gres_match", {})[gres_field] = s.value >= 0.5
+        for s in self.data.samples("slurm-gres-expected"):
+            if (draft := self.gpu_draft(s.labels)) is not None:
+                draft["gres_line"] = s.labels.get("line", "")
         for s in self.data.samples("gpu-links"):
             a, b = _int(s.labels.get("gpu")), _int(s.labels.get("peer_gpu"))
             if a is not None and b is not None and a != b:

@@ -61,9 +61,12 @@ CREATE TABLE IF NOT EXISTS verifications (
     verdict TEXT NOT NULL,
     measured_json TEXT,
     verified_at REAL,
-    detail TEXT NOT NULL DEFAULT ''
+    detail TEXT NOT NULL DEFAULT '',
+    estimated_gain REAL
 );
 """
+#: columns added after the first release, with their type (added to older files on open)
+ADDED_COLUMNS = {"estimated_gain": "REAL"}
 
 #: recommendation kinds whose effect the service measures after applying them
 VERIFIED_KINDS = frozenset({RecommendationKind.PIN, RecommendationKind.MIGRATE_MEMORY})
@@ -257,6 +260,7 @@ class Verification:
     measured: Measurement | None
     verified_at: float | None
     detail: str
+    estimated_gain: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -272,6 +276,11 @@ class OutcomeLog(SqliteStore):
 
     def __init__(self, path: str | Path) -> None:
         super().__init__(path, SCHEMA, "the outcome tables in")
+        with self._connect() as db:
+            have = {row["name"] for row in db.execute("PRAGMA table_info(verifications)")}
+            for column, kind in ADDED_COLUMNS.items():
+                if column not in have:
+                    db.execute(f"ALTER TABLE verifications ADD COLUMN {column} {kind}")
 
     def first_seen(self, ids: Iterable[str], now: float) -> dict[str, float]:
         """Since when each of ``ids`` (the open recommendations) has been open.
@@ -309,7 +318,7 @@ class OutcomeLog(SqliteStore):
             db.execute(
                 "INSERT OR REPLACE INTO verifications (recommendation_id, kind, node, workload,"
                 " target_numa, applied_at, baseline_json, verdict, measured_json, verified_at,"
-                " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '')",
+                " detail, estimated_gain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '', ?)",
                 (
                     rec.id,
                     str(rec.kind),
@@ -319,6 +328,7 @@ class OutcomeLog(SqliteStore):
                     applied_at,
                     json.dumps(before.to_dict(), sort_keys=True),
                     str(Verdict.PENDING),
+                    rec.estimated_gain,
                 ),
             )
 
@@ -377,4 +387,7 @@ def _verification(row: sqlite3.Row) -> Verification:
         measured=Measurement.from_dict(json.loads(measured)) if measured else None,
         verified_at=float(row["verified_at"]) if row["verified_at"] is not None else None,
         detail=str(row["detail"] or ""),
+        estimated_gain=(
+            float(row["estimated_gain"]) if row["estimated_gain"] is not None else None
+        ),
     )

@@ -7,11 +7,12 @@ the minimum gain. The same function backs the CLI, the tests and, later, the ser
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from toposcope import __version__
+from toposcope.advisor.calibration import KindCalibration, calibrate
 from toposcope.advisor.capacity_ledger import CapacityLedger
 from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
 from toposcope.advisor.loaders.queries import load_all, queries
@@ -49,11 +50,13 @@ def assemble(
     min_gain: float,
     data_notes: Iterable[str] = (),
     ledger: CapacityLedger | None = None,
+    calibration: Mapping[str, KindCalibration] | None = None,
 ) -> Report:
-    """Filter by ``min_gain``, resolve conflicts (claims, then the round's CPU capacity in
-    ``ledger``) and build the report.
+    """Scale estimates by the ``calibration`` of their kind, filter by ``min_gain``,
+    resolve conflicts (claims, then the round's CPU capacity in ``ledger``) and build the
+    report.
     """
-    kept, below = filter_min_gain(found, min_gain)
+    kept, below = filter_min_gain(calibrate(found, calibration or {}), min_gain)
     kept, conflicts = resolve_conflicts(kept, ledger)
     notes = [Note("loader", "*", n) for n in data_notes]
     notes += [*undecided, *conflicts, *below]
@@ -66,8 +69,11 @@ def advise(
     *,
     min_gain: float = 0.05,
     started: float | None = None,
+    calibration: Mapping[str, KindCalibration] | None = None,
 ) -> Report:
-    """Evaluate ``policies`` on ``model`` and return the report."""
+    """Evaluate ``policies`` on ``model`` and return the report (estimates calibrated by
+    ``calibration``, see :mod:`toposcope.advisor.calibration`).
+    """
     begin = started if started is not None else time.time()
     evaluations = evaluate_all(policies, model)
     run = RunInfo(
@@ -87,4 +93,5 @@ def advise(
         min_gain,
         model.notes,
         CapacityLedger(model),
+        calibration,
     )

@@ -52,13 +52,14 @@ from toposcope.advisor.rmclients import (
     make_resource_manager,
     read_token,
     registered_names,
+    rotating_token,
 )
 from toposcope.advisor.rmclients.clienttls import client_tls_from_args
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.errors import ConfigError, UsageError
 from toposcope.logformat import add_log_arguments
 from toposcope.resources import ResourceManager
-from toposcope.tokens import add_token_file_options
+from toposcope.tokens import Token, add_token_file_options
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.advisor.serve_cli")
@@ -155,7 +156,7 @@ def _duration(option: str, text: str) -> float:
         raise UsageError(f"{option}: {exc}") from exc
 
 
-def manager_factory(args: argparse.Namespace, rm_token: str | None) -> ManagerFactory:
+def manager_factory(args: argparse.Namespace, rm_token: Token | None) -> ManagerFactory:
     """The resource manager per call; an in-process one (``local``, ``slurm``) is built once
     (it remembers its actions, the before-state of its pins, the migrations under way).
     """
@@ -192,11 +193,8 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
     window = Window.parse(args.window)
     policies = build(args.policy, parse_overrides(args.set))
     backend = backend_from_args(args)
-    rm_token = (
-        read_token(args.rm_token_file, args.allow_insecure_token_file)
-        if args.rm_token_file
-        else None
-    )
+    # read again whenever it changes: in Kubernetes it is a projected token the kubelet rotates
+    rm_token = rotating_token(args.rm_token_file, args.allow_insecure_token_file)
     path = Path(args.audit_db) if args.audit_db else default_audit_db()
     verify_after = _duration("--verify-after", args.verify_after) if args.verify_after else None
     if verify_after is None:

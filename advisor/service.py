@@ -28,6 +28,7 @@ from toposcope.advisor.acting import Acting, ManagerFactory, ServiceError
 from toposcope.advisor.applying import Outcome
 from toposcope.advisor.applying.applier import DEFAULT_WAIT_SECONDS
 from toposcope.advisor.audit import AuditEntry, AuditLog
+from toposcope.advisor.calibration import calibration_from
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
 from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
@@ -197,7 +198,13 @@ class AdvisorService:
                 node_label=self.settings.node_label,
             )
             model = self._pending_jobs(model)
-            report = advise(model, self.policies, min_gain=self.settings.min_gain, started=started)
+            report = advise(
+                model,
+                self.policies,
+                min_gain=self.settings.min_gain,
+                started=started,
+                calibration=calibration_from(self.outcomes),
+            )
         except (AdvisorError, ConfigError, SourceError, UsageError) as exc:
             duration = time.monotonic() - begin
             with self._state_lock:

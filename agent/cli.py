@@ -1,6 +1,8 @@
 """``toposcope agent``: the resource-manager API for this host, backed by the local actuator.
 
     toposcope agent [--listen 127.0.0.1:9848] [--token-file FILE] [--hostname NAME]
+        [--auth.kubernetes-tokenreview --auth.allowed-service-account NS:NAME ...
+         [--auth.audience toposcope-agent] [--auth.cache-ttl 30] [--auth.kubeconfig FILE]]
         [--workloads.mode cgroup|process] [--path.sysfs DIR] [--path.procfs DIR]
         [--path.rootfs DIR] [--kubelet.pod-resources-socket PATH] [--path.runtime-state DIR]
 
@@ -11,6 +13,10 @@ backend (``--rm-url http://{node}:9848``) pins threads, writes cpusets and migra
 each node. It listens on loopback unless told otherwise. Reads are open; state changes need
 ``Authorization: Bearer <token>`` with the token of ``--token-file``, and without a token
 file every state change is refused (403), so an agent started without one cannot be steered.
+In Kubernetes, ``--auth.kubernetes-tokenreview`` replaces the shared token: each caller sends
+its own projected ServiceAccount token and the API server vouches for it
+(:mod:`toposcope.tokenreview`; only the ``--auth.allowed-service-account`` accounts, only
+tokens for ``--auth.audience``; 503 and nothing done when the API server cannot be asked).
 ``GET /metrics`` serves the agent process's own ``process_*`` and ``toposcope_build_info``.
 The agent needs ``CAP_SYS_NICE`` (and write access to the cgroup filesystem for cpusets) to
 act on other users' workloads, and the host's PID namespace. It respects the owner of a
@@ -28,6 +34,7 @@ import socket
 from toposcope.agent.kubelet import workload_mapper
 from toposcope.agent.local_rm import LocalResourceManager
 from toposcope.config import HostPaths
+from toposcope.errors import ConfigError
 from toposcope.exporters.sources.podresources.runtime_state import DEFAULT_STATE_DIRS
 from toposcope.exporters.sources.podresources.source import (
     DEFAULT_SOCKET,
@@ -35,8 +42,10 @@ from toposcope.exporters.sources.podresources.source import (
     open_kubelet_source,
 )
 from toposcope.httpserver import HttpServer
+from toposcope.kubeapi import connect
 from toposcope.rmapi import make_api_app
 from toposcope.selfmetrics import with_self_metrics
+from toposcope.tokenreview import DEFAULT_AUDIENCE, DEFAULT_TTL, Poster, TokenReviewVerifier
 from toposcope.tokens import add_token_file_options, load_token
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
@@ -66,6 +75,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bearer token that state changes must carry (without it every POST answers 403)",
     )
     add_token_file_options(parser)
+    parser.add_argument(
+        "--auth.kubernetes-tokenreview",
+        dest="auth_tokenreview",
+        action="store_true",
+        help="in a pod: accept the bearer tokens the Kubernetes API server authenticates "
+        "(TokenReview) as an allowed service account, instead of --token-file",
+    )
+    parser.add_argument(
+        "--auth.allowed-service-account",
+        dest="auth_allowed",
+        action="append",
+        default=[],
+        metavar="NS:NAME",
+        help="service account whose tokens may change state (repeatable; e.g. "
+        "toposcope:toposcope-advisor)",
+    )
+    parser.add_argument(
+        "--auth.audience",
+        dest="auth_audience",
+        default=DEFAULT_AUDIENCE,
+        help=f"audience the callers' tokens must be bound to (default {DEFAULT_AUDIENCE})",
+    )
+    parser.add_argument(
+        "--auth.cache-ttl",
+        dest="auth_cache_ttl",
+        type=float,
+        default=DEFAULT_TTL,
+        metavar="SECONDS",
+        help=f"how long an accepted token is remembered (default {DEFAULT_TTL:g}, at most 600)",
+    )
+    parser.add_argument(
+        "--auth.kubeconfig",
+        dest="auth_kubeconfig",
+        metavar="FILE",
+        help="ask the API server of this kubeconfig (default: this pod's service account)",
+    )
     parser.add_argument(
         "--hostname", default="", help="node name to report (default: this host's name)"
     )
@@ -106,14 +151,43 @@ def paths_from_args(args: argparse.Namespace) -> HostPaths:
     return paths
 
 
+def tokenreview_verifier(
+    args: argparse.Namespace, api: Poster | None = None
+) -> TokenReviewVerifier | None:
+    """The TokenReview check the ``--auth.*`` options ask for (``None`` without
+    ``--auth.kubernetes-tokenreview``); ``api`` defaults to this pod's service account.
+    """
+    if not args.auth_tokenreview:
+        if args.auth_allowed:
+            raise ConfigError("--auth.allowed-service-account needs --auth.kubernetes-tokenreview")
+        return None
+    if args.token_file:
+        raise ConfigError("give either --token-file or --auth.kubernetes-tokenreview, not both")
+    if not args.auth_allowed:
+        raise ConfigError(
+            "--auth.kubernetes-tokenreview needs --auth.allowed-service-account NS:NAME "
+            "(the advisor's, e.g. toposcope:toposcope-advisor)"
+        )
+    return TokenReviewVerifier(
+        api or connect(args.auth_kubeconfig, timeout=5.0),
+        args.auth_allowed,
+        audience=args.auth_audience,
+        ttl=args.auth_cache_ttl,
+    )
+
+
 def build_server(
-    args: argparse.Namespace, kubelet: KubeletSource | None = None
+    args: argparse.Namespace,
+    kubelet: KubeletSource | None = None,
+    api: Poster | None = None,
 ) -> tuple[HttpServer, LocalResourceManager]:
     """The server and resource manager the options describe (not yet serving).
 
     ``kubelet`` is the kubelet source to name pods with; the caller closes it. Without one,
-    one is opened from the options and stays open for the process's life.
+    one is opened from the options and stays open for the process's life. ``api`` is the API
+    server that reviews tokens under ``--auth.kubernetes-tokenreview`` (default: in-cluster).
     """
+    verifier = tokenreview_verifier(args, api)
     token = (
         load_token(args.token_file, allow_insecure=args.allow_insecure_token_file)
         if args.token_file
@@ -128,9 +202,9 @@ def build_server(
         mode=args.workloads_mode,
         mapper=workload_mapper(paths, kubelet, args.runtime_state),
     )
-    if token is None:
+    if token is None and verifier is None:
         LOG.warning("no --token-file: the API is read-only, every state change answers 403")
-    app = with_self_metrics(make_api_app(manager, token))
+    app = with_self_metrics(make_api_app(manager, token, verifier=verifier))
     server = HttpServer(app, args.listen, thread_name="agent-http")
     return server, manager
 

@@ -101,6 +101,9 @@ class Answers:
                 values = [(labels, float(POINTS)) for labels, _ in samples]
             else:
                 values = samples
+            if " > 0 or group(" in query:  # only positive values, and the metric's presence
+                values = [(labels, v) for labels, v in values if v > 0]
+                values += [({}, 1.0)] if samples else []
             result = [
                 {"metric": labels, "value": [self.end, f"{value:g}"]} for labels, value in values
             ]

@@ -13,9 +13,13 @@ that they see the same machine load:
 Prints p50/p95 latencies, the NUMA-part ratio ours/theirs, our serving process's peak RSS
 (VmHWM after all scrapes), and its CPU seconds per hour at a 15 s scrape interval: the CPU
 it burns idle (the background workload sampler, on its default interval) over
-``--idle-seconds``, plus 240 scrapes' worth of the CPU a full scrape costs. It also times, in
-this process, rendering one sample's workload families with and without the Slurm job labels
-on the value series. ``--json`` for machine-readable output. Targets (docs/benchmarks.md):
+``--idle-seconds`` (a whole number of sample intervals), plus 240 scrapes' worth of the CPU a
+full scrape costs. The peak RSS comes after the timed scrapes and a few more that ask for
+gzip, as Prometheus does. It also prints the time of an empty answer (our ``/-/healthy``,
+node_exporter's landing page): the HTTP servers' own cost per request, and times, in this
+process, rendering one sample's workload families straight to bytes (as the sampler does) and
+through client_python families. ``--json`` for machine-readable output; the load average
+before and after is printed, since the machine is shared. Targets (docs/benchmarks.md):
 full p50 <= 25 ms, NUMA-part ratio <= 1.0, peak RSS <= 40 MB, each printed as met or MISSED.
 Never used as a timed assertion in tests.
 """
@@ -38,11 +42,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from prometheus_client.core import Metric  # noqa: E402
-
 from tests.helpers import HWLOC_LINUX, extract_snapshot  # noqa: E402
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings  # noqa: E402
-from toposcope.exporters.collectors.workloads import workload_families  # noqa: E402
+from toposcope.exporters.collectors.workloads import (  # noqa: E402
+    rendered_workload_families,
+    workload_families,
+)
 from toposcope.exporters.context import HostTopology  # noqa: E402
 from toposcope.exporters.exposition import render_families  # noqa: E402
 from toposcope.exporters.sources.workload_snapshot import WorkloadSnapshotter  # noqa: E402
@@ -54,13 +59,18 @@ TARGET_FULL_P50_MS = 25.0
 TARGET_NUMA_RATIO = 1.0
 TARGET_RSS_MB = 40.0
 SCRAPE_INTERVAL_S = 15.0
-JOB_LABELS = ("slurm_job_id", "slurm_user", "slurm_account", "slurm_partition")
+GZIP_SCRAPES = 10
 
 
-def scrape_ms(url: str) -> float:
-    """Wall-clock milliseconds of one full GET of ``url``."""
+def scrape_ms(url: str, gzip: bool = False) -> float:
+    """Wall-clock milliseconds of one full GET of ``url`` (asking for gzip, as Prometheus
+    does, when ``gzip``).
+    """
+    headers = {"Accept-Encoding": "gzip"} if gzip else {}
     started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=30) as response:
+    with urllib.request.urlopen(
+        urllib.request.Request(url, headers=headers), timeout=30
+    ) as response:
         response.read()
     return (time.perf_counter() - started) * 1000
 
@@ -84,30 +94,25 @@ def verdict(value: float, target: float) -> str:
     return "met" if value <= target else "MISSED"
 
 
-def job_label_render_ms(base: Path, workloads: int, rounds: int = 5) -> dict[str, float]:
-    """Median ms to render one sample's workload families, with and without the Slurm job
-    labels on the value series (the same sample, the labels dropped from a copy).
+def workload_render_ms(base: Path, workloads: int, rounds: int = 5) -> dict[str, float]:
+    """Median ms to render one sample's workload families in this process: straight to bytes
+    as the sampler does (``rendered_workload_families``), and through client_python families
+    (``workload_families`` + ``render_families``, what the sampler did before).
     """
     config = ExporterConfig(
         paths=HostPaths.under(base), workloads=WorkloadSettings(max_workloads=workloads + 100)
     )
     snapshotter = WorkloadSnapshotter(config.workloads, config.paths, HostTopology(config).get)
-    families = workload_families(snapshotter.take())
-    stripped = []
-    for family in families:
-        copy = Metric(family.name, family.documentation, family.type, family.unit)
-        for sample in family.samples:
-            labels = sample.labels
-            if family.name != "toposcope_workload_info":
-                labels = {k: v for k, v in labels.items() if k not in JOB_LABELS}
-            copy.samples.append(sample._replace(labels=labels))
-        stripped.append(copy)
+    snapshot = snapshotter.take()
     timings: dict[str, float] = {}
-    for name, chosen in (("with_job_labels", families), ("without_job_labels", stripped)):
+    for name, render in (
+        ("bytes_writer", lambda: rendered_workload_families(snapshot)),
+        ("client_python_families", lambda: render_families(workload_families(snapshot))),
+    ):
         runs = []
         for _ in range(rounds):
             started = time.perf_counter()
-            render_families(chosen)
+            render()
             runs.append((time.perf_counter() - started) * 1000)
         timings[name] = round(statistics.median(runs), 1)
     return timings
@@ -175,6 +180,7 @@ def run(workloads: int, rounds: int, idle_seconds: float) -> dict[str, Any]:
         try:
             ours_full = f"http://127.0.0.1:{ours_port}/metrics"
             ours_numa = f"{ours_full}?collect[]=numa_memory&collect[]=numa_cpu"
+            ours_healthy = f"http://127.0.0.1:{ours_port}/-/healthy"
             for url in (ours_full, theirs_url):
                 if url and not wait_http(url):
                     raise RuntimeError(f"{url} did not answer within 30s")
@@ -189,6 +195,8 @@ def run(workloads: int, rounds: int, idle_seconds: float) -> dict[str, Any]:
             full: list[float] = []
             numa: list[float] = []
             peer_numa: list[float] = []
+            ours_empty: list[float] = []
+            peer_empty: list[float] = []
             full_cpu = 0.0
             full_wall = 0.0
             for _ in range(rounds):
@@ -198,8 +206,11 @@ def run(workloads: int, rounds: int, idle_seconds: float) -> dict[str, Any]:
                 full_wall += time.perf_counter() - started
                 full_cpu += cpu_seconds(ours.pid) - before
                 numa.append(scrape_ms(ours_numa))
+                ours_empty.append(scrape_ms(ours_healthy))
                 if theirs_url:
                     peer_numa.append(scrape_ms(theirs_url))
+                    peer_empty.append(scrape_ms(theirs_url.removesuffix("metrics")))
+            gzip_ms = [scrape_ms(ours_full, gzip=True) for _ in range(GZIP_SCRAPES)]
             per_scrape_cpu = max(full_cpu - idle_rate * full_wall, 0.0) / rounds
             cpu_hour = idle_rate * 3600 + per_scrape_cpu * 3600 / SCRAPE_INTERVAL_S
             full_p = percentiles(full)
@@ -212,18 +223,21 @@ def run(workloads: int, rounds: int, idle_seconds: float) -> dict[str, Any]:
                 "ours_full": full_p,
                 "ours_full_target": f"p50 <= {TARGET_FULL_P50_MS:g} ms: "
                 + verdict(full_p["p50_ms"], TARGET_FULL_P50_MS),
+                "ours_full_gzip": percentiles(gzip_ms),
                 "ours_numa_part": percentiles(numa),
+                "ours_empty_answer": percentiles(ours_empty),
                 "ours_peak_rss_mb": round(rss, 1),
                 "ours_rss_now_mb": round(status_mb(ours.pid, "VmRSS"), 1),
                 "ours_rss_target": f"<= {TARGET_RSS_MB:g} MB: {verdict(rss, TARGET_RSS_MB)}",
                 "ours_idle_cpu_s_per_hour": round(idle_rate * 3600, 1),
                 "ours_cpu_ms_per_full_scrape": round(per_scrape_cpu * 1000, 2),
                 "ours_cpu_s_per_hour_at_15s": round(cpu_hour, 1),
-                "render_workload_families_ms": job_label_render_ms(base, workloads),
+                "render_workload_families_ms": workload_render_ms(base, workloads),
             }
             if peer_numa:
                 ratio = statistics.median(numa) / statistics.median(peer_numa)
                 result["node_exporter_numa_part"] = percentiles(peer_numa)
+                result["node_exporter_empty_answer"] = percentiles(peer_empty)
                 result["numa_part_ratio_p50"] = round(ratio, 2)
                 result["numa_part_target"] = (
                     f"<= {TARGET_NUMA_RATIO:g}: {verdict(ratio, TARGET_NUMA_RATIO)}"
@@ -242,11 +256,20 @@ def main() -> int:
     parser.add_argument("--workloads", type=int, nargs="+", default=[500, 1000])
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument(
-        "--idle-seconds", type=float, default=20.0, help="idle window for the sampler's CPU"
+        "--idle-seconds",
+        type=float,
+        default=45.0,
+        help="idle window for the sampler's CPU (three 15 s sample intervals by default)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     results = [run(n, args.rounds, args.idle_seconds) for n in args.workloads]
+    for result in results:
+        result["load_average_1m_before_after"] = [
+            round(load_before[0], 2),
+            round(os.getloadavg()[0], 2),
+        ]
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -40,9 +40,10 @@ from toposcope.errors import ConfigError
 from toposcope.rm import ActionKind, ActionRequest
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
-from toposcope.sim.jobs import JobKind, JobSpec, load_trace, make_job
+from toposcope.sim.jobs import JobKind, JobSpec, make_job
 from toposcope.sim.templates import NodeTemplate, builtin_template
 from toposcope.sim.trace_gen import DAY_S, generate
+from toposcope.sim.traces import load_trace
 
 DEFAULT_CLUSTER = "dgx-a100=8,pcie-8gpu-2sw=8,pcie-4gpu=16"
 SAMPLE_S = 600.0

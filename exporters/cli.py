@@ -20,18 +20,22 @@ from toposcope.exporters.app import ExporterServer, build_runner, render
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.gpu_source import NVML_MODES_HELP, attach_gpu_source, close_gpu_source
+from toposcope.exporters.heap import tune_for_serving
 from toposcope.exporters.nrt_publisher import add_nrt_arguments, nrt_settings, open_publisher
 from toposcope.exporters.runner import ScrapeRunner
 from toposcope.exporters.sources.podresources.attach import attach_kubelet, close_kubelet
 from toposcope.exporters.sources.podresources.runtime_state import DEFAULT_STATE_DIRS
 from toposcope.exporters.sources.podresources.source import DEFAULT_SOCKET
+from toposcope.topology.gresconf_file import DEFAULT_GRES_CONF
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.exporter")
 
 #: seconds between two background samples of the workloads
-#: (``--collector.workloads.sample-interval``)
-DEFAULT_SAMPLE_INTERVAL = 5.0
+#: (``--collector.workloads.sample-interval``): Prometheus's usual scrape interval, so that
+#: the exporter reads the workloads about as often as it did when every scrape read them
+#: (no more CPU an hour than then, docs/benchmarks.md) and each scrape sees a fresh sample
+DEFAULT_SAMPLE_INTERVAL = 15.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +177,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REGEX",
         help="skip cgroups (or commands) matching; repeatable (replaces the defaults)",
     )
+    parser.add_argument(
+        "--slurm.gres-conf",
+        dest="slurm_gres_conf",
+        default=DEFAULT_GRES_CONF,
+        metavar="PATH",
+        help=f"Slurm gres.conf the slurm_gres collector checks (default {DEFAULT_GRES_CONF})",
+    )
     add_nrt_arguments(parser)
 
 
@@ -206,6 +217,7 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
         pod_resources_socket=args.pod_resources_socket,
         runtime_state=tuple(args.runtime_state),
         pod_owners=_pod_owners(args, hostname),
+        slurm_gres_conf=args.slurm_gres_conf,
     )
 
 
@@ -249,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if publisher is not None:
             context.background.append(publisher)
+        tune_for_serving()
         context.start_background()
         return _serve(runner, config.hostname, args)
     finally:

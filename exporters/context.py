@@ -2,19 +2,22 @@
 
 The host topology is shared because several collectors need the CPU -> NUMA node map
 (numa_cpu, workloads) and it is costly to rebuild on every scrape on big machines. It is
-re-read when ``devices/system/cpu/online`` or the NUMA node list changes (CPU hotplug,
+re-read when ``devices/system/cpu/online`` or the NUMA node directory changes (CPU hotplug,
 memory hot-add), which is checked cheaply on every access.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from toposcope.config import ExporterConfig
+from toposcope.exporters.sources.procfs import read_or_none
 from toposcope.topology.model import Topology
-from toposcope.topology.sysfs import build_from_sysfs, node_dirs, read_text
+from toposcope.topology.sysfs import build_from_sysfs
+from toposcope.topology.sysfs_files import numa_dir
 
 if TYPE_CHECKING:
     from toposcope.exporters.gpu_source import GpuSource
@@ -27,12 +30,20 @@ class HostTopology:
     def __init__(self, config: ExporterConfig) -> None:
         self._paths = config.paths
         self._lock = threading.Lock()
-        self._key: tuple[str | None, tuple[int, ...]] | None = None
+        self._online_path = os.path.join(config.paths.sysfs, "devices", "system", "cpu", "online")
+        self._numa_dir = numa_dir(config.paths.sysfs)
+        self._key: tuple[bytes | None, int | None] | None = None
         self._topology: Topology | None = None
 
-    def _change_key(self) -> tuple[str | None, tuple[int, ...]]:
-        online = read_text(self._paths.sysfs / "devices" / "system" / "cpu" / "online")
-        return online, tuple(node_dirs(self._paths.sysfs))
+    def _change_key(self) -> tuple[bytes | None, int | None]:
+        """``cpu/online`` and the NUMA node directory's modification time (a node directory
+        that comes or goes changes it): one small read and one ``stat`` per scrape.
+        """
+        try:
+            nodes: int | None = os.stat(self._numa_dir).st_mtime_ns
+        except OSError:
+            nodes = None
+        return read_or_none(self._online_path), nodes
 
     def get(self) -> Topology:
         """The current topology; raises ``SourceError`` when sysfs cannot be read."""

@@ -68,7 +68,10 @@ class FamilyWriter:
         self.name = name
         self._order = sorted(range(len(row.labels)), key=lambda i: row.labels[i])
         self._keys = [row.labels[i] for i in self._order]
-        self._lines: list[str] = [_header(name, row.help, row.type)]
+        # bytes as they are written: no line objects stay alive until the family is done
+        kind = "counter" if row.type == "counter" else "gauge"  # as MetricSpec.family() makes
+        self._text = bytearray(_header(name, row.help, kind).encode("utf-8"))
+        self._samples = 0
 
     def add_metric(self, labels: Sequence[str], value: float) -> None:
         """Write one sample: ``labels`` in the catalogue row's label order."""
@@ -77,18 +80,19 @@ class FamilyWriter:
                 f'{key}="{_escape_value(labels[i])}"'
                 for key, i in zip(self._keys, self._order, strict=True)
             )
-            self._lines.append(f"{self.name}{{{text}}} {format_value(value)}\n")
+            line = f"{self.name}{{{text}}} {format_value(value)}\n"
         else:
-            self._lines.append(f"{self.name} {format_value(value)}\n")
+            line = f"{self.name} {format_value(value)}\n"
+        self._text += line.encode("utf-8")
+        self._samples += 1
 
     def __bool__(self) -> bool:
         """Whether a sample was written."""
-        return len(self._lines) > 1
+        return self._samples > 0
 
     def rendered(self) -> RenderedFamily:
         """The text written so far, as a family served as is."""
-        data = "".join(self._lines).encode("utf-8")
-        return RenderedFamily(self.spec, data)
+        return RenderedFamily(self.spec, bytes(self._text))
 
 
 class RenderedFamily(Metric):

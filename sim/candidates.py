@@ -2,7 +2,7 @@
 
 CPU sets are each NUMA node, each socket (when it has several nodes) and the whole node;
 memory bindings are none (first touch) and each single node with memory. The oracle
-(:func:`toposcope.sim.model.rank_allocations`) scores every one when there are few enough.
+(:func:`toposcope.sim.node_oracle.rank_allocations`) scores every one when there are few enough.
 """
 
 from __future__ import annotations

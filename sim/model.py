@@ -38,10 +38,8 @@ thread's pages go to its own node when ``mems`` allows it, else to the nearest a
 first touched on a full node spill to the nearest node with room (counted with co-runners'
 memory, :func:`~toposcope.sim.placement.memory_layout`) and pay the remote-memory cost there.
 
-The oracle (:func:`rank_allocations`, :func:`best_allocation`) scores every allocation of
-a job on a node (GPU subsets x CPU sets x memory bindings, :mod:`toposcope.sim.candidates`)
-when there are few enough, and a greedy choice otherwise. docs/sim-model.md gives the
-sources and the assumptions.
+The oracle for one job on one node (:mod:`toposcope.sim.node_oracle`) scores allocations
+with :func:`evaluate`. docs/sim-model.md gives the sources and the assumptions.
 """
 
 from __future__ import annotations
@@ -52,7 +50,6 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from toposcope.resources import Allocation
-from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.jobs import JobKind, JobSpec
 from toposcope.sim.nodetemplate import (
     LINK_CLASSES,
@@ -75,20 +72,17 @@ from toposcope.sim.truth_params import truth
 __all__ = [
     "CoRunner",
     "Performance",
-    "best_allocation",
-    "best_over_nodes",
     "cross_node_slowdown",
     "evaluate",
     "footprints",
-    "greedy_allocation",
     "job_memory_flows",
     "link_class_of",
     "memory_fits",
     "memory_flows",
     "pair_bandwidth",
     "placement",
-    "rank_allocations",
     "thread_shares",
+    "worst_pair",
 ]
 
 #: A co-runner: another job on the same node with its allocation.
@@ -100,8 +94,12 @@ class Performance:
     """How a job runs under one allocation.
 
     ``slowdown`` is ``inf`` (and ``throughput`` 0) for a GPU job without its GPUs.
-    ``gpu_busy`` is the share of each of its GPUs the job keeps busy; ``cpu_rate`` the CPU
-    seconds per second its threads use; ``factors`` the five factors by name.
+    ``gpu_busy`` is the share of time one or more of the job's kernels runs on each of its
+    GPUs, what NVML's ``utilization.gpu`` counts: its compute kernels plus the collective
+    (NCCL) kernels that wait on slow links, not the time the GPU waits for its input or
+    its CPU side. ``gpu_compute`` is the compute kernels' share alone (what power, memory
+    bandwidth and PCIe traffic follow). ``cpu_rate`` is the CPU seconds per second its
+    threads use; ``factors`` the five factors by name.
     """
 
     throughput: float
@@ -109,6 +107,7 @@ class Performance:
     factors: dict[str, float] = field(default_factory=dict)
     link_class: str = ""
     gpu_busy: float = 0.0
+    gpu_compute: float = 0.0
     cpu_rate: float = 0.0
 
     @property
@@ -152,7 +151,7 @@ def _link_factor(job: JobSpec, bandwidth: float) -> float:
 # -- the model ------------------------------------------------------------------------------------
 
 
-def _worst_pair(gpus: Sequence[int], node: NodeTemplate) -> tuple[float, str]:
+def worst_pair(gpus: Sequence[int], node: NodeTemplate) -> tuple[float, str]:
     """(bandwidth, link class) of the slowest pair of a GPU set (one GPU: no traffic)."""
     worst: tuple[float, int, str] | None = None
     for a, b in combinations(sorted(gpus), 2):
@@ -165,7 +164,7 @@ def _worst_pair(gpus: Sequence[int], node: NodeTemplate) -> tuple[float, str]:
 
 def link_class_of(gpus: Sequence[int], node: NodeTemplate) -> str:
     """The link class of the slowest pair of a GPU set (``same-switch`` for one GPU)."""
-    return _worst_pair(gpus, node)[1]
+    return worst_pair(gpus, node)[1]
 
 
 def _cpu_loads(
@@ -244,7 +243,7 @@ def evaluate(
                 factors={"numa": numa, "contention": contention},
                 cpu_rate=0.0,
             )
-        bandwidth, worst = _worst_pair(gpus, node)
+        bandwidth, worst = worst_pair(gpus, node)
         link = _link_factor(job, bandwidth) if len(gpus) > 1 else 1.0
         link_cls = worst if len(gpus) > 1 else ""
         overhead = job.sharing_overhead
@@ -270,6 +269,7 @@ def evaluate(
                 + t.weight("input_memory") * remote_memory
             )
     slowdown = numa * contention * link * interference * input_factor
+    compute = job.gpu_demand / slowdown if job.gpus else 0.0
     return Performance(
         throughput=job.base_throughput / slowdown,
         slowdown=slowdown,
@@ -281,7 +281,8 @@ def evaluate(
             "input": input_factor,
         },
         link_class=link_cls,
-        gpu_busy=job.gpu_demand / slowdown if job.gpus else 0.0,
+        gpu_busy=min(compute + (link - 1.0) / slowdown, 1.0) if job.gpus else 0.0,
+        gpu_compute=compute,
         cpu_rate=job.threads * job.cpu_busy / max(load, 1.0),
     )
 
@@ -293,113 +294,3 @@ def cross_node_slowdown(job: JobSpec) -> float:
     placement against.
     """
     return _link_factor(job, truth().link_bandwidth("cross-node"))
-
-
-# -- the oracle -----------------------------------------------------------------------------------
-
-
-def rank_allocations(
-    job: JobSpec,
-    node_name: str,
-    node: NodeTemplate,
-    co_runners: Sequence[CoRunner] = (),
-    gpu_pool: Sequence[int] | None = None,
-) -> list[tuple[Allocation, Performance]]:
-    """Every candidate allocation scored, best (lowest slowdown) first; ties keep the
-    enumeration order, so the result is deterministic.
-    """
-    scored = [
-        (alloc, evaluate(job, alloc, node, co_runners))
-        for alloc in candidate_allocations(job, node_name, node, gpu_pool)
-    ]
-    scored.sort(key=lambda item: item[1].slowdown)
-    return scored
-
-
-def greedy_allocation(
-    job: JobSpec, node_name: str, node: NodeTemplate, gpu_pool: Sequence[int] | None = None
-) -> Allocation:
-    """A good allocation without search: the GPU set with the best worst link (grown from
-    each GPU by adding the best-linked, same-NUMA-node GPU next), then the CPUs and memory
-    of the NUMA node holding most of those GPUs (its socket, or the whole node, when the
-    threads do not fit).
-    """
-    pool = sorted(gpu_pool if gpu_pool is not None else (g.index for g in node.gpus))
-    chosen: list[int] = []
-    if job.gpus:
-        best: tuple[float, list[int]] | None = None
-        for seed in pool:
-            group = [seed]
-            while len(group) < job.gpus:
-                rest = [g for g in pool if g not in group]
-                if not rest:
-                    break
-
-                def cost(g: int, group: list[int] = group) -> tuple[float, int, int]:
-                    worst = min(pair_bandwidth(node, g, m) for m in group)
-                    same = node.gpu(g).numa_node == node.gpu(group[0]).numa_node
-                    return (-worst, 0 if same else 1, g)
-
-                group.append(min(rest, key=cost))
-            if len(group) < job.gpus:
-                continue
-            score = -_worst_pair(group, node)[0]
-            if best is None or score < best[0]:
-                best = (score, sorted(group))
-        chosen = best[1] if best is not None else []
-    home: int
-    if chosen:
-        counts: dict[int, int] = {}
-        for g in chosen:
-            numa = node.gpu(g).numa_node
-            if numa is not None:
-                counts[numa] = counts.get(numa, 0) + 1
-        home = max(sorted(counts), key=lambda n: counts[n]) if counts else node.numa_ids[0]
-    else:
-        home = next(n.id for n in node.topology.numa_nodes if n.cpus)
-    cpus = node.node_cpus(home)
-    if len(cpus) < job.threads:
-        package = node.package_of_node(home)
-        cpus = tuple(c for n in node.topology.numa_nodes if n.package == package for c in n.cpus)
-        if len(cpus) < job.threads:
-            cpus = node.cpus
-    return Allocation(node_name, sorted(cpus), [home], chosen)
-
-
-def best_allocation(
-    job: JobSpec,
-    node_name: str,
-    node: NodeTemplate,
-    co_runners: Sequence[CoRunner] = (),
-    gpu_pool: Sequence[int] | None = None,
-    exhaustive_limit: int = 20_000,
-) -> tuple[Allocation, Performance]:
-    """The best allocation on this node: exhaustive when
-    :func:`~toposcope.sim.candidates.candidate_count` is at most ``exhaustive_limit``, else
-    the greedy one (an achievable lower bound on the best).
-    """
-    pool = list(gpu_pool) if gpu_pool is not None else [g.index for g in node.gpus]
-    if job.gpus > len(pool):
-        raise ValueError(f"{job.name} needs {job.gpus} GPUs, only {len(pool)} available")
-    if candidate_count(job, node, pool) <= exhaustive_limit:
-        return rank_allocations(job, node_name, node, co_runners, pool)[0]
-    alloc = greedy_allocation(job, node_name, node, pool)
-    return alloc, evaluate(job, alloc, node, co_runners)
-
-
-def best_over_nodes(
-    job: JobSpec,
-    nodes: Sequence[tuple[str, NodeTemplate, Sequence[CoRunner], Sequence[int]]],
-    exhaustive_limit: int = 20_000,
-) -> tuple[Allocation, Performance] | None:
-    """The best allocation over several nodes, each given as ``(name, template, co-runners,
-    free GPUs)``; ``None`` when no node has enough free GPUs.
-    """
-    best: tuple[Allocation, Performance] | None = None
-    for name, template, co_runners, free in nodes:
-        if job.gpus > len(free):
-            continue
-        found = best_allocation(job, name, template, co_runners, free, exhaustive_limit)
-        if best is None or found[1].slowdown < best[1].slowdown:
-            best = found
-    return best

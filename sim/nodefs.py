@@ -40,6 +40,7 @@ from toposcope.exporters.gpu_source import GpuSource, install_gpu_source, open_g
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 from toposcope.exporters.sources.fake_nvml import FakeNvml, FakeProcess, Ramp, parse_spec
 from toposcope.sim.cluster import NodeSnapshot, SimCluster
+from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.nodetree import NodeTree
 from toposcope.sim.nvml_descriptions import fake_nvml_description
@@ -100,6 +101,8 @@ class NodeExporter:
         self.source = source
         collectors: list[NamedCollector] = []
         for entry in default_table():
+            if not entry.default_enabled:
+                continue
             try:
                 if entry.name == "gpu":
                     if background:
@@ -112,7 +115,6 @@ class NodeExporter:
             collectors.append(NamedCollector(entry.name, built))
         self.runner = ScrapeRunner(collectors)
         self._gpu_state: dict[int, tuple[object, ...]] = {}
-        self._energy: dict[int, Ramp] = {}
 
     def update(self, snap: NodeSnapshot) -> None:
         """Bring the tree and the fake NVML to the snapshot (hold :attr:`lock`)."""
@@ -121,47 +123,49 @@ class NodeExporter:
             self._update_gpus(snap)
 
     def _update_gpus(self, snap: NodeSnapshot) -> None:
+        """Set each GPU's readings from the workloads holding it: utilisation as NVML counts
+        it, and power, temperature and traffic from its compute share
+        (:mod:`toposcope.sim.gpu_activity`); the energy counter is the cluster's integral of
+        the same power, re-anchored on every update.
+        """
         fake = self.fake
         assert fake is not None
         template = self.template
-        busy: dict[int, float] = {}
         memory: dict[int, int] = {}
         procs: dict[int, list[FakeProcess]] = {}
         for workload in snap.workloads:
-            share = 0.0 if workload.paused else workload.perf.gpu_busy
             for held in workload.allocation.gpus:
-                busy[held] = busy.get(held, 0.0) + share
                 memory[held] = memory.get(held, 0) + workload.spec.gpu_memory_bytes
                 procs.setdefault(held, []).append(
                     FakeProcess(workload.pid, workload.spec.gpu_memory_bytes)
                 )
+        loads = gpu_loads(
+            (w.allocation.gpus, w.perf.gpu_busy, w.perf.gpu_compute)
+            for w in snap.workloads
+            if not w.paused
+        )
         now = fake.now()
         for gpu in template.gpus:
             index = gpu.index
-            util = min(busy.get(index, 0.0), 1.0)
+            load = loads.get(index, GpuLoad())
+            watts = gpu_watts(template, load)
+            energy_mj = snap.gpu_energy.get(index, 0.0) * 1000
+            fake.set_value(index, "energy_mj", Ramp(energy_mj - watts * 1000 * now, watts * 1000))
             used = min(memory.get(index, 0), template.gpu_memory_bytes)
             plist = tuple(sorted(procs.get(index, []), key=lambda p: p.pid))
-            state = (round(util, 4), used, plist)
+            state = (round(load.busy, 4), round(load.compute, 4), used, plist)
             if self._gpu_state.get(index) == state:
                 continue
             self._gpu_state[index] = state
-            watts = (
-                template.gpu_idle_watts
-                + util * (template.gpu_power_limit_watts - template.gpu_idle_watts) * 0.9
-            )
-            fake.set_value(index, "utilization_gpu", round(util * 100))
-            fake.set_value(index, "utilization_memory", round(util * 60))
+            compute = load.compute
+            fake.set_value(index, "utilization_gpu", round(load.busy * 100))
+            fake.set_value(index, "utilization_memory", round(compute * 60))
             fake.set_value(index, "memory_used_bytes", float(used))
             fake.set_value(index, "power_mw", watts * 1000)
-            fake.set_value(index, "temperature_c", round(30 + 45 * util))
+            fake.set_value(index, "temperature_c", round(30 + 45 * compute))
             # host <-> GPU traffic of the input pipeline, in NVML's KB/s
-            fake.set_value(index, "pcie_rx_kbps", round(util * 12_000_000))
-            fake.set_value(index, "pcie_tx_kbps", round(util * 3_000_000))
-            ramp = self._energy.get(index, Ramp(0.0, 0.0))
-            energy = ramp.at(now)
-            rate = watts * 1000
-            self._energy[index] = Ramp(energy - rate * now, rate)
-            fake.set_value(index, "energy_mj", self._energy[index])
+            fake.set_value(index, "pcie_rx_kbps", round(compute * 12_000_000))
+            fake.set_value(index, "pcie_tx_kbps", round(compute * 3_000_000))
             fake.set_processes(index, list(plist))
 
     def render(self) -> bytes:

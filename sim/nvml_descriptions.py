@@ -16,11 +16,13 @@ from typing import Any
 
 from toposcope.cpulist import format_cpulist
 from toposcope.exporters.sources.fake_nvml import SPEC_DIR, FakeSpec, evaluate, load_spec
-from toposcope.sim.nodetemplate import GpuSpec, NodeTemplate
+from toposcope.sim.nodetemplate import TIER_NVLINK, TIER_NVSWITCH, GpuSpec, NodeTemplate
 from toposcope.topology.nvml import level_label
 
 #: ``nvidia-smi topo -m`` labels of two GPUs behind one PCIe switch (one or several levels)
 _SAME_SWITCH_LABELS = ("PIX", "PXB")
+#: NVLinks of an NVSwitched GPU, two to each of the baseboard's six NVSwitches (A100)
+NVSWITCH_LINKS = 12
 
 
 @dataclass(frozen=True)
@@ -100,27 +102,66 @@ def _switch_groups(spec: FakeSpec) -> tuple[list[str | None], str]:
     return groups, label
 
 
+def _nvml_bus_id(gpu: GpuSpec) -> str:
+    """A GPU's PCI id as NVML writes it (eight-digit domain, upper case)."""
+    domain, bus, rest = gpu.pci_bus_id.split(":")
+    return f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}"
+
+
+def _nvlinks(template: NodeTemplate, gpu: GpuSpec, switches: list[str]) -> list[str]:
+    """A GPU's NVLinks as the fake NVML lists them (each link's remote PCI id): twelve links
+    over the NVSwitches when its pairs are of the NVSwitch tier, else one entry per direct
+    link to each NVLinked peer (``NV2``: two entries with the peer's id).
+    """
+    links: list[str] = []
+    for peer in template.gpus:
+        if peer.index == gpu.index:
+            continue
+        tier, count = template.link_tier(gpu.index, peer.index)
+        if tier == TIER_NVSWITCH:
+            return [switches[i // 2] for i in range(NVSWITCH_LINKS)]
+        if tier == TIER_NVLINK:
+            links.extend([_nvml_bus_id(peer)] * (count or 1))
+    return links
+
+
+def _nvswitched(template: NodeTemplate) -> bool:
+    """Whether any GPU pair of the template talks through NVSwitches."""
+    return any(
+        template.link_tier(a.index, b.index)[0] == TIER_NVSWITCH
+        for a in template.gpus
+        for b in template.gpus
+        if a.index < b.index
+    )
+
+
 def fake_nvml_description(template: NodeTemplate) -> dict[str, Any]:
-    """The fake NVML description (``fake_nvml_specs`` format) of a template's GPUs, idle."""
+    """The fake NVML description (``fake_nvml_specs`` format) of a template's GPUs, idle.
+
+    NVSwitched GPUs reach six NVSwitches over twelve links (an A100 baseboard); GPUs with
+    direct NVLinks (an imported POWER8 or DGX-1 machine) list their peers, so that the
+    exporter's link matrix shows ``NV#`` pairs and no NVSwitch, as on the real machine.
+    """
     numa = {n.id: format_cpulist(n.cpus) for n in template.topology.numa_nodes if n.cpus}
     switches: list[str] = []
-    if any(g.nvlink_group for g in template.gpus):
-        switches = [f"00000000:{0xC4 + i:02X}:00.0" for i in range(6)]
+    if _nvswitched(template):
+        switches = [f"00000000:{0xC4 + i:02X}:00.0" for i in range(NVSWITCH_LINKS // 2)]
     limit_mw = template.gpu_power_limit_watts * 1000
     gpus = []
     for gpu in template.gpus:
-        domain, bus, rest = gpu.pci_bus_id.split(":")
+        _, bus, rest = gpu.pci_bus_id.split(":")
         entry: dict[str, Any] = {
             "uuid": gpu.uuid
             or f"GPU-{template.name[:8]}-{gpu.index:04d}-4000-8000-{bus}{rest[:2]}",
-            "pci_bus_id": f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}",
+            "pci_bus_id": _nvml_bus_id(gpu),
             "numa_node": gpu.numa_node,
             "processes": [],
         }
         if gpu.switch is not None:
             entry["pcie_switch"] = gpu.switch
-        if gpu.nvlink_group is not None and switches:
-            entry["nvlinks"] = [switches[i // 2] for i in range(12)]
+        nvlinks = _nvlinks(template, gpu, switches)
+        if nvlinks:
+            entry["nvlinks"] = nvlinks
         gpus.append(entry)
     matrix = [[template.pcie_label(a.index, b.index) for b in template.gpus] for a in template.gpus]
     return {

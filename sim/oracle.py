@@ -1,6 +1,6 @@
 """The cluster oracle: the best joint allocation of every job that the model allows.
 
-:func:`toposcope.sim.model.best_allocation` answers "where would this one job run best";
+:func:`toposcope.sim.node_oracle.best_allocation` answers "where would this one job run best";
 the closed-loop evaluation (``bench/closed_loop.py``) needs the cluster-wide answer: which
 allocation of *all* jobs at once gives the highest aggregate throughput, counting the
 interactions the model has between co-runners (CPU contention on shared CPUs, GPU
@@ -25,7 +25,7 @@ spills as the model says.
 
 **Search.** Each job's candidate allocations on each node are scored exhaustively (GPU
 subsets of the node's free GPUs x CPU sets x memory bindings, as
-:func:`~toposcope.sim.model.candidate_allocations`), the most promising few per node
+:func:`~toposcope.sim.candidates.candidate_allocations`), the most promising few per node
 re-scored with their effect on the node's other jobs. Jobs are (re)inserted one at a time
 where they add the most to the aggregate, until no single job's move improves it (a local
 optimum), from two starting points: the current allocation, and an empty cluster filled
@@ -45,7 +45,8 @@ from toposcope.resources import Allocation
 from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.cluster import DONE, PENDING, RUNNING, JobState, SimCluster
 from toposcope.sim.jobs import JobSpec
-from toposcope.sim.model import CoRunner, evaluate, greedy_allocation
+from toposcope.sim.model import CoRunner, evaluate
+from toposcope.sim.node_oracle import greedy_allocation
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.placement import memory_fits, memory_use
 

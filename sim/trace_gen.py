@@ -12,7 +12,7 @@ trough of :data:`NIGHT_FACTOR` of the peak at midnight). Every job belongs to on
 :data:`ACCOUNTS` (tenants, drawn with unequal weights, as virtual clusters are in Philly).
 
 The same seed gives the same rows on every platform (``random.Random``); the rows have the
-columns :func:`toposcope.sim.jobs.load_trace` reads (plus ``account``).
+columns :func:`toposcope.sim.traces.load_trace` reads (plus ``account``).
 """
 
 from __future__ import annotations

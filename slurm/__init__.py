@@ -8,7 +8,7 @@
   it steers pending jobs to nodes, requeues jobs that opted in onto other nodes and acts on
   idle GPUs as the operator configured, changing Slurm only through
   :mod:`~toposcope.slurm.control`;
-* :mod:`toposcope.slurm.gresconf` writes the ``gres.conf`` lines of a node from toposcope's
+* :mod:`toposcope.topology.gresconf` writes the ``gres.conf`` lines of a node from toposcope's
   topology model (``toposcope slurm gres-conf``);
 * :mod:`toposcope.slurm.localcluster` runs a real Slurm cluster on one host, on loopback, with
   fake GPUs, for the tests and the local stack.

@@ -5,10 +5,13 @@ but only when slurmctld stores accounting in slurmdbd (``AccountingStorageType=
 accounting_storage/slurmdbd``) and computes priorities with the multifactor plugin
 (``PriorityType=priority/multifactor``); without them it has nothing to say.
 :func:`accounting_gap` reads ``scontrol show config`` and names what is missing, so the
-exporter can skip the figures with one logged reason instead of failing every scrape.
+exporter can skip the figures with one logged reason instead of failing every scrape. sprio's
+priority factors (:mod:`toposcope.slurm.queue_priority`) need the multifactor plugin only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.errors import SlurmFormatError
@@ -18,6 +21,8 @@ REQUIRED = {
     "AccountingStorageType": "accounting_storage/slurmdbd",
     "PriorityType": "priority/multifactor",
 }
+#: what ``scontrol show config`` must say for sprio's factors (no accounting needed)
+PRIORITY_REQUIRED = {"PriorityType": "priority/multifactor"}
 #: the sshare columns read, in order
 SSHARE_FIELDS = ("Account", "User", "NormShares", "EffectvUsage", "FairShare")
 #: the most accounts read from sshare
@@ -34,11 +39,12 @@ def parse_config(text: str) -> dict[str, str]:
     return found
 
 
-def accounting_gap(config: dict[str, str]) -> str | None:
-    """Why sshare's figures are unavailable under ``config``, or ``None`` when they are."""
+def accounting_gap(config: Mapping[str, str], required: Mapping[str, str] = REQUIRED) -> str | None:
+    """Why figures that need ``required`` (default: sshare's) are unavailable under
+    ``config``, or ``None`` when they are (:data:`PRIORITY_REQUIRED` for sprio's)."""
     missing = [
         f"{key}={wanted} (this cluster: {config.get(key) or 'unset'})"
-        for key, wanted in REQUIRED.items()
+        for key, wanted in required.items()
         if config.get(key) != wanted
     ]
     return "needs " + " and ".join(missing) if missing else None

@@ -28,7 +28,6 @@ from toposcope.errors import ConfigError, UsageError
 from toposcope.httpserver import HttpServer
 from toposcope.names import is_node_name
 from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app
-from toposcope.slurm.gresconf import DEFAULT_DEVICE_FILE, gres_conf_lines
 from toposcope.slurm.report import state_to_json, state_to_text
 from toposcope.slurm.settings import (
     add_slurm_options,
@@ -36,6 +35,7 @@ from toposcope.slurm.settings import (
     open_reader,
     settings_from_args,
 )
+from toposcope.topology.gresconf import DEFAULT_DEVICE_FILE, gres_conf_lines
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import Topology
 from toposcope.topology.nvidia_smi import build_from_nvidia_smi_topo

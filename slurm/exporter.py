@@ -7,7 +7,10 @@ and ``..._duration_seconds`` for each of its two collectors, as node_exporter do
 
 - ``slurm_queue``: pending jobs, wait times, GPUs per partition, fragmentation, accounts;
 - ``slurm_fairshare``: ``sshare``'s figures, only where accounting is configured (see
-  :mod:`toposcope.slurm.accounting`); otherwise it is left out and the reason logged once.
+  :mod:`toposcope.slurm.accounting`); otherwise it is left out and the reason logged once;
+- ``slurm_priority``: ``sprio``'s weighted priority factors per partition and account
+  (:mod:`toposcope.slurm.queue_priority`), only where the multifactor priority plugin is
+  configured; otherwise left out with one logged reason, as fair-share.
 
 A failed read gives success 0 and no other series of that collector; the server keeps
 serving. :func:`make_app` serves ``/metrics`` (with prometheus_client's ``process_*`` and
@@ -19,35 +22,48 @@ from __future__ import annotations
 import html
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from toposcope import __version__
 from toposcope.catalogue import spec
 from toposcope.errors import SourceError
 from toposcope.selfmetrics import daemon_registry
-from toposcope.slurm.accounting import accounting_gap, read_config, read_fairshare
+from toposcope.slurm.accounting import (
+    PRIORITY_REQUIRED,
+    REQUIRED,
+    accounting_gap,
+    read_config,
+    read_fairshare,
+)
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.queue import queue_snapshot
-from toposcope.slurm.queue_families import accounting_families, queue_families
+from toposcope.slurm.queue_families import (
+    accounting_families,
+    priority_families,
+    queue_families,
+)
+from toposcope.slurm.queue_priority import aggregate, read_priorities
 from toposcope.slurm.reader import SlurmReader
 
 LOG = logging.getLogger("toposcope.slurm.exporter")
+T = TypeVar("T")
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 #: the collectors' names, as ``toposcope_scrape_collector_success{collector}`` shows them
 QUEUE_COLLECTOR = "slurm_queue"
 FAIRSHARE_COLLECTOR = "slurm_fairshare"
+PRIORITY_COLLECTOR = "slurm_priority"
 
 
 class QueueCollector:
     """Reads Slurm on every scrape and yields the queue families (see the module docstring).
 
-    ``commands`` run ``scontrol show config`` and ``sshare``; ``None`` (slurmrestd without
-    the client tools) leaves the fair-share figures out.
+    ``commands`` run ``scontrol show config``, ``sshare`` and ``sprio``; ``None`` (slurmrestd
+    without the client tools) leaves the fair-share figures and priority factors out.
     """
 
     def __init__(
@@ -59,49 +75,68 @@ class QueueCollector:
         self.reader = reader
         self.commands = commands
         self._clock = clock
-        self._skip_reason: str | None = None
+        self._skip_reasons: dict[str, str | None] = {}
 
-    def _skip(self, reason: str | None) -> None:
-        """Log when the reason for leaving fair-share out appears, changes or goes."""
-        if reason != self._skip_reason:
+    def _skip(self, collector: str, reason: str | None) -> None:
+        """Log when the reason for leaving ``collector`` out appears, changes or goes."""
+        if reason != self._skip_reasons.get(collector):
             if reason is None:
-                LOG.info("collector=%s enabled: accounting is configured", FAIRSHARE_COLLECTOR)
+                LOG.info("collector=%s enabled: its Slurm configuration is there", collector)
             else:
-                LOG.info("collector=%s skipped: %s", FAIRSHARE_COLLECTOR, reason)
-        self._skip_reason = reason
+                LOG.info("collector=%s skipped: %s", collector, reason)
+        self._skip_reasons[collector] = reason
 
-    def _fairshare(self) -> dict[str, tuple[float, float, float]] | None:
-        """sshare's figures, or ``None`` when accounting is not there (logged once)."""
+    def _config(self) -> dict[str, str] | str:
+        """slurmctld's configuration, or why it cannot be read."""
         if self.commands is None:
-            self._skip("Slurm's commands are not configured (scontrol and sshare read it)")
-            return None
+            return "Slurm's commands are not configured (scontrol, sshare and sprio read it)"
         try:
-            gap = accounting_gap(read_config(self.commands))
+            return read_config(self.commands)
         except SourceError as exc:
-            self._skip(f"cannot read slurmctld's configuration: {exc}")
-            return None
-        self._skip(gap)
-        return None if gap else read_fairshare(self.commands)
+            return f"cannot read slurmctld's configuration: {exc}"
 
-    def collect(self) -> Iterator[Metric]:
-        """One scrape: the fair-share figures (where configured), then the queue."""
-        success = spec("toposcope_scrape_collector_success").family()
-        duration = spec("toposcope_scrape_collector_duration_seconds").family()
-        weights: dict[str, float] = {}
+    def _enabled(
+        self, collector: str, config: dict[str, str] | str, required: Mapping[str, str]
+    ) -> bool:
+        """Whether ``config`` has what ``collector`` needs (the reason logged once if not)."""
+        reason = config if isinstance(config, str) else accounting_gap(config, required)
+        self._skip(collector, reason)
+        return reason is None
+
+    def _timed(
+        self,
+        collector: str,
+        read: Callable[[], T],
+        success: GaugeMetricFamily | CounterMetricFamily,
+        duration: GaugeMetricFamily | CounterMetricFamily,
+    ) -> T | None:
+        """``read()``, with ``collector``'s success and duration; ``None`` when it failed."""
         started = self._clock()
         try:
-            figures = self._fairshare()
+            result: T | None = read()
         except SourceError as exc:
-            LOG.error("collector=%s failed: %s", FAIRSHARE_COLLECTOR, exc)
-            success.add_metric([FAIRSHARE_COLLECTOR], 0.0)
-            duration.add_metric([FAIRSHARE_COLLECTOR], self._clock() - started)
-        else:
+            LOG.error("collector=%s failed: %s", collector, exc)
+            result = None
+        success.add_metric([collector], 0.0 if result is None else 1.0)
+        duration.add_metric([collector], self._clock() - started)
+        return result
+
+    def collect(self) -> Iterator[Metric]:
+        """One scrape: the fair-share figures and the queue, then the priority factors."""
+        success = spec("toposcope_scrape_collector_success").family()
+        duration = spec("toposcope_scrape_collector_duration_seconds").family()
+        commands = self.commands
+        config = self._config()
+        weights: dict[str, float] = {}
+        if commands is not None and self._enabled(FAIRSHARE_COLLECTOR, config, REQUIRED):
+            figures = self._timed(
+                FAIRSHARE_COLLECTOR, lambda: read_fairshare(commands), success, duration
+            )
             if figures is not None:
                 weights = {account: shares for account, (_, shares, _) in figures.items()}
                 yield from accounting_families(figures)
-                success.add_metric([FAIRSHARE_COLLECTOR], 1.0)
-                duration.add_metric([FAIRSHARE_COLLECTOR], self._clock() - started)
         started = self._clock()
+        snapshot = None
         try:
             snapshot = queue_snapshot(self.reader.read(), weights)
         except SourceError as exc:
@@ -113,6 +148,16 @@ class QueueCollector:
             yield from queue_families(snapshot)
             success.add_metric([QUEUE_COLLECTOR], 1.0)
         duration.add_metric([QUEUE_COLLECTOR], self._clock() - started)
+        if (
+            commands is not None
+            and snapshot is not None
+            and self._enabled(PRIORITY_COLLECTOR, config, PRIORITY_REQUIRED)
+        ):
+            rows = self._timed(
+                PRIORITY_COLLECTOR, lambda: read_priorities(commands), success, duration
+            )
+            if rows is not None:
+                yield from priority_families(aggregate(rows, snapshot))
         yield success
         yield duration
 

@@ -11,13 +11,14 @@ still pending are not.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from prometheus_client.core import Metric
 
 from toposcope.catalogue import families, nonempty
-from toposcope.catalogue.queue_metrics import GPU_STATES, PENDING_REASONS
+from toposcope.catalogue.queue_metrics import GPU_STATES, PENDING_REASONS, PRIORITY_FACTORS
 from toposcope.slurm.queue import QueueSnapshot
+from toposcope.slurm.queue_priority import PriorityAggregate
 
 #: the ``scheduler`` label of every series this backend publishes
 SCHEDULER = "slurm"
@@ -36,6 +37,11 @@ QUEUE_FAMILIES = (
     "toposcope_queue_account_pending_gpus",
     "toposcope_queue_account_oldest_wait_seconds",
     "toposcope_queue_account_fair_share_gpus",
+)
+PRIORITY_FAMILIES = (
+    "toposcope_queue_priority_jobs",
+    "toposcope_queue_priority_factor_mean",
+    "toposcope_queue_priority_factor_max",
 )
 ACCOUNTING_FAMILIES = (
     "toposcope_queue_account_fairshare_ratio",
@@ -105,4 +111,16 @@ def accounting_families(figures: Mapping[str, tuple[float, float, float]]) -> li
     for account, values in sorted(figures.items()):
         for name, value in zip(ACCOUNTING_FAMILIES, values, strict=True):
             out[name].add_metric([SCHEDULER, account], value)
+    return nonempty(out.values())
+
+
+def priority_families(aggregates: Iterable[PriorityAggregate]) -> list[Metric]:
+    """The ``toposcope_queue_priority_*`` families: jobs, and each factor's mean and max."""
+    out = families(PRIORITY_FAMILIES)
+    for group in aggregates:
+        labels = [SCHEDULER, group.partition, group.account]
+        out["toposcope_queue_priority_jobs"].add_metric(labels, group.jobs)
+        for factor, mean, peak in zip(PRIORITY_FACTORS, group.means, group.maxima, strict=True):
+            out["toposcope_queue_priority_factor_mean"].add_metric([*labels, factor], mean)
+            out["toposcope_queue_priority_factor_max"].add_metric([*labels, factor], peak)
     return nonempty(out.values())

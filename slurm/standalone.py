@@ -4,7 +4,7 @@
 the neutral node description the simulator writes (``toposcope sim --slurm-describe``: each
 node's CPUs with package and core, NUMA nodes, GPUs with their local CPUs, GPU links), turns
 it into slurm.conf node lines and gres.conf lines (``Cores=``, ``Links=``) through the one
-writer of those files (:mod:`toposcope.slurm.gresconf`, :mod:`toposcope.slurm.clusterfiles`),
+writer of those files (:mod:`toposcope.topology.gresconf`, :mod:`toposcope.slurm.clusterfiles`),
 starts :class:`~toposcope.slurm.localcluster.LocalCluster` with it, writes where to reach the
 cluster (slurm.conf, slurmrestd's URL, a 0600 JWT file it renews) to the info file, and runs
 until SIGTERM or SIGINT, when it stops the cluster and leaves no process, cgroup directory or
@@ -28,9 +28,9 @@ from toposcope.errors import ConfigError
 from toposcope.names import is_node_name
 from toposcope.slurm.clusterfiles import ClusterLayout, ClusterSpec, DescribedNode, NodeShape
 from toposcope.slurm.daemons import ClusterError
-from toposcope.slurm.gresconf import gres_conf_lines, node_shape
 from toposcope.slurm.localcluster import LocalCluster
 from toposcope.tokens import write_secret
+from toposcope.topology.gresconf import gres_conf_lines, node_shape
 from toposcope.topology.model import Cpu, Gpu, GpuLink, NumaNode, Topology
 
 #: The description format this module reads (what the simulator writes).

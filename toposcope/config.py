@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toposcope.errors import ConfigError
+from toposcope.topology.gresconf_file import DEFAULT_GRES_CONF
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class ExporterConfig:
     path, used only where it exists); ``runtime_state`` the container runtimes' state
     directories on the host, read under ``paths.rootfs`` (empty: containerd's and CRI-O's
     defaults); ``pod_owners`` says how to read pod owners from the API server (``None``:
-    not at all).
+    not at all); ``slurm_gres_conf`` the gres.conf the ``slurm_gres`` collector checks.
     """
 
     paths: HostPaths = field(default_factory=HostPaths)
@@ -138,3 +139,4 @@ class ExporterConfig:
     pod_resources_socket: str | None = None
     runtime_state: tuple[str, ...] = ()
     pod_owners: PodOwnerSettings | None = None
+    slurm_gres_conf: str = DEFAULT_GRES_CONF

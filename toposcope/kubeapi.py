@@ -37,7 +37,7 @@ import yaml
 
 from toposcope.errors import ConfigError
 from toposcope.names import is_node_name
-from toposcope.tokens import load_token
+from toposcope.tokens import Token, TokenFile, token_text
 
 #: the largest answer read (a list of thousands of objects stays far below)
 MAX_API_ANSWER = 16 * 1024 * 1024
@@ -56,10 +56,14 @@ class KubeApiError(ConfigError):
 
 @dataclass(frozen=True)
 class KubeApi:
-    """One API server and the credentials to read from it (see the module docstring)."""
+    """One API server and the credentials to read from it (see the module docstring).
+
+    ``token`` may be a :class:`~toposcope.tokens.TokenFile`: a service-account token the
+    kubelet rotates is then read again when it changes, as client-go does.
+    """
 
     url: str
-    token: str | None = None
+    token: Token | None = None
     context: ssl.SSLContext | None = None
     timeout: float = 10.0
     max_answer: int = MAX_API_ANSWER
@@ -82,8 +86,9 @@ class KubeApi:
         gave (cut to :data:`MAX_ERROR_MESSAGE` characters); other failures as :meth:`get`.
         """
         headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        token = token_text(self.token)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         data = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -173,7 +178,8 @@ def in_cluster(
     """The API server as this pod's service account sees it.
 
     ``api_url`` defaults to ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``;
-    the token is ``account_dir/token`` and the CA bundle ``account_dir/ca.crt`` (when there).
+    the token is ``account_dir/token`` (read again whenever the kubelet rotates it) and the CA
+    bundle ``account_dir/ca.crt`` (when there).
     """
     env = os.environ if environ is None else environ
     if api_url is None:
@@ -185,7 +191,7 @@ def in_cluster(
             raise KubeApiError(f"KUBERNETES_SERVICE_PORT {port[:20]!r} is not a port number")
         api_url = f"https://{url_host(host)}:{int(port)}"
     url = check_api_url(api_url, "Kubernetes API URL").rstrip("/")
-    token = load_token(account_dir / "token", allow_insecure=True)
+    token = TokenFile(account_dir / "token", allow_insecure=True)
     ca_file = account_dir / "ca.crt"
     context = ssl.create_default_context(cafile=str(ca_file)) if ca_file.exists() else None
     return KubeApi(url, token, context, timeout)
@@ -249,7 +255,7 @@ def _file(value: object, base: Path) -> str:
     return str(path if path.is_absolute() else base / path)
 
 
-def _token(user: Mapping[str, Any], base: Path, where: str) -> str | None:
+def _token(user: Mapping[str, Any], base: Path, where: str) -> Token | None:
     for plugin in ("exec", "auth-provider"):
         if plugin in user:
             raise KubeApiError(
@@ -261,7 +267,7 @@ def _token(user: Mapping[str, Any], base: Path, where: str) -> str | None:
         return token
     token_file = user.get("tokenFile")
     if token_file:
-        return load_token(_file(token_file, base), allow_insecure=True)
+        return TokenFile(_file(token_file, base), allow_insecure=True)
     return None
 
 

@@ -49,7 +49,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException
 
-from toposcope.bearer import BearerAuth
+from toposcope.bearer import BearerAuth, TokenVerifier
 from toposcope.httpapi import api_app, document_text, openapi_parser, tidy_spec, write_document
 from toposcope.httpserver import DEFAULT_MAX_BODY
 from toposcope.rm import (
@@ -150,14 +150,19 @@ def _validation_error(error: HTTPError) -> tuple[str, str | None]:
     return "the body does not match the schema", None
 
 
-def _require_token(token: str | None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _require_token(
+    token: str | None, verifier: TokenVerifier | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Guard a state-changing view with the shared bearer check (:mod:`toposcope.bearer`):
-    403 when the server has no token, 401/403 for the client's.
+    403 when the server has no token, 401/403 for the client's (503 when ``verifier``, which
+    decides instead of ``token``, cannot decide).
 
     It wraps the view outside body validation, so an unauthenticated client learns nothing
     about what a valid body looks like.
     """
-    return BearerAuth(token, realm="toposcope", no_token_message=NO_TOKEN_MESSAGE).required
+    return BearerAuth(
+        token, realm="toposcope", no_token_message=NO_TOKEN_MESSAGE, verifier=verifier
+    ).required
 
 
 def _error_responses(*statuses: int) -> dict[int | str, Any]:
@@ -171,6 +176,8 @@ def _error_responses(*statuses: int) -> dict[int | str, Any]:
         "already used for a different request",
         429: "Refused for now, nothing done: the same request may succeed later (e.g. a "
         "disruption budget allows no eviction now); Retry-After says when, if known",
+        503: "The token could not be checked (the Kubernetes API server did not answer the "
+        "TokenReview): nothing done, retry later",
     }
     ref = {"$ref": "#/components/schemas/Error"}
     return {
@@ -187,10 +194,17 @@ def _find(items: Sequence[Any], name: str, what: str) -> Any:
     raise ResourceManagerError(f"unknown {what} {name!r}", 404)
 
 
-def make_api_app(rm: ActionServer, token: str | None, prefix: str = DEFAULT_PREFIX) -> APIFlask:
+def make_api_app(
+    rm: ActionServer,
+    token: str | None,
+    prefix: str = DEFAULT_PREFIX,
+    *,
+    verifier: TokenVerifier | None = None,
+) -> APIFlask:
     """Build the API's WSGI app over ``rm``.
 
-    ``token`` guards every state change (``None`` refuses them all); ``prefix`` is the path
+    ``token`` guards every state change (``None`` refuses them all), unless ``verifier``
+    decides on the callers' tokens instead (:mod:`toposcope.tokenreview`); ``prefix`` is the path
     the routes live under: the whole ``PATH_INFO``, so a server that hands every request
     under ``/api/`` to this app unchanged keeps the default ``/api/v1``.
     """
@@ -281,10 +295,10 @@ def make_api_app(rm: ActionServer, token: str | None, prefix: str = DEFAULT_PREF
                 "action as it stands now, nothing done again",
                 "content": {"application/json": {"schema": state_ref}},
             },
-            **_error_responses(400, 401, 403, 404, 409, 429),
+            **_error_responses(400, 401, 403, 404, 409, 429, 503),
         },
     )
-    @_require_token(token)
+    @_require_token(token, verifier)
     @app.input(ActionRequestBody, arg_name="body", example=PIN_EXAMPLE)
     def apply_action(body: ActionRequestBody) -> tuple[ActionState, int, dict[str, str]]:
         """Apply one action to a workload's allocation.

@@ -10,6 +10,10 @@ file that every user can read or write (``chmod 600`` it, or pass
 :func:`add_token_file_options`) and warns about one its group can read (a Kubernetes Secret
 volume shared with ``fsGroup`` is one). What toposcope writes itself, :func:`write_secret`
 creates readable by its owner alone from the first byte.
+
+A token that rotates (a Kubernetes projected ServiceAccount token, which the kubelet rewrites
+before it expires) is read through :class:`TokenFile`, which reads the file again whenever it
+changed, so a long-running client never sends an expired token.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import secrets
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from toposcope.errors import ConfigError
@@ -74,6 +79,55 @@ def load_token(path: str | Path, *, allow_insecure: bool = False) -> str:
     if not token:
         raise ConfigError(f"token file {token_path} is empty")
     return token
+
+
+class TokenFile:
+    """A token file read again whenever it changes: a rotated token is sent from then on.
+
+    The kubelet rewrites a projected ServiceAccount token well before it expires (by swapping
+    a symbolic link, so the file's identity changes); :meth:`read` compares the file's device,
+    inode, size and modification time with those of the last read and reads it again when any
+    differs. The first read happens here, so a missing or unsafe file fails at start-up
+    (:func:`load_token`'s rules). A later read that fails keeps the last good token, with a
+    warning, and is tried again at the next call: the old token stays valid for a while.
+    """
+
+    def __init__(self, path: str | Path, *, allow_insecure: bool = False) -> None:
+        self.path = Path(path)
+        self.allow_insecure = allow_insecure
+        self._lock = threading.Lock()
+        self._seen = self._identity()
+        self._token = load_token(self.path, allow_insecure=allow_insecure)
+
+    def _identity(self) -> tuple[int, int, int, int] | None:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def read(self) -> str:
+        """The token, read again first when the file changed since the last read."""
+        with self._lock:
+            seen = self._identity()
+            if seen is not None and seen != self._seen:
+                try:
+                    self._token = load_token(self.path, allow_insecure=self.allow_insecure)
+                except ConfigError as exc:
+                    LOG.warning("keeping the previous token: %s", exc)
+                else:
+                    LOG.info("token file %s changed: using the new token", self.path)
+                    self._seen = seen
+            return self._token
+
+
+#: a token as clients take it: the text itself, or a file to read it from before each use
+Token = str | TokenFile
+
+
+def token_text(token: Token | None) -> str | None:
+    """The text of ``token`` now (a :class:`TokenFile` is read again if it changed)."""
+    return token.read() if isinstance(token, TokenFile) else token
 
 
 def _check_mode(path: Path, mode: int, allow_insecure: bool) -> None:

@@ -104,6 +104,13 @@ class Query:
     Subclasses set ``name`` (used as the key in :class:`LoadedData`), ``metric`` (a catalogue
     name: the PromQL is built from it, never typed by hand), ``reduction`` and ``query_type``.
     ``selector`` adds label matchers to every selector (``job="toposcope"``).
+
+    ``positive_only`` asks only for series whose reduced value is above zero, for a metric
+    of many series that are almost all zero and whose zeros no policy reads: the backend
+    sends, and the advisor decodes, the few that matter. So that "all zero" still differs
+    from "no series", one sample without labels (``group()`` of the metric) is added
+    whenever the metric exists; it names no node and the model builder skips it. (A plain
+    ``or``: VictoriaMetrics 1.79 answers ``A or on() group(B)`` with every series of B.)
     """
 
     name: ClassVar[str] = ""
@@ -111,6 +118,7 @@ class Query:
     reduction: ClassVar[Reduction] = "value"
     query_type: ClassVar[QueryType] = "instant"
     description: ClassVar[str] = ""
+    positive_only: ClassVar[bool] = False
 
     selector: str = ""
 
@@ -123,10 +131,14 @@ class Query:
         """The PromQL expression for this query over ``window``."""
         selector = f"{self.metric}{{{self.selector}}}" if self.selector else self.metric
         if self.query_type == "range" or self.reduction == "value":
-            return selector
-        if self.reduction == "rate":
-            return f"rate({selector}[{window.text}])"
-        return f"{self.reduction}_over_time({selector}[{window.text}])"
+            expr = selector
+        elif self.reduction == "rate":
+            expr = f"rate({selector}[{window.text}])"
+        else:
+            expr = f"{self.reduction}_over_time({selector}[{window.text}])"
+        if self.positive_only:
+            return f"{expr} > 0 or group({selector})"
+        return expr
 
 
 class MetricsBackend(Protocol):

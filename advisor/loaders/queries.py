@@ -157,11 +157,33 @@ class GpuMemoryTotalLoader(Query):
 
 @dataclass(frozen=True)
 class GpuClockEventLoader(Query):
-    """Share of the window each clock-event (throttle) reason was active, per GPU."""
+    """Share of the window each clock-event (throttle) reason was active, per GPU.
+
+    Only reasons active at some point in the window are asked for: a GPU exports one series
+    per reason (nine), almost all zero, and node-settings reads only shares above zero. On
+    1,000 nodes this cut the answer from 13 MB to what is throttling.
+    """
 
     name = "gpu-clock-events"
     metric = "toposcope_gpu_clock_event_active"
     reduction = "avg"
+    positive_only = True
+
+
+@dataclass(frozen=True)
+class SlurmGresMatchLoader(Query):
+    """Whether each GPU's gres.conf Cores=/Links= match the topology (``slurm_gres``)."""
+
+    name = "slurm-gres-match"
+    metric = "toposcope_slurm_gres_config_match"
+
+
+@dataclass(frozen=True)
+class SlurmGresExpectedLoader(Query):
+    """The gres.conf line toposcope writes for each GPU (``slurm_gres`` collector)."""
+
+    name = "slurm-gres-expected"
+    metric = "toposcope_slurm_gres_expected_info"
 
 
 # workloads --------------------------------------------------------------------------------
@@ -241,6 +263,8 @@ QUERY_TYPES: tuple[type[Query], ...] = (
     GpuMemoryUsedLoader,
     GpuMemoryTotalLoader,
     GpuClockEventLoader,
+    SlurmGresMatchLoader,
+    SlurmGresExpectedLoader,
     WorkloadInfoLoader,
     WorkloadCpuLoader,
     WorkloadThreadsLoader,

@@ -33,7 +33,7 @@ from toposcope.advisor.rmclients.local import (
 )
 from toposcope.errors import ConfigError
 from toposcope.resources import ResourceManager
-from toposcope.tokens import load_token
+from toposcope.tokens import Token, TokenFile, load_token
 
 BACKENDS = ("dry-run", "sim", "agent", "local")
 #: entry points declaring a registered backend's command-line options
@@ -72,11 +72,19 @@ def read_token(path: str | Path | None, allow_insecure: bool = False) -> str | N
     return None if path is None else load_token(path, allow_insecure=allow_insecure)
 
 
+def rotating_token(path: str | Path | None, allow_insecure: bool = False) -> TokenFile | None:
+    """The bearer token in ``path``, read again whenever the file changes (a projected
+    ServiceAccount token the kubelet rotates); ``None`` without a path. A long-running client
+    (the advisor service) uses this, so it never sends a token the kubelet has replaced.
+    """
+    return None if path is None else TokenFile(path, allow_insecure=allow_insecure)
+
+
 def make_resource_manager(
     backend: str,
     *,
     url: str | None = None,
-    token: str | None = None,
+    token: Token | None = None,
     nodes: Iterable[str] = (),
     out: TextIO | None = None,
     timeout: float = 30.0,
@@ -124,4 +132,5 @@ __all__ = [
     "read_token",
     "registered_names",
     "resolver_from_options",
+    "rotating_token",
 ]

@@ -18,6 +18,7 @@ from toposcope.advisor.rmclients.k8s_endpoints import (
     parse_kubernetes_spec,
 )
 from toposcope.errors import ConfigError
+from toposcope.tokens import Token
 
 
 def resolver_from_options(
@@ -25,7 +26,7 @@ def resolver_from_options(
     url: str | None,
     url_map: str | None,
     endpoints: str | None,
-    token: str | None,
+    token: Token | None,
     allow_insecure_token_file: bool = False,
     fetch: Fetch | None = None,
 ) -> EndpointResolver:

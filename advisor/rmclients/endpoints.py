@@ -32,7 +32,7 @@ import yaml
 from toposcope.errors import ConfigError
 from toposcope.kubeapi import check_api_url, url_host
 from toposcope.names import InvalidNameError, check_node_name, is_node_name
-from toposcope.tokens import load_token
+from toposcope.tokens import Token, TokenFile
 
 LOG = logging.getLogger("toposcope.advisor.endpoints")
 
@@ -42,11 +42,13 @@ MAX_MAP_BYTES = 4 * 1024 * 1024
 
 @dataclass(frozen=True)
 class AgentEndpoint:
-    """One allowed agent: the node it acts on, its API URL and the token it expects."""
+    """One allowed agent: the node it acts on, its API URL and the token it expects (a
+    :class:`~toposcope.tokens.TokenFile` is read again when it changes).
+    """
 
     node: str
     url: str
-    token: str | None = field(default=None, repr=False)
+    token: Token | None = field(default=None, repr=False)
 
 
 class EndpointResolver(Protocol):
@@ -136,7 +138,7 @@ def parse_url_map(
     spec: str,
     *,
     template: str | None,
-    token: str | None,
+    token: Token | None,
     allow_insecure_token_file: bool = False,
 ) -> StaticEndpoints:
     """The allow-list ``--rm-url-map`` names: a file, or inline ``NODE=URL[,NODE=URL...]``.
@@ -181,7 +183,7 @@ def parse_url_map(
     return StaticEndpoints(endpoints)
 
 
-def _inline_map(spec: str, token: str | None) -> StaticEndpoints:
+def _inline_map(spec: str, token: Token | None) -> StaticEndpoints:
     endpoints: dict[str, AgentEndpoint] = {}
     for item in spec.split(","):
         name, sep, url = item.strip().partition("=")
@@ -210,7 +212,7 @@ def _read_map_file(path: Path) -> dict[str, Any]:
 
 
 def _mapped_endpoint(
-    node: str, value: object, where: str, token: str | None, allow_insecure: bool
+    node: str, value: object, where: str, token: Token | None, allow_insecure: bool
 ) -> AgentEndpoint:
     if isinstance(value, str):
         return AgentEndpoint(node, check_agent_url(value, where), token)
@@ -226,7 +228,7 @@ def _mapped_endpoint(
     if token_file is not None:
         if not isinstance(token_file, str):
             raise ConfigError(f"{where}.token_file: expected a file name")
-        token = load_token(token_file, allow_insecure=allow_insecure)
+        token = TokenFile(token_file, allow_insecure=allow_insecure)
     return AgentEndpoint(node, check_agent_url(url, f"{where}.url"), token)
 
 

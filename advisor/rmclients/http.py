@@ -2,13 +2,15 @@
 
 The simulator serves the API for all its nodes at one URL; the node agent serves it on each
 node, at the endpoint the operator's allow-list gives for it (:mod:`.endpoints`). Requests
-carry ``Authorization: Bearer TOKEN``. Bodies are written and answers read with the core
-models (:mod:`toposcope.rm.validation`), in the one shape the API has (a JSON array for a
-list). Refusals come back as :class:`~toposcope.rm.errors.ResourceManagerError` with the
-HTTP status and the field the server named; an unreachable server, a failed TLS handshake, or
-an answer that does not fit the models, as
-:class:`~toposcope.advisor.errors.AdvisorConnectionError` naming the URL. TLS and where a
-token may travel in clear: :mod:`.clienttls`.
+carry ``Authorization: Bearer TOKEN``; a token given as a
+:class:`~toposcope.tokens.TokenFile` is read again when its file changes (a projected
+ServiceAccount token the kubelet rotates), so every request carries the current one. Bodies
+are written and answers read with the core models (:mod:`toposcope.rm.validation`), in the
+one shape the API has (a JSON array for a list). Refusals come back as
+:class:`~toposcope.rm.errors.ResourceManagerError` with the HTTP status and the field the
+server named; an unreachable server, a failed TLS handshake, or an answer that does not fit
+the models, as :class:`~toposcope.advisor.errors.AdvisorConnectionError` naming the URL. TLS
+and where a token may travel in clear: :mod:`.clienttls`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from toposcope.rm import (
     parse_answer,
     to_json,
 )
+from toposcope.tokens import Token, token_text
 
 T = TypeVar("T")
 
@@ -57,7 +60,7 @@ class HttpResourceManager:
     def __init__(
         self,
         url: str,
-        token: str | None,
+        token: Token | None,
         *,
         timeout: float = 30.0,
         tls: ClientTls | None = None,
@@ -66,14 +69,15 @@ class HttpResourceManager:
         self.token = token
         self.timeout = timeout
         self.tls = tls or ClientTls()
-        self.tls.check(self.url, token)
+        self.tls.check(self.url, token_text(token))
         self.context = self.tls.opener_context(self.url)
 
     def _call(self, method: str, path: str, body: object = None) -> Any:
         url = f"{self.url}{path}"
         headers = {"User-Agent": f"toposcope-advisor/{__version__}", "Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        token = token_text(self.token)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         data = None
         if body is not None:
             data = json.dumps(body).encode()

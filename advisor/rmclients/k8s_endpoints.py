@@ -22,6 +22,7 @@ from toposcope.advisor.rmclients.endpoints import AgentEndpoint, UrlTemplate
 from toposcope.errors import ConfigError
 from toposcope.kubeapi import SERVICE_ACCOUNT_DIR, KubeApiError, in_cluster
 from toposcope.names import is_node_name
+from toposcope.tokens import Token
 
 LOG = logging.getLogger("toposcope.advisor.endpoints")
 
@@ -41,7 +42,7 @@ class KubernetesEndpoints:
         namespace: str,
         service: str,
         template: UrlTemplate,
-        token: str | None,
+        token: Token | None,
         fetch: Fetch,
         *,
         ttl: float = 30.0,

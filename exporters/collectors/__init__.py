@@ -8,6 +8,7 @@ from toposcope.exporters.collectors import (
     kubelet,
     numa_cpu,
     numa_memory,
+    slurm_gres,
     topology,
     workloads,
 )
@@ -25,5 +26,6 @@ def default_table() -> CollectorTable:
             workloads.ENTRY,
             gpu.ENTRY,
             kubelet.ENTRY,
+            slurm_gres.ENTRY,
         ]
     )

@@ -11,8 +11,9 @@ that comes back continues from them. Each CPU's mode values are also held monoto
 
 from __future__ import annotations
 
+import operator
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.core import Metric
 
@@ -69,21 +70,18 @@ class NumaCpuCollector:
                     last[cpu] = (node, list(reading))
                     continue
                 kept = previous[1]
-                for i, value in enumerate(reading):
-                    if i == len(kept):
-                        kept.append(value)
-                    elif value > kept[i]:
-                        kept[i] = value
+                if len(kept) == len(reading):
+                    kept[:] = map(max, kept, reading)
+                else:
+                    _fold(kept, reading, max)
             for node, kept in last.values():
                 total = sums.get(node)
                 if total is None:
                     sums[node] = list(kept)
-                    continue
-                for i, value in enumerate(kept):
-                    if i < len(total):
-                        total[i] += value
-                    else:
-                        total.append(value)
+                elif len(total) == len(kept):
+                    total[:] = map(operator.add, total, kept)
+                else:
+                    _fold(total, kept, operator.add)
         family = spec("toposcope_numa_cpu_seconds_total").family()
         hz = self._procfs.hz
         for node in sorted(sums):
@@ -93,6 +91,17 @@ class NumaCpuCollector:
         if not family.samples:
             raise NoDataError("no CPU of /proc/stat could be placed on a NUMA node")
         yield family
+
+
+def _fold(into: list[int], values: Sequence[int], combine: Callable[[int, int], int]) -> None:
+    """Combine ``values`` into ``into`` position by position; a longer ``values`` (a kernel
+    line with more modes) extends it.
+    """
+    for i, value in enumerate(values):
+        if i < len(into):
+            into[i] = combine(into[i], value)
+        else:
+            into.append(value)
 
 
 ENTRY = CollectorEntry(

@@ -21,7 +21,7 @@ says what the workload is (``workload_kind``) and, with ``--kubernetes.pod-owner
 pod's controller and QoS class (:mod:`~toposcope.exporters.sources.kube_owners`). Those
 labels are read only for the workloads kept, after the ``max_workloads`` cut.
 
-When the exporter serves (``--collector.workloads.sample-interval``, 5 s by default), the
+When the exporter serves (``--collector.workloads.sample-interval``, 15 s by default), the
 host is read by a background sampler on that interval, never inside a scrape: a scrape
 serves the families of the last complete sample, rendered once per sample, and
 ``toposcope_workload_sample_age_seconds`` says how old it is (the pod list of
@@ -72,6 +72,7 @@ from toposcope.exporters.context import (
     HostTopology,
 )
 from toposcope.exporters.exposition import FamilyWriter, RenderedFamily
+from toposcope.exporters.heap import release_free_memory
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.sources.kube_owners import PodDirectory, open_pod_directory
 from toposcope.exporters.sources.podresources.attach import workload_mapper
@@ -111,7 +112,9 @@ class WorkloadsCollector:
 
     def _take_rendered(self) -> list[RenderedFamily]:
         """One snapshot's families, written straight to bytes once (the sampler's ``take``)."""
-        return rendered_workload_families(self._snapshotter.take())
+        families = rendered_workload_families(self._snapshotter.take())
+        release_free_memory()
+        return families
 
     def start(self) -> None:
         """Start the background sampler, if there is one (idempotent)."""

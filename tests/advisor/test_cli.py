@@ -21,6 +21,8 @@ from tests.advisor.fakes import (
 from tests.procs import free_port
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor import place_cli
+from toposcope.advisor.outcomes import Measurement, OutcomeLog, Verdict
+from toposcope.recommendation_decoder import decode_recommendation
 from toposcope.resources import Allocation
 
 LABELS = {"job": "toposcope", "instance": "10.1.2.3:9400"}
@@ -199,3 +201,31 @@ def test_place_exit_codes(
     assert "no 4 free GPU(s) on any node" in capsys.readouterr().err
     assert invoke(place_cli, ["--gpus", "1", "--node", "zz", "--scrape", str(scrape_file)]) == 2
     assert invoke(place_cli, ["--gpus", "0", "--prometheus", prometheus.url]) == 2
+
+
+def test_calibrate_from_a_missing_audit_log_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.sqlite"
+    assert invoke(advise_cli, ["--prometheus", "http://x", "--calibrate-from", str(missing)]) == 2
+    assert "--calibrate-from: no audit log at" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_calibrate_from_scales_estimates_by_verified_outcomes(
+    prometheus: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--prometheus", prometheus.url, "--format", "json", "--policy", "numa-pinning"]
+    assert invoke(advise_cli, argv) == 0
+    before = {r["id"]: r for r in json.loads(capsys.readouterr().out)["recommendations"]}
+    rec = next(iter(before.values()))
+    log = OutcomeLog(tmp_path / "audit.sqlite")
+    pin = decode_recommendation(rec)
+    log.start(pin, Measurement(remote_share=0.5, cores=4.0), 1.0)
+    log.settle(pin.id, Verdict.EFFECTIVE, Measurement(0.0, 4.0), "", 2.0)  # no faster
+    assert invoke(advise_cli, [*argv, "--calibrate-from", str(log.path)]) == 0
+    after = {r["id"]: r for r in json.loads(capsys.readouterr().out)["recommendations"]}
+    assert after[rec["id"]]["estimated_gain"] == pytest.approx(
+        rec["estimated_gain"] * 5 / 6, rel=1e-3
+    )
+    assert "calibration from 1 verified pin outcome(s)" in after[rec["id"]]["gain_model"]

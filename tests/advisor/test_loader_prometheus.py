@@ -175,6 +175,10 @@ def test_queries_are_built_from_catalogue_names_with_selector() -> None:
         'max_over_time(toposcope_gpu_utilization_ratio{job="toposcope"}[30m])'
     )
     assert built["gpu-links"] == 'toposcope_gpu_link_info{job="toposcope"}'
+    assert built["gpu-clock-events"] == (
+        'avg_over_time(toposcope_gpu_clock_event_active{job="toposcope"}[30m]) > 0'
+        ' or group(toposcope_gpu_clock_event_active{job="toposcope"})'
+    )
 
 
 @pytest.mark.parametrize("text", ["1x", "", "h", "-5m", "0s"])

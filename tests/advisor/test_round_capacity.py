@@ -10,7 +10,7 @@ from collections import defaultdict
 from tests.advisor.builders import GIB, cluster, pcie4, pcie8, workload
 from toposcope.advisor.capacity_ledger import RATE_SLACK, CapacityLedger
 from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.policies import build
+from toposcope.advisor.policies import build, parse_overrides
 from toposcope.advisor.policies.job_migration import JobMigration
 from toposcope.advisor.recommendations import (
     Recommendation,
@@ -100,7 +100,8 @@ def test_conflicts_are_resolved_on_a_consistent_estimate_for_gpu_jobs() -> None:
     """
     job = workload("train", cpu={0: 4.0}, memory={0: 8 * GIB}, gpus=[2, 3])
     model = cluster([pcie4()], [job])
-    policies = build(["numa-pinning", "job-migration"])
+    opt_in = parse_overrides(["job-migration.move_between_pcie_tiers=true"])
+    policies = build(["numa-pinning", "job-migration"], opt_in)
     found = {str(r.kind): r for p in policies for r in p.evaluate(model).recommendations}
     assert set(found) == {"pin", "migrate-job"}
     assert found["pin"].estimated_gain < 0.5776 / 2

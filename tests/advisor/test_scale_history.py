@@ -1,7 +1,7 @@
 """The scale benchmark's history: simulated scrapes backfilled into a real Prometheus and
 imported into a real VictoriaMetrics, read back by the advisor at the history's end.
 
-Four simulated nodes, three scrape rounds a minute apart: small, but the same generator,
+Two simulated DGX nodes, three scrape rounds a minute apart: small, but the same generator,
 ``promtool`` backfill and import the 1,000-node benchmark uses.
 """
 
@@ -26,18 +26,18 @@ import advisor_backends
 import advisor_history
 
 END = 1_700_000_040.0
-NODES = 4
+NODES = 2
 ROUNDS = 3
 
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> advisor_history.History:
-    """Three rounds of ``cpu-numa`` written by the generator's own command line."""
+    """Three rounds of ``dgx-misplaced`` written by the generator's own command line."""
     out = tmp_path_factory.mktemp("history")
     done = subprocess.run(
         [
             *(sys.executable, str(REPO / "bench/advisor_history.py"), "--scenario"),
-            *("builtin:cpu-numa", "--duration", "2m", "--step", "60s"),
+            *("builtin:dgx-misplaced", "--duration", "2m", "--step", "60s"),
             *("--end", f"{END:.0f}", "--out", str(out)),
         ],
         capture_output=True,
@@ -79,7 +79,7 @@ def test_every_round_is_one_sample_of_every_series(
         prometheus.url, "count_over_time(toposcope_exporter_build_info[2m])", END
     )
     assert sorted(c["metric"]["node"] for c in counts) == sorted(
-        f"xeon-{i:02d}" for i in range(1, NODES + 1)
+        f"dgx-{i:02d}" for i in range(1, NODES + 1)
     )
     assert {c["value"][1] for c in counts} == {str(ROUNDS)}
 
@@ -114,9 +114,22 @@ def test_advise_at_the_end_logs_its_query_time(prometheus: advisor_backends.Load
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["recommendations"], "cpu-numa's misplaced jobs gave no recommendation"
+    assert report["recommendations"], "dgx-misplaced's misplaced jobs gave no recommendation"
     messages = [json.loads(line)["msg"] for line in done.stderr.splitlines() if line]
     assert any(m.startswith(f"{len(queries())} queries to {prometheus.url} in ") for m in messages)
+
+
+def test_only_active_clock_events_are_sent_and_all_idle_still_counts_as_present(
+    prometheus: advisor_backends.Loaded,
+) -> None:
+    window = Window.parse("2m", end=END)
+    every = instant_query(
+        prometheus.url, "avg_over_time(toposcope_gpu_clock_event_active[2m])", END
+    )
+    assert every and all(float(s["value"][1]) == 0 for s in every), "the sim never throttles"
+    data = load_all(PrometheusLoader(prometheus.url), window, queries(names=["gpu-clock-events"]))
+    assert [s.labels for s in data.samples("gpu-clock-events")] == [{}]
+    assert "toposcope_gpu_clock_event_active" in data.present_metrics()
 
 
 def test_victoriametrics_answers_as_prometheus_does(
@@ -125,7 +138,10 @@ def test_victoriametrics_answers_as_prometheus_does(
     tmp_path: Path,
 ) -> None:
     require_binary("victoria-metrics")
-    expr = "sum(toposcope_workload_memory_bytes)"
+    exprs = [
+        "sum(toposcope_workload_memory_bytes)",
+        queries(names=["gpu-clock-events"])[0].promql(Window.parse("2m")),
+    ]
     with advisor_backends.victoriametrics(history, tmp_path) as loaded:
-        from_vm = instant_query(loaded.url, expr, END)
-    assert from_vm == instant_query(prometheus.url, expr, END)
+        from_vm = [instant_query(loaded.url, expr, END) for expr in exprs]
+    assert from_vm == [instant_query(prometheus.url, expr, END) for expr in exprs]

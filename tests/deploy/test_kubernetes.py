@@ -500,9 +500,12 @@ def _apply_component(deployment: dict[str, Any]) -> dict[str, Any]:
     component = yaml.safe_load((APPLY_COMPONENT / "kustomization.yaml").read_text("utf-8"))
     assert component["kind"] == "Component"
     patched: dict[str, Any] = yaml.safe_load(yaml.safe_dump(deployment))
+    targets = [(p["target"]["kind"], p["target"]["name"]) for p in component["patches"]]
+    assert _kind_and_name(deployment) in targets
     for patch in component["patches"]:
         target = patch["target"]
-        assert (target["kind"], target["name"]) == _kind_and_name(deployment)
+        if (target["kind"], target["name"]) != _kind_and_name(deployment):
+            continue
         for op in yaml.safe_load(patch["patch"]):
             assert op["op"] in ("add", "replace"), op
             *parents, last = op["path"].strip("/").split("/")
@@ -664,18 +667,12 @@ def test_the_exporter_asks_the_kubelet_at_the_mounted_socket() -> None:
     assert root["volume"]["hostPath"]["path"] == "/"
 
 
-def test_agent_token_comes_from_a_secret() -> None:
+def test_agent_alone_holds_no_shared_token_and_refuses_changes() -> None:
+    """Without apply-with-agents the agent is read-only; with it, TokenReview, no Secret."""
     pod = _pod_spec("DaemonSet", "toposcope-agent")
     args = parse_cli(_args(_agent()))
-    assert args.token_file, "an agent without a token refuses every change"
-    found = _mount_of(pod, _agent(), args.token_file)
-    secret = found["volume"]["secret"]
-    assert secret["secretName"] == "toposcope-agent-token"
-    assert secret.get("optional", False) is False
-    assert found["mount"]["readOnly"] is True
-    relative = os.path.relpath(args.token_file, found["mount"]["mountPath"])
-    assert {"key": "token", "path": relative} in secret["items"]
-    assert secret["defaultMode"] & 0o077 == 0
+    assert args.token_file is None and not args.auth_tokenreview
+    assert not [v for v in pod["volumes"] if "secret" in v]
 
 
 def test_agent_is_reachable_at_its_pod_ip_on_the_api_port() -> None:
@@ -735,11 +732,10 @@ def test_apply_component_points_the_advisor_at_each_nodes_agent() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": namespace}
     ]
+    # the advisor's own projected token for the agents, no shared Secret
     found = _mount_of(deployment["spec"]["template"]["spec"], container, args.rm_token_file)
-    agent_secret = _mount_of(
-        _pod_spec("DaemonSet", "toposcope-agent"), _agent(), parse_cli(_args(_agent())).token_file
-    )["volume"]["secret"]
-    assert found["volume"]["secret"]["secretName"] == agent_secret["secretName"]
+    (source,) = found["volume"]["projected"]["sources"]
+    assert source["serviceAccountToken"]["audience"] == "toposcope-agent"
     assert args.token_file != args.rm_token_file
     # everything else as in the recommend-only Deployment
     base = _args(_advisor())

@@ -8,7 +8,12 @@ import socket
 import pytest
 
 from tests.workloads.helpers import V2HOST
-from toposcope.exporters.cli import add_arguments, config_from_args, default_hostname
+from toposcope.exporters.cli import (
+    DEFAULT_SAMPLE_INTERVAL,
+    add_arguments,
+    config_from_args,
+    default_hostname,
+)
 
 
 def _config_hostname(*argv: str) -> str:
@@ -34,6 +39,6 @@ def test_the_sample_interval_flag_reaches_the_workload_settings() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["--root", str(V2HOST)])
-    assert config_from_args(args).workloads.sample_interval == 5.0
+    assert config_from_args(args).workloads.sample_interval == DEFAULT_SAMPLE_INTERVAL == 15.0
     args = parser.parse_args(["--root", str(V2HOST), "--collector.workloads.sample-interval", "0"])
     assert config_from_args(args).workloads.sample_interval == 0.0

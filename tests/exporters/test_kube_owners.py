@@ -20,6 +20,7 @@ from toposcope.exporters.collectors import workloads
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.sources.kube_owners import PodDirectory, pods_from_list
 from toposcope.kubeapi import KubeApi, KubeApiError, from_kubeconfig, in_cluster
+from toposcope.tokens import token_text
 
 POD_LIST = json.loads((FIXTURES / "kubernetes" / "pods-node-1.json").read_text())
 TOKEN = "s3cr3t-token-for-tests"
@@ -181,7 +182,7 @@ def test_in_cluster_reads_the_service_account(tmp_path: Path) -> None:
     api = in_cluster(
         tmp_path, environ={"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     )
-    assert (api.url, api.token) == ("https://10.96.0.1:443", TOKEN)
+    assert (api.url, token_text(api.token)) == ("https://10.96.0.1:443", TOKEN)
     v6 = in_cluster(tmp_path, environ={"KUBERNETES_SERVICE_HOST": "fd00::1"})
     assert v6.url == "https://[fd00::1]:443"
     with pytest.raises(KubeApiError, match="KUBERNETES_SERVICE_HOST is unset"):
@@ -207,7 +208,7 @@ def test_kubeconfig_plugins_are_refused(
 def test_kubeconfig_token_file_and_bad_files(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text(TOKEN)
     api = from_kubeconfig(kubeconfig(tmp_path, "https://k8s.example:6443", tokenFile="tok"))
-    assert (api.url, api.token) == ("https://k8s.example:6443", TOKEN)
+    assert (api.url, token_text(api.token)) == ("https://k8s.example:6443", TOKEN)
     assert api.context is not None
     with pytest.raises(KubeApiError, match="cannot read it"):
         from_kubeconfig(tmp_path / "missing")

@@ -19,13 +19,14 @@ from tests.helpers import HWLOC_XML
 from toposcope.errors import ConfigError
 from toposcope.names import InvalidNameError
 from toposcope.sim.cluster import SimCluster
-from toposcope.sim.jobs import JobKind, JobSpec, load_trace, make_job
+from toposcope.sim.jobs import JobKind, JobSpec, make_job
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.nodetree import NodeTree
 from toposcope.sim.paths import UnsafePathError, contained, remove_contained
 from toposcope.sim.scenarios import build_cluster, parse_scenario
 from toposcope.sim.sysfs_writer import write_topology_sysfs
 from toposcope.sim.templates import builtin_template
+from toposcope.sim.traces import load_trace
 
 XEON = builtin_template("xeon-2s")
 NODE = "nodes:\n  - {name: n1, template: xeon-2s}\n"

@@ -16,11 +16,10 @@ from toposcope.errors import ConfigError
 from toposcope.resources import Allocation
 from toposcope.sim.candidates import candidate_count
 from toposcope.sim.jobs import JobKind, make_job
-from toposcope.sim.model import (
+from toposcope.sim.model import cross_node_slowdown, evaluate
+from toposcope.sim.node_oracle import (
     best_allocation,
     best_over_nodes,
-    cross_node_slowdown,
-    evaluate,
     greedy_allocation,
     rank_allocations,
 )

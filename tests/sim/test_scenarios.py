@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toposcope.errors import ConfigError
-from toposcope.sim.jobs import JobKind, draws, load_trace
+from toposcope.sim.jobs import JobKind, draws
 from toposcope.sim.scenarios import (
     SCENARIO_DIR,
     build_cluster,
@@ -15,6 +15,7 @@ from toposcope.sim.scenarios import (
     load_scenario,
     parse_scenario,
 )
+from toposcope.sim.traces import load_trace
 from toposcope.sim.truth_params import truth
 
 GOOD_NODE = "nodes:\n  - {name: n1, template: pcie-8gpu-2sw}\n"

@@ -10,9 +10,10 @@ import pytest
 
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
-from toposcope.sim.jobs import JobKind, load_trace, make_job
+from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.templates import builtin_template
 from toposcope.sim.trace_gen import GPU_MIX, generate, write_csv
+from toposcope.sim.traces import load_trace
 
 
 def test_same_seed_same_trace_and_the_documented_gpu_counts() -> None:

@@ -62,7 +62,7 @@ def test_the_document_describes_every_route_and_the_bearer_scheme() -> None:
     post = document["paths"][f"{BASE}/actions"]["post"]
     assert post["security"] == [{"BearerAuth": []}]
     assert set(post["responses"]) == {
-        "200", "202", "400", "401", "403", "404", "409", "422", "429"
+        "200", "202", "400", "401", "403", "404", "409", "422", "429", "503"
     }  # fmt: skip
     scheme = document["components"]["securitySchemes"]["BearerAuth"]
     assert scheme["type"] == "http"

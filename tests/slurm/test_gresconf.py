@@ -24,9 +24,9 @@ from toposcope.errors import ConfigError
 from toposcope.sim.fsgen import write_topology_sysfs
 from toposcope.sim.templates import builtin_template
 from toposcope.slurm.clusterfiles import ClusterSpec, NodeShape
-from toposcope.slurm.gresconf import gres_conf_lines, slurm_core_indices
 from toposcope.slurm.localcluster import LocalCluster
 from toposcope.slurm.scontrol import parse_job_details
+from toposcope.topology.gresconf import gres_conf_lines, slurm_core_indices
 from toposcope.topology.nvidia_smi import build_from_nvidia_smi_topo
 
 NVIDIA_SMI = FIXTURES / "nvidia-smi"

@@ -55,9 +55,9 @@ def test_stopping_leaves_no_process_cgroup_or_state_behind(tmp_path: Path) -> No
             ["sbatch", "--gres=gpu:1", "--output=/dev/null", "--wrap", "sleep 600"],
             env=env, check=True, capture_output=True,
         )  # fmt: skip
-        pids = {
-            path.name: int(path.read_text()) for path in (root / "run").glob("*.pid")
-        } | {"munged": int((root / "munge" / "munged.pid").read_text())}
+        pids = {path.name: int(path.read_text()) for path in (root / "run").glob("*.pid")} | {
+            "munged": int((root / "munge" / "munged.pid").read_text())
+        }
         assert len(pids) == 6  # slurmctld, 4 slurmd, munged
     finally:
         process.send_signal(signal.SIGTERM)

@@ -10,7 +10,7 @@ series whose value is always 1.
 The rows live in one module per part that publishes them (:mod:`.exporter_metrics`,
 :mod:`.gpu_metrics`, :mod:`.advisor_metrics`, :mod:`.sim_metrics`,
 :mod:`.daemon_metrics` for what every daemon says about itself, :mod:`.queue_metrics` for
-schedulers' queues), in the order
+schedulers' queues, :mod:`.slurm_gres_metrics` for the gres.conf check), in the order
 ``docs/metrics.md`` lists them; :mod:`.model` defines a row; :data:`GPU_KEYS` are the labels
 every GPU series carries (dcgm-exporter's join keys).
 """
@@ -28,11 +28,19 @@ from toposcope.catalogue.gpu_metrics import GPU_KEYS, GPU_SPECS
 from toposcope.catalogue.model import MetricSpec, MetricType
 from toposcope.catalogue.queue_metrics import QUEUE_SPECS
 from toposcope.catalogue.sim_metrics import SIM_SPECS
+from toposcope.catalogue.slurm_gres_metrics import SLURM_GRES_SPECS
 
 __all__ = ["CATALOGUE", "GPU_KEYS", "MetricSpec", "MetricType", "families", "nonempty", "spec"]
 
 _SPECS: tuple[MetricSpec, ...] = (
-    HOST_SPECS + GPU_SPECS + WORKLOAD_SPECS + ADVISOR_SPECS + SIM_SPECS + DAEMON_SPECS + QUEUE_SPECS
+    HOST_SPECS
+    + GPU_SPECS
+    + SLURM_GRES_SPECS
+    + WORKLOAD_SPECS
+    + ADVISOR_SPECS
+    + SIM_SPECS
+    + DAEMON_SPECS
+    + QUEUE_SPECS
 )
 
 CATALOGUE: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}

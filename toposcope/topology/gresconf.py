@@ -17,12 +17,16 @@ the measured topology:
   topology knows no NVLink.
 
 The topology needs each CPU's package and core (the sysfs and hwloc XML builders give them).
+The writer lives in the core because two parts use it: ``toposcope slurm gres-conf`` (and the
+local Slurm cluster's files) print the lines, the exporter's ``slurm_gres`` collector compares
+a node's gres.conf with them (:func:`expected_gres` gives the per-GPU values it compares).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
@@ -51,15 +55,81 @@ def _nvlinks(link: str) -> int:
     return 1 if link.strip().upper() == "NV" else 0
 
 
-def _links_row(topology: Topology, gpu: int, indices: Iterable[int]) -> str:
+def _links_row(topology: Topology, gpu: int, indices: Iterable[int]) -> tuple[int, ...]:
     cells = []
     for peer in indices:
         if peer == gpu:
-            cells.append("-1")
+            cells.append(-1)
             continue
         link = topology.gpu_link(gpu, peer)
-        cells.append(str(_nvlinks(link.link)) if link else "0")
-    return ",".join(cells)
+        cells.append(_nvlinks(link.link) if link else 0)
+    return tuple(cells)
+
+
+@dataclass(frozen=True)
+class GpuGres:
+    """What gres.conf should say about one GPU, from the topology.
+
+    ``cores`` are Slurm's logical core indices near the GPU (empty: locality unknown, so no
+    ``Cores=``); ``links`` the ``Links=`` row in GPU index order (``None``: the node has no
+    NVLink, so no ``Links=``).
+    """
+
+    index: int
+    cores: tuple[int, ...]
+    links: tuple[int, ...] | None
+
+    def line(
+        self,
+        *,
+        node: str | None = None,
+        device_file: str = DEFAULT_DEVICE_FILE,
+        gpu_type: str | None = None,
+    ) -> str:
+        """The GPU's gres.conf line (``device_file`` has ``{index}``, checked by the caller)."""
+        words = [f"NodeName={node}"] if node else []
+        words.append("Name=gpu")
+        if gpu_type:
+            words.append(f"Type={gpu_type}")
+        words.append(f"File={device_file.replace('{index}', str(self.index))}")
+        if self.cores:
+            words.append(f"Cores={format_cpulist(self.cores)}")
+        if self.links is not None:
+            words.append(f"Links={','.join(str(n) for n in self.links)}")
+        return " ".join(words)
+
+
+def expected_gres(topology: Topology) -> tuple[GpuGres, ...]:
+    """Per GPU of ``topology`` (index order): the ``Cores=`` and ``Links=`` Slurm should get.
+
+    Raises :class:`ConfigError` for a topology with GPUs but without core information.
+    """
+    gpus = sorted(topology.gpus, key=lambda g: g.index)
+    if not gpus:
+        return ()
+    core_of = slurm_core_indices(topology)
+    with_links = any(link.type is LinkType.NVLINK for link in topology.gpu_links)
+    indices = [g.index for g in gpus]
+    expected = []
+    for gpu in gpus:
+        local = gpu.local_cpus
+        if not local and gpu.numa_node is not None:
+            numa = topology.numa_node(gpu.numa_node)
+            local = numa.cpus if numa else ()
+        cores = tuple(sorted({core_of[c] for c in local if c in core_of}))
+        links = _links_row(topology, gpu.index, indices) if with_links else None
+        expected.append(GpuGres(gpu.index, cores, links))
+    return tuple(expected)
+
+
+def check_line_options(device_file: str, gpu_type: str | None) -> None:
+    """Raise :class:`ConfigError` for a device template without ``{index}`` or a bad type."""
+    if "{index}" not in device_file:
+        raise ConfigError(f"--device-file {device_file[:80]!r} must contain {{index}}")
+    if gpu_type is not None and _TYPE_RE.fullmatch(gpu_type) is None:
+        raise ConfigError(
+            f"GPU type {gpu_type[:80]!r} is not 1-64 letters, digits, '.', '_', '+', '-'"
+        )
 
 
 def node_shape(topology: Topology) -> tuple[int, int, int] | None:
@@ -101,42 +171,20 @@ def gres_conf_lines(
     ``Gres=gpu:TYPE:N`` must then match). Raises :class:`ConfigError` for a bad template or
     type and for a topology without core information.
     """
-    if "{index}" not in device_file:
-        raise ConfigError(f"--device-file {device_file[:80]!r} must contain {{index}}")
-    if gpu_type is not None and _TYPE_RE.fullmatch(gpu_type) is None:
-        raise ConfigError(
-            f"GPU type {gpu_type[:80]!r} is not 1-64 letters, digits, '.', '_', '+', '-'"
-        )
-    gpus = sorted(topology.gpus, key=lambda g: g.index)
+    check_line_options(device_file, gpu_type)
     lines = [f"# gres.conf lines written by toposcope from {topology.source or 'a topology'}"]
-    if not gpus:
+    expected = expected_gres(topology)
+    if not expected:
         return [*lines, "# no GPU found: nothing to declare"]
-    core_of = slurm_core_indices(topology)
     hint = node_line_hint(topology)
     if hint:
         type_part = f"{gpu_type}:" if gpu_type else ""
         lines.append(
-            f"# slurm.conf: NodeName={node or 'NAME'} {hint} Gres=gpu:{type_part}{len(gpus)}"
+            f"# slurm.conf: NodeName={node or 'NAME'} {hint} Gres=gpu:{type_part}{len(expected)}"
         )
     lines.append("# Cores= are Slurm's logical core indices (lstopo -l Core L#), not CPU ids")
-    with_links = any(link.type is LinkType.NVLINK for link in topology.gpu_links)
-    indices = [g.index for g in gpus]
-    for gpu in gpus:
-        local = gpu.local_cpus
-        if not local and gpu.numa_node is not None:
-            numa = topology.numa_node(gpu.numa_node)
-            local = numa.cpus if numa else ()
-        words = [f"NodeName={node}"] if node else []
-        words.append("Name=gpu")
-        if gpu_type:
-            words.append(f"Type={gpu_type}")
-        words.append(f"File={device_file.replace('{index}', str(gpu.index))}")
-        cores = sorted({core_of[c] for c in local if c in core_of})
-        if cores:
-            words.append(f"Cores={format_cpulist(cores)}")
-        else:
+    for gpu in expected:
+        if not gpu.cores:
             lines.append(f"# GPU {gpu.index}: locality unknown, so no Cores= (any core may use it)")
-        if with_links:
-            words.append(f"Links={_links_row(topology, gpu.index, indices)}")
-        lines.append(" ".join(words))
+        lines.append(gpu.line(node=node, device_file=device_file, gpu_type=gpu_type))
     return lines

@@ -18,8 +18,8 @@ from tests.helpers import FIXTURES, HWLOC_XML
 from toposcope.errors import ConfigError
 from toposcope.topology.hwloc_links import per_link_bandwidth
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
-from toposcope.topology.model import PciDevice, Topology
-from toposcope.topology.pcie import pcie_link
+from toposcope.topology.model import Gpu, GpuLink, PciDevice, Topology
+from toposcope.topology.pcie import MAX_PCIE_MATRIX_GPUS, NvLink, gpu_links, pcie_link
 
 HGX = FIXTURES / "topology" / "hgx-nvswitch.xml"
 POWER8 = HWLOC_XML / "power8gpudistances.xml"
@@ -204,3 +204,16 @@ def test_malformed_nvlink_matrix_is_a_config_error(
     with pytest.raises(ConfigError) as raised:
         build_from_hwloc_xml(path)
     assert "broken-nvlink.xml" in str(raised.value) and problem in str(raised.value)
+
+
+def test_a_document_with_more_gpus_than_any_machine_keeps_only_its_nvlinks() -> None:
+    """The PCIe matrix is quadratic in GPUs: over the cap only the NVLinks are listed."""
+    count = MAX_PCIE_MATRIX_GPUS + 1
+    gpus = [Gpu(i, f"0000:{i // 256:02x}:{i % 256:02x}.0", 0, ()) for i in range(count)]
+    devices = [
+        PciDevice(g.pci_bus_id or "", 0x10DE, 0x2330, 0x0302, 0, (), host_bridge="0000:00")
+        for g in gpus
+    ]
+    nvlinks = {frozenset((0, 1)): NvLink(4)}
+    assert gpu_links(gpus, devices, nvlinks) == (GpuLink(0, 1, "NV4"), GpuLink(1, 0, "NV4"))
+    assert len(gpu_links(gpus[:3], devices[:3], nvlinks)) == 6

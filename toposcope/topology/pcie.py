@@ -15,10 +15,18 @@ the model's link matrix here, with NVIDIA's definitions:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from toposcope.topology.model import Gpu, GpuLink, LinkType, PciDevice
+
+LOG = logging.getLogger(__name__)
+
+#: above this many GPUs the PCIe part of the matrix (quadratic in GPUs) is left out: no
+#: node has that many (an NVLink domain of a rack has 72), so such a document is not one
+#: machine's, and a crafted one must not cost minutes
+MAX_PCIE_MATRIX_GPUS = 512
 
 
 @dataclass(frozen=True)
@@ -64,10 +72,24 @@ def gpu_links(
     """The full GPU link matrix (every ordered pair of distinct GPUs).
 
     ``nvlinks`` maps a pair of GPU indexes to its NVLinks, which win over PCIe. A pair whose
-    GPUs are not both among ``devices`` (no bus id) gets no PCIe link and is left out.
+    GPUs are not both among ``devices`` (no bus id) gets no PCIe link and is left out, as is
+    every PCIe pair of a document with over :data:`MAX_PCIE_MATRIX_GPUS` GPUs.
     """
     by_bus = {d.bus_id: d for d in devices}
     nvlinks = nvlinks or {}
+    if len(gpus) > MAX_PCIE_MATRIX_GPUS:
+        LOG.warning(
+            "%d GPUs: over %d, so the GPU link matrix keeps only NVLinks (no PCIe paths)",
+            len(gpus),
+            MAX_PCIE_MATRIX_GPUS,
+        )
+        known = {gpu.index for gpu in gpus}
+        return tuple(
+            GpuLink(a, b, link.label, link.nvswitch)
+            for pair, link in sorted(nvlinks.items(), key=lambda item: sorted(item[0]))
+            if len(pair) == 2 and pair <= known
+            for a, b in (sorted(pair), sorted(pair, reverse=True))
+        )
     links: list[GpuLink] = []
     for gpu in gpus:
         for peer in gpus:

@@ -24,10 +24,10 @@ from toposcope.advisor.audit import REVERTED, AuditEntry, AuditLog, recommendati
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, Verdict, baseline
-from toposcope.advisor.recommendations import Recommendation, RecommendationKind
 from toposcope.advisor.rmclients import DryRunResourceManager
 from toposcope.errors import ConfigError
-from toposcope.resources import ResourceManager, ResourceManagerError
+from toposcope.recommendation import Recommendation, RecommendationKind
+from toposcope.rm import ResourceManager, ResourceManagerError
 
 LOG = logging.getLogger("toposcope.advisor.acting")
 

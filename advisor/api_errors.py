@@ -27,7 +27,7 @@ from werkzeug.exceptions import HTTPException
 from toposcope.advisor.acting import ServiceError
 from toposcope.advisor.audit import AuditStateError
 from toposcope.advisor.errors import AdvisorConnectionError
-from toposcope.resources import ResourceManagerError
+from toposcope.rm import ResourceManagerError
 
 LOG = logging.getLogger("toposcope.advisor.api")
 

@@ -5,7 +5,7 @@ builds every successful answer through its output model, and the OpenAPI documen
 (``docs/advisor-openapi.json``) is generated from them. The answers are made of the types
 the data already has, so that each shape is defined once: the recommendation contract of
 the core (:mod:`toposcope.recommendation`, the report JSON), the resource-manager types
-(:mod:`toposcope.resources`), and the advisor's audit rows, verifications, outcomes and
+(:mod:`toposcope.rm`), and the advisor's audit rows, verifications, outcomes and
 placements, each extended here by what the API adds (a recommendation's ``first_seen``, an
 audit row's ``state``...). Answers forbid fields they do not declare, so a field added to an
 answer without its schema fails the tests instead of going out undocumented.

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from toposcope.advisor.model import ClusterModel, WorkloadModel
-from toposcope.advisor.recommendations import Recommendation
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.recommendation import Recommendation
+from toposcope.rm import ActionKind, ActionRequest
 
 #: relative error allowed on measured cores and bytes (a rate over a window is an estimate);
 #: the one slack of every capacity check of the advisor

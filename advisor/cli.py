@@ -62,7 +62,7 @@ from toposcope.advisor.runner import advise, load_model
 from toposcope.advisor.workload_filter import filter_report
 from toposcope.errors import ConfigError, UsageError
 from toposcope.recommendation import Report
-from toposcope.resources import ResourceManager, ResourceManagerError
+from toposcope.rm import ResourceManager, ResourceManagerError
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "add_arguments", "parse_at", "run"]
 
@@ -92,7 +92,11 @@ def parse_at(text: str) -> float:
     return moment.timestamp()
 
 
-def _actor() -> str:
+def local_actor() -> str:
+    """Who applies from this process, as the audit log records it: ``user@host``.
+
+    A user with no name in the password database is recorded by its uid.
+    """
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -172,7 +176,7 @@ def _apply(args: argparse.Namespace, report: Report, manager: ResourceManager | 
     applier = Applier(
         manager,
         None if dry else _audit(args),
-        actor=_actor(),
+        actor=local_actor(),
         backend=args.resource_manager,
         max_per_run=args.max_actions,
         max_per_node=args.max_actions_per_node,
@@ -229,7 +233,7 @@ def _revert(args: argparse.Namespace) -> int:
     audit = _audit(args)
     nodes = sorted({e.node for e in audit.entries() if e.node})
     applier = Applier(
-        _manager(args, nodes, sys.stderr), audit, actor=_actor(), backend=args.resource_manager
+        _manager(args, nodes, sys.stderr), audit, actor=local_actor(), backend=args.resource_manager
     )
     outcomes = applier.revert(args.id)
     for outcome in outcomes:

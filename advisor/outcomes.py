@@ -41,9 +41,9 @@ from typing import Any
 
 from toposcope.advisor.locality import remote_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
-from toposcope.advisor.recommendations import Recommendation, RecommendationKind
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
+from toposcope.recommendation import Recommendation, RecommendationKind
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recommendation_seen (

@@ -1,11 +1,12 @@
 """The advisor's rules for recommendations: ids, severities, conflicts, the min-gain filter.
 
-The data types and their JSON (:class:`Recommendation`, :class:`Report` and the rest) are
-the core's contract (:mod:`toposcope.recommendation`, which also checks each
-recommendation's actions against its kind), re-exported here for the policies; this module
-holds what only the advisor decides. A recommendation's ``id`` is a hash of kind, target
-and proposed state, so the same situation gets the same id on every run: ids can be
-tracked, applied once and reverted. Its actions get request ids that follow it.
+The data types and their JSON (:class:`~toposcope.recommendation.Recommendation`,
+:class:`~toposcope.recommendation.Report` and the rest) are the core's contract
+(:mod:`toposcope.recommendation`, which also checks each recommendation's actions against
+its kind); this module holds what only the advisor decides. A recommendation's ``id`` is
+a hash of kind, target and proposed state, so the same situation gets the same id on every
+run: ids can be tracked, applied once and reverted. Its actions get request ids that follow
+it.
 """
 
 from __future__ import annotations
@@ -21,15 +22,12 @@ from toposcope.recommendation import (
     Note,
     Recommendation,
     RecommendationKind,
-    Report,
     Risk,
-    RunInfo,
     Severity,
     Target,
     jsonable,
 )
-from toposcope.recommendation_decoder import decode_action as action_from_dict
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 
 if TYPE_CHECKING:
     from toposcope.advisor.capacity_ledger import CapacityLedger
@@ -37,16 +35,6 @@ if TYPE_CHECKING:
 __all__ = [
     "HORIZON_S",
     "SEVERITY_THRESHOLDS",
-    "Evidence",
-    "Note",
-    "Recommendation",
-    "RecommendationKind",
-    "Report",
-    "Risk",
-    "RunInfo",
-    "Severity",
-    "Target",
-    "action_from_dict",
     "canonical_json",
     "conflict_value",
     "cost_seconds",

@@ -19,14 +19,8 @@ from toposcope.advisor.loaders.queries import load_all, queries
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.model_builder import build_model
 from toposcope.advisor.policies import Policy, evaluate_all
-from toposcope.advisor.recommendations import (
-    Note,
-    Recommendation,
-    Report,
-    RunInfo,
-    filter_min_gain,
-    resolve_conflicts,
-)
+from toposcope.advisor.recommendations import filter_min_gain, resolve_conflicts
+from toposcope.recommendation import Note, Recommendation, Report, RunInfo
 
 
 def load_model(

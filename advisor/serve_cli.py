@@ -20,10 +20,7 @@ verified after ``--verify-after`` (default: the window) and reverted when harmfu
 from __future__ import annotations
 
 import argparse
-import getpass
 import logging
-import os
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +29,7 @@ from typing import TextIO
 from toposcope.advisor.acting import ManagerFactory
 from toposcope.advisor.api import DEFAULT_LISTEN, advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.cli import default_audit_db
+from toposcope.advisor.cli import default_audit_db, local_actor
 from toposcope.advisor.cliargs import (
     add_agent_arguments,
     add_analysis_arguments,
@@ -58,7 +55,7 @@ from toposcope.advisor.rmclients.clienttls import client_tls_from_args
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.errors import ConfigError, UsageError
 from toposcope.logformat import add_log_arguments
-from toposcope.resources import ResourceManager
+from toposcope.rm import ResourceManager
 from toposcope.tokens import Token, add_token_file_options
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
@@ -141,14 +138,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _actor() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"
-
-
 def _duration(option: str, text: str) -> float:
     try:
         return parse_duration(text)
@@ -214,7 +203,7 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
         audit=AuditLog(path),
         outcomes=OutcomeLog(path),
         rule=rule,
-        actor=_actor(),
+        actor=local_actor(),
     )
 
 

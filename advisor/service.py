@@ -34,12 +34,12 @@ from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import Policy
-from toposcope.advisor.recommendations import Recommendation, Report
 from toposcope.advisor.runner import advise, load_model
 from toposcope.advisor.service_metrics import ServiceFigures, exposition
 from toposcope.advisor.verifier import Verifier
 from toposcope.errors import ConfigError, SourceError, UsageError
-from toposcope.resources import ResourceManagerError
+from toposcope.recommendation import Recommendation, Report
+from toposcope.rm import ResourceManagerError
 
 LOG = logging.getLogger("toposcope.advisor.service")
 

@@ -18,8 +18,8 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
 from toposcope.advisor.outcomes import Verdict
-from toposcope.advisor.recommendations import RecommendationKind, Report, Severity
 from toposcope.catalogue import spec
+from toposcope.recommendation import RecommendationKind, Report, Severity
 
 #: action results exported at zero for every kind (what the alerts watch)
 ALWAYS_EXPORTED_RESULTS = ("failed", "harmful")

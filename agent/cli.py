@@ -35,9 +35,8 @@ from toposcope.agent.kubelet import workload_mapper
 from toposcope.agent.local_rm import LocalResourceManager
 from toposcope.config import HostPaths
 from toposcope.errors import ConfigError
-from toposcope.exporters.sources.podresources.runtime_state import DEFAULT_STATE_DIRS
+from toposcope.exporters.kubelet_options import add_pod_naming_arguments
 from toposcope.exporters.sources.podresources.source import (
-    DEFAULT_SOCKET,
     KubeletSource,
     open_kubelet_source,
 )
@@ -126,22 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--path.rootfs", dest="path_rootfs", metavar="DIR", help="root for cgroup mounts"
     )
-    parser.add_argument(
-        "--kubelet.pod-resources-socket",
-        dest="pod_resources_socket",
-        metavar="PATH",
-        help="the kubelet's pod-resources socket, to name pods as the exporter does "
-        f"(default {DEFAULT_SOCKET}, used where it exists)",
-    )
-    parser.add_argument(
-        "--path.runtime-state",
-        dest="runtime_state",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="container runtime state directory on the host (under --path.rootfs) naming "
-        "pods' containers; repeatable (default: " + ", ".join(DEFAULT_STATE_DIRS) + ")",
-    )
+    add_pod_naming_arguments(parser)
 
 
 def paths_from_args(args: argparse.Namespace) -> HostPaths:

@@ -127,17 +127,6 @@ class Host:
         return children
 
 
-def process_tree(children: dict[int, list[int]], root: int) -> list[int]:
-    """``root`` and every descendant in ``children`` (:meth:`Host.children_map`), sorted."""
-    members: list[int] = []
-    stack = [root]
-    while stack:
-        pid = stack.pop()
-        members.append(pid)
-        stack.extend(children.get(pid, ()))
-    return sorted(members)
-
-
 def read_file(path: str) -> str:
     """A cgroup file's text, ``""`` when it does not exist."""
     try:

@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toposcope.agent.host import GONE_OR_GARBLED, Host, process_tree, procs_below
+from toposcope.agent.host import GONE_OR_GARBLED, Host, procs_below
+from toposcope.exporters.sources.processes import process_tree
 from toposcope.exporters.sources.workload_identity import WorkloadMapper
 from toposcope.rm import ResourceManagerError
 from toposcope.workload_identity import WorkloadKind

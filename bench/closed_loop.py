@@ -57,7 +57,7 @@ from typing import Any
 import closed_loop_slurm
 
 from toposcope.errors import ConfigError
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import DONE, SimCluster, checkpoint_restore_seconds
 from toposcope.sim.jobs import JobSpec

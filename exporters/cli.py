@@ -21,11 +21,10 @@ from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.gpu_source import NVML_MODES_HELP, attach_gpu_source, close_gpu_source
 from toposcope.exporters.heap import tune_for_serving
+from toposcope.exporters.kubelet_options import add_pod_naming_arguments
 from toposcope.exporters.nrt_publisher import add_nrt_arguments, nrt_settings, open_publisher
 from toposcope.exporters.runner import ScrapeRunner
 from toposcope.exporters.sources.podresources.attach import attach_kubelet, close_kubelet
-from toposcope.exporters.sources.podresources.runtime_state import DEFAULT_STATE_DIRS
-from toposcope.exporters.sources.podresources.source import DEFAULT_SOCKET
 from toposcope.topology.gresconf_file import DEFAULT_GRES_CONF
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
@@ -124,24 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REGEX",
         help="only cgroups (or commands) matching; repeatable",
     )
-    parser.add_argument(
-        "--kubelet.pod-resources-socket",
-        dest="pod_resources_socket",
-        metavar="PATH",
-        help="the kubelet's pod-resources socket, for pod/namespace/container names and "
-        f"allocations (default {DEFAULT_SOCKET}, used where it exists)",
-    )
-    parser.add_argument(
-        "--path.runtime-state",
-        dest="runtime_state",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="container runtime state directory on the host (under --path.rootfs) whose "
-        "containers' config.json name their pods; repeatable (default: "
-        + ", ".join(DEFAULT_STATE_DIRS)
-        + ")",
-    )
+    add_pod_naming_arguments(parser)
     parser.add_argument(
         "--kubernetes.pod-owners",
         dest="pod_owners",

@@ -20,6 +20,7 @@ import pynvml
 
 from toposcope.errors import ConfigError, NoDataError
 from toposcope.exporters.context import CollectorContext, GpuProcess
+from toposcope.exporters.sources.fake_nvml import load_fake_nvml
 from toposcope.exporters.sources.nvml import (
     NvmlDevices,
     NvmlNotReady,
@@ -49,9 +50,6 @@ def open_backend(mode: str, clock: Callable[[], float] | None = None) -> Any:
         return None
     if mode == "auto":
         return pynvml
-    # imported here: the fake's device descriptions cost a real exporter 3.5 MB of memory
-    from toposcope.exporters.sources.fake_nvml import load_fake_nvml
-
     return load_fake_nvml(mode, clock=clock)
 
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import combinations
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.nodetemplate import NodeTemplate
 

@@ -48,7 +48,7 @@ _SHORT.maxlevel = 3
 
 
 class JobKind(StrEnum):
-    """What a job does (the ``kind`` of its :class:`~toposcope.resources.WorkloadView`)."""
+    """What a job does (the ``kind`` of its :class:`~toposcope.rm.WorkloadView`)."""
 
     CPU_TRAIN = "cpu-train"
     GPU_TRAIN = "gpu-train"

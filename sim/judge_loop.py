@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from toposcope.procs import Prometheus, wait_until
-from toposcope.resources import ResourceManagerError
-from toposcope.rm import ActionKind, ActionStatus
+from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
 from toposcope.rmapi import make_api_app
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import DONE, SimCluster

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.jobs import JobKind, JobSpec
 from toposcope.sim.nodetemplate import (
     LINK_CLASSES,

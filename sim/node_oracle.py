@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.model import CoRunner, Performance, evaluate, pair_bandwidth, worst_pair

@@ -41,7 +41,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.candidates import candidate_allocations, candidate_count
 from toposcope.sim.cluster import DONE, PENDING, RUNNING, JobState, SimCluster
 from toposcope.sim.jobs import JobSpec

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.nodetemplate import NodeTemplate, Placement
 
 

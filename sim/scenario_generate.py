@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.jobs import (
     MAX_JOBS,
     JobKind,

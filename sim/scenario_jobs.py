@@ -18,7 +18,7 @@ from toposcope.names import (
     check_object_name,
     is_object_name,
 )
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.jobs import (
     GIB,
     MAX_GPU_MEMORY_GB,

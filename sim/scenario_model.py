@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.jobs import (
     JobSpec,
 )

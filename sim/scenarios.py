@@ -50,7 +50,7 @@ from toposcope.errors import ConfigError
 from toposcope.names import (
     is_object_name,
 )
-from toposcope.resources import ResourceManagerError
+from toposcope.rm import ResourceManagerError
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import MAX_JOBS, short_repr

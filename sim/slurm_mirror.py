@@ -32,7 +32,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field, replace
@@ -41,6 +40,7 @@ from typing import Any
 
 from toposcope.errors import ConfigError
 from toposcope.rm import Allocation
+from toposcope.runcommand import CommandError, run_command
 from toposcope.sim.jobs import JobKind, JobSpec
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
 from toposcope.topology.cores import slurm_cpu_order
@@ -81,17 +81,16 @@ class SlurmRunner:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         env["SLURM_CONF"] = str(self.slurm_conf)
         try:
-            done = subprocess.run(
-                list(argv), env=env, capture_output=True, timeout=self.timeout_s, check=False
+            return run_command(
+                argv,
+                shown=" ".join(argv[:3]),
+                timeout_s=self.timeout_s,
+                max_output=MAX_OUTPUT,
+                env=env,
+                error_chars=500,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SlurmCommandError(f"{argv[0]} could not run: {exc}") from None
-        if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip()[-500:]
-            raise SlurmCommandError(f"{' '.join(argv[:3])} exited with {done.returncode}: {said}")
-        if len(done.stdout) > MAX_OUTPUT:
-            raise SlurmCommandError(f"{argv[0]} printed more than {MAX_OUTPUT} bytes")
-        return done.stdout.decode(errors="replace")
+        except CommandError as exc:
+            raise SlurmCommandError(str(exc)) from None
 
     def submit(self, job: JobSpec, slurm_name: str, cpus: int, begin_in_s: int = 0) -> int:
         """Submit ``job`` as a sleeping batch job, eligible ``begin_in_s`` seconds from now;

@@ -12,10 +12,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from toposcope.runcommand import (
+    CommandExitError,
+    CommandNotRunError,
+    CommandOutputError,
+    run_command,
+)
 from toposcope.slurm.errors import SlurmError, SlurmFormatError, SlurmUnavailableError
 
 #: The most bytes a command may print before it is refused.
@@ -62,25 +67,20 @@ class SlurmCommands:
     def run(self, name: str, *args: str) -> str:
         """Run ``name args...`` and return its standard output as text."""
         argv = [self.binary(name), *args]
-        shown = " ".join([name, *args])
         try:
-            done = subprocess.run(
+            return run_command(
                 argv,
+                shown=" ".join([name, *args]),
+                timeout_s=self.timeout_s,
+                max_output=MAX_OUTPUT,
                 env=self.environment(),
-                capture_output=True,
-                timeout=self.timeout_s,
-                check=False,
             )
-        except subprocess.TimeoutExpired:
-            raise SlurmUnavailableError(f"{shown} did not finish in {self.timeout_s:g} s") from None
-        except OSError as exc:
-            raise SlurmUnavailableError(f"cannot run {shown}: {exc.strerror or exc}") from None
-        if done.returncode != 0:
-            error = done.stderr.decode(errors="replace").strip()[-300:]
-            raise SlurmError(f"{shown} exited with {done.returncode}: {error or 'no message'}")
-        if len(done.stdout) > MAX_OUTPUT:
-            raise SlurmFormatError(f"{shown} printed more than {MAX_OUTPUT} bytes")
-        return done.stdout.decode(errors="replace")
+        except CommandNotRunError as exc:
+            raise SlurmUnavailableError(str(exc)) from None
+        except CommandExitError as exc:
+            raise SlurmError(str(exc)) from None
+        except CommandOutputError as exc:
+            raise SlurmFormatError(str(exc)) from None
 
     def json(self, name: str, *args: str) -> dict[str, Any]:
         """Run a command that prints JSON (``squeue --json``) and return the object."""

@@ -19,6 +19,7 @@ from typing import Protocol, cast
 
 from toposcope import __version__
 from toposcope.errors import ConfigError, SourceError, UsageError
+from toposcope.extras import load_with_extra
 from toposcope.logformat import add_log_arguments, configure_logging
 
 EXIT_OK = 0
@@ -106,16 +107,13 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 
 def _import_subcommand(name: str, module_name: str) -> SubcommandModule:
-    try:
-        return cast(SubcommandModule, importlib.import_module(module_name))
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] == "toposcope":
-            raise
-        extra = EXTRAS.get(name, "all")
-        raise UsageError(
-            f"toposcope {name} needs the {exc.name!r} library: install toposcope[{extra}] "
-            f"(pip install 'toposcope[{extra}]')"
-        ) from exc
+    module = load_with_extra(
+        lambda: importlib.import_module(module_name),
+        f"toposcope {name}",
+        EXTRAS.get(name, "all"),
+        UsageError,
+    )
+    return cast(SubcommandModule, module)
 
 
 def build_parser(

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from toposcope.boundedread import load_yaml_mapping
 from toposcope.errors import ConfigError
+from toposcope.jsonrequest import json_request
 from toposcope.names import is_node_name
 from toposcope.tokens import Token, TokenFile, token_text
 
@@ -85,17 +85,7 @@ class KubeApi:
         :class:`KubeApiStatusError` carrying the code and the ``Status`` message the server
         gave (cut to :data:`MAX_ERROR_MESSAGE` characters); other failures as :meth:`get`.
         """
-        headers = {"Accept": "application/json"}
-        token = token_text(self.token)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(
-            f"{self.url}{path}", data=data, headers=headers, method=method
-        )
+        request = json_request(f"{self.url}{path}", method, body, token=token_text(self.token))
         try:
             with urllib.request.urlopen(
                 request, timeout=self.timeout, context=self.context
@@ -205,7 +195,7 @@ def connect(kubeconfig: str | Path | None, timeout: float = 10.0) -> KubeApi:
 def from_kubeconfig(path: str | Path, timeout: float = 10.0) -> KubeApi:
     """The API server of a kubeconfig file's current context (see the module docstring)."""
     where = f"kubeconfig {path}"
-    config = _load_kubeconfig(Path(path), where)
+    config = load_yaml_mapping(path, MAX_KUBECONFIG, where, "a kubeconfig", error=KubeApiError)
     current = config.get("current-context")
     context = _named(config, "contexts", current, where).get("context")
     if not isinstance(context, Mapping):
@@ -222,23 +212,6 @@ def from_kubeconfig(path: str | Path, timeout: float = 10.0) -> KubeApi:
     base = Path(path).parent
     ssl_context = _tls_context(cluster, user, base, where) if url.startswith("https:") else None
     return KubeApi(url, _token(user, base, where), ssl_context, timeout)
-
-
-def _load_kubeconfig(path: Path, where: str) -> Mapping[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_KUBECONFIG + 1)
-    except OSError as exc:
-        raise KubeApiError(f"{where}: cannot read it: {exc.strerror or exc}") from None
-    if len(raw) > MAX_KUBECONFIG:
-        raise KubeApiError(f"{where}: over {MAX_KUBECONFIG} bytes")
-    try:
-        config = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise KubeApiError(f"{where}: not YAML: {exc}") from None
-    if not isinstance(config, Mapping):
-        raise KubeApiError(f"{where}: not a kubeconfig (no top-level mapping)")
-    return config
 
 
 def _named(config: Mapping[str, Any], section: str, name: object, where: str) -> Mapping[str, Any]:

@@ -13,7 +13,7 @@ with :mod:`toposcope.recommendation_decoder`. The JSON carries :data:`SCHEMA_VER
 change that old readers would misread gets a new version.
 
 :data:`ACTIONS_BY_KIND` is the one table of which resource-manager actions
-(:class:`~toposcope.resources.ActionKind`) may apply each kind of recommendation: a
+(:class:`~toposcope.rm.ActionKind`) may apply each kind of recommendation: a
 recommendation whose actions do not fit its kind cannot be built, nor decoded.
 """
 
@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toposcope.errors import ToposcopeError
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 
 #: the version of the report JSON (``schema_version``); readers refuse any other
 SCHEMA_VERSION = "1"

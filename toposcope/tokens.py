@@ -27,6 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from toposcope.boundedread import read_bounded
 from toposcope.errors import ConfigError
 
 LOG = logging.getLogger("toposcope.tokens")
@@ -62,19 +63,17 @@ def load_token(path: str | Path, *, allow_insecure: bool = False) -> str:
     unless ``allow_insecure`` (then it warns); a file its group can read or write warns.
     """
     token_path = Path(path)
-    try:
-        with token_path.open("rb") as handle:
-            mode = os.fstat(handle.fileno()).st_mode
-            _check_mode(token_path, mode, allow_insecure)
-            raw = handle.read(MAX_TOKEN_FILE + 1)
-    except OSError as exc:
-        raise ConfigError(f"reading token file {token_path}: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_TOKEN_FILE:
-        raise ConfigError(f"token file {token_path} is over {MAX_TOKEN_FILE} bytes: not a token")
+    raw = read_bounded(
+        token_path,
+        MAX_TOKEN_FILE,
+        f"token file {token_path}",
+        what="a token",
+        inspect=lambda status: _check_mode(token_path, status.st_mode, allow_insecure),
+    )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"reading token file {token_path}: not UTF-8 text") from exc
+        raise ConfigError(f"token file {token_path}: not UTF-8 text") from exc
     token = text.strip().splitlines()[0].strip() if text.strip() else ""
     if not token:
         raise ConfigError(f"token file {token_path} is empty")

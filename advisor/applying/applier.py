@@ -1,7 +1,7 @@
 """The one place that acts (descheduler's PodEvictor): limits, dry run, idempotency, audit.
 
 Policies only decide. :class:`Applier` takes a report's recommendations and carries out
-their actions through a :class:`~toposcope.resources.ResourceManager`:
+their actions through a :class:`~toposcope.rm.ResourceManager`:
 
 * dry run: the calls are handed to the dry-run backend (printed), nothing is recorded;
 * limits: at most ``max_per_run`` recommendations per run and ``max_per_node`` per node;
@@ -57,16 +57,16 @@ from toposcope.advisor.audit import (
     recommendation_state,
 )
 from toposcope.advisor.errors import AdvisorConnectionError
-from toposcope.advisor.recommendations import Recommendation
 from toposcope.advisor.rmclients.dry_run import DryRunResourceManager
 from toposcope.errors import ConfigError
-from toposcope.resources import (
+from toposcope.recommendation import Recommendation
+from toposcope.rm import (
     ActionState,
     Allocation,
     ResourceManager,
     ResourceManagerError,
+    is_retry_later,
 )
-from toposcope.rm import is_retry_later
 
 __all__ = [
     "DEFAULT_POLL_SECONDS",

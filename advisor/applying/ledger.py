@@ -1,6 +1,6 @@
 """The audit log's side of acting: what the resource manager answered, and what it is doing.
 
-Applying and reverting both call a :class:`~toposcope.resources.ResourceManager` and record
+Applying and reverting both call a :class:`~toposcope.rm.ResourceManager` and record
 every call in the :class:`~toposcope.advisor.audit.AuditLog` (intent before, result after).
 :class:`ActionLedger` holds what they share: recording an answer (:meth:`ActionLedger.record`),
 settling a row whose outcome is not known yet by asking the resource manager
@@ -26,7 +26,7 @@ from toposcope.advisor.audit import (
     AuditLog,
 )
 from toposcope.advisor.errors import AdvisorConnectionError
-from toposcope.resources import (
+from toposcope.rm import (
     ActionState,
     ActionStatus,
     ResourceManager,

@@ -33,7 +33,7 @@ from toposcope.advisor.audit import (
 )
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.errors import ConfigError
-from toposcope.resources import ActionKind, ActionRequest, ActionState, ResourceManagerError
+from toposcope.rm import ActionKind, ActionRequest, ActionState, ResourceManagerError
 
 #: per-action revert results after which nothing of that action is left to undo
 REVERT_DONE = frozenset({"reverted", "skipped"})

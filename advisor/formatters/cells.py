@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from toposcope.cpulist import format_cpulist
 from toposcope.recommendation import Recommendation, Report
-from toposcope.resources import ActionRequest
+from toposcope.rm import ActionRequest
 
 #: the columns of the table and Markdown formats, in order
 COLUMNS = ("ID", "KIND", "TARGET", "GAIN", "SEVERITY", "RISK", "CONF", "SUMMARY", "CHANGE")

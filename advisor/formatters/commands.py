@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from toposcope.advisor.rmclients.http import api_base
 from toposcope.names import is_node_name
 from toposcope.recommendation import Report, action_to_dict
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 
 #: the simulator's resource-manager API at its default listen address
 SIM_URL = "http://127.0.0.1:9850/api/v1"

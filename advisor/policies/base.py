@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.recommendations import Note, Recommendation
 from toposcope.catalogue import MetricSpec
 from toposcope.errors import ConfigError
+from toposcope.recommendation import Note, Recommendation
 
 
 def setting(

@@ -23,17 +23,17 @@ from dataclasses import dataclass
 
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
-from toposcope.advisor.recommendations import (
+from toposcope.advisor.recommendations import make_recommendation
+from toposcope.catalogue import spec
+from toposcope.recommendation import (
     Evidence,
     Note,
     Recommendation,
     RecommendationKind,
     Risk,
     Target,
-    make_recommendation,
 )
-from toposcope.catalogue import spec
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 
 
 @dataclass(frozen=True)

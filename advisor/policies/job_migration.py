@@ -39,8 +39,8 @@ from toposcope.advisor.policies.migration_recommendations import (
     defrag_recommendation,
     move_recommendation,
 )
-from toposcope.advisor.recommendations import Note, Recommendation
 from toposcope.catalogue import spec
+from toposcope.recommendation import Note, Recommendation
 from toposcope.topology.model import LinkType
 
 #: worst links of one socket's PCIe fabric: a move between them rests on an uncertain gap

@@ -28,16 +28,10 @@ from toposcope.advisor.locality import (
 )
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
-from toposcope.advisor.recommendations import (
-    Note,
-    Recommendation,
-    RecommendationKind,
-    Risk,
-    Target,
-    make_recommendation,
-)
+from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import spec
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.recommendation import Note, Recommendation, RecommendationKind, Risk, Target
+from toposcope.rm import ActionKind, ActionRequest
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,10 @@ from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.defragment import DefragPlan, DefragValue
 from toposcope.advisor.gpu_sets import Placement, gpu_claims
 from toposcope.advisor.model import ClusterModel, WorkloadModel
-from toposcope.advisor.recommendations import (
-    Evidence,
-    Recommendation,
-    RecommendationKind,
-    Risk,
-    Target,
-    make_recommendation,
-)
+from toposcope.advisor.recommendations import make_recommendation
 from toposcope.cpulist import format_cpulist
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.recommendation import Evidence, Recommendation, RecommendationKind, Risk, Target
+from toposcope.rm import ActionKind, ActionRequest
 
 
 @dataclass(frozen=True)

@@ -31,16 +31,16 @@ from dataclasses import dataclass
 
 from toposcope.advisor.model import ClusterModel, NodeModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
-from toposcope.advisor.recommendations import (
+from toposcope.advisor.recommendations import make_recommendation
+from toposcope.catalogue import CATALOGUE, spec
+from toposcope.recommendation import (
     Evidence,
     Note,
     Recommendation,
     RecommendationKind,
     Risk,
     Target,
-    make_recommendation,
 )
-from toposcope.catalogue import CATALOGUE, spec
 
 THROTTLE_REASONS = ("hw_thermal", "sw_thermal", "hw_power_brake", "hw_slowdown")
 #: the metric that would tell whether automatic NUMA balancing is on (not in the catalogue yet)

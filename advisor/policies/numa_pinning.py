@@ -47,18 +47,18 @@ from toposcope.advisor.policies.pin_capacity import (
     PinPlan,
     assign_targets,
 )
-from toposcope.advisor.recommendations import (
+from toposcope.advisor.recommendations import make_recommendation
+from toposcope.catalogue import spec
+from toposcope.cpulist import format_cpulist
+from toposcope.recommendation import (
     Evidence,
     Note,
     Recommendation,
     RecommendationKind,
     Risk,
     Target,
-    make_recommendation,
 )
-from toposcope.catalogue import spec
-from toposcope.cpulist import format_cpulist
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 
 
 #: relative error allowed on measured cores (a rate over a window is an estimate)

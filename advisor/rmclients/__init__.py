@@ -32,7 +32,7 @@ from toposcope.advisor.rmclients.local import (
     registered_backend,
 )
 from toposcope.errors import ConfigError
-from toposcope.resources import ResourceManager
+from toposcope.rm import ResourceManager
 from toposcope.tokens import Token, TokenFile, load_token
 
 BACKENDS = ("dry-run", "sim", "agent", "local")

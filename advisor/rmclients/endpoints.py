@@ -25,10 +25,9 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-import yaml
-
+from toposcope.boundedread import load_yaml_mapping
 from toposcope.errors import ConfigError
 from toposcope.kubeapi import check_api_url, url_host
 from toposcope.names import InvalidNameError, check_node_name, is_node_name
@@ -150,7 +149,7 @@ def parse_url_map(
     if "=" in spec and not Path(spec).exists():
         return _inline_map(spec, token)
     path = Path(spec)
-    data = _read_map_file(path)
+    data = load_yaml_mapping(path, MAX_MAP_BYTES, f"--rm-url-map {path}", "a map of nodes")
     where = str(path)
     unknown = sorted(set(data) - {"template", "nodes"})
     if unknown:
@@ -192,23 +191,6 @@ def _inline_map(spec: str, token: Token | None) -> StaticEndpoints:
         node = _node(name, "--rm-url-map")
         endpoints[node] = AgentEndpoint(node, check_agent_url(url, f"--rm-url-map {node}"), token)
     return StaticEndpoints(endpoints)
-
-
-def _read_map_file(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_MAP_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"reading --rm-url-map {path}: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_MAP_BYTES:
-        raise ConfigError(f"--rm-url-map {path} is larger than {MAX_MAP_BYTES} bytes")
-    try:
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError(f"--rm-url-map {path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"--rm-url-map {path}: expected a mapping with nodes")
-    return data
 
 
 def _mapped_endpoint(

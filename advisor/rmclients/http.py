@@ -28,6 +28,7 @@ from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
 from toposcope.errors import ConfigError
+from toposcope.jsonrequest import json_request
 from toposcope.names import is_node_name
 from toposcope.rm import (
     ActionRequest,
@@ -74,15 +75,13 @@ class HttpResourceManager:
 
     def _call(self, method: str, path: str, body: object = None) -> Any:
         url = f"{self.url}{path}"
-        headers = {"User-Agent": f"toposcope-advisor/{__version__}", "Accept": "application/json"}
-        token = token_text(self.token)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        request = json_request(
+            url,
+            method,
+            body,
+            token=token_text(self.token),
+            headers={"User-Agent": f"toposcope-advisor/{__version__}"},
+        )
         try:
             with urllib.request.urlopen(
                 request, timeout=self.timeout, context=self.context

@@ -13,7 +13,8 @@ from importlib.metadata import entry_points
 from typing import cast
 
 from toposcope.errors import ConfigError
-from toposcope.resources import ResourceManager
+from toposcope.extras import load_with_extra
+from toposcope.rm import ResourceManager
 
 ENTRY_POINT_GROUP = "toposcope.resource_managers"
 #: backend -> the install extra that brings its libraries
@@ -28,16 +29,10 @@ def registered_backend(name: str, **options: object) -> ResourceManager:
             f"--resource-manager {name}: no such backend is installed (the local backend "
             "comes with the node agent: pip install 'toposcope[agent]')"
         )
-    try:
-        factory = next(iter(found)).load()
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] == "toposcope":
-            raise
-        extra = BACKEND_EXTRAS.get(name, "all")
-        raise ConfigError(
-            f"--resource-manager {name} needs the {exc.name!r} library: "
-            f"pip install 'toposcope[{extra}]'"
-        ) from exc
+    entry = next(iter(found))
+    factory = load_with_extra(
+        entry.load, f"--resource-manager {name}", BACKEND_EXTRAS.get(name, "all"), ConfigError
+    )
     return cast(ResourceManager, factory(**options))
 
 

@@ -176,7 +176,7 @@ def workload_families(snapshot: WorkloadSnapshot) -> list[Metric]:
     """The ``toposcope_workload*`` families of one snapshot as client_python families (only
     families with samples, and the dropped counter always).
     """
-    families: list[Metric] = fill_workload_families(snapshot, lambda row: row.family())
+    families = fill_workload_families(snapshot, MetricSpec.family)
     return [*(f for f in families[:-1] if f.samples), families[-1]]
 
 

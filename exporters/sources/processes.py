@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -309,11 +309,16 @@ def process_trees(proc: ProcFs, init_pid: int = 1) -> list[ProcessTree]:
             roots.append(pid)
     trees: list[ProcessTree] = []
     for root in sorted(roots):
-        members: list[int] = []
-        stack = [root]
-        while stack:
-            pid = stack.pop()
-            members.append(pid)
-            stack.extend(children.get(pid, ()))
-        trees.append(ProcessTree(root, stats[root].comm, tuple(sorted(members))))
+        trees.append(ProcessTree(root, stats[root].comm, tuple(process_tree(children, root))))
     return trees
+
+
+def process_tree(children: Mapping[int, Iterable[int]], root: int) -> list[int]:
+    """``root`` and every descendant in ``children`` (parent pid -> children's pids), sorted."""
+    members: list[int] = []
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        members.append(pid)
+        stack.extend(children.get(pid, ()))
+    return sorted(members)

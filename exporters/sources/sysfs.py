@@ -1,8 +1,10 @@
 """Per-scrape readers of sysfs: NUMA node memory, numastat counters and L3 cache domains.
 
 The topology builder (:mod:`toposcope.topology.sysfs`) reads what rarely changes; this
-module reads what changes on every scrape. It reuses that module's helpers (``read_text``,
-``parse_meminfo_lines``, ``node_dirs``) so both agree on paths and units. Units are converted
+module reads what changes on every scrape. It reuses that module's helpers
+(``parse_meminfo_lines``, ``node_dirs``, ``read_int``) so both agree on paths and units; the
+per-scrape files are read as bytes with ``os.open``/``os.read`` (no ``pathlib`` on the
+scrape path). Units are converted
 here, once: meminfo ``kB`` fields become bytes, hugepage counts become bytes. numastat
 values stay counts of pages, as the kernel reports them.
 

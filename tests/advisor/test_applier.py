@@ -14,14 +14,7 @@ from tests.advisor.fakes import Answer, FakeResourceManager, FakeServer, Request
 from tests.procs import free_port
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog, AuditStateError, recommendation_state
-from toposcope.advisor.recommendations import (
-    Evidence,
-    Recommendation,
-    RecommendationKind,
-    Risk,
-    Target,
-    make_recommendation,
-)
+from toposcope.advisor.recommendations import make_recommendation
 from toposcope.advisor.rmclients import (
     DryRunResourceManager,
     HttpResourceManager,
@@ -30,7 +23,8 @@ from toposcope.advisor.rmclients import (
     resolver_from_options,
 )
 from toposcope.errors import ConfigError
-from toposcope.resources import (
+from toposcope.recommendation import Evidence, Recommendation, RecommendationKind, Risk, Target
+from toposcope.rm import (
     ActionKind,
     ActionRequest,
     ActionState,

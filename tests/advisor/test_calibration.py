@@ -17,15 +17,9 @@ from toposcope.advisor.calibration import (
     shrunk_factor,
 )
 from toposcope.advisor.outcomes import Measurement, OutcomeLog, Verdict
-from toposcope.advisor.recommendations import (
-    Recommendation,
-    RecommendationKind,
-    Risk,
-    Severity,
-    Target,
-    make_recommendation,
-)
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.advisor.recommendations import make_recommendation
+from toposcope.recommendation import Recommendation, RecommendationKind, Risk, Severity, Target
+from toposcope.rm import ActionKind, ActionRequest
 
 
 def _pin(gain: float, workload: str = "train") -> Recommendation:

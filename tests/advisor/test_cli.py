@@ -23,7 +23,7 @@ from toposcope.advisor import cli as advise_cli
 from toposcope.advisor import place_cli
 from toposcope.advisor.outcomes import Measurement, OutcomeLog, Verdict
 from toposcope.recommendation_decoder import decode_recommendation
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 
 LABELS = {"job": "toposcope", "instance": "10.1.2.3:9400"}
 

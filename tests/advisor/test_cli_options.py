@@ -17,7 +17,7 @@ from tests.advisor.conftest import ExporterScrape
 from tests.advisor.fakes import ExpositionPrometheus, FakeResourceManager, FakeServer, ok, vector
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor.advise_options import FAIL_ON
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 
 LABELS = {"job": "toposcope", "instance": "10.1.2.3:9400"}
 RANK = ["ok", "info", "warning", "critical"]

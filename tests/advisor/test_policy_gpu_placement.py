@@ -8,7 +8,7 @@ from tests.advisor.builders import cluster, pcie4, pcie8, workload
 from toposcope.advisor.gpu_sets import cells, first_fit, link_factor, place, rank_sets
 from toposcope.advisor.model import NodeModel, PendingWorkload
 from toposcope.advisor.policies.gpu_placement import GpuPlacement
-from toposcope.resources import ActionKind
+from toposcope.rm import ActionKind
 from toposcope.topology.model import LinkType
 
 

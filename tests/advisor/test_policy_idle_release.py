@@ -9,7 +9,7 @@ import pytest
 from tests.advisor.builders import ALL_METRICS, cluster, pcie4, workload
 from toposcope.advisor.model import NodeModel
 from toposcope.advisor.policies.idle_release import IdleRelease
-from toposcope.resources import ActionKind
+from toposcope.rm import ActionKind
 
 
 def with_gpu(node: NodeModel, index: int, **changes: object) -> NodeModel:

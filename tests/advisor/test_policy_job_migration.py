@@ -9,7 +9,7 @@ import pytest
 from tests.advisor.builders import cluster, pcie4, pcie8, workload
 from toposcope.advisor.model import PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.job_migration import JobMigration, JobMigrationSettings
-from toposcope.resources import ActionKind
+from toposcope.rm import ActionKind
 
 
 def test_job_across_sockets_moves_to_one_switch() -> None:

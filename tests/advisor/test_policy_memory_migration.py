@@ -8,7 +8,7 @@ from tests.advisor.builders import ALL_METRICS, GIB, cluster, pcie4, workload
 from toposcope.advisor.policies.memory_migration import MemoryMigration, MemoryMigrationSettings
 from toposcope.advisor.policies.numa_pinning import NumaPinning
 from toposcope.advisor.recommendations import resolve_conflicts
-from toposcope.resources import ActionKind
+from toposcope.rm import ActionKind
 
 
 def test_remote_memory_of_a_homed_workload_is_migrated_home() -> None:

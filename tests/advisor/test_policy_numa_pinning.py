@@ -9,7 +9,7 @@ import pytest
 from tests.advisor.builders import ALL_METRICS, GIB, cluster, gpu, numa_nodes, pcie4, workload
 from toposcope.advisor.model import NodeModel
 from toposcope.advisor.policies.numa_pinning import NumaPinning, NumaPinningSettings
-from toposcope.resources import ActionKind
+from toposcope.rm import ActionKind
 
 
 def test_gpu_workload_running_on_the_far_socket_is_pinned_to_its_gpus_node() -> None:

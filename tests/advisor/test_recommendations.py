@@ -16,14 +16,6 @@ from tests.helpers import FIXTURES, REPO
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor.policies import build
 from toposcope.advisor.recommendations import (
-    Evidence,
-    Recommendation,
-    RecommendationKind,
-    Report,
-    Risk,
-    RunInfo,
-    Severity,
-    Target,
     conflict_value,
     filter_min_gain,
     make_recommendation,
@@ -32,9 +24,21 @@ from toposcope.advisor.recommendations import (
     severity_for,
 )
 from toposcope.advisor.runner import advise
-from toposcope.recommendation import ACTIONS_BY_KIND, SCHEMA_VERSION, RecommendationError
+from toposcope.recommendation import (
+    ACTIONS_BY_KIND,
+    SCHEMA_VERSION,
+    Evidence,
+    Recommendation,
+    RecommendationError,
+    RecommendationKind,
+    Report,
+    Risk,
+    RunInfo,
+    Severity,
+    Target,
+)
 from toposcope.recommendation_decoder import report_from_json
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 
 #: an action of each kind of recommendation that has one
 ACTION_OF = {

@@ -12,16 +12,10 @@ from toposcope.advisor.capacity_ledger import RATE_SLACK, CapacityLedger
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.policies import build, parse_overrides
 from toposcope.advisor.policies.job_migration import JobMigration
-from toposcope.advisor.recommendations import (
-    Recommendation,
-    RecommendationKind,
-    Risk,
-    Target,
-    make_recommendation,
-    resolve_conflicts,
-)
+from toposcope.advisor.recommendations import make_recommendation, resolve_conflicts
 from toposcope.advisor.runner import advise
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.recommendation import Recommendation, RecommendationKind, Risk, Target
+from toposcope.rm import ActionKind, ActionRequest
 
 
 def numa_load_after(

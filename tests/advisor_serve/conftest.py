@@ -31,7 +31,7 @@ from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build
 from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
-from toposcope.resources import Allocation, ResourceManager
+from toposcope.rm import Allocation, ResourceManager
 
 API_TOKEN = "advisor-t0ken"
 RM_TOKEN = "rm-t0ken"

@@ -20,7 +20,7 @@ from tests.procs import free_port, http_get, poll
 from toposcope.advisor import serve_cli
 from toposcope.advisor.rmclients import make_resource_manager
 from toposcope.cpulist import format_cpulist
-from toposcope.resources import ResourceManager
+from toposcope.rm import ResourceManager
 
 #: runs ``toposcope advisor ARGS`` the way the top-level command does
 MAIN = (

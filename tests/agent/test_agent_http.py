@@ -15,17 +15,13 @@ import pytest
 from tests.agent.conftest import Child, allowed_cpus, cpus_allowed
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.recommendations import (
-    RecommendationKind,
-    Risk,
-    Target,
-    make_recommendation,
-)
+from toposcope.advisor.recommendations import make_recommendation
 from toposcope.advisor.rmclients import AgentResourceManager, HttpResourceManager
 from toposcope.advisor.rmclients.endpoints import parse_url_map
 from toposcope.agent import cli as agent_cli
 from toposcope.cpulist import format_cpulist
-from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError
+from toposcope.recommendation import RecommendationKind, Risk, Target
+from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
 
 TOKEN = "agent-s3cret"
 

@@ -16,7 +16,7 @@ from tests.agent.conftest import Child, allowed_cpus, cpus_allowed, running_chil
 from toposcope.agent.local_rm import LocalResourceManager, Syscalls
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
-from toposcope.resources import ActionKind, ActionRequest, ActionStatus, ResourceManagerError
+from toposcope.rm import ActionKind, ActionRequest, ActionStatus, ResourceManagerError
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ UNPRIVILEGED = textwrap.dedent(
     """
     import json, os, sys
     from toposcope.agent.local_rm import LocalResourceManager
-    from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError
+    from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
     rm = LocalResourceManager(node_name="n1")
     # the interpreter's own files may be unreadable once root is dropped: load what is
     # needed first (codecs, libc)

@@ -18,7 +18,7 @@ from toposcope.recommendation_decoder import (
     decode_report,
     report_from_json,
 )
-from toposcope.resources import ActionKind
+from toposcope.rm import ActionKind
 
 REPORT = json.loads((FIXTURES / "advisor" / "report.json").read_text())
 

@@ -36,7 +36,7 @@ from toposcope.recommendation import (
     Severity,
     Target,
 )
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 
 
 def test_instant_query_drops_nan_and_keeps_labels() -> None:

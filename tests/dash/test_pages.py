@@ -280,7 +280,7 @@ def test_cli_options_and_token(
     bad_config.write_text("basic_auth_users:\n  alice: plain-text\n")
     for argv, needle in (
         (["--prometheus", "localhost:9090"], "must be an http"),
-        (["--advisor-token-file", str(tmp_path / "missing")], "reading token file"),
+        (["--advisor-token-file", str(tmp_path / "missing")], "missing: cannot read it"),
         (["--advisor-token-file", str(tmp_path / "empty")], "is empty"),
         (["--timeout", "0"], "--timeout must be positive"),
         (["--listen", "nohost"], "HOST:PORT"),

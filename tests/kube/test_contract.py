@@ -18,16 +18,10 @@ from tests.kube.cluster import budget
 from tests.kube.fake_apiserver import Running
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.recommendations import (
-    Evidence,
-    Recommendation,
-    RecommendationKind,
-    Risk,
-    Target,
-    make_recommendation,
-)
+from toposcope.advisor.recommendations import make_recommendation
 from toposcope.advisor.rmclients import backend_names, make_resource_manager
 from toposcope.kube.manager import KubernetesResourceManager
+from toposcope.recommendation import Evidence, Recommendation, RecommendationKind, Risk, Target
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError, RetryLaterError
 
 ACTOR = "tester@host"

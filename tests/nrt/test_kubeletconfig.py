@@ -52,7 +52,11 @@ def test_a_kubelet_configuration_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("kind: Pod\n", "not a KubeletConfiguration"), ("a: [\n", "not YAML"), (None, "cannot read")],
+    [
+        ("kind: Pod\n", "not a KubeletConfiguration"),
+        ("a: [\n", "not valid YAML"),
+        (None, "cannot read"),
+    ],
 )
 def test_bad_kubelet_configuration_files_are_named(
     tmp_path: Path, text: str | None, message: str

@@ -22,7 +22,7 @@ from toposcope.advisor.rmclients.endpoints import StaticEndpoints, UrlTemplate, 
 from toposcope.advisor.rmclients.k8s_endpoints import KubernetesEndpoints, node_ips_from_slices
 from toposcope.cli import main
 from toposcope.errors import ConfigError
-from toposcope.resources import ActionKind, ActionRequest, ResourceManagerError
+from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
 from toposcope.sim.fsgen import write_workload_tree
 from toposcope.tokens import token_text
 

@@ -37,7 +37,7 @@ from toposcope.advisor.api import MAX_BODY_BYTES, advisor_app
 from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService
 from toposcope.httpserver import HttpServer, WsgiApp
-from toposcope.resources import (
+from toposcope.rm import (
     ActionRequest,
     ActionState,
     ActionStatus,

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from toposcope.resources import (
+from toposcope.rm import (
     ActionKind,
     ActionRequest,
     ActionStatus,

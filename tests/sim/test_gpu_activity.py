@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.sim.test_metrics import Samples, by, parse
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import JobKind, make_job

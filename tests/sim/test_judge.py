@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.judge import (

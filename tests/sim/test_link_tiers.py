@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import FIXTURES, HWLOC_XML
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.model import evaluate, pair_bandwidth
 from toposcope.sim.nodetemplate import NodeTemplate

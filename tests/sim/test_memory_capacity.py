@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.jobs import JobKind, JobSpec, make_job
 from toposcope.sim.model import evaluate, job_memory_flows
 from toposcope.sim.oracle import solve

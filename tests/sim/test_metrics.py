@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope.catalogue import CATALOGUE
-from toposcope.resources import ActionKind, ActionRequest
+from toposcope.rm import ActionKind, ActionRequest
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.scenarios import build_cluster, load_scenario

@@ -13,7 +13,7 @@ from toposcope.advisor.gpu_sets import LINK_FACTOR
 from toposcope.advisor.locality import CRI_RM_PENALTY
 from toposcope.advisor.policies.numa_pinning import NumaPinningSettings
 from toposcope.errors import ConfigError
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.candidates import candidate_count
 from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.model import cross_node_slowdown, evaluate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import JobKind, make_job

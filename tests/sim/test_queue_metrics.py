@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope.catalogue import CATALOGUE
 from toposcope.fairshare import fair_shares
-from toposcope.resources import Allocation
+from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import JobKind, make_job

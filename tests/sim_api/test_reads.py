@@ -6,7 +6,7 @@ from flask.testing import FlaskClient
 
 from tests.sim_api.conftest import BASE
 from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.resources import NodeView
+from toposcope.rm import NodeView
 from toposcope.rmapi import make_api_app
 
 

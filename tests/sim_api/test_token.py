@@ -68,12 +68,12 @@ def test_a_huge_file_is_not_a_token(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"reading token file .*absent"):
+    with pytest.raises(ConfigError, match=r"token file .*absent: cannot read it"):
         load_token(tmp_path / "absent")
 
 
 def test_a_directory_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="reading token file"):
+    with pytest.raises(ConfigError, match=r"token file .*: cannot read it"):
         load_token(tmp_path)
 
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from toposcope.boundedread import load_yaml_mapping
 from toposcope.errors import ConfigError
 from toposcope.kubeapi import KubeApi
 from toposcope.names import is_node_name
@@ -85,17 +84,7 @@ def read_configz(api: KubeApi, node: str) -> TopologyManagerConfig:
 def read_config_file(path: Path) -> TopologyManagerConfig:
     """The settings of a kubelet configuration file; :class:`ConfigError` when unreadable."""
     where = f"kubelet configuration {path}"
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_CONFIG_FILE + 1)
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read it: {exc.strerror or exc}") from None
-    if len(raw) > MAX_CONFIG_FILE:
-        raise ConfigError(f"{where}: over {MAX_CONFIG_FILE} bytes")
-    try:
-        config = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: not YAML: {exc}") from None
-    if not isinstance(config, Mapping) or config.get("kind") != "KubeletConfiguration":
+    config = load_yaml_mapping(path, MAX_CONFIG_FILE, where, "a KubeletConfiguration")
+    if config.get("kind") != "KubeletConfiguration":
         raise ConfigError(f"{where}: not a KubeletConfiguration")
     return from_kubelet_config(config, str(path))

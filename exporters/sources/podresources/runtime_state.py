@@ -30,6 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from toposcope.boundedread import read_bounded
+from toposcope.errors import SourceError
+
 LOG = logging.getLogger("toposcope.exporter.kubernetes")
 
 #: containerd's CRI task directory and CRI-O's container storage, on the host.
@@ -152,20 +155,15 @@ class RuntimeState:
 
     def _read(self, directory: Path, path: Path) -> ContainerNames | None:
         try:
-            with path.open("rb") as handle:
-                data = handle.read(MAX_CONFIG_BYTES + 1)
-        except PermissionError:
-            if directory not in self._said_denied:
+            data = read_bounded(path, MAX_CONFIG_BYTES, str(path), error=SourceError)
+        except SourceError as exc:
+            if isinstance(exc.__cause__, PermissionError) and directory not in self._said_denied:
                 self._said_denied.add(directory)
                 LOG.warning(
                     "cannot read the container runtime's state under %s (permission denied): "
                     "pods are named only where the kubelet's exclusive CPUs match a cgroup",
                     directory,
                 )
-            return None
-        except OSError:
-            return None
-        if len(data) > MAX_CONFIG_BYTES:
             return None
         try:
             config = json.loads(data)

@@ -59,9 +59,21 @@ class CapacityLedger:
     model: ClusterModel
     max_load: float = 1.0
 
+    @cached_property
+    def _by_name(self) -> dict[str, list[WorkloadModel]]:
+        """The model's workloads by name (a name may run on several nodes)."""
+        index: dict[str, list[WorkloadModel]] = defaultdict(list)
+        for workload in self.model.workloads:
+            index[workload.name].append(workload)
+        return index
+
+    @cached_property
+    def _by_key(self) -> dict[str, WorkloadModel]:
+        return {w.key: w for w in self.model.workloads}
+
     def _workload(self, name: str, node: str) -> WorkloadModel | None:
         """The running workload called ``name``, preferring the one on ``node``."""
-        found = [w for w in self.model.workloads if w.name == name]
+        found = self._by_name.get(name, [])
         return next((w for w in found if w.node == node), found[0] if found else None)
 
     def _cpu(self, action: ActionRequest, workload: WorkloadModel, away: Load, to: Load) -> None:
@@ -115,7 +127,7 @@ class CapacityLedger:
             if action.kind in _MEMORY_ACTIONS and action.mems:
                 memory_moved[workload.key] = action
         for key, action in memory_moved.items():
-            workload = next(w for w in self.model.workloads if w.key == key)
+            workload = self._by_key[key]
             self._memory(action, workload, load or {}, away, brought)
         return away, brought
 

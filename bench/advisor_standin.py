@@ -2,7 +2,7 @@
 
 It answers what a Prometheus holding one hour of a scenario would, without a TSDB: the series
 are the simulated nodes' real exporter output after one simulated hour (so counters hold an
-hour of CPU time), reduced over the window as PromQL would (``rate``: counter / 3600 s;
+hour of CPU time), reduced over the window as PromQL would (a rate: counter / 3600 s;
 ``*_over_time``: the value; ``count_over_time``: 60 samples), and the one range query (GPU
 utilization) with 60 points per GPU. The answers are encoded before the clock starts, so the
 server's own time is small: what is left is the advisor's.
@@ -95,7 +95,7 @@ class Answers:
                 "data": {"resultType": "matrix", "result": result},
             }
         else:
-            if query.startswith("rate("):
+            if query.startswith(("rate(", "increase(")):
                 values = [(labels, value / HOUR) for labels, value in samples]
             elif query.startswith("count_over_time("):
                 values = [(labels, float(POINTS)) for labels, _ in samples]

@@ -26,6 +26,8 @@ QueryType = Literal["instant", "range"]
 
 _DURATION_RE = re.compile(r"^(?:(\d+)(ms|s|m|h|d|w|y))+$")
 _DURATION_PART_RE = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+#: subquery points that date a counter's first sample in the window (see rate_over_age)
+AGE_POINTS = 120
 _UNIT_SECONDS = {
     "ms": 0.001,
     "s": 1.0,
@@ -133,12 +135,41 @@ class Query:
         if self.query_type == "range" or self.reduction == "value":
             expr = selector
         elif self.reduction == "rate":
-            expr = f"rate({selector}[{window.text}])"
+            expr = rate_over_age(selector, window)
         else:
             expr = f"{self.reduction}_over_time({selector}[{window.text}])"
         if self.positive_only:
             return f"{expr} > 0 or group({selector})"
         return expr
+
+
+def promql_duration(seconds: float) -> str:
+    """``seconds`` as a PromQL duration (``"15s"``, ``"1250ms"``): whole milliseconds."""
+    millis = round(seconds * 1000)
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
+def rate_over_age(selector: str, window: Window) -> str:
+    """The per-second rate of counter ``selector`` over ``window``, or over the part of it the
+    series has existed when it is younger than the window.
+
+    ``rate(x[W])`` divides by ``W`` even when the first sample is in the window (Prometheus
+    extrapolates to the window's start only from within 1.1 sample intervals of it), so a
+    workload started 30 s into a 5 m window would read a tenth of its rate. Here the increase
+    is divided by the series' age, clamped to the window: the time since its first sample, found
+    as the lowest ``timestamp()`` of a subquery that starts one step before the window (an older
+    series finds a sample at or before the window's start, so its age is the window and its
+    rate is ``rate()``'s). The step is ``window / AGE_POINTS``: exact when it is no longer than
+    the scrape interval, otherwise the age is known to one step. A series first seen after the
+    subquery's last point is aged from its last sample, and no age is less than one step.
+    ``increase`` rather than ``rate``: VictoriaMetrics' ``increase`` counts a new counter from
+    zero and its ``rate`` already divides by the time actually sampled.
+    """
+    step = window.step_seconds(AGE_POINTS)
+    reach = f"{promql_duration(window.seconds + step)}:{promql_duration(step)}"
+    first_seen = f"min_over_time(timestamp({selector})[{reach}]) or timestamp({selector})"
+    age = f"clamp(time() - ({first_seen}), {step:g}, {window.seconds:g})"
+    return f"increase({selector}[{window.text}]) / {age}"
 
 
 class MetricsBackend(Protocol):

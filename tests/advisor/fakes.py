@@ -127,7 +127,7 @@ _METRIC_RE = re.compile(r"toposcope_[a-z0-9_]+")
 class ExpositionPrometheus:
     """A PromQL API fake that answers each query with the samples of the metric it names,
     taken from Prometheus text (as if the exporter had been scraped once, with ``extra``
-    labels); ``count_over_time`` answers ``samples`` and ``rate`` the counter's value divided
+    labels); ``count_over_time`` answers ``samples`` and a rate the counter's value divided
     by ``rate_divisor`` (as if it had grown from zero over that many seconds). Range queries
     give one point per step over the requested range.
     """
@@ -167,7 +167,7 @@ class ExpositionPrometheus:
             )
         if counting:
             chosen = [(labels, float(self.count)) for labels, _ in chosen]
-        elif query.startswith("rate("):
+        elif query.startswith(("rate(", "increase(")):
             chosen = [(labels, value / self.rate_divisor) for labels, value in chosen]
         return ok(vector(*((labels, str(value)) for labels, value in chosen)))
 

@@ -93,7 +93,7 @@ def test_recommendations_exit_0_without_fail_on(
     assert report["run"]["window"] == "30m"
     assert report["run"]["source"] == prometheus.url
     assert any(
-        "rate(toposcope_workload_cpu_seconds_total[30m])" in r.params.get("query", "")
+        "increase(toposcope_workload_cpu_seconds_total[30m])" in r.params.get("query", "")
         for r in prometheus.requests
     )
 

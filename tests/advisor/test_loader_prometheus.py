@@ -168,8 +168,10 @@ def test_range_query_returns_series_without_nan_points() -> None:
 
 def test_queries_are_built_from_catalogue_names_with_selector() -> None:
     built = {q.name: q.promql(Window.parse("30m")) for q in queries('job="toposcope"')}
+    counter = 'toposcope_workload_cpu_seconds_total{job="toposcope"}'
     assert built["workload-cpu"] == (
-        'rate(toposcope_workload_cpu_seconds_total{job="toposcope"}[30m])'
+        f"increase({counter}[30m]) / clamp(time() - (min_over_time(timestamp({counter})"
+        f"[1815s:15s]) or timestamp({counter})), 15, 1800)"
     )
     assert built["gpu-utilization-max"] == (
         'max_over_time(toposcope_gpu_utilization_ratio{job="toposcope"}[30m])'

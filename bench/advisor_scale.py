@@ -43,6 +43,7 @@ import advisor_history
 import advisor_standin
 
 from toposcope.errors import ConfigError
+from toposcope.procs import MissingBinaryError, NotReadyError
 
 TARGET_ANALYSIS_S = 3.0
 TARGET_END_TO_END_S = 15.0
@@ -258,8 +259,11 @@ def main() -> int:
     args.backend = args.backend or list(advisor_backends.BACKENDS)
     try:
         result = run(args)
-    except ConfigError as exc:
+    except (ConfigError, MissingBinaryError, NotReadyError) as exc:
         print(f"advisor_scale: error: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(f"advisor_scale: error: {exc}: {exc.stderr!r:.2000}", file=sys.stderr)
         return 2
     result["targets"] = {
         "analysis_own_seconds": TARGET_ANALYSIS_S,

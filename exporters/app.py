@@ -3,9 +3,11 @@
 The HTTP side follows node_exporter: ``/metrics`` serves every enabled collector and accepts
 ``collect[]=NAME`` / ``exclude[]=NAME`` query parameters to scrape a subset, and always adds
 the exporter's own ``process_*`` and ``toposcope_build_info`` (:mod:`toposcope.selfmetrics`,
-on a registry of its own; gzip comes from the server); ``/`` is a small landing page;
-``/-/healthy`` answers 200. Nothing goes through prometheus_client's process-wide default
-registry; the text is written by :mod:`toposcope.exporters.exposition`.
+on a registry of its own). The answer is gzip for a scraper that accepts it, made here
+(:func:`toposcope.httpgzip.encode_answer`) since the workload sample is kept compressed.
+``/`` is a small landing page; ``/-/healthy`` answers 200. Nothing goes through
+prometheus_client's process-wide default registry; the text is written by
+:mod:`toposcope.exporters.exposition`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.exposition import render_chunks
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
+from toposcope.httpgzip import encode_answer, plain_chunks
 from toposcope.httpserver import HttpServer
 from toposcope.selfmetrics import daemon_registry
 
@@ -78,14 +81,15 @@ def build_runner(
 
 def render_scrape(runner: ScrapeRunner, hostname: str) -> list[bytes]:
     """One scrape of ``runner`` in the Prometheus text format, as the byte chunks an HTTP
-    answer writes one after the other (the workload sampler's text is not copied).
+    answer writes one after the other (the workload sampler's text is not copied: it is a
+    gzip member, see :func:`toposcope.httpgzip.encode_answer`).
     """
     return render_chunks(chain(runner.collect(), BuildInfoCollector(hostname).collect()))
 
 
 def render(runner: ScrapeRunner, hostname: str) -> bytes:
     """One scrape of ``runner`` in the Prometheus text format, in one piece (``--print``)."""
-    return b"".join(render_scrape(runner, hostname))
+    return b"".join(plain_chunks(render_scrape(runner, hostname)))
 
 
 def _landing_page(runner: ScrapeRunner) -> bytes:
@@ -116,11 +120,9 @@ def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable
                 return [f"unknown collector(s): {', '.join(unknown)}\n".encode()]
             chosen = runner.subset(include, exclude) if include or exclude else runner
             chunks = render_scrape(chosen, hostname) + render_chunks(own.collect())
-            length = str(sum(len(chunk) for chunk in chunks))
-            start_response(
-                "200 OK", [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", length)]
-            )
-            return chunks
+            headers, body = encode_answer(chunks, environ.get("HTTP_ACCEPT_ENCODING", ""))
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), *headers])
+            return body
         if path in ("/-/healthy", "/-/ready"):
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"OK\n"]

@@ -20,7 +20,6 @@ import pynvml
 
 from toposcope.errors import ConfigError, NoDataError
 from toposcope.exporters.context import CollectorContext, GpuProcess
-from toposcope.exporters.sources.fake_nvml import load_fake_nvml
 from toposcope.exporters.sources.nvml import (
     NvmlDevices,
     NvmlNotReady,
@@ -50,6 +49,10 @@ def open_backend(mode: str, clock: Callable[[], float] | None = None) -> Any:
         return None
     if mode == "auto":
         return pynvml
+    # the fake NVML (its descriptions, fault plans and YAML reader: 0.7 MB resident) is
+    # loaded only when asked for, so a serving exporter without it never holds it
+    from toposcope.exporters.sources.fake_nvml import load_fake_nvml  # noqa: PLC0415
+
     return load_fake_nvml(mode, clock=clock)
 
 

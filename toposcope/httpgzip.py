@@ -8,12 +8,19 @@ this layer around every application (:mod:`toposcope.httpguard`), so each daemon
 
 The level is :data:`GZIP_LEVEL`, zlib's default: a scrape of thousands of series shrinks
 about tenfold at a few milliseconds, where level 9 costs several times that for a few percent.
+
+Text served many times (the exporter's workload sample, rendered once every few seconds) can
+be kept compressed as a :class:`GzipMember`, about a tenth of its size in memory. An answer is
+then a list of chunks, some of them members: :func:`encode_answer` sends the members as they
+are to a client that accepts gzip, compressing the plain chunks between them into members of
+their own (RFC 1952 allows a file of several members, and Go's ``compress/gzip`` reader, the
+one Prometheus uses, reads them all), and unpacks them piece by piece for any other client.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
 
@@ -27,6 +34,38 @@ GZIP_LEVEL = 6
 GZIP_WBITS = 16 + zlib.MAX_WBITS
 #: Content types this layer compresses: the Prometheus text format and OpenMetrics.
 METRICS_TYPES = ("text/plain; version=", "application/openmetrics-text")
+#: Compressed bytes handed to the decompressor at a time, and the most plain bytes one
+#: piece of an unpacked member holds: an identity answer never holds a whole member's text.
+UNPACK_STEP = 16 * 1024
+UNPACK_PIECE = 256 * 1024
+
+
+class GzipMember(bytes):
+    """One complete gzip member (RFC 1952) holding ``size`` bytes of text.
+
+    A chunk of an answer that is already compressed: :func:`gzip_chunks` passes it on as it
+    is and :func:`plain_chunks` unpacks it. Build one with :meth:`pack`.
+    """
+
+    size: int
+
+    def __new__(cls, packed: bytes, size: int) -> GzipMember:
+        """``packed`` (a whole gzip member) whose text is ``size`` bytes long."""
+        member = super().__new__(cls, packed)
+        member.size = size
+        return member
+
+    @classmethod
+    def pack(cls, parts: Iterable[bytes | bytearray]) -> GzipMember:
+        """The gzip member of ``parts`` joined, compressed one part at a time."""
+        packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+        packed: list[bytes] = []
+        size = 0
+        for part in parts:
+            size += len(part)
+            packed.append(packer.compress(part))
+        packed.append(packer.flush())
+        return cls(b"".join(packed), size)
 
 
 def is_metrics_answer(status: str, headers: Iterable[tuple[str, str]]) -> bool:
@@ -76,7 +115,7 @@ def gzip_metrics(app: WsgiApp) -> WsgiApp:
         if deferred.status is None:
             return _Closing(chain(first, chunks), body)
         try:
-            compressed = _gzip_chunks(chain(deferred.written, first, chunks))
+            compressed = gzip_chunks(chain(deferred.written, first, chunks))
         finally:
             _close(body)
         length = sum(len(chunk) for chunk in compressed)
@@ -99,14 +138,73 @@ def gzip_metrics(app: WsgiApp) -> WsgiApp:
     return wrapped
 
 
-def _gzip_chunks(chunks: Iterable[bytes]) -> list[bytes]:
-    """The gzip stream of ``chunks``, compressed one chunk at a time: an answer of several
-    megabytes is never joined into one copy first.
+def gzip_chunks(chunks: Iterable[bytes]) -> list[bytes]:
+    """The gzip file of ``chunks``: a :class:`GzipMember` as it is, each run of plain chunks
+    between two members compressed one chunk at a time into a member of its own (an answer of
+    several megabytes is never joined into one copy first).
     """
-    packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
-    out = [packed for chunk in chunks if (packed := packer.compress(chunk))]
-    out.append(packer.flush())
+    out: list[bytes] = []
+    packer: zlib._Compress | None = None
+    for chunk in chunks:
+        if isinstance(chunk, GzipMember):
+            if packer is not None:
+                out.append(packer.flush())
+                packer = None
+            out.append(chunk)
+            continue
+        if packer is None:
+            packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+        if packed := packer.compress(chunk):
+            out.append(packed)
+    if packer is None and not out:  # nothing at all: one empty member
+        packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+    if packer is not None:
+        out.append(packer.flush())
     return out
+
+
+def plain_length(chunks: Iterable[bytes]) -> int:
+    """The length of ``chunks``' text: a :class:`GzipMember` counts its unpacked size."""
+    return sum(chunk.size if isinstance(chunk, GzipMember) else len(chunk) for chunk in chunks)
+
+
+def plain_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` as text: each :class:`GzipMember` unpacked in pieces of at most
+    :data:`UNPACK_PIECE` bytes, the other chunks as they are.
+    """
+    for chunk in chunks:
+        if isinstance(chunk, GzipMember):
+            yield from _unpack(chunk)
+        elif chunk:
+            yield chunk
+
+
+def _unpack(member: GzipMember) -> Iterator[bytes]:
+    unpacker = zlib.decompressobj(GZIP_WBITS)
+    view = memoryview(member)
+    for start in range(0, len(view), UNPACK_STEP):
+        pending: bytes | memoryview = view[start : start + UNPACK_STEP]
+        while pending:
+            if piece := unpacker.decompress(pending, UNPACK_PIECE):
+                yield piece
+            pending = unpacker.unconsumed_tail
+    if rest := unpacker.flush():
+        yield rest
+
+
+def encode_answer(
+    chunks: Sequence[bytes], accept_encoding: str
+) -> tuple[list[tuple[str, str]], Iterable[bytes]]:
+    """The headers (``Content-Length``, and the encoding when there is one) and the body of a
+    metrics answer made of ``chunks`` for a client sending ``accept_encoding``: gzip (see
+    :func:`gzip_chunks`) when it accepts gzip, else text unpacked on the fly.
+    """
+    vary = ("Vary", "Accept-Encoding")
+    if gzip_accepted(accept_encoding):
+        packed = gzip_chunks(chunks)
+        length = str(sum(len(chunk) for chunk in packed))
+        return [("Content-Encoding", "gzip"), vary, ("Content-Length", length)], packed
+    return [vary, ("Content-Length", str(plain_length(chunks)))], plain_chunks(chunks)
 
 
 def _close(body: Iterable[bytes]) -> None:

@@ -31,8 +31,10 @@ docs: $(STAMP)
 
 # RM=slurm: a real local Slurm cluster schedules the simulated nodes (needs root)
 # TLS=1: every toposcope daemon over https with certificates made under .run/pki
+# (make has a built-in RM, "rm -f": only an RM the user set is passed on)
+STACK_RM := $(if $(filter-out default,$(origin RM)),--rm $(RM))
 up: $(STAMP) os-deps
-	$(PY) deploy/stack.py up $(if $(RM),--rm $(RM)) $(if $(TLS),--tls)
+	$(PY) deploy/stack.py up $(STACK_RM) $(if $(TLS),--tls)
 
 down:
 	@if [ -x $(PY) ]; then $(PY) deploy/stack.py down; else echo "nothing to stop"; fi

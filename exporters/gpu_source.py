@@ -12,23 +12,19 @@ layer, and :func:`close_gpu_source` stops its threads and shuts NVML down.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
-from typing import Any
-
-import pynvml
+from typing import TYPE_CHECKING, Any
 
 from toposcope.errors import ConfigError, NoDataError
 from toposcope.exporters.context import CollectorContext, GpuProcess
-from toposcope.exporters.sources.nvml import (
-    NvmlDevices,
-    NvmlNotReady,
-    NvmlUnavailable,
-    PcieSampler,
-    XidWatcher,
-)
+from toposcope.exporters.sources.nvml import NvmlNotReady, NvmlUnavailable
 from toposcope.topology.model import Topology
 from toposcope.topology.nvml import merge_nvml_gpus
+
+if TYPE_CHECKING:
+    from toposcope.exporters.sources.nvml import NvmlDevices, PcieSampler, XidWatcher
 
 LOG = logging.getLogger("toposcope.exporter.nvml")
 
@@ -42,12 +38,43 @@ def check_mode(mode: str) -> None:
     raise ConfigError(f"--nvml must be {NVML_MODES_HELP}, not {mode!r}")
 
 
+def nvml_library_missing() -> str | None:
+    """Why the NVML library cannot be loaded here, or ``None`` when it can.
+
+    Mirrors where the bindings look on Linux (``pynvml._LoadNvmlLibrary`` opens
+    ``libnvidia-ml.so.1`` through the dynamic loader: ``LD_LIBRARY_PATH``, the loader cache,
+    the system folders); elsewhere the bindings decide. Answering this first keeps the
+    bindings and the NVML layer (2.9 MB resident) out of an exporter on a host without the
+    NVIDIA driver.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    # ctypes is needed only for this check, in auto mode
+    import ctypes  # noqa: PLC0415
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError as exc:
+        return f"NVML library not found ({exc})"
+    return None
+
+
 def open_backend(mode: str, clock: Callable[[], float] | None = None) -> Any:
-    """The bindings module for ``auto``, a fake NVML for ``fake...``, ``None`` for ``off``."""
+    """The bindings module for ``auto``, a fake NVML for ``fake...``, ``None`` for ``off``.
+
+    In ``auto`` mode the bindings are imported only here, once the library is known to load
+    (:func:`nvml_library_missing` says why not otherwise, raised as :class:`NvmlUnavailable`).
+    """
     check_mode(mode)
     if mode == "off":
         return None
     if mode == "auto":
+        missing = nvml_library_missing()
+        if missing is not None:
+            raise NvmlUnavailable(missing)
+        # the bindings and the NVML layer: 2.9 MB resident, paid only where NVML loads
+        import pynvml  # noqa: PLC0415
+
         return pynvml
     # the fake NVML (its descriptions, fault plans and YAML reader: 0.7 MB resident) is
     # loaded only when asked for, so a serving exporter without it never holds it
@@ -97,6 +124,9 @@ class GpuSource:
         """Start the PCIe sampler and the XID watcher (once; nothing without NVML)."""
         if self.devices is None or self.pcie is not None:
             return
+        # the threads need the bindings, loaded already when there are devices
+        from toposcope.exporters.sources.nvml import PcieSampler, XidWatcher  # noqa: PLC0415
+
         self.pcie = PcieSampler(self.devices, period=self._pcie_period)
         self.xid = XidWatcher(self.devices, wait_ms=self._xid_wait_ms)
         self.pcie.start()
@@ -133,19 +163,24 @@ def open_gpu_source(
     a source without NVML and one info log line.
     """
     check_mode(mode)
-    if backend is None:
-        backend = open_backend(mode, clock=None)
+    try:
+        if backend is None:
+            backend = open_backend(mode, clock=None)
+    except NvmlUnavailable as exc:
+        return _without_nvml(mode, exc)
     if backend is None:
         LOG.info("collector=gpu NVML off (--nvml off): no GPU metrics")
         return GpuSource(mode, None, "NVML is off (--nvml off)")
+    # the NVML layer needs the bindings: loaded only once a backend exists
+    from toposcope.exporters.sources.nvml import NvmlDevices  # noqa: PLC0415
+
     devices = NvmlDevices(
         backend, topology=topology, clock=clock if clock is not None else time.monotonic
     )
     try:
         found = devices.ensure_ready()
     except NvmlUnavailable as exc:
-        LOG.info("collector=gpu %s: no GPU metrics on this host", exc)
-        return GpuSource(mode, None, str(exc))
+        return _without_nvml(mode, exc)
     except NvmlNotReady as exc:
         LOG.warning("collector=gpu %s; will retry", exc)
         found = []
@@ -153,6 +188,11 @@ def open_gpu_source(
     if found:
         LOG.info("collector=gpu NVML (%s) sees %d GPU(s)", mode, len(found))
     return source
+
+
+def _without_nvml(mode: str, exc: NvmlUnavailable) -> GpuSource:
+    LOG.info("collector=gpu %s: no GPU metrics on this host", exc)
+    return GpuSource(mode, None, str(exc))
 
 
 def attach_gpu_source(ctx: CollectorContext) -> None:
@@ -188,9 +228,16 @@ def merge_nvml_topology(
     In ``auto`` mode a host without NVML keeps its sysfs topology unchanged; with a fake
     description its GPUs are merged as if they were this host's.
     """
-    backend = open_backend(mode, clock=clock)
+    try:
+        backend = open_backend(mode, clock=clock)
+    except NvmlUnavailable as exc:
+        LOG.debug("NVML not used for the topology: %s", exc)
+        return topology
     if backend is None:
         return topology
+    # the NVML layer needs the bindings: loaded only once a backend exists
+    from toposcope.exporters.sources.nvml import NvmlDevices  # noqa: PLC0415
+
     devices = NvmlDevices(backend, topology=lambda: topology)
     try:
         gpus, links = devices.gpu_topology()

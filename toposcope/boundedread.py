@@ -15,8 +15,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from toposcope.errors import ConfigError, ToposcopeError
 
 
@@ -63,6 +61,9 @@ def load_yaml_mapping(
     is ``error`` too, never a traceback.
     """
     raw = read_bounded(path, limit, where, error=error, what=what)
+    # PyYAML (1.8 MB resident) only for YAML files: token and state files do not need it
+    import yaml  # noqa: PLC0415
+
     try:
         data = yaml.safe_load(raw)
     except (yaml.YAMLError, RecursionError) as exc:

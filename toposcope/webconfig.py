@@ -22,6 +22,9 @@ key.
 the same bcrypt work as a known one (a dummy hash), and successful checks are remembered
 (keyed by a keyed hash of the credentials, never the password) so that a page that sends a
 dozen requests pays bcrypt's cost once.
+
+PyYAML and bcrypt (1.5 MB resident together) are imported where a file is read or a user
+is checked, so a daemon started without ``--web.config.file`` never holds them.
 """
 
 from __future__ import annotations
@@ -36,13 +39,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-
-import bcrypt
-import yaml
+from typing import TYPE_CHECKING
 
 from toposcope.errors import ConfigError
 from toposcope.names import USER_NAME_RULE, is_user_name
 from toposcope.tlsconfig import CLIENT_AUTH_TYPES, TLS_KEYS, TLS_VERSIONS, TlsSettings
+
+if TYPE_CHECKING:
+    import yaml
 
 TOP_KEYS = ("basic_auth_users", "http_server_config", "tls_server_config")
 HTTP_SERVER_KEYS = ("headers", "http2")
@@ -86,8 +90,13 @@ class WebConfig:
         self._key = secrets.token_bytes(32)
         self._cache: OrderedDict[bytes, str] = OrderedDict()
         self._lock = threading.Lock()
-        cost = max((int(h[4:6]) for h in self._users.values()), default=4)
-        self._dummy = bcrypt.hashpw(b"", bcrypt.gensalt(rounds=cost)) if self._users else b""
+        self._dummy = b""
+        if self._users:
+            # bcrypt is needed only with basic-auth users (see the module docstring)
+            import bcrypt  # noqa: PLC0415
+
+            cost = max(int(h[4:6]) for h in self._users.values())
+            self._dummy = bcrypt.hashpw(b"", bcrypt.gensalt(rounds=cost))
 
     def __repr__(self) -> str:
         return f"WebConfig({self.source!r}, users={sorted(self._users)})"
@@ -130,6 +139,8 @@ class WebConfig:
             name = ""
         stored = self._users.get(name) if colon else None
         fits = len(password) <= MAX_PASSWORD_BYTES
+        import bcrypt  # noqa: PLC0415  (loaded already by __init__ when there are users)
+
         matched = bcrypt.checkpw(password[:MAX_PASSWORD_BYTES], stored or self._dummy)
         if not (stored and fits and matched):
             return None
@@ -156,6 +167,9 @@ def parse_web_config(text: str, source: str, folder: Path | None = None) -> WebC
     """Check web configuration YAML ``text``; ``source`` names it in errors and ``folder``
     is where relative TLS file paths are (the working directory without one).
     """
+    # PyYAML is needed only when a file is read (see the module docstring)
+    import yaml  # noqa: PLC0415
+
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -167,7 +181,7 @@ def parse_web_config(text: str, source: str, folder: Path | None = None) -> WebC
         return WebConfig(source)
     top = reader.mapping(root, "(top level)", TOP_KEYS)
     tls = top.get("tls_server_config")
-    settings = None if tls is None or _empty(tls) else _tls(reader, tls, folder or Path())
+    settings = None if tls is None or reader.empty(tls) else _tls(reader, tls, folder or Path())
     users: dict[str, str] = {}
     if "basic_auth_users" in top:
         for name, value in reader.mapping(top["basic_auth_users"], "basic_auth_users").items():
@@ -232,17 +246,23 @@ def _tls(reader: _Reader, node: yaml.Node, folder: Path) -> TlsSettings:
         raise reader.error(node, "tls_server_config", str(exc)) from exc
 
 
-def _empty(node: yaml.Node) -> bool:
-    if isinstance(node, yaml.ScalarNode):
-        return node.tag == _NULL
-    return isinstance(node, yaml.MappingNode | yaml.SequenceNode) and not node.value
-
-
 class _Reader:
     """Checks composed YAML nodes; errors say ``source:line: field: problem``."""
 
     def __init__(self, source: str) -> None:
+        # built by parse_web_config, which has loaded PyYAML already
+        import yaml  # noqa: PLC0415
+
         self.source = source
+        self._scalar = yaml.ScalarNode
+        self._mapping = yaml.MappingNode
+        self._sequence = yaml.SequenceNode
+
+    def empty(self, node: yaml.Node) -> bool:
+        """Whether ``node`` is null or an empty mapping or sequence."""
+        if isinstance(node, self._scalar):
+            return node.tag == _NULL
+        return isinstance(node, self._mapping | self._sequence) and not node.value
 
     def error(self, node: yaml.Node, field: str, problem: str) -> ConfigError:
         return ConfigError(f"{self.source}:{node.start_mark.line + 1}: {field}: {problem}")
@@ -251,13 +271,13 @@ class _Reader:
         self, node: yaml.Node, field: str, known: tuple[str, ...] | None = None
     ) -> dict[str, yaml.Node]:
         """The entries of a mapping node by key (a null node is an empty mapping)."""
-        if isinstance(node, yaml.ScalarNode) and node.tag == _NULL:
+        if isinstance(node, self._scalar) and node.tag == _NULL:
             return {}
-        if not isinstance(node, yaml.MappingNode):
+        if not isinstance(node, self._mapping):
             raise self.error(node, field, "must be a mapping")
         entries: dict[str, yaml.Node] = {}
         for key_node, value in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR:
+            if not isinstance(key_node, self._scalar) or key_node.tag != _STR:
                 raise self.error(key_node, field, "keys must be strings")
             key = str(key_node.value)
             where = key if field == "(top level)" else f"{field}.{key}"
@@ -270,12 +290,12 @@ class _Reader:
 
     def text(self, node: yaml.Node, field: str) -> str:
         """A string scalar's value."""
-        if not isinstance(node, yaml.ScalarNode) or node.tag != _STR:
+        if not isinstance(node, self._scalar) or node.tag != _STR:
             raise self.error(node, field, "must be a string")
         return str(node.value)
 
     def boolean(self, node: yaml.Node, field: str) -> bool:
         """A boolean scalar's value."""
-        if not isinstance(node, yaml.ScalarNode) or node.tag != _BOOL:
+        if not isinstance(node, self._scalar) or node.tag != _BOOL:
             raise self.error(node, field, "must be true or false")
         return str(node.value).lower() in _TRUE

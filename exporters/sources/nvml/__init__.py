@@ -23,18 +23,24 @@ error counters. Readings come back in base units: W, J, Hz, bytes, ratios, Celsi
 Equivalent commands: ``nvidia-smi --query-gpu=...``, ``nvidia-smi topo -m``,
 ``nvidia-smi nvlink -s``, ``nvidia-smi -q -d ECC``.
 
-Where each piece lives: :mod:`.errors` (how errors are classed), :mod:`.records` (devices,
-snapshots and conversions), :mod:`.library` (the call helper, initialisation, discovery),
-:mod:`.snapshots` (per-scrape readings), :mod:`.health` (error and repair signals),
-:mod:`.devices` (:class:`NvmlDevices`, with GPU processes and topology) and :mod:`.threads`
-(the background threads). This package exports the names its users need.
+Where each piece lives: :mod:`.errors` (the exceptions raised), :mod:`.error_classes` (how
+the bindings' errors are classed), :mod:`.records` (devices, snapshots and conversions),
+:mod:`.library` (the call helper, initialisation, discovery), :mod:`.snapshots` (per-scrape
+readings), :mod:`.health` (error and repair signals), :mod:`.devices` (:class:`NvmlDevices`,
+with GPU processes and topology) and :mod:`.threads` (the background threads).
+
+This package exports the names its users need. Those that need the bindings
+(:class:`NvmlDevices`, the threads, ``Backend``) load on first use, so that naming the
+records or the exceptions, as every exporter does at start, never loads ``pynvml`` (2.9 MB
+resident with the layer) on a host that does not talk to NVML.
 """
 
 from __future__ import annotations
 
-from toposcope.exporters.sources.nvml.devices import NvmlDevices
+import importlib
+from typing import TYPE_CHECKING
+
 from toposcope.exporters.sources.nvml.errors import NvmlNotReady, NvmlUnavailable
-from toposcope.exporters.sources.nvml.library import Backend
 from toposcope.exporters.sources.nvml.records import (
     CLOCK_EVENT_REASONS,
     GpuDevice,
@@ -45,7 +51,20 @@ from toposcope.exporters.sources.nvml.records import (
     nvml_bus_id,
     words_to_ids,
 )
-from toposcope.exporters.sources.nvml.threads import PcieSample, PcieSampler, XidWatcher
+
+if TYPE_CHECKING:
+    from toposcope.exporters.sources.nvml.devices import NvmlDevices
+    from toposcope.exporters.sources.nvml.library import Backend
+    from toposcope.exporters.sources.nvml.threads import PcieSample, PcieSampler, XidWatcher
+
+#: the names that need the bindings, with the submodule each lives in
+_NEEDS_BINDINGS = {
+    "NvmlDevices": "devices",
+    "Backend": "library",
+    "PcieSample": "threads",
+    "PcieSampler": "threads",
+    "XidWatcher": "threads",
+}
 
 __all__ = [
     "CLOCK_EVENT_REASONS",
@@ -64,3 +83,13 @@ __all__ = [
     "nvml_bus_id",
     "words_to_ids",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Load a name that needs the bindings from its submodule on first use (PEP 562)."""
+    home = _NEEDS_BINDINGS.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

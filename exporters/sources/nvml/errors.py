@@ -1,42 +1,13 @@
-"""How NVML errors are classed: absent, empty, unhealthy device, re-initialise, missing.
+"""The exceptions the NVML device layer raises to its callers.
 
-The bindings raise one ``NVMLError`` subclass per ``NVML_ERROR_*`` code; these tables say
-what the exporter does about each (see the package docstring), and the exceptions are what
-the device layer raises to its callers.
+They do not need the bindings, so the exporter's collectors can name them without loading
+``pynvml`` on a host that never talks to NVML; how the bindings' own errors are classed is
+in :mod:`.error_classes`.
 """
 
 from __future__ import annotations
 
-import pynvml
-
 from toposcope.errors import NoDataError, SourceError
-
-#: Absent, and not worth asking again until NVML is re-initialised.
-ABSENT_CACHED: tuple[type[Exception], ...] = (
-    pynvml.NVMLError_NotSupported,
-    pynvml.NVMLError_FunctionNotFound,
-)
-#: Absent for now (permissions can change).
-ABSENT: tuple[type[Exception], ...] = (pynvml.NVMLError_NoPermission,)
-#: Nothing there, which is normal (an empty MIG slot, no sample yet).
-EMPTY: tuple[type[Exception], ...] = (pynvml.NVMLError_NotFound, pynvml.NVMLError_NoData)
-#: The device stopped answering properly: unhealthy for this scrape.
-UNHEALTHY: tuple[type[Exception], ...] = (
-    pynvml.NVMLError_GpuIsLost,
-    pynvml.NVMLError_Unknown,
-    pynvml.NVMLError_Timeout,
-    pynvml.NVMLError_ResetRequired,
-)
-#: The library lost its driver connection: shut down and initialise again, with back-off.
-REINIT: tuple[type[Exception], ...] = (
-    pynvml.NVMLError_Uninitialized,
-    pynvml.NVMLError_DriverNotLoaded,
-    pynvml.NVMLError_LibRmVersionMismatch,
-)
-#: Raised by the bindings' unversioned wrappers when the driver lacks the versioned symbol.
-VERSION_MISMATCH: tuple[type[Exception], ...] = tuple(
-    c for c in (getattr(pynvml, "NVMLLibraryMismatchError", None),) if isinstance(c, type)
-)
 
 
 class NvmlUnavailable(NoDataError):

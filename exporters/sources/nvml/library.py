@@ -17,17 +17,15 @@ from typing import Any
 import pynvml
 
 from toposcope.errors import SourceError
-from toposcope.exporters.sources.nvml.errors import (
+from toposcope.exporters.sources.nvml.error_classes import (
     ABSENT,
     ABSENT_CACHED,
     EMPTY,
     REINIT,
     UNHEALTHY,
     VERSION_MISMATCH,
-    DeviceUnhealthy,
-    NvmlNotReady,
-    NvmlUnavailable,
 )
+from toposcope.exporters.sources.nvml.errors import DeviceUnhealthy, NvmlNotReady, NvmlUnavailable
 from toposcope.exporters.sources.nvml.records import GpuDevice, bus_id_of, text_of
 from toposcope.topology.model import GpuLink, Topology
 

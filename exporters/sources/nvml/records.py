@@ -13,24 +13,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pynvml
-
 from toposcope.cpulist import bits_to_cpus
 from toposcope.topology.nvml import normalise_pci_bus_id
 
 LOG = logging.getLogger("toposcope.exporter.nvml")
 
-#: Clock event (throttle) reasons as published in ``reason``, with their NVML bits.
+#: Clock event (throttle) reasons as published in ``reason``, with their NVML bits. The bit
+#: values are NVML's ABI, copied from ``nvml.h`` (``nvmlClocksEventReason*``, formerly
+#: ``nvmlClocksThrottleReason*``) so that this module does not load the bindings (2.9 MB
+#: resident with the rest of the NVML layer) on hosts that never talk to NVML; a test checks
+#: every value against the installed bindings' constants.
 CLOCK_EVENT_REASONS: tuple[tuple[str, int], ...] = (
-    ("gpu_idle", pynvml.nvmlClocksEventReasonGpuIdle),
-    ("applications_clocks_setting", pynvml.nvmlClocksEventReasonApplicationsClocksSetting),
-    ("sw_power_cap", pynvml.nvmlClocksEventReasonSwPowerCap),
-    ("hw_slowdown", pynvml.nvmlClocksEventReasonHwSlowdown),
-    ("sync_boost", pynvml.nvmlClocksEventReasonSyncBoost),
-    ("sw_thermal", pynvml.nvmlClocksEventReasonSwThermalSlowdown),
-    ("hw_thermal", pynvml.nvmlClocksEventReasonHwThermalSlowdown),
-    ("hw_power_brake", pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown),
-    ("display_clocks_setting", pynvml.nvmlClocksEventReasonDisplayClockSetting),
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal", 0x20),
+    ("hw_thermal", 0x40),
+    ("hw_power_brake", 0x80),
+    ("display_clocks_setting", 0x100),
 )
 
 

@@ -32,7 +32,8 @@ from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 from toposcope.httpgzip import encode_answer, plain_chunks
 from toposcope.httpserver import HttpServer
-from toposcope.selfmetrics import daemon_registry
+from toposcope.selfmetrics import BuildInfoCollector as DaemonBuildInfo
+from toposcope.selfmetrics import process_registry
 
 LOG = logging.getLogger("toposcope.exporter")
 
@@ -40,16 +41,18 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
 class BuildInfoCollector:
-    """Publishes ``toposcope_exporter_build_info`` (version and reported hostname)."""
+    """Publishes ``toposcope_exporter_build_info`` (version and reported hostname), its family
+    built once: neither changes while the exporter runs.
+    """
 
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
+        self.family = spec("toposcope_exporter_build_info").family()
+        self.family.add_metric([__version__, hostname], 1.0)
 
     def collect(self) -> Iterator[Metric]:
-        """Yield the single build-info sample."""
-        family = spec("toposcope_exporter_build_info").family()
-        family.add_metric([__version__, self.hostname], 1.0)
-        yield family
+        """Yield the single build-info sample (the same family every time)."""
+        yield self.family
 
 
 def build_runner(
@@ -105,8 +108,16 @@ def _landing_page(runner: ScrapeRunner) -> bytes:
 
 
 def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable[bytes]]:
-    """The exporter's WSGI application."""
-    own = daemon_registry()
+    """The exporter's WSGI application.
+
+    What does not change while the exporter runs is rendered here, once: both build-info
+    families and the collector names a ``collect[]`` parameter may give. A scrape collects
+    the chosen collectors and ``process_*`` only.
+    """
+    process = process_registry()
+    exporter_info = render_chunks(BuildInfoCollector(hostname).collect())
+    daemon_info = render_chunks(DaemonBuildInfo().collect())
+    known = frozenset(runner.names())
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
@@ -114,12 +125,17 @@ def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable
             query = parse_qs(environ.get("QUERY_STRING", ""))
             include = query.get("collect[]", [])
             exclude = query.get("exclude[]", [])
-            unknown = sorted(set(include) - set(runner.names()))
+            unknown = sorted(set(include) - known)
             if unknown:
                 start_response("400 Bad Request", [("Content-Type", "text/plain")])
                 return [f"unknown collector(s): {', '.join(unknown)}\n".encode()]
             chosen = runner.subset(include, exclude) if include or exclude else runner
-            chunks = render_scrape(chosen, hostname) + render_chunks(own.collect())
+            chunks = [
+                *render_chunks(chosen.collect()),
+                *exporter_info,
+                *render_chunks(process.collect()),
+                *daemon_info,
+            ]
             headers, body = encode_answer(chunks, environ.get("HTTP_ACCEPT_ENCODING", ""))
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), *headers])
             return body

@@ -32,29 +32,47 @@ class Guard:
     ``web`` is the live web configuration (``None``: no checks); with ``in_app`` the
     application checks the basic-auth users and adds the headers itself (the Dash app, which
     records who signed in), and the guard leaves both to it.
+
+    Nothing is rebuilt per request: the gzip layer is put around ``app`` when it is set, and
+    the header list is made once per loaded web configuration (a reload makes a new one).
     """
 
     def __init__(self, app: WsgiApp | None) -> None:
         self.app = app
         self.web: LiveWebConfig | None = None
         self.in_app = False
+        # (configuration, its header list), replaced as one object: threads share it
+        self._headers: tuple[object, list[tuple[str, str]]] = (None, [])
+
+    @property
+    def app(self) -> WsgiApp | None:
+        """The application served (``None`` until it is set: 503)."""
+        return self._app
+
+    @app.setter
+    def app(self, app: WsgiApp | None) -> None:
+        self._app = app
+        self._gzipped = gzip_metrics(app) if app is not None else None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """Answer one request."""
         headers: list[tuple[str, str]] = []
         if self.web is not None and not self.in_app:
             config = self.web.current()
-            headers = list(config.headers.items())
+            seen, headers = self._headers
+            if config is not seen:
+                headers = list(config.headers.items())
+                self._headers = (config, headers)
             if config.basic_auth:
                 user = config.check_basic_auth(environ.get("HTTP_AUTHORIZATION"))
                 if user is None:
                     return _with_headers(UNAUTHORIZED.app, headers)(environ, start_response)
                 environ["REMOTE_USER"] = user
-        app = self.app
+        app = self._gzipped
         if app is None:
             return _with_headers(STARTING.app, headers)(environ, start_response)
         try:
-            return _with_headers(gzip_metrics(app), headers)(environ, start_response)
+            return _with_headers(app, headers)(environ, start_response)
         except Exception:
             request = f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}"
             LOG.error("error answering %s", request, exc_info=True)

@@ -64,23 +64,34 @@ def build_labels() -> dict[str, str]:
 
 
 class BuildInfoCollector:
-    """Publishes ``toposcope_build_info`` (its labels read once, when built)."""
+    """Publishes ``toposcope_build_info``: its labels are read and its family built once,
+    when the collector is built, since nothing in it changes while the process runs.
+    """
 
     def __init__(self) -> None:
         labels = build_labels()
         self.values = [labels[name] for name in spec("toposcope_build_info").labels]
+        self.family = spec("toposcope_build_info").family()
+        self.family.add_metric(self.values, 1.0)
 
     def collect(self) -> Iterator[Metric]:
-        """Yield the single build-info sample."""
-        family = spec("toposcope_build_info").family()
-        family.add_metric(self.values, 1.0)
-        yield family
+        """Yield the single build-info sample (the same family every time)."""
+        yield self.family
+
+
+def process_registry() -> CollectorRegistry:
+    """A fresh registry holding this process's ``process_*`` families only (read from
+    ``/proc/self`` on every collection), for a daemon that renders its constant
+    ``toposcope_build_info`` once (:class:`BuildInfoCollector`).
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+    return registry
 
 
 def daemon_registry() -> CollectorRegistry:
     """A fresh registry holding this process's ``process_*`` and ``toposcope_build_info``."""
-    registry = CollectorRegistry(auto_describe=False)
-    ProcessCollector(registry=registry)
+    registry = process_registry()
     registry.register(BuildInfoCollector())
     return registry
 

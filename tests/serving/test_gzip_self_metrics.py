@@ -20,9 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope import __version__
 from toposcope.agent import cli as agent_cli
-from toposcope.config import ExporterConfig, HostPaths
-from toposcope.exporters.app import ExporterServer, build_runner
-from toposcope.exporters.collectors import default_table
 from toposcope.httpserver import HttpServer
 from toposcope.selfmetrics import build_labels, daemon_registry, installed_revision
 
@@ -61,14 +58,6 @@ def build_info(text: bytes) -> dict[str, str]:
             [sample] = family.samples
             return dict(sample.labels)
     raise AssertionError("no toposcope_build_info")
-
-
-@pytest.fixture(scope="module")
-def exporter_port(hwloc_root: Callable[[str], Path]) -> Iterator[int]:
-    config = ExporterConfig(paths=HostPaths.under(hwloc_root("16amd64-8n2c")), nvml="off")
-    runner = build_runner(config, [e for e in default_table() if e.name == "topology"])
-    with serving(ExporterServer(runner, "host-a", "127.0.0.1:0")) as port:
-        yield port
 
 
 def test_the_exporter_gzips_metrics_for_a_client_that_accepts_it(exporter_port: int) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from toposcope.config import PodOwnerSettings
 from toposcope.errors import ConfigError
-from toposcope.kubeapi import from_kubeconfig, in_cluster
+from toposcope.kubeapi import connect
 from toposcope.names import is_node_name
 from toposcope.workload_identity import QosClass, WorkloadIdentity, label_value
 
@@ -226,6 +226,6 @@ def open_pod_directory(settings: PodOwnerSettings | None) -> PodDirectory | None
     """
     if settings is None:
         return None
-    api = from_kubeconfig(settings.kubeconfig) if settings.kubeconfig else in_cluster()
+    api = connect(settings.kubeconfig)
     LOG.info("listing node %s's pods at %s for owner and QoS labels", settings.node_name, api.url)
     return PodDirectory(api.get, settings.node_name, refresh=settings.refresh_seconds)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toposcope.background import BackgroundLoop
 from toposcope.errors import ConfigError, SourceError, UsageError
 from toposcope.exporters.context import CollectorContext
 from toposcope.kubeapi import connect
@@ -91,21 +91,22 @@ def nrt_settings(args: argparse.Namespace, hostname: str) -> NrtSettings | None:
     return NrtSettings(node, args.kubeconfig, config, args.nrt_interval)
 
 
-class NrtPublisher:
+class NrtPublisher(BackgroundLoop):
     """Publishes the node's NodeResourceTopology now and then (module docstring).
 
     :meth:`start` and :meth:`stop` make it one of the exporter's background threads.
     """
 
+    name = "nrt-publisher"
+
     def __init__(self, settings: NrtSettings, context: CollectorContext, api: KubeApi) -> None:
         from toposcope.exporters.sources.nrt.writer import NrtWriter  # noqa: PLC0415
 
+        super().__init__()
         self.settings = settings
         self.context = context
         self.api = api
         self.writer: NrtWriter = NrtWriter(api)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_problem = ""
 
     def publish_once(self) -> Outcome | None:
@@ -163,20 +164,6 @@ class NrtPublisher:
         while not self._stop.is_set():
             self.publish_once()
             self._stop.wait(self.settings.interval)
-
-    def start(self) -> None:
-        """Start publishing in a thread (idempotent)."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="nrt-publisher", daemon=True)
-            self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> bool:
-        """Stop the thread; ``False`` if it did not end within ``timeout`` seconds."""
-        self._stop.set()
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
 
 def open_publisher(settings: NrtSettings, context: CollectorContext) -> NrtPublisher:

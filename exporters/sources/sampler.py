@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from toposcope.background import BackgroundLoop
+
 LOG = logging.getLogger("toposcope.exporter.sampler")
 
 T = TypeVar("T")
@@ -39,7 +41,7 @@ class Sample(Generic[T]):
     generation: int
 
 
-class PeriodicSampler(Generic[T]):
+class PeriodicSampler(BackgroundLoop, Generic[T]):
     """Calls ``take`` every ``interval`` seconds on a daemon thread (see the module docstring).
 
     ``clock`` times the samples' age (monotonic by default; tests pass their own).
@@ -54,6 +56,7 @@ class PeriodicSampler(Generic[T]):
     ) -> None:
         if interval <= 0:
             raise ValueError(f"sampler {name!r} needs a positive interval, not {interval}")
+        super().__init__()
         self.name = name
         self.interval = interval
         self.clock = clock
@@ -61,8 +64,6 @@ class PeriodicSampler(Generic[T]):
         self._sampling = threading.Lock()
         self._latest: Sample[T] | None = None
         self._generation = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_error = ""
 
     def sample_now(self) -> Sample[T] | None:
@@ -97,26 +98,6 @@ class PeriodicSampler(Generic[T]):
     def age(self, sample: Sample[T]) -> float:
         """Seconds since ``sample`` was taken (never negative)."""
         return max(self.clock() - sample.taken_at, 0.0)
-
-    def start(self) -> None:
-        """Start the thread (once; a stopped sampler stays stopped)."""
-        if self._thread is not None or self._stop.is_set():
-            return
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        """Whether the thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self, timeout: float = 5.0) -> bool:
-        """Ask the thread to stop and wait for it; ``False`` if a sample is still running."""
-        self._stop.set()
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     def _run(self) -> None:
         while not self._stop.is_set():

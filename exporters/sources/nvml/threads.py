@@ -15,6 +15,7 @@ from typing import Any
 
 import pynvml
 
+from toposcope.background import BackgroundLoop
 from toposcope.errors import SourceError
 from toposcope.exporters.sources.nvml.devices import NvmlDevices
 from toposcope.exporters.sources.nvml.errors import DeviceUnhealthy
@@ -32,35 +33,14 @@ class PcieSample:
     taken_at: float
 
 
-class _Worker:
+class _Worker(BackgroundLoop):
     """A daemon thread that loops until :meth:`stop`, backing off after failures."""
 
     name = "nvml-worker"
 
     def __init__(self) -> None:
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._last_error = ""
-
-    def start(self) -> None:
-        """Start the thread (once)."""
-        if self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> bool:
-        """Ask the thread to stop and wait for it; ``False`` if it is still stuck in a call."""
-        self._stop.set()
-        if self._thread is None:
-            return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    @property
-    def running(self) -> bool:
-        """Whether the thread is alive."""
-        return self._thread is not None and self._thread.is_alive()
 
     def _log_failure(self, exc: BaseException) -> None:
         message = f"{type(exc).__name__}: {exc}"

@@ -239,7 +239,12 @@ def _confirm(dash_duo: Any, button: str) -> None:
             return False
         return alert_shown(driver)
 
-    wait_until(dialog_open, "the confirmation dialog")
+    try:
+        wait_until(dialog_open, "the confirmation dialog")
+    except pytest.fail.Exception:
+        element = driver.find_element("css selector", button)
+        detail = driver.find_element("css selector", "#recs-detail").text[:300]
+        pytest.fail(f"no dialog: {button} enabled={element.is_enabled()}, detail: {detail!r}")
     driver.switch_to.alert.accept()
 
 

@@ -197,8 +197,13 @@ def test_place_picks_the_switch_pair(
 def test_place_exit_codes(
     prometheus: FakeServer, scrape_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert invoke(place_cli, ["--gpus", "4", "--prometheus", prometheus.url]) == 1
+    # no room is an answer (exit 0), a failure only when the caller asks for one
+    assert invoke(place_cli, ["--gpus", "4", "--prometheus", prometheus.url]) == 0
     assert "no 4 free GPU(s) on any node" in capsys.readouterr().err
+    argv = ["--gpus", "4", "--fail-on", "no-placement", "--prometheus", prometheus.url]
+    assert invoke(place_cli, argv) == 1
+    argv = ["--gpus", "2", "--fail-on", "no-placement", "--prometheus", prometheus.url]
+    assert invoke(place_cli, argv) == 0
     assert invoke(place_cli, ["--gpus", "1", "--node", "zz", "--scrape", str(scrape_file)]) == 2
     assert invoke(place_cli, ["--gpus", "0", "--prometheus", prometheus.url]) == 2
 

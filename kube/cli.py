@@ -5,6 +5,7 @@
 ``webhook`` serves the mutating admission webhook that adds the ``toposcope.io/placement``
 scheduling gate to the pods that opt in (:mod:`.webhook`, ``docs/kubernetes.md``). It needs
 TLS (the web configuration's ``tls_server_config``): without it, it exits with status 2.
+Like every daemon it serves its own ``process_*`` and ``toposcope_build_info`` on ``/metrics``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from toposcope.kube.webhook import (
     require_tls,
     webhook_app,
 )
+from toposcope.selfmetrics import with_self_metrics
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.kube")
@@ -44,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def serve_webhook(args: argparse.Namespace) -> HttpServer:
     """The webhook's server, bound and configured, not serving yet (exit 2 without TLS)."""
-    server = HttpServer(webhook_app, args.listen, "webhook", max_body=MAX_BODY)
+    app = with_self_metrics(webhook_app)
+    server = HttpServer(app, args.listen, "webhook", max_body=MAX_BODY)
     try:
         require_tls(apply_web_arguments(server, args, users=NO_USERS))
     except BaseException:

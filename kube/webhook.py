@@ -3,7 +3,9 @@
 ``POST /mutate`` takes an AdmissionReview and answers one (:mod:`.admission`); a body that
 is not JSON or not an AdmissionReview is a 400 whose message names what is wrong (the API
 server logs it; with ``failurePolicy: Ignore`` the pod is created ungated). ``GET
-/-/healthy`` and ``/-/ready`` answer 200 for the kubelet's probes. Every other path is 404.
+/-/healthy`` and ``/-/ready`` answer 200 for the kubelet's probes. Every other path is 404
+(``/metrics`` is answered before this application, by
+:func:`toposcope.selfmetrics.with_self_metrics`).
 
 The server is the core's (:class:`~toposcope.httpserver.HttpServer`): its request limits
 (methods, the body bound of :data:`MAX_BODY`, headers, timeouts) apply before the application

@@ -55,6 +55,18 @@ class Webhook:
         finally:
             connection.close()
 
+    def get(self, path: str) -> tuple[int, bytes]:
+        """GET ``path``; the status and the body."""
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, timeout=TIMEOUT, context=self.context
+        )
+        try:
+            connection.request("GET", path)
+            answer = connection.getresponse()
+            return answer.status, answer.read()
+        finally:
+            connection.close()
+
     def review(self, review: dict[str, Any]) -> dict[str, Any]:
         """The ``response`` of an AdmissionReview answered 200."""
         status, answer = self.post(json.dumps(review).encode())
@@ -225,6 +237,13 @@ def test_the_server_limits_hold(webhook: Webhook) -> None:
     assert status == 413
     status, answer = webhook.post(b"{}", path="/other")
     assert status == 404 and "/mutate" in answer["error"]
+
+
+def test_the_webhook_serves_its_own_process_metrics(webhook: Webhook) -> None:
+    status, body = webhook.get("/metrics")
+    assert status == 200
+    names = {line.split()[2] for line in body.decode().splitlines() if line.startswith("# TYPE")}
+    assert {"process_resident_memory_bytes", "toposcope_build_info"} <= names
 
 
 def test_the_webhook_refuses_to_start_without_tls(tmp_path: Path) -> None:

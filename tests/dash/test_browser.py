@@ -244,7 +244,11 @@ def _confirm(dash_duo: Any, button: str) -> None:
     except pytest.fail.Exception:
         element = driver.find_element("css selector", button)
         detail = driver.find_element("css selector", "#recs-detail").text[:300]
-        pytest.fail(f"no dialog: {button} enabled={element.is_enabled()}, detail: {detail!r}")
+        pytest.fail(
+            f"no dialog: {button} enabled={element.is_enabled()}, detail: {detail!r}, "
+            f"outcome: {driver.find_element('css selector', '#recs-outcome').text!r}, "
+            f"browser console: {dash_duo.get_logs()!r}"
+        )
     driver.switch_to.alert.accept()
 
 

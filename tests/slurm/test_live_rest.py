@@ -46,13 +46,29 @@ def test_an_expired_token_is_refused(slurm: LocalCluster) -> None:
     assert "expired at" in str(error) and "scontrol token username=root" in str(error)
 
 
+#: requests with the expired token before the test gives up on Slurm refusing it
+EXPIRED_TOKEN_TRIES = 5
+
+
 def test_slurmctld_refuses_an_expired_token_that_the_client_sent(slurm: LocalCluster) -> None:
-    """With its clock set back, the client sends the expired token: Slurm's own refusal."""
+    """With its clock set back, the client sends the expired token: Slurm's own refusal.
+
+    slurmrestd 22.05 now and then (about one run of this file in ten, after requests with
+    valid tokens on the same daemon) answers one request that carries an expired token, so
+    the token is sent a few times; the refusal must come and be explained.
+    """
     jwt = parse_jwt(slurm.token(lifespan_s=1), "a one-second token")
     wait_for(lambda: time.time() > (jwt.expires_at or 0) + 1, "the token's expiry", 15)
     client = SlurmRestClient(slurm.rest_url, jwt, clock=lambda: 0.0)
-    with pytest.raises(SlurmAnswerError, match="refuses the JWT from a one-second token"):
-        client.get("jobs")
+    refusals: list[SlurmAnswerError] = []
+    for _ in range(EXPIRED_TOKEN_TRIES):
+        try:
+            client.get("jobs")
+        except SlurmAnswerError as exc:
+            refusals.append(exc)
+            break
+    assert refusals, f"slurmrestd answered the expired token {EXPIRED_TOKEN_TRIES} times"
+    assert "refuses the JWT from a one-second token" in str(refusals[0])
 
 
 def test_a_token_signed_with_another_key_is_refused(slurm: LocalCluster) -> None:

@@ -27,7 +27,7 @@ from toposcope.catalogue import spec
 from toposcope.config import ExporterConfig
 from toposcope.errors import ConfigError, UsageError
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.exposition import render_chunks
+from toposcope.exporters.exposition import joined, render_chunks
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 from toposcope.httpgzip import encode_answer, plain_chunks
@@ -130,12 +130,14 @@ def make_wsgi_app(runner: ScrapeRunner, hostname: str) -> Callable[..., Iterable
                 start_response("400 Bad Request", [("Content-Type", "text/plain")])
                 return [f"unknown collector(s): {', '.join(unknown)}\n".encode()]
             chosen = runner.subset(include, exclude) if include or exclude else runner
-            chunks = [
-                *render_chunks(chosen.collect()),
-                *exporter_info,
-                *render_chunks(process.collect()),
-                *daemon_info,
-            ]
+            chunks = joined(
+                [
+                    *render_chunks(chosen.collect()),
+                    *exporter_info,
+                    *render_chunks(process.collect()),
+                    *daemon_info,
+                ]
+            )
             headers, body = encode_answer(chunks, environ.get("HTTP_ACCEPT_ENCODING", ""))
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST), *headers])
             return body

@@ -5,6 +5,12 @@ sample; with thousands of workload series that is about half of a scrape's time.
 names come from the catalogue, which a test checks once, so this writer only escapes label
 values and help text. Its output is byte-identical to ``generate_latest`` for these families
 (also tested); any other family type is handed to ``generate_latest`` unchanged.
+
+Collectors on the scrape path (the NUMA ones) and the workload sampler skip client_python's
+samples altogether: a :class:`FamilyWriter` writes each sample's line as it is added, and
+the family is served as a :class:`RenderedFamily`. For label sets that recur scrape after
+scrape, a :class:`FamilyLayout` keeps each series' ``name{labels} `` text, so that a scrape
+formats only the values it has just read.
 """
 
 from __future__ import annotations
@@ -20,7 +26,35 @@ from toposcope.catalogue.model import MetricSpec
 from toposcope.httpgzip import GzipMember, plain_chunks
 
 #: client_python's own float formatting (``+Inf``, ``NaN``, ``1e+06``), typed for mypy.
-format_value = cast(Callable[[float], str], floatToGoString)
+go_float = cast(Callable[[float], str], floatToGoString)
+
+#: Integers below this size in magnitude are floats exactly, written ``<digits>.0`` by ``repr``.
+_EXACT_INT = 2**53
+
+
+def format_value(value: float) -> str:
+    """``value`` as client_python writes it (:data:`go_float`: the same text, tested), without
+    its generic checks in the common cases: a whole number (bytes, pages), whose float
+    ``repr`` is its digits and ``.0``, and a finite float. Like Go, it writes an exponent for a
+    positive number from a million up (``1.6769836e+07``).
+    """
+    if type(value) is int and -_EXACT_INT < value < _EXACT_INT:
+        if value < 1_000_000:
+            return f"{value}.0"
+        digits = str(value)
+        mantissa = digits.rstrip("0")
+        if len(mantissa) == 1:
+            return f"{mantissa}e+{len(digits) - 1:02d}"
+        return f"{mantissa[0]}.{mantissa[1:]}e+{len(digits) - 1:02d}"
+    if type(value) is not float:
+        return go_float(value)
+    text = repr(value)
+    if not text[-1].isdigit():  # inf, nan
+        return go_float(value)
+    dot = text.find(".")
+    if value > 0 and dot > 6:
+        return f"{f'{text[0]}.{text[1:dot]}{text[dot + 1 :]}'.rstrip('0.')}e+{dot - 1:02d}"
+    return text
 
 
 class _One:
@@ -53,43 +87,85 @@ def _plain(family: Metric) -> bool:
     )
 
 
-class FamilyWriter:
-    """One gauge or counter family written straight to text from its label values, exactly as
-    :func:`render_families` writes the same samples (sorted label names, escaped values,
-    client_python's floats), without building client_python samples: for output written
-    once and served many times (the workload sampler's). ``add_metric`` takes what a
-    client_python family's does, so the same code can fill either.
+#: The most series prefixes a :class:`FamilyLayout` remembers. NUMA nodes x modes is a few
+#: hundred; past the limit it starts again empty, so label values that keep changing cannot
+#: grow it without bound.
+PREFIX_LIMIT = 4096
+
+
+class FamilyLayout:
+    """How one catalogue family is written, worked out once: its exposed name, its ``# HELP``
+    and ``# TYPE`` header, and its label names in written (sorted) order.
+
+    With ``remember`` it also keeps each series' ``name{labels} `` prefix, for a collector
+    whose label sets recur scrape after scrape (NUMA nodes x modes): a scrape then formats
+    only the values, which are read fresh every time. Safe to share between threads (a
+    prefix written twice at once is the same string).
     """
 
-    def __init__(self, row: MetricSpec) -> None:
+    def __init__(self, row: MetricSpec, remember: bool = False) -> None:
         name = row.name
         if row.type == "counter" and not name.endswith("_total"):
             name += "_total"
         self.spec = row
         self.name = name
+        kind = "counter" if row.type == "counter" else "gauge"  # as MetricSpec.family() makes
+        self.header = _header(name, row.help, kind).encode("utf-8")
         self._order = sorted(range(len(row.labels)), key=lambda i: row.labels[i])
         self._keys = [row.labels[i] for i in self._order]
+        self._prefixes: dict[tuple[str, ...], str] | None = {} if remember else None
+
+    def prefix(self, labels: Sequence[str]) -> str:
+        """``name{label="value",...} `` for ``labels`` in the catalogue row's label order."""
+        prefixes = self._prefixes
+        if prefixes is None:
+            return self._write_prefix(labels)
+        key = tuple(labels)
+        found = prefixes.get(key)
+        if found is None:
+            if len(prefixes) >= PREFIX_LIMIT:
+                prefixes.clear()
+            found = prefixes[key] = self._write_prefix(key)
+        return found
+
+    def _write_prefix(self, labels: Sequence[str]) -> str:
+        if not labels:
+            return f"{self.name} "
+        text = ",".join(
+            f'{key}="{_escape_value(labels[i])}"'
+            for key, i in zip(self._keys, self._order, strict=True)
+        )
+        return f"{self.name}{{{text}}} "
+
+    def writer(self) -> FamilyWriter:
+        """A writer for this scrape's samples of the family, sharing this layout."""
+        return FamilyWriter(self.spec, self)
+
+
+class FamilyWriter:
+    """One gauge or counter family written straight to text from its label values, exactly as
+    :func:`render_families` writes the same samples (sorted label names, escaped values,
+    client_python's floats), without building client_python samples. ``add_metric`` takes
+    what a client_python family's does, so the same code can fill either. The text is then
+    served as a :class:`RenderedFamily`: compressed (:meth:`rendered`, the workload
+    sampler's, written once and served many times) or plain (:meth:`plain`, a collector's
+    family of this scrape).
+    """
+
+    def __init__(self, row: MetricSpec, layout: FamilyLayout | None = None) -> None:
+        self.layout = layout if layout is not None else FamilyLayout(row)
+        self.spec = row
+        self.name = self.layout.name
         # bytes as they are written: no line objects stay alive until the family is done
-        kind = "counter" if row.type == "counter" else "gauge"  # as MetricSpec.family() makes
-        self._text = bytearray(_header(name, row.help, kind).encode("utf-8"))
-        self._samples = 0
+        self._text = bytearray(self.layout.header)
 
     def add_metric(self, labels: Sequence[str], value: float) -> None:
         """Write one sample: ``labels`` in the catalogue row's label order."""
-        if labels:
-            text = ",".join(
-                f'{key}="{_escape_value(labels[i])}"'
-                for key, i in zip(self._keys, self._order, strict=True)
-            )
-            line = f"{self.name}{{{text}}} {format_value(value)}\n"
-        else:
-            line = f"{self.name} {format_value(value)}\n"
-        self._text += line.encode("utf-8")
-        self._samples += 1
+        self._text += f"{self.layout.prefix(labels)}{format_value(value)}\n".encode()
 
     def __bool__(self) -> bool:
         """Whether a sample was written."""
-        return self._samples > 0
+        return len(self._text) > len(self.layout.header)
 
     def rendered(self) -> RenderedFamily:
         """The text written so far, compressed (a gzip member about a tenth of its size), as a
@@ -99,12 +175,17 @@ class FamilyWriter:
         self._text = bytearray()
         return RenderedFamily(self.spec, data)
 
+    def plain(self) -> RenderedFamily:
+        """The text written so far, uncompressed, as a family served as is."""
+        return RenderedFamily(self.spec, bytes(self._text))
+
 
 class RenderedFamily(Metric):
-    """A family rendered once (``data``, this module's format as bytes, or a
-    :class:`~toposcope.httpgzip.GzipMember` of it) and served as is until its inputs change;
-    it keeps no samples (a background sampler's output, whose age is exported).
-    :func:`render_chunks` hands ``data`` on without copying it.
+    """A family already written (``data``, this module's format as bytes, or a
+    :class:`~toposcope.httpgzip.GzipMember` of it) and served as is: a collector's family of
+    this scrape, or a background sampler's, served until its inputs change (its age is
+    exported). It keeps no samples. :func:`render_chunks` hands ``data`` on without copying
+    it.
     """
 
     def __init__(self, row: MetricSpec, data: bytes) -> None:
@@ -148,6 +229,27 @@ def render_chunks(families: Iterable[Metric]) -> list[bytes]:
     if out:
         chunks.append("".join(out).encode("utf-8"))
     return chunks
+
+
+def joined(chunks: Iterable[bytes]) -> list[bytes]:
+    """``chunks`` with each run of plain chunks joined into one; a
+    :class:`~toposcope.httpgzip.GzipMember` stays a chunk of its own, not copied. The HTTP
+    server sends every chunk of an answer with a write of its own, so a small answer made of
+    a few families goes out in one.
+    """
+    out: list[bytes] = []
+    run: list[bytes] = []
+    for chunk in chunks:
+        if isinstance(chunk, GzipMember):
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(chunk)
+        elif chunk:
+            run.append(chunk)
+    if run:
+        out.append(b"".join(run))
+    return out
 
 
 def render_families(families: Iterable[Metric]) -> bytes:

@@ -13,17 +13,30 @@ from collections.abc import Iterator
 
 from prometheus_client.core import Metric
 
-from toposcope.catalogue import nonempty, spec
+from toposcope.catalogue import spec
 from toposcope.errors import NoDataError, SourceError
+from toposcope.exporters.exposition import FamilyLayout
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.sources.sysfs import SysfsNodes
 
+#: The families, in exposition order.
+FAMILIES = (
+    "toposcope_numa_memory_total_bytes",
+    "toposcope_numa_memory_free_bytes",
+    "toposcope_numa_memory_used_bytes",
+    "toposcope_numa_memory_pages_bytes",
+    "toposcope_numa_allocations_total",
+)
+
 
 class NumaMemoryCollector:
-    """Turns ``node*/meminfo`` and ``node*/numastat`` readings into families."""
+    """Turns ``node*/meminfo`` and ``node*/numastat`` readings into families, written
+    straight to text (each series' labels written once, its value every scrape).
+    """
 
     def __init__(self, nodes: SysfsNodes) -> None:
         self._nodes = nodes
+        self._layouts = [FamilyLayout(spec(name), remember=True) for name in FAMILIES]
 
     def collect(self) -> Iterator[Metric]:
         """Yield memory gauges and allocation counters for every node directory.
@@ -34,11 +47,8 @@ class NumaMemoryCollector:
         node_ids = self._nodes.node_ids()
         if not node_ids:
             raise NoDataError(f"no NUMA node directory under {self._nodes.sysfs}")
-        total = spec("toposcope_numa_memory_total_bytes").family()
-        free = spec("toposcope_numa_memory_free_bytes").family()
-        used = spec("toposcope_numa_memory_used_bytes").family()
-        pages = spec("toposcope_numa_memory_pages_bytes").family()
-        allocations = spec("toposcope_numa_allocations_total").family()
+        writers = [layout.writer() for layout in self._layouts]
+        total, free, used, pages, allocations = writers
         for node in node_ids:
             label = str(node)
             memory = self._nodes.node_memory(node)
@@ -49,14 +59,14 @@ class NumaMemoryCollector:
                     (used, memory.used_bytes),
                 ):
                     if value is not None:
-                        family.add_metric([label], float(value))
+                        family.add_metric((label,), value)
                 for page_type, value in sorted(memory.pages_bytes.items()):
-                    pages.add_metric([label, page_type], float(value))
+                    pages.add_metric((label, page_type), value)
             stat = self._nodes.node_numastat(node)
             if stat is not None:
                 for result, count in sorted(stat.counts.items()):
-                    allocations.add_metric([label, result], float(count))
-        families = nonempty([total, free, used, pages, allocations])
+                    allocations.add_metric((label, result), count)
+        families = [writer.plain() for writer in writers if writer]
         if not families:
             raise SourceError(
                 f"no readable meminfo or numastat in {len(node_ids)} NUMA node "

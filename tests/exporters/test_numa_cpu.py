@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.exporters.text_registry import text_registry
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import NoDataError
 from toposcope.exporters.collectors.numa_cpu import ENTRY, NumaCpuCollector
@@ -25,9 +26,7 @@ def context_for(root: Path) -> CollectorContext:
 def registry_for(root: Path) -> tuple[CollectorRegistry, NumaCpuCollector]:
     ctx = context_for(root)
     collector = NumaCpuCollector(Procfs(ctx.config.paths.procfs, hz=100), ctx.topology)
-    registry = CollectorRegistry()
-    registry.register(collector)
-    return registry, collector
+    return text_registry(collector), collector
 
 
 def write(path: Path, text: str) -> None:
@@ -56,8 +55,7 @@ def write_stat(root: Path, lines: Mapping[int, str]) -> None:
 
 
 def test_entry_builds_from_the_context(hwloc_root: Callable[[str], Path]) -> None:
-    registry = CollectorRegistry()
-    registry.register(ENTRY.factory(context_for(hwloc_root("64amd64-4s2n4ca2co"))))
+    registry = text_registry(ENTRY.factory(context_for(hwloc_root("64amd64-4s2n4ca2co"))))
     assert registry.get_sample_value(METRIC, {"numa_node": "1", "mode": "idle"}) is not None
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.exporters.text_registry import text_registry
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import NoDataError, SourceError
 from toposcope.exporters.app import build_runner, render
@@ -21,9 +22,7 @@ KIB = 1024
 
 
 def registry_for(sysfs: Path) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    registry.register(NumaMemoryCollector(SysfsNodes(sysfs)))
-    return registry
+    return text_registry(NumaMemoryCollector(SysfsNodes(sysfs)))
 
 
 def write(path: Path, text: str) -> None:
@@ -45,8 +44,7 @@ def test_default_table_lists_the_numa_and_cross_socket_collectors() -> None:
 
 def test_entry_builds_from_the_context(hwloc_root: Callable[[str], Path]) -> None:
     ctx = CollectorContext(ExporterConfig(paths=HostPaths.under(hwloc_root("16amd64-8n2c"))))
-    registry = CollectorRegistry()
-    registry.register(ENTRY.factory(ctx))
+    registry = text_registry(ENTRY.factory(ctx))
     assert registry.get_sample_value(
         "toposcope_numa_memory_total_bytes", {"numa_node": "5"}
     ) == pytest.approx(8388608 * KIB)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
+from tests.exporters.text_registry import text_registry
 from toposcope.exporters.collectors.numa_memory import NumaMemoryCollector
 from toposcope.exporters.sources.procfs import Procfs, parse_proc_stat_ticks
 from toposcope.exporters.sources.sysfs import SysfsNodes
@@ -37,8 +36,7 @@ def test_values_nodes_and_pools_changed_between_scrapes_are_read(tmp_path: Path)
     base = tmp_path / "sys" / "devices" / "system" / "node"
     node(base, 0, free_kib=600)
     write(base / "online", "0\n")
-    registry = CollectorRegistry()
-    registry.register(NumaMemoryCollector(SysfsNodes(tmp_path / "sys")))
+    registry = text_registry(NumaMemoryCollector(SysfsNodes(tmp_path / "sys")))
     value = registry.get_sample_value
     assert value(FREE, {"numa_node": "0"}) == 600 * KIB
     assert value(PAGES, {"numa_node": "0", "type": "hugepages"}) == 0

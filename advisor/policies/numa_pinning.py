@@ -46,6 +46,7 @@ from toposcope.advisor.policies.pin_capacity import (
     PinLimits,
     PinPlan,
     assign_targets,
+    rank_cpu_targets,
 )
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import spec
@@ -61,7 +62,6 @@ from toposcope.recommendation import (
 from toposcope.rm import ActionKind, ActionRequest
 
 
-#: relative error allowed on measured cores (a rate over a window is an estimate)
 @dataclass(frozen=True)
 class NumaPinningSettings(PolicySettings):
     """Settings of the numa-pinning policy."""
@@ -159,7 +159,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
             cores = workload.cores_used()
             if cores is not None and 0 < cores < s.min_cores:
                 continue  # nearly idle: nothing to speed up (no CPU at all: judged by threads)
-            targets = self._targets(node, workload, cpu, memory, notes)
+            targets = self._targets(node, workload, cpu, memory, notes, workloads)
             if not targets:
                 continue
             first = targets[0]
@@ -280,6 +280,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
         cpu: Mapping[int, float],
         memory: Mapping[int, float],
         notes: list[Note],
+        workloads: list[WorkloadModel],
     ) -> list[int]:
         cpu_nodes = {n.id for n in node.cpu_numa_nodes()}
         if workload.gpus:
@@ -292,7 +293,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
             notes.append(
                 self.note(workload.key, "NUMA node of its GPUs unknown; judged without GPUs")
             )
-        ranked = sorted(cpu_nodes, key=lambda n: (-(cpu.get(n, 0.0) + memory.get(n, 0.0)), n))
+        ranked = rank_cpu_targets(node, workload, workloads)
         if remote_share(cpu, memory, ranked[0]) < self.settings.min_remote_share:
             return []
         return ranked

@@ -9,7 +9,8 @@ failing that, in the target and its nearest NUMA nodes of the same socket (the g
 priced again for the part left on them). Capacity is that of the node after the plan: a
 candidate's cores and memory count where the plan puts it, not where it is now, so two
 spread workloads can swap halves. A candidate that fits nowhere stays where it is, its
-cores counted there, and the plan is made again (:func:`assign_targets`).
+cores counted there, and the plan is made again (:func:`assign_targets`). The targets of a
+workload without GPUs come ranked by :func:`rank_cpu_targets`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from dataclasses import dataclass, replace
 
 from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.locality import GIB, distance_penalty, remote_share
-from toposcope.advisor.model import NodeModel, WorkloadModel
+from toposcope.advisor.model import NodeModel, NumaNodeState, WorkloadModel
+
+#: CPU plus memory shares of two pin targets closer than this rank as a tie (a rate over a
+#: window is an estimate)
+SHARE_TIE = 0.05
 
 
 @dataclass(frozen=True)
@@ -233,3 +238,32 @@ def _memory_plan(
         f"{after_cost:.4f}"
     )
     return PinPlan(c, target, mems, max(0.0, before_cost - after_cost), text, known, here)
+
+
+def rank_cpu_targets(
+    node: NodeModel, workload: WorkloadModel, workloads: list[WorkloadModel]
+) -> list[int]:
+    """The NUMA nodes with CPUs of ``node``, best pin target first for a workload without
+    GPUs: the most of its CPU time plus memory; on a tie (shares within
+    :data:`SHARE_TIE`), the node whose CPUs the other ``workloads`` crowd least (their
+    threads per CPU, or cores where threads are unknown), then the one already holding more
+    of its memory (fewer pages to move). A workload whose threads sit on one node and whose
+    memory on another is pinned where it will not share CPUs, not by NUMA number.
+    """
+    cpu, memory = workload.cpu_shares(), workload.memory_shares()
+    crowd: dict[int, float] = defaultdict(float)
+    for other in workloads:
+        if other.key != workload.key:
+            for numa_id, count in (other.threads_by_numa or other.cpu_by_numa).items():
+                crowd[numa_id] += count
+
+    def rank(numa: NumaNodeState) -> tuple[int, float, float, int]:
+        share = cpu.get(numa.id, 0.0) + memory.get(numa.id, 0.0)
+        return (
+            -round(share / SHARE_TIE),
+            crowd[numa.id] / max(numa.cpu_count, 1),
+            -memory.get(numa.id, 0.0),
+            numa.id,
+        )
+
+    return [n.id for n in sorted(node.cpu_numa_nodes(), key=rank)]

@@ -140,9 +140,13 @@ def test_two_spread_workloads_are_pinned_to_different_nodes() -> None:
 
 
 def test_a_workload_already_on_a_full_target_is_still_pinned() -> None:
-    """Its own cores are on the target already: pinning adds no load there."""
+    """Its own cores are on the target already: pinning adds no load there (node 1, where
+    its memory is, is the worse target: another workload's threads run there).
+    """
     job = workload("cnn", cpu={0: 8.0}, memory={1: 8 * GIB})
-    [rec] = NumaPinning().evaluate(cluster([pcie4()], [job])).recommendations
+    other = workload("other", cpu={1: 2.0}, memory={1: 1 * GIB}, threads={1: 2})
+    recs = NumaPinning().evaluate(cluster([pcie4()], [job, other])).recommendations
+    [rec] = [r for r in recs if r.target.workload == "cnn"]
     assert rec.proposed["numa_node"] == 0
 
 
@@ -193,3 +197,22 @@ def test_memory_that_does_not_fit_the_target_spills_to_its_socket_neighbour() ->
     full = tuple(replace(n, memory_free_bytes=GIB) for n in four)
     result = NumaPinning().evaluate(cluster([NodeModel("n1", full, (gpu(0, 0),), {})], [job]))
     assert result.recommendations == () and "GiB to move" in result.undecided[0].reason
+
+
+def test_threads_on_one_node_memory_on_the_other_go_where_no_one_shares_their_cpus() -> None:
+    node = NodeModel("cpu", numa_nodes=numa_nodes(2, 28, free_bytes=80 * GIB))
+    split = workload("split", "cpu", cpu={0: 18.7}, memory={1: 48 * GIB}, threads={0: 28})
+    neighbour = workload("nb", "cpu", cpu={0: 7.0}, memory={0: 24 * GIB}, threads={0: 14})
+    recs = NumaPinning().evaluate(cluster([node], [split, neighbour])).recommendations
+    [rec] = [r for r in recs if r.target.workload == "split"]
+    # CPU and memory shares tie (1.0 each): node 1 has no other threads and holds the memory
+    assert rec.proposed["numa_node"] == 1
+    assert rec.proposed["migrate_memory_bytes"] == 0
+    assert [a.kind for a in rec.actions] == [ActionKind.PIN]
+
+
+def test_a_tie_without_neighbours_goes_where_the_memory_is() -> None:
+    split = workload("split", cpu={0: 2.0}, memory={1: 8 * GIB}, threads={0: 2})
+    [rec] = NumaPinning().evaluate(cluster([pcie4()], [split])).recommendations
+    assert rec.proposed["numa_node"] == 1
+    assert rec.proposed["migrate_memory_bytes"] == 0

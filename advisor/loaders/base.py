@@ -28,6 +28,9 @@ _DURATION_RE = re.compile(r"^(?:(\d+)(ms|s|m|h|d|w|y))+$")
 _DURATION_PART_RE = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 #: subquery points that date a counter's first sample in the window (see rate_over_age)
 AGE_POINTS = 120
+#: subquery points of the coarser first-sample time that tells a counter that ended from one
+#: that runs (see rate_over_age)
+ENDED_POINTS = 12
 _UNIT_SECONDS = {
     "ms": 0.001,
     "s": 1.0,
@@ -150,26 +153,65 @@ def promql_duration(seconds: float) -> str:
 
 
 def rate_over_age(selector: str, window: Window) -> str:
-    """The per-second rate of counter ``selector`` over ``window``, or over the part of it the
-    series has existed when it is younger than the window.
+    """The per-second rate of counter ``selector`` over the part of ``window`` the series was
+    sampled in: the whole window for a running series older than it, less for one that
+    started or ended inside it.
 
-    ``rate(x[W])`` divides by ``W`` even when the first sample is in the window (Prometheus
-    extrapolates to the window's start only from within 1.1 sample intervals of it), so a
-    workload started 30 s into a 5 m window would read a tenth of its rate. Here the increase
-    is divided by the series' age, clamped to the window: the time since its first sample, found
-    as the lowest ``timestamp()`` of a subquery that starts one step before the window (an older
-    series finds a sample at or before the window's start, so its age is the window and its
-    rate is ``rate()``'s). The step is ``window / AGE_POINTS``: exact when it is no longer than
-    the scrape interval, otherwise the age is known to one step. A series first seen after the
-    subquery's last point is aged from its last sample, and no age is less than one step.
+    ``rate(x[W])`` divides by ``W`` whatever part of the window the samples cover (Prometheus
+    extrapolates to an edge of the window only from within 1.1 average sample intervals of
+    it), so a workload started 30 s into a 5 m window reads a tenth of its rate, and one that
+    ran at 1 core for the first half of the window and exited reads 0.5. Here ``increase`` is
+    divided by the series' age in the window instead, at least one step:
+
+    * it starts at its first sample (:func:`_first_seen`, to one step of ``window /
+      AGE_POINTS``: exact when the step is no longer than the scrape interval), or at the
+      window's start for an older series, which so reads exactly what ``rate()`` reads while
+      it runs;
+    * it ends now while the series runs, else at its last sample: ``timestamp()`` now, or the
+      highest ``timestamp()`` of a subquery like the first sample's once the series is stale
+      or older than the lookback. A series has ended when the gap since its last sample is
+      more than 1.1 average sample intervals, Prometheus's own rule for not extrapolating to
+      the window's end. The interval is the age so far over ``count_over_time - 1``, so the
+      test is ``gap * (count + 0.1) > 1.1 * age so far``; that age comes from a subquery of
+      ``ENDED_POINTS`` points rounded up by its step (a tenth of the cost; a series can only
+      read as running a little longer, never as ended while it runs).
+
     ``increase`` rather than ``rate``: VictoriaMetrics' ``increase`` counts a new counter from
-    zero and its ``rate`` already divides by the time actually sampled.
+    zero and stops at the last sample, and its ``rate`` already divides by the time actually
+    sampled. Prometheus' ``increase`` extrapolates half an average interval past the last
+    sample of a series that ended, so there such a series reads high by half a sample interval
+    over its age.
     """
     step = window.step_seconds(AGE_POINTS)
-    reach = f"{promql_duration(window.seconds + step)}:{promql_duration(step)}"
-    first_seen = f"min_over_time(timestamp({selector})[{reach}]) or timestamp({selector})"
-    age = f"clamp(time() - ({first_seen}), {step:g}, {window.seconds:g})"
-    return f"increase({selector}[{window.text}]) / {age}"
+    coarse = round(window.step_seconds(ENDED_POINTS), 3)
+    seconds = f"{window.seconds:g}"
+    age_so_far = f"clamp_max(time() - ({_first_seen(selector, window, step)}), {seconds})"
+    age_so_far_upper = (
+        f"clamp_max(time() + {coarse:g} - ({_first_seen(selector, window, coarse)}), {seconds})"
+    )
+    last_seen = (
+        f"timestamp({selector}) or "
+        f"max_over_time(timestamp({selector})[{_subquery_range(window, step)}])"
+    )
+    samples = f"count_over_time({selector}[{window.text}])"
+    ended_gap = f"time() - ({last_seen}) > 1.1 * {age_so_far_upper} / ({samples} + 0.1)"
+    age = f"{age_so_far} - ({ended_gap} or 0 * {samples})"
+    return f"increase({selector}[{window.text}]) / clamp({age}, {step:g}, {seconds})"
+
+
+def _subquery_range(window: Window, step: float) -> str:
+    """``RANGE:STEP`` of a subquery that covers ``window`` and the step before it."""
+    return f"{promql_duration(window.seconds + step)}:{promql_duration(step)}"
+
+
+def _first_seen(selector: str, window: Window, step: float) -> str:
+    """When ``selector`` was first sampled in ``window``, to one ``step``: the lowest
+    ``timestamp()`` of a subquery from one step before the window (a series older than the
+    window finds a sample before it), or the latest sample's for a series first seen after
+    the subquery's last point.
+    """
+    subquery = _subquery_range(window, step)
+    return f"min_over_time(timestamp({selector})[{subquery}]) or timestamp({selector})"
 
 
 class MetricsBackend(Protocol):

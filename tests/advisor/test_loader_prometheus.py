@@ -169,9 +169,19 @@ def test_range_query_returns_series_without_nan_points() -> None:
 def test_queries_are_built_from_catalogue_names_with_selector() -> None:
     built = {q.name: q.promql(Window.parse("30m")) for q in queries('job="toposcope"')}
     counter = 'toposcope_workload_cpu_seconds_total{job="toposcope"}'
+    age_so_far = (
+        f"clamp_max(time() - (min_over_time(timestamp({counter})[1815s:15s])"
+        f" or timestamp({counter})), 1800)"
+    )
+    age_so_far_upper = (
+        f"clamp_max(time() + 150 - (min_over_time(timestamp({counter})[1950s:150s])"
+        f" or timestamp({counter})), 1800)"
+    )
+    last_seen = f"timestamp({counter}) or max_over_time(timestamp({counter})[1815s:15s])"
+    samples = f"count_over_time({counter}[30m])"
     assert built["workload-cpu"] == (
-        f"increase({counter}[30m]) / clamp(time() - (min_over_time(timestamp({counter})"
-        f"[1815s:15s]) or timestamp({counter})), 15, 1800)"
+        f"increase({counter}[30m]) / clamp({age_so_far} - (time() - ({last_seen}) > 1.1 * "
+        f"{age_so_far_upper} / ({samples} + 0.1) or 0 * {samples}), 15, 1800)"
     )
     assert built["gpu-utilization-max"] == (
         'max_over_time(toposcope_gpu_utilization_ratio{job="toposcope"}[30m])'

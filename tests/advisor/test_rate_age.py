@@ -1,10 +1,12 @@
-"""Counter rates of series younger than the window read right through the advisor's loader.
+"""Counter rates of series that lived only part of the window read right through the loader.
 
-A history of three workloads' CPU counters at a constant 2 cores, scraped every 15 s, is
+A history of five workloads' CPU counters at a constant 2 cores, scraped every 15 s, is
 backfilled into a real Prometheus by ``promtool`` (and imported into a real VictoriaMetrics):
 one counting for an hour, one started 60 s into the 5 m window, one first seen half a second
-before the window's end. ``rate()`` alone reads the young one at about 1.6 cores (it divides
-by the whole window); the loader divides by the series' age.
+before the window's end, one that ran for an hour and ended 3 minutes into the window, and
+one that started 60 s into the window and ended 60 s before its end. ``rate()`` alone reads
+the young one at about 1.6 cores and the ended ones at about 1.25 (it divides by the whole
+window); the loader divides by the time each series was sampled in the window.
 """
 
 from __future__ import annotations
@@ -32,14 +34,20 @@ WINDOW = "5m"
 SCRAPE_S = 15
 CORES = 2.0
 METRIC = "toposcope_workload_cpu_seconds_total"
-#: workload -> when its counter's first sample was taken (each counts from 0 then)
-STARTS = {"old": END - 3600, "young": END - 240, "newborn": END - 0.5}
+#: workload -> when its counter's first and last samples were taken (each counts from 0 then)
+LIVES = {
+    "old": (END - 3600, END),
+    "young": (END - 240, END),
+    "newborn": (END - 0.5, END),
+    "ended": (END - 3600, END - 120),
+    "brief": (END - 240, END - 60),
+}
 
 
-def _samples(start: float) -> list[float]:
-    """Scrape times of a counter first seen at ``start``, every 15 s, and at ``END``."""
-    times = [start + i * SCRAPE_S for i in range(int((END - start) // SCRAPE_S) + 1)]
-    return times if times[-1] == END else [*times, END]
+def _samples(start: float, stop: float = END) -> list[float]:
+    """Scrape times of a counter first seen at ``start``, every 15 s, and at ``stop``."""
+    times = [start + i * SCRAPE_S for i in range(int((stop - start) // SCRAPE_S) + 1)]
+    return times if times[-1] == stop else [*times, stop]
 
 
 def _write_history(directory: Path) -> History:
@@ -47,8 +55,8 @@ def _write_history(directory: Path) -> History:
     info = [f'toposcope_exporter_build_info{{node="n1"}} 1 {t:.3f}' for t in _samples(END - 3600)]
     counters = [
         f'{METRIC}{{node="n1",workload="{name}",numa_node="0"}} {CORES * (t - start):g} {t:.3f}'
-        for name, start in STARTS.items()
-        for t in _samples(start)
+        for name, (start, stop) in LIVES.items()
+        for t in _samples(start, stop)
     ]
     lines = info + counters
     openmetrics = directory / "history.om"
@@ -66,8 +74,8 @@ def _write_history(directory: Path) -> History:
         encoding="utf-8",
     )
     return History(
-        "rate-age", openmetrics, prometheus_text, END - 3600, END, SCRAPE_S, 241, 1, 3,
-        4, len(lines), openmetrics.stat().st_size, 0.0,
+        "rate-age", openmetrics, prometheus_text, END - 3600, END, SCRAPE_S, 241, 1, len(LIVES),
+        len(LIVES) + 1, len(lines), openmetrics.stat().st_size, 0.0,
     )  # fmt: skip
 
 
@@ -88,23 +96,27 @@ def prometheus(
         yield loaded
 
 
-def _loaded_rates(url: str) -> dict[str, float]:
-    """CPU cores per workload as the advisor's loader reads them at ``END``."""
-    window = Window.parse(WINDOW, end=END)
+def _loaded_rates(url: str, at: float = END, window_text: str = WINDOW) -> dict[str, float]:
+    """CPU cores per workload as the advisor's loader reads them at ``at``."""
+    window = Window.parse(window_text, end=at)
     data = load_all(PrometheusLoader(url), window, queries(names=["workload-cpu"]))
     assert not data.notes
     return {s.labels["workload"]: s.value for s in data.samples("workload-cpu")}
 
 
-def _plain_rates(url: str) -> dict[str, float]:
-    """What ``rate()`` over the window alone answers per workload."""
-    found = instant_query(url, f"rate({METRIC}[{WINDOW}])", END)
+def _plain_rates(url: str, at: float = END) -> dict[str, float]:
+    """What ``rate()`` over the window alone answers per workload at ``at``."""
+    found = instant_query(url, f"rate({METRIC}[{WINDOW}])", at)
     return {r["metric"]["workload"]: float(r["value"][1]) for r in found}
 
 
-def test_plain_rate_under_reports_the_young_counter(prometheus: advisor_backends.Loaded) -> None:
+def test_plain_rate_under_reports_counters_that_lived_part_of_the_window(
+    prometheus: advisor_backends.Loaded,
+) -> None:
     plain = _plain_rates(prometheus.url)
     assert plain["young"] == pytest.approx(1.6, rel=0.03)
+    assert plain["ended"] < 0.65 * CORES
+    assert plain["brief"] < 0.65 * CORES
     assert plain["old"] == pytest.approx(CORES, rel=1e-9)
 
 
@@ -114,18 +126,41 @@ def test_a_counter_started_inside_the_window_reads_its_rate(
     assert _loaded_rates(prometheus.url)["young"] == pytest.approx(CORES, rel=0.05)
 
 
+@pytest.mark.parametrize("after_last_sample", [0.0, 7.0, 14.0])
 def test_a_counter_older_than_the_window_reads_as_rate_does(
+    prometheus: advisor_backends.Loaded, after_last_sample: float
+) -> None:
+    at = END + after_last_sample
+    loaded = _loaded_rates(prometheus.url, at)["old"]
+    assert loaded == pytest.approx(_plain_rates(prometheus.url, at)["old"], rel=1e-9)
+
+
+def test_a_counter_that_ended_inside_the_window_reads_its_rate(
     prometheus: advisor_backends.Loaded,
 ) -> None:
-    loaded = _loaded_rates(prometheus.url)["old"]
-    assert loaded == pytest.approx(_plain_rates(prometheus.url)["old"], rel=1e-9)
+    assert _loaded_rates(prometheus.url)["ended"] == pytest.approx(CORES, rel=0.05)
+
+
+def test_a_counter_started_and_ended_inside_the_window_reads_its_rate(
+    prometheus: advisor_backends.Loaded,
+) -> None:
+    assert _loaded_rates(prometheus.url)["brief"] == pytest.approx(CORES, rel=0.05)
+
+
+def test_counters_that_ended_before_the_lookback_read_their_rates(
+    prometheus: advisor_backends.Loaded,
+) -> None:
+    rates = _loaded_rates(prometheus.url, END + 600, "1h")
+    assert {name: rates[name] for name in ("old", "young", "ended", "brief")} == pytest.approx(
+        dict.fromkeys(("old", "young", "ended", "brief"), CORES), rel=0.05
+    )
 
 
 def test_a_counter_first_seen_after_the_last_age_point_is_kept(
     prometheus: advisor_backends.Loaded,
 ) -> None:
     step = Window.parse(WINDOW).step_seconds(AGE_POINTS)
-    assert END % step > END - STARTS["newborn"], "the newborn must follow the last point"
+    assert END % step > END - LIVES["newborn"][0], "the newborn must follow the last point"
     assert 0 < _loaded_rates(prometheus.url)["newborn"] <= CORES
 
 
@@ -135,4 +170,6 @@ def test_victoriametrics_reads_the_same_rates(history: History, tmp_path: Path) 
         rates = _loaded_rates(loaded.url)
     assert rates["young"] == pytest.approx(CORES, rel=0.05)
     assert rates["old"] == pytest.approx(CORES, rel=0.01)
+    assert rates["ended"] == pytest.approx(CORES, rel=0.05)
+    assert rates["brief"] == pytest.approx(CORES, rel=0.05)
     assert 0 < rates["newborn"] <= CORES

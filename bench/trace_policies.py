@@ -14,9 +14,9 @@ Every policy sees the same thing: each node's free GPU indexes and its simulator
   aligned block of the next power of two, from the node whose smallest free enclosing cell
   is smallest (so large cells stay whole).
 * ``toposcope``: the advisor's GPU-set ranking (``rank_sets``: worst link, link sum, broken
-  cells, stranded GPUs) on an advisor node model built from the template, best fit between
-  equally good sets, the same de-fragmenting migrations, and (as its placement actions
-  do) the job's CPUs and memory pinned to the NUMA nodes of its GPUs.
+  cells, stranded GPUs) on an advisor node model built from the template, then the machine
+  whose best pair is worst (``best_pair_factor``), then best fit; it waits for better sets,
+  pins and migrates as :mod:`trace_toposcope` says.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from toposcope.advisor.gpu_sets import Placement, rank_sets
 from toposcope.advisor.model import GpuState, NodeModel, NumaNodeState
+from toposcope.advisor.placement_wait import best_pair_factor
 from toposcope.sim.templates import NodeTemplate
 
 Choice = tuple[str, tuple[int, ...]]
@@ -61,6 +62,7 @@ class Policy:
     name: str
     migrates: bool = False
     pins: bool = False
+    waits: bool = False
 
     def choose(
         self,
@@ -75,7 +77,7 @@ class Policy:
         if self.name == "hived":
             return _buddy(gpus, able, free, templates)
         if self.name == "toposcope":
-            return _ranked(gpus, able, free, templates)
+            return ranked(gpus, able, free, templates)
         if self.name == "k8s-spread":
             node = max(able, key=lambda n: (len(free[n]) / len(templates[n].gpus), -_pos(able, n)))
         elif self.name == "gandiva":
@@ -118,27 +120,52 @@ def _buddy(
 
 
 _RANK_CACHE: dict[tuple[str, frozenset[int], int], Placement | None] = {}
-_MODELS: dict[str, NodeModel] = {}
+_MODELS: dict[tuple[str, str], NodeModel] = {}
 
 
-def _ranked(
+def model_of(template: NodeTemplate, name: str = "") -> NodeModel:
+    """The advisor's model of ``template``'s hardware called ``name`` (the template's name
+    when empty), built once.
+    """
+    key = (template.name, name or template.name)
+    if key not in _MODELS:
+        _MODELS[key] = advisor_node(key[1], template)
+    return _MODELS[key]
+
+
+_SPARE: dict[str, float] = {}
+
+
+def _spare(template: NodeTemplate) -> float:
+    if template.name not in _SPARE:
+        _SPARE[template.name] = best_pair_factor(model_of(template))
+    return _SPARE[template.name]
+
+
+def ranked(
     gpus: int,
     able: list[str],
     free: Mapping[str, frozenset[int]],
     templates: Mapping[str, NodeTemplate],
 ) -> Choice | None:
-    found: list[tuple[tuple[int, ...], str, tuple[int, ...]]] = []
+    """The best set of ``gpus`` GPUs on the nodes ``able`` by the advisor's ranking
+    (``rank_sets``), best fit (fewest free GPUs) between equally good sets; ``None`` when
+    none has room.
+    """
+    found: list[tuple[tuple[float, ...], str, tuple[int, ...]]] = []
     for order, node in enumerate(able):
         template = templates[node]
+        if len(free[node]) < gpus:
+            continue
         key = (template.name, free[node], gpus)
         if key not in _RANK_CACHE:
-            model = _MODELS.setdefault(template.name, advisor_node(template.name, template))
-            ranked = rank_sets(model, free[node], gpus)
-            _RANK_CACHE[key] = ranked[0] if ranked else None
+            sets = rank_sets(model_of(template), free[node], gpus)
+            _RANK_CACHE[key] = sets[0] if sets else None
         best = _RANK_CACHE[key]
         if best is not None:
             worst, link_sum, broken, stranded, _ = best.score()
-            rank = (worst, link_sum, broken, stranded, len(free[node]), order)
+            spare = -_spare(template)
+            rank = (worst, link_sum, spare, broken, stranded, len(free[node]), order)
             found.append((rank, node, best.gpus))
     if not found:
         return None
@@ -151,5 +178,5 @@ POLICIES: tuple[Policy, ...] = (
     Policy("k8s-spread"),
     Policy("gandiva", migrates=True),
     Policy("hived"),
-    Policy("toposcope", migrates=True, pins=True),
+    Policy("toposcope", migrates=True, pins=True, waits=True),
 )

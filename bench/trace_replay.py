@@ -5,7 +5,8 @@ Replays a job trace (``--trace`` CSV, else the seeded synthetic Philly-like trac
 DGX A100, 8 PCIe 8-GPU with two switches, 16 PCIe 4-GPU nodes; 192 GPUs) once per
 placement policy (:mod:`trace_policies`). No HTTP and no Prometheus: the simulator's clock
 jumps from event to event (arrivals, finishes, restores) and after each one the policy
-places pending jobs in arrival order (later jobs may pass one that does not fit). Policies
+places pending jobs in arrival order (later jobs may pass one that does not fit; the
+``toposcope`` policy may let a job wait for a better set, :mod:`trace_toposcope`). Policies
 that migrate move running jobs (paying the simulator's checkpoint-restore time) so that
 the oldest waiting job can start when enough GPUs are free but split over nodes.
 
@@ -33,8 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plotly.subplots import make_subplots
+from trace_figures import figures, plot
 from trace_policies import POLICIES, Choice, Policy
+from trace_toposcope import (
+    LinkCalibration,
+    Plan,
+    decide,
+    home_pin,
+    plan_for,
+    set_factor,
+    worst_link,
+)
 
 from toposcope.errors import ConfigError
 from toposcope.rm import ActionKind, ActionRequest
@@ -69,31 +79,77 @@ class Replay:
     moved: dict[str, float] = field(default_factory=dict)
     samples: list[tuple[float, int, int, int]] = field(default_factory=list)
     actions: int = 0
+    #: node -> NUMA node -> (busy cores, bytes) of the jobs pinned there; job -> its pin
+    pinned: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
+    pins: dict[str, tuple[str, int]] = field(default_factory=dict)
+    calibration: LinkCalibration = field(default_factory=LinkCalibration)
 
     def act(self, kind: ActionKind, name: str, choice: Choice) -> None:
         """Place or migrate ``name`` onto ``choice`` through the resource-manager API."""
         self.actions += 1
         node, gpus = choice
-        cpus, mems = pinning(self.templates[node], gpus) if self.policy.pins else ([], [])
+        if name in self.held:
+            self._give_back(name)
+        cpus, mems = self._pin(name, choice)
         self.cluster.apply(
             ActionRequest(
                 f"r{self.actions}", kind, name, node=node, gpus=list(gpus), cpus=cpus, mems=mems
             )
         )
-        if name in self.held:
-            self._give_back(name)
         self.free[node] = self.free[node] - set(gpus)
         self.held[name] = choice
+
+    def _pin(self, name: str, choice: Choice) -> tuple[list[int], list[int]]:
+        """The CPUs and memory nodes the policy pins ``name`` to on ``choice``."""
+        node, gpus = choice
+        template = self.templates[node]
+        if not self.policy.pins:
+            return [], []
+        if not self.policy.waits:
+            return pinning(template, gpus)
+        job = self.specs[name]
+        ledger = self.pinned.setdefault(node, {})
+        cpus, mems = home_pin(template, node, gpus, job, ledger)
+        if not mems:
+            return pinning(template, gpus)
+        cores, used = ledger.get(mems[0], (0.0, 0.0))
+        ledger[mems[0]] = (cores + job.threads * job.cpu_busy, used + job.memory_bytes)
+        self.pins[name] = (node, mems[0])
+        return cpus, mems
+
+    def observe(self, name: str) -> None:
+        """Calibrate the link prior with a finished job that ran on one GPU set."""
+        node, gpus = self.held[name]
+        job = self.specs[name]
+        if len(gpus) < 2 or not job.duration:
+            return
+        template = self.templates[node]
+        ideal = Plan(0.0, self.templates, {}).ideal(len(gpus))
+        took = (self.finished[name] - self.started[name]) / job.duration
+        self.calibration.observe(
+            worst_link(template, gpus), set_factor(template, gpus) / ideal - 1.0, took - 1.0
+        )
 
     def _give_back(self, name: str) -> None:
         node, gpus = self.held.pop(name)
         self.free[node] = self.free[node] | set(gpus)
+        if name in self.pins:
+            where, numa = self.pins.pop(name)
+            job = self.specs[name]
+            cores, used = self.pinned[where][numa]
+            self.pinned[where][numa] = (
+                cores - job.threads * job.cpu_busy,
+                used - job.memory_bytes,
+            )
 
     def schedule(self) -> None:
         """Place what fits in arrival order; then, for a migrating policy, make room for
         the oldest waiting job by moving others.
         """
         now = self.cluster.now
+        if self.policy.waits:
+            self._schedule_waiting(now)
+            return
         largest = max(len(f) for f in self.free.values())
         for entry in list(self.pending):
             name = entry[1]
@@ -106,6 +162,26 @@ class Replay:
                 self.pending.remove(entry)
                 self.started[name] = now
                 largest = max(len(f) for f in self.free.values())
+        if self.policy.migrates and self.pending:
+            self._defragment(self.pending[0][1], now)
+
+    def _schedule_waiting(self, now: float) -> None:
+        """Place in arrival order where the advisor's wait rule says to start now
+        (:func:`trace_toposcope.decide`); then de-fragment for the oldest waiting job.
+        """
+        plan = plan_for(
+            now, self.templates, self.free, self.held, self.specs, self.started, self.calibration
+        )
+        plan.waiting = len(self.pending) - 1
+        for entry in list(self.pending):
+            name = entry[1]
+            choice = decide(plan, self.specs[name], self.free)
+            if choice is not None:
+                self.act(ActionKind.PLACE, name, choice)
+                self.pending.remove(entry)
+                self.started[name] = now
+                for g in choice[1]:
+                    plan.avail[choice[0]][g] = now + (self.specs[name].duration or 0.0)
         if self.policy.migrates and self.pending:
             self._defragment(self.pending[0][1], now)
 
@@ -241,76 +317,14 @@ def replay(
         seen += len(done)
         for name in done:
             run.finished[name] = cluster.now
+            if policy.waits and name not in run.moved:
+                run.observe(name)
             run._give_back(name)
             changed = True
         if changed:
             run.schedule()
     run.sample_until(min(stop, cluster.now))
     return run
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile (nearest rank) of ``values`` (0 when empty)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
-def figures(run: Replay, jobs: list[JobSpec], span: float, end: float) -> dict[str, Any]:
-    """The policy's figures (see the module docstring)."""
-    waits = [run.started.get(j.name, end) - j.submit_time for j in jobs]
-    jct = [run.finished.get(j.name, end) - j.submit_time for j in jobs]
-    slow = [
-        1 - (j.duration or 0) / (run.finished[j.name] - run.started[j.name])
-        for j in jobs
-        if j.name in run.finished and run.finished[j.name] > run.started[j.name]
-    ]
-    total = sum(len(t.gpus) for t in run.templates.values())
-    window = [s for s in run.samples if s[0] <= span] or run.samples
-    return {
-        "policy": run.policy.name,
-        "jobs": len(jobs),
-        "finished": len(run.finished),
-        "never_started": len(jobs) - len(run.started),
-        "mean_queue_s": round(sum(waits) / len(waits), 1),
-        "p95_queue_s": round(percentile(waits, 0.95), 1),
-        "mean_jct_s": round(sum(jct) / len(jct), 1),
-        "mean_locality_slowdown": round(sum(slow) / max(len(slow), 1), 4),
-        "gpu_utilisation": round(sum(s[1] for s in window) / (total * len(window)), 4),
-        "fragmented_share": round(sum(s[2] for s in window) / (total * len(window)), 4),
-        "migrations": len(run.moved),
-        "actions": run.actions,
-    }
-
-
-def plot(path: Path, runs: list[Replay], jobs: list[JobSpec], end: float) -> None:
-    """Queueing-delay CDF and utilisation over time, one line per policy (plotly HTML)."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("queueing delay CDF", "GPU utilisation"))
-    for run in runs:
-        waits = [(run.started.get(j.name, end) - j.submit_time) / 3600 for j in jobs]
-        cdf = [q / 200 for q in range(1, 201)]
-        fig.add_scatter(
-            x=[percentile(waits, q) for q in cdf],
-            y=cdf,
-            name=run.policy.name,
-            row=1,
-            col=1,
-            legendgroup=run.policy.name,
-        )
-        total = sum(len(t.gpus) for t in run.templates.values())
-        fig.add_scatter(
-            x=[s[0] / 3600 for s in run.samples[::6]],
-            y=[s[1] / total for s in run.samples[::6]],
-            name=run.policy.name,
-            row=1,
-            col=2,
-            legendgroup=run.policy.name,
-            showlegend=False,
-        )
-    fig.update_xaxes(title_text="hours waited", type="log", row=1, col=1)
-    fig.update_xaxes(title_text="hours", row=1, col=2)
-    fig.write_html(path, include_plotlyjs="cdn")
 
 
 def parse_args() -> argparse.Namespace:

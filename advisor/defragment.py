@@ -141,7 +141,7 @@ def plan_on_node(
         moves: list[Relocation] = []
         for name in sorted(moving, key=lambda n: (-len(by_name[n].gpus), n)):
             blocker = by_name[name]
-            current = rank_sets(model_node, blocker.gpus, len(blocker.gpus))[0]
+            current = rank_sets(model_node, blocker.gpus, len(blocker.gpus), node_cells)[0]
             target = relocate(blocker, avoid)
             if target is None or target.factor(sensitivity) > current.factor(sensitivity):
                 break

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from toposcope.advisor.gpu_sets import Placement, cells, rank_sets
+from toposcope.advisor.gpu_sets import Placement, cells, gpu_claims, rank_sets
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.topology.model import LinkType
 
@@ -30,11 +30,6 @@ def worst_rank(placement: Placement | None) -> int:
     return placement.worst_link.rank if placement.worst_link is not None else -1
 
 
-def claimed_nodes(taken: Collection[str]) -> set[str]:
-    """The nodes named by GPU claims (``gpu:NODE/INDEX``)."""
-    return {c.split(":", 1)[1].rsplit("/", 1)[0] for c in taken}
-
-
 class GpuSetSearch:
     """Memoised best-set searches over one model (see the module docstring).
 
@@ -47,10 +42,12 @@ class GpuSetSearch:
         self._best_sets: dict[tuple[str, frozenset[int], int], Placement | None] = {}
         self._by_count: dict[int, list[Placement]] = {}
         self._cells: dict[str, list[frozenset[int]]] = {}
-        self._shapes: dict[str, tuple[object, ...]] = {}
-        self._ideal: dict[tuple[object, int], int] = {}
+        self._shape_ids: dict[tuple[object, ...], int] = {}
+        self._shapes: dict[str, int] = {}
+        self._ideal: dict[tuple[int, int], int] = {}
         self._floors: dict[int, int] = {}
         self._able_nodes: dict[tuple[int, int], list[str]] = {}
+        self._free_claims: dict[str, frozenset[str]] = {}
 
     def node_cells(self, name: str) -> list[frozenset[int]]:
         """The GPU cells of node ``name`` (:func:`cells`, computed once per node)."""
@@ -68,6 +65,15 @@ class GpuSetSearch:
             self._best_sets[key] = sets[0] if sets else None
         return self._best_sets[key]
 
+    def free_claimed(self, name: str, taken: Collection[str]) -> bool:
+        """True when a claim in ``taken`` names one of node ``name``'s free GPUs: only then
+        can the node's best free sets differ from those :meth:`ranked_free` found (a look-up
+        of the node's few free GPUs, not a parse of every claim of the round on every search).
+        """
+        if name not in self._free_claims:
+            self._free_claims[name] = frozenset(gpu_claims(name, self.model.free_gpus(name)))
+        return not self._free_claims[name].isdisjoint(taken)
+
     def ranked_free(self, count: int) -> list[Placement]:
         """Every node's best free set of ``count`` GPUs, best first."""
         if count not in self._by_count:
@@ -82,10 +88,9 @@ class GpuSetSearch:
 
     def free_best(self, count: int, taken: Collection[str]) -> Placement | None:
         """The best free set of ``count`` GPUs on any node, GPUs in ``taken`` excluded."""
-        busy_nodes = claimed_nodes(taken)
         ranked: list[Placement] = []
         for placement in self.ranked_free(count):
-            if placement.node in busy_nodes:
+            if self.free_claimed(placement.node, taken):
                 free = set(self.model.free_gpus(placement.node))
                 free -= {g for g in free if f"gpu:{placement.node}/{g}" in taken}
                 again = self.node_best(placement.node, free, count)
@@ -108,7 +113,6 @@ class GpuSetSearch:
         node wins ties (a local move is cheaper). GPUs in ``taken`` are left out.
         """
         model = self.model
-        busy_nodes = claimed_nodes(taken)
         count = len(job.gpus)
 
         def free_on(name: str) -> set[int]:
@@ -126,7 +130,7 @@ class GpuSetSearch:
             for placement in self.ranked_free(count):
                 if placement.node == job.node:
                     continue
-                if placement.node in busy_nodes:  # some of its GPUs went to earlier jobs
+                if self.free_claimed(placement.node, taken):  # earlier jobs took some
                     again = self.node_best(placement.node, free_on(placement.node), count)
                     if again is not None:
                         ranked.append(again)
@@ -142,15 +146,16 @@ class GpuSetSearch:
         free (kept per machine shape: large clusters repeat a few machine types).
         """
         node = self.model.nodes[name]
-        up = [g.index for g in node.gpus if g.up is not False]
         if name not in self._shapes:
-            self._shapes[name] = (
+            shape = (
                 tuple((g.index, g.numa_node, node.package_of(g.numa_node)) for g in node.gpus),
-                tuple(up),
+                tuple(g.index for g in node.gpus if g.up is not False),
                 tuple(sorted(node.links.items())),
             )
+            self._shapes[name] = self._shape_ids.setdefault(shape, len(self._shape_ids))
         key = (self._shapes[name], count)
         if key not in self._ideal:
+            up = [g.index for g in node.gpus if g.up is not False]
             sets = rank_sets(node, up, count, self.node_cells(name))
             self._ideal[key] = worst_rank(sets[0]) if sets else NO_SET
         return self._ideal[key]

@@ -205,7 +205,8 @@ class JobMigration(Policy[JobMigrationSettings]):
         s = self.settings
         for mover in movers:
             job, peers = mover.workload, mover.peers
-            current = rank_sets(run.model.nodes[job.node], job.gpus, len(job.gpus))[0]
+            cells = run.search.node_cells(job.node)
+            current = rank_sets(run.model.nodes[job.node], job.gpus, len(job.gpus), cells)[0]
             best = run.search.best_for(job, run.taken, include_own=False)
             if best is None:
                 run.notes.append(
@@ -279,7 +280,7 @@ class JobMigration(Policy[JobMigrationSettings]):
             mean = sum(u for u in utils if u is not None) / len(utils)
             if mean < s.min_utilization:
                 continue  # idle: idle-release's business
-            current = rank_sets(node, job.gpus, len(job.gpus))[0]
+            current = rank_sets(node, job.gpus, len(job.gpus), run.search.node_cells(job.node))[0]
             f_now = current.factor(s.sensitivity)
             candidate = run.search.best_for(job)
             if candidate is None or candidate.factor(s.sensitivity) >= f_now:

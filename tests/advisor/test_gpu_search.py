@@ -49,3 +49,16 @@ def test_ideal_ranks_ignore_who_holds_the_gpus() -> None:
     assert search.able_nodes(4, LinkType.SYS.rank) == ["n8"]  # n1's four span both sockets
     assert search.free_best(2, ()) is not None
     assert worst_rank(None) == NO_SET
+
+
+def test_only_claims_on_free_gpus_change_a_nodes_offer() -> None:
+    job = workload("train", node="a", gpus=[1, 2])
+    holder = workload("x", node="b", gpus=[0])
+    search = GpuSetSearch(cluster([pcie4("a"), pcie4("b")], [job, holder]), cross_node=True)
+    assert search.free_claimed("b", {"gpu:b/2"})
+    assert not search.free_claimed("b", {"gpu:b/0", "gpu:a/3"})  # held, or another node's
+    alone = search.best_for(job, include_own=False)
+    assert alone is not None and (alone.node, alone.gpus) == ("b", (2, 3))
+    assert search.best_for(job, {"gpu:b/0"}, include_own=False) == alone
+    moved = search.best_for(job, {"gpu:b/2"}, include_own=False)
+    assert moved is not None and "gpu:b/2" not in gpu_claims(moved.node, moved.gpus)

@@ -34,7 +34,12 @@ class LinkType(StrEnum):
     @property
     def rank(self) -> int:
         """Lower is better: 0 for NVLink, 5 for a path across sockets (SYS)."""
-        return list(LinkType).index(self)
+        return _LINK_RANKS[self]
+
+
+#: each class's :attr:`LinkType.rank`, its position in definition order (the advisor ranks
+#: hundreds of thousands of GPU pairs a run)
+_LINK_RANKS: dict[LinkType, int] = {t: i for i, t in enumerate(LinkType)}
 
 
 def link_type(link: str) -> LinkType:

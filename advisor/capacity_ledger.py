@@ -17,6 +17,10 @@ makes the round's recommendations reserve what their actions take, whatever poli
   fallback does) and take it from where it lives now; a NUMA node may not end the round
   with more than its installed memory in use.
 
+The ledger also counts the GPUs a round leaves free (:meth:`CapacityLedger.free_gpus`), so
+that the conflict resolution can tell whether a recommendation leaves a pending job no set
+of GPUs to start on (:func:`jobs_that_fit`).
+
 Capacity is that of the node after the round: what every recommendation still in play takes
 away counts first, so two workloads can still swap places. A workload whose use is unknown
 (no rate, no memory series, a pending job's CPUs) brings nothing it can count.
@@ -25,7 +29,7 @@ away counts first, so two workloads can still swap places. A workload whose use 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -50,6 +54,21 @@ Key = tuple[str, str, int]
 Load = dict[Key, float]
 
 _UNITS = {"cpu": "busy cores", "gpu": "holders", "memory": "GiB in use"}
+
+
+def jobs_that_fit(free: Mapping[str, int], sizes: Iterable[int]) -> int:
+    """How many jobs of ``sizes`` GPUs, each on one node, fit in ``free`` GPUs per node:
+    largest first, each on the node with the fewest free GPUs that still holds it.
+    """
+    left = dict(free)
+    fitted = 0
+    for size in sorted(sizes, reverse=True):
+        room = [(count, name) for name, count in left.items() if count >= size]
+        if room:
+            _, name = min(room)
+            left[name] -= size
+            fitted += 1
+    return fitted
 
 
 @dataclass(frozen=True)
@@ -191,6 +210,45 @@ class CapacityLedger:
                     f"other recommendations would exceed {self.limit(key) / slack / scale:.1f}"
                 )
         return None
+
+    @cached_property
+    def _pending(self) -> dict[str, int]:
+        return {p.name: p.gpus_requested for p in self.model.pending}
+
+    def pending_gpus(self, name: str) -> int | None:
+        """GPUs the pending job ``name`` asks for (``None``: not a pending job)."""
+        return self._pending.get(name)
+
+    def gpu_load(self) -> Load:
+        """Holders per GPU before the round."""
+        return {key: amount for key, amount in self.before.items() if key[0] == "gpu"}
+
+    def gpus_moved(self, rec: Recommendation) -> Load:
+        """Holders ``rec`` adds (or, below 0, takes away) per GPU."""
+        away, brought = self.moves(rec)
+        change: Load = defaultdict(float)
+        for key, amount in away.items():
+            if key[0] == "gpu":
+                change[key] -= amount
+        for key, amount in brought.items():
+            if key[0] == "gpu":
+                change[key] += amount
+        return change
+
+    def free_gpus(self, load: Load, nodes: Iterable[str] | None = None) -> dict[str, int]:
+        """Per node (of ``nodes``, default all), how many of its GPUs are up and have no
+        holder in ``load``.
+        """
+        found: dict[str, int] = {}
+        for name in self.model.nodes if nodes is None else nodes:
+            node = self.model.node(name)
+            if node is not None:
+                found[name] = sum(
+                    1
+                    for gpu in node.gpus
+                    if gpu.up is not False and load.get(("gpu", name, gpu.index), 0.0) <= 0.0
+                )
+        return found
 
     def add(self, load: Load, rec: Recommendation) -> None:
         """Count what ``rec`` brings where it brings it."""

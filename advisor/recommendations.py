@@ -15,8 +15,9 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from toposcope.advisor.capacity_ledger import CapacityLedger, Load, jobs_that_fit
 from toposcope.recommendation import (
     Evidence,
     Note,
@@ -29,12 +30,10 @@ from toposcope.recommendation import (
 )
 from toposcope.rm import ActionKind, ActionRequest
 
-if TYPE_CHECKING:
-    from toposcope.advisor.capacity_ledger import CapacityLedger
-
 __all__ = [
     "HORIZON_S",
     "SEVERITY_THRESHOLDS",
+    "START_VALUE",
     "canonical_json",
     "conflict_value",
     "cost_seconds",
@@ -58,6 +57,9 @@ SEVERITY_THRESHOLDS: tuple[tuple[float, Severity], ...] = (
 HORIZON_S = 6 * 3600.0
 #: what one checkpoint, move and restore costs a moved job (job-migration's default)
 CHECKPOINT_RESTORE_S = 600.0
+#: what starting a pending job is worth in a conflict, before its placement's confidence: the
+#: job goes from no throughput to running (see :func:`resolve_conflicts`)
+START_VALUE = 1.0
 #: page migration throughput assumed for a pin's attached page move (memory-migration's)
 PAGE_MIGRATION_BYTES_PER_S = 2.0 * 2**30
 
@@ -179,22 +181,119 @@ def _clash_note(rec: Recommendation, winner: Recommendation, shared: Iterable[st
     )
 
 
+def _start_note(rec: Recommendation, waiting: Sequence[str]) -> Note:
+    return Note(
+        rec.policy,
+        rec.target.label(),
+        f"{rec.id} (gain {rec.estimated_gain:.1%}, confidence {rec.confidence:.2f}) would "
+        f"leave pending {', '.join(waiting)} no free GPU set to start on; kept the free set "
+        "(a pending job's start is worth more)",
+    )
+
+
+class _Waiting:
+    """The pending jobs a round's placements would start, and the free GPUs they need.
+
+    A pending job's start is worth :data:`START_VALUE` x its placement's confidence on top
+    of the placement's own :func:`conflict_value` (whose gain only compares two GPU sets). It
+    counts against a recommendation only when that recommendation leaves the job no fitting
+    set (it takes free GPUs without freeing as many): a move that frees as many GPUs as it
+    takes leaves the job a set to start on a round later, and wins on its own value.
+    """
+
+    def __init__(
+        self,
+        ordered: Sequence[Recommendation],
+        ledger: CapacityLedger,
+        calibration: Mapping[str, float] | None,
+    ) -> None:
+        self.ledger = ledger
+        self.calibration = calibration
+        #: pending job -> (GPUs it asks for, the most its start is worth)
+        self.jobs: dict[str, tuple[int, float]] = {}
+        for rec in ordered:
+            worth = self.worth(rec)
+            for name in self.started(rec):
+                size = ledger.pending_gpus(name) or 0
+                self.jobs[name] = (size, max(worth, self.jobs.get(name, (0, worth))[1]))
+        self.load = ledger.gpu_load()
+        self.free = ledger.free_gpus(self.load)
+
+    def started(self, rec: Recommendation) -> list[str]:
+        """The pending jobs ``rec``'s placements start."""
+        return [
+            a.workload
+            for a in rec.actions
+            if a.kind == ActionKind.PLACE and self.ledger.pending_gpus(a.workload) is not None
+        ]
+
+    def worth(self, rec: Recommendation) -> float:
+        """``rec``'s conflict value, with the start of each pending job it places."""
+        starts = len(self.started(rec))
+        return conflict_value(rec, self.calibration) + starts * START_VALUE * rec.confidence
+
+    def _after(self, rec: Recommendation) -> tuple[Load, dict[str, int]]:
+        """GPU holders and free GPUs per node once ``rec`` is kept too."""
+        load = dict(self.load)
+        for key, amount in self.ledger.gpus_moved(rec).items():
+            load[key] = load.get(key, 0.0) + amount
+        touched = {node for _, node, _ in self.ledger.gpus_moved(rec)}
+        return load, {**self.free, **self.ledger.free_gpus(load, touched)}
+
+    def left_without_set(self, rec: Recommendation) -> list[str]:
+        """The pending jobs worth more than ``rec`` that fewer of fit in the free GPUs after it
+        than now, named by those that lose their only set (all of them when only together
+        they lose one); empty: ``rec`` may be kept (then counted with :meth:`keep`).
+        """
+        worth, starts = self.worth(rec), set(self.started(rec))
+        outrank = {n: s for n, (s, w) in self.jobs.items() if n not in starts and w > worth}
+        if not outrank:
+            return []
+        free = self._after(rec)[1]
+        if all(free[node] >= count for node, count in self.free.items() if node in free):
+            return []
+        if jobs_that_fit(free, outrank.values()) >= jobs_that_fit(self.free, outrank.values()):
+            return []
+        alone = [
+            n
+            for n, s in outrank.items()
+            if jobs_that_fit(free, [s]) < jobs_that_fit(self.free, [s])
+        ]
+        return sorted(alone or outrank)
+
+    def keep(self, rec: Recommendation) -> None:
+        """Count ``rec``'s GPUs as taken and the jobs it starts as started."""
+        self.load, self.free = self._after(rec)
+        for name in self.started(rec):
+            self.jobs.pop(name, None)
+
+
 def _by_claims(
-    ordered: Sequence[Recommendation], refused: Mapping[str, str]
+    ordered: Sequence[Recommendation],
+    refused: Mapping[str, str],
+    ledger: CapacityLedger | None = None,
+    calibration: Mapping[str, float] | None = None,
 ) -> tuple[list[Recommendation], list[Note]]:
     """One pass over ``ordered``: keep each recommendation whose claims no kept one holds
-    (``refused``: ids left out for capacity, skipped here).
+    (``refused``: ids left out for capacity, skipped here) and, with a ``ledger``, that
+    leaves every pending job whose start is worth more a free set (see :class:`_Waiting`).
     """
     kept: list[Recommendation] = []
     owner: dict[str, Recommendation] = {}
     notes: list[Note] = []
-    for rec in ordered:
-        if rec.id in refused:
-            continue
+    live = [r for r in ordered if r.id not in refused]
+    waiting = _Waiting(live, ledger, calibration) if ledger is not None else None
+    for rec in live:
         clash = next((owner[c] for c in rec.claims if c in owner), None)
         if clash is not None:
             notes.append(_clash_note(rec, clash, sorted(set(rec.claims) & set(clash.claims))))
             continue
+        if waiting is not None and waiting.jobs:
+            left_out = waiting.left_without_set(rec)
+            if left_out:
+                notes.append(_start_note(rec, left_out))
+                continue
+            waiting.keep(rec)
         kept.append(rec)
         for claim in rec.claims:
             owner[claim] = rec
@@ -213,7 +312,9 @@ def resolve_conflicts(
     that lost is issued again (same id) once what beat it is done.
     Recommendations are taken in order of :func:`conflict_value` (ties: higher gain, then
     id); each one whose claims overlap an already kept one's is dropped with a note naming
-    the winner. Then, in the same order, each kept recommendation's claims must fit the
+    the winner, and (with a ``ledger``) each one that would leave a pending job whose start
+    is worth more no free GPU set is dropped with a note naming the job (:class:`_Waiting`).
+    Then, in the same order, each kept recommendation's claims must fit the
     ledger's capacity after the round (what the others take away counted); one that does not
     fit is dropped with a note, its claims freed and its cores counted where they are, and
     the round is resolved again.
@@ -224,7 +325,7 @@ def resolve_conflicts(
     )
     refused: dict[str, str] = {}
     while True:
-        kept, notes = _by_claims(ordered, refused)
+        kept, notes = _by_claims(ordered, refused, ledger, calibration)
         if ledger is None:
             return kept, notes
         load = ledger.base_load(kept)

@@ -44,7 +44,7 @@ def figures(run: Replay, jobs: list[JobSpec], span: float, end: float) -> dict[s
         "mean_locality_slowdown": round(sum(slow) / max(len(slow), 1), 4),
         "gpu_utilisation": round(sum(s[1] for s in window) / (total * len(window)), 4),
         "fragmented_share": round(sum(s[2] for s in window) / (total * len(window)), 4),
-        "migrations": len(run.moved),
+        "migrations": sum(1 for e in run.log if e.kind == "migrate"),
         "actions": run.actions,
     }
 

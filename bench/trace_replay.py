@@ -39,6 +39,7 @@ from trace_policies import POLICIES, Choice, Policy
 from trace_toposcope import (
     LinkCalibration,
     Plan,
+    Wait,
     decide,
     home_pin,
     plan_for,
@@ -63,9 +64,27 @@ TARGET_QUEUE_RATIO = 0.5
 TARGET_SLOWDOWN = 0.05
 
 
+@dataclass(frozen=True)
+class Event:
+    """One entry of a replay's log, in the order it happened: ``place``, ``migrate`` (the
+    job's GPUs from then on), ``finish`` (the GPUs it gives back) or ``wait`` (the
+    ``toposcope`` policy let a pending job wait, ``why``; the GPUs are the set it reserves).
+    The figures and the tests recompute what the replay did from it.
+    """
+
+    time: float
+    kind: str
+    job: str
+    node: str = ""
+    gpus: tuple[int, ...] = ()
+    why: Wait | None = None
+
+
 @dataclass
 class Replay:
-    """One policy's run over the trace: the cluster, what is free and who holds what."""
+    """One policy's run over the trace: the cluster, what is free, who holds what, and the
+    log of what happened (:class:`Event`).
+    """
 
     policy: Policy
     cluster: SimCluster
@@ -83,6 +102,7 @@ class Replay:
     pinned: dict[str, dict[int, tuple[float, float]]] = field(default_factory=dict)
     pins: dict[str, tuple[str, int]] = field(default_factory=dict)
     calibration: LinkCalibration = field(default_factory=LinkCalibration)
+    log: list[Event] = field(default_factory=list)
 
     def act(self, kind: ActionKind, name: str, choice: Choice) -> None:
         """Place or migrate ``name`` onto ``choice`` through the resource-manager API."""
@@ -98,6 +118,7 @@ class Replay:
         )
         self.free[node] = self.free[node] - set(gpus)
         self.held[name] = choice
+        self.log.append(Event(self.cluster.now, kind.value, name, node, tuple(gpus)))
 
     def _pin(self, name: str, choice: Choice) -> tuple[list[int], list[int]]:
         """The CPUs and memory nodes the policy pins ``name`` to on ``choice``."""
@@ -167,7 +188,8 @@ class Replay:
 
     def _schedule_waiting(self, now: float) -> None:
         """Place in arrival order where the advisor's wait rule says to start now
-        (:func:`trace_toposcope.decide`); then de-fragment for the oldest waiting job.
+        (:func:`trace_toposcope.decide`); then de-fragment for the oldest waiting job unless
+        it waits by choice (a set was free for it but waiting for a better one pays).
         """
         plan = plan_for(
             now, self.templates, self.free, self.held, self.specs, self.started, self.calibration
@@ -176,16 +198,25 @@ class Replay:
         for entry in list(self.pending):
             name = entry[1]
             choice = decide(plan, self.specs[name], self.free)
-            if choice is not None:
+            if choice is None:
+                why = plan.waits[-1]
+                where = why.reserved or ("", ())
+                self.log.append(Event(now, "wait", name, where[0], where[1], why))
+            else:
                 self.act(ActionKind.PLACE, name, choice)
                 self.pending.remove(entry)
                 self.started[name] = now
                 for g in choice[1]:
                     plan.avail[choice[0]][g] = now + (self.specs[name].duration or 0.0)
-        if self.policy.migrates and self.pending:
-            self._defragment(self.pending[0][1], now)
+        head = self.pending[0][1] if self.pending else ""
+        chose = any(w.job == head and math.isfinite(w.factor) for w in plan.waits)
+        if self.policy.migrates and head and not chose:
+            self._defragment(head, now)
 
     def _defragment(self, name: str, now: float) -> None:
+        """Move running jobs so that ``name`` can start, when enough GPUs are free but split
+        over nodes.
+        """
         gpus = self.specs[name].gpus
         if sum(len(f) for f in self.free.values()) < gpus:
             return
@@ -274,7 +305,11 @@ def build_cluster(spec: str) -> dict[str, NodeTemplate]:
 
 
 def trace_jobs(args: argparse.Namespace, total_gpus: int, max_gpus: int) -> list[JobSpec]:
-    """The trace's GPU jobs: from ``--trace`` or generated (seed, days, load)."""
+    """The trace's GPU jobs: from ``--trace`` or generated (seed, days, load); a
+    :class:`ConfigError` when there are none or the cluster has no GPU.
+    """
+    if not total_gpus:
+        raise ConfigError(f"--cluster: no node has a GPU ({args.cluster})")
     if args.trace:
         jobs = [j for j in load_trace(args.trace) if j.gpus and j.duration]
         too_big = [j.name for j in jobs if j.gpus > max_gpus]
@@ -282,8 +317,12 @@ def trace_jobs(args: argparse.Namespace, total_gpus: int, max_gpus: int) -> list
             raise ConfigError(
                 f"{args.trace}: jobs ask for more GPUs than any node has: {too_big[:3]}"
             )
+        if not jobs:
+            raise ConfigError(f"{args.trace}: no GPU job with a run time to replay")
         return jobs
     rows = generate(args.seed, args.days, total_gpus, args.load)
+    if not rows:
+        raise ConfigError("the generated trace has no job (raise --days or --load)")
     return [
         make_job(
             r.name, JobKind.GPU_TRAIN, gpus=r.gpus, submit_time=r.submit_time, duration=r.duration
@@ -305,7 +344,9 @@ def replay(
     for job in jobs:
         cluster.submit(job)
     seen, arrived = 0, 0
-    while (when := cluster.next_event_time()) is not None and when <= stop:
+    # the first pass is at the start, for the jobs that arrive with the cluster
+    when: float | None = cluster.now
+    while when is not None and when <= stop:
         run.sample_until(when)
         cluster.advance(when - cluster.now)
         changed = False
@@ -317,12 +358,14 @@ def replay(
         seen += len(done)
         for name in done:
             run.finished[name] = cluster.now
+            run.log.append(Event(cluster.now, "finish", name, *run.held[name]))
             if policy.waits and name not in run.moved:
                 run.observe(name)
             run._give_back(name)
             changed = True
         if changed:
             run.schedule()
+        when = cluster.next_event_time()
     run.sample_until(min(stop, cluster.now))
     return run
 
@@ -344,6 +387,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if not 0 < args.days <= 60 or not 0 < args.load <= 10 or not 0 <= args.drain_days <= 60:
         parser.error("--days must be in (0, 60], --load in (0, 10], --drain-days in [0, 60]")
+    if args.plot and not args.plot.parent.is_dir():
+        parser.error(f"--plot: no such directory: {args.plot.parent}")
     return args
 
 
@@ -399,7 +444,11 @@ def main() -> int:
         "target": target,
     }
     if args.plot:
-        plot(args.plot, runs, jobs, stop)
+        try:
+            plot(args.plot, runs, jobs, stop)
+        except OSError as exc:
+            print(f"trace_replay: cannot write {args.plot}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -84,19 +84,41 @@ class LinkCalibration:
         return self.scales[link]
 
 
+@dataclass(frozen=True)
+class Wait:
+    """Why :func:`decide` let a job wait in one pass: the inputs of ``wait_pays`` (``factor``
+    ``inf`` when no usable set was free, ``wait`` ``inf`` when no better set is expected)
+    and the set it reserves (``reserved``, to start at ``start``; ``None`` when none is
+    expected). Kept so that the replay can be checked against the rule.
+    """
+
+    job: str
+    run: float
+    factor: float
+    ideal: float
+    wait: float
+    gpus: int
+    waiting: int
+    reserved: Choice | None
+    start: float
+
+
 @dataclass
 class Plan:
-    """One scheduling pass: when each GPU should be free, and the sets jobs wait for."""
+    """One scheduling pass: when each GPU should be free, the sets jobs wait for, and why
+    each job that waits does (``waits``, in decision order).
+    """
 
     now: float
     templates: Mapping[str, NodeTemplate]
     #: node -> GPU -> expected time it is free
     avail: dict[str, dict[int, float]]
-    #: node -> GPUs reserved by waiting jobs, with the time they should start
+    #: node -> GPUs reserved by waiting jobs, with the earliest time one should start
     reserved: dict[str, dict[int, float]] = field(default_factory=dict)
     calibration: LinkCalibration = field(default_factory=LinkCalibration)
-    #: jobs queued behind the one being decided
+    #: the other jobs in the queue (waiting for GPU time the decided job's set holds)
     waiting: int = 0
+    waits: list[Wait] = field(default_factory=list)
 
     def ideal(self, gpus: int) -> float:
         """The best factor a job of ``gpus`` GPUs can get on any (empty) machine here."""
@@ -140,10 +162,14 @@ class Plan:
         return found
 
     def reserve(self, node: str, gpus: tuple[int, ...], start: float, run: float) -> None:
-        """Hold ``gpus`` of ``node`` for a job waiting to start at ``start`` for ``run``."""
+        """Hold ``gpus`` of ``node`` for a job waiting to start at ``start`` for ``run``; a
+        GPU several waiting jobs hold keeps the earliest start (a later reservation must not
+        release it to a job that would delay the earlier one).
+        """
+        held = self.reserved.setdefault(node, {})
         for g in gpus:
             self.avail[node][g] = start + run
-            self.reserved.setdefault(node, {})[g] = start
+            held[g] = min(held.get(g, math.inf), start)
 
     def usable(self, free: Mapping[str, frozenset[int]], ends: float) -> dict[str, frozenset[int]]:
         """The free GPUs a job that should end at ``ends`` may take: all but those reserved
@@ -177,7 +203,9 @@ def plan_for(
 
 
 def decide(plan: Plan, job: JobSpec, free: Mapping[str, frozenset[int]]) -> Choice | None:
-    """Where ``job`` starts now, or ``None`` to wait (reserving the set it waits for)."""
+    """Where ``job`` starts now, or ``None`` to wait (reserving the set it waits for, and
+    saying why in ``plan.waits``).
+    """
     run = job.duration or 0.0
     ideal = plan.ideal(job.gpus)
     usable = plan.usable(free, plan.now + run)
@@ -194,6 +222,11 @@ def decide(plan: Plan, job: JobSpec, free: Mapping[str, frozenset[int]]) -> Choi
         return choice
     if later is not None:
         plan.reserve(later[1], later[2], later[0], run)
+    reserved = None if later is None else (later[1], later[2])
+    start = math.inf if later is None else later[0]
+    plan.waits.append(
+        Wait(job.name, run, factor, ideal, wait, job.gpus, plan.waiting, reserved, start)
+    )
     return None
 
 

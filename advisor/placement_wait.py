@@ -8,7 +8,7 @@ worst link):
   can get (on some node, once running jobs finish) should wait for that set when the
   expected wait is shorter than the time the worse set would add to its run:
   ``run x (f_now / f_best - 1)``. Waiting longer would finish it later than starting now.
-  When other jobs queue behind it, the GPU time the worse set holds longer is theirs too.
+  When other jobs are queued, the GPU time the worse set holds longer is theirs too.
 * :func:`calibrated_scale`: the link prior's slowdowns calibrated by finished jobs' run times.
 * :func:`best_pair_factor`: between equally good sets, a job takes the one on the machine
   whose links are worth least, keeping NVLink machines for jobs that need them.
@@ -48,8 +48,9 @@ def wait_pays(
     rather than start now on one of ``factor_now`` (an unknown wait, ``inf``, never pays).
 
     Alone (``waiting`` 0) the worse set costs the job its extra run time. With ``waiting``
-    jobs queued behind it, the ``gpus`` GPUs it would hold that much longer are GPU time
-    the queue waits for: the cost is ``extra x gpus x waiting``.
+    other jobs in the queue (ahead of it or behind: any of them may need those GPUs next),
+    the ``gpus`` GPUs it would hold that much longer are GPU time the queue waits for: the
+    cost is ``extra x gpus x waiting``.
     """
     if math.isinf(wait_seconds) or wait_seconds < 0:
         return False

@@ -46,6 +46,7 @@ from toposcope.advisor.policies.pin_capacity import (
     PinLimits,
     PinPlan,
     assign_targets,
+    crowding,
     rank_cpu_targets,
 )
 from toposcope.advisor.recommendations import make_recommendation
@@ -149,6 +150,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
     ) -> list[PinCandidate]:
         s = self.settings
         found: list[PinCandidate] = []
+        crowd = crowding(workloads)
         for workload in workloads:
             cpu, memory = workload.cpu_shares(), workload.memory_shares()
             if not cpu and not memory:
@@ -159,7 +161,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
             cores = workload.cores_used()
             if cores is not None and 0 < cores < s.min_cores:
                 continue  # nearly idle: nothing to speed up (no CPU at all: judged by threads)
-            targets = self._targets(node, workload, cpu, memory, notes, workloads)
+            targets = self._targets(node, workload, cpu, memory, notes, crowd)
             if not targets:
                 continue
             first = targets[0]
@@ -280,7 +282,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
         cpu: Mapping[int, float],
         memory: Mapping[int, float],
         notes: list[Note],
-        workloads: list[WorkloadModel],
+        crowd: Mapping[int, float],
     ) -> list[int]:
         cpu_nodes = {n.id for n in node.cpu_numa_nodes()}
         if workload.gpus:
@@ -293,7 +295,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
             notes.append(
                 self.note(workload.key, "NUMA node of its GPUs unknown; judged without GPUs")
             )
-        ranked = rank_cpu_targets(node, workload, workloads)
+        ranked = rank_cpu_targets(node, workload, (cpu, memory), crowd)
         if remote_share(cpu, memory, ranked[0]) < self.settings.min_remote_share:
             return []
         return ranked

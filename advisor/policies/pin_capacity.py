@@ -16,7 +16,7 @@ workload without GPUs come ranked by :func:`rank_cpu_targets`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from toposcope.advisor.capacity_ledger import RATE_SLACK
@@ -240,28 +240,45 @@ def _memory_plan(
     return PinPlan(c, target, mems, max(0.0, before_cost - after_cost), text, known, here)
 
 
+def crowding(workloads: Iterable[WorkloadModel]) -> dict[int, float]:
+    """Per NUMA node, the threads the ``workloads`` run there (cores where threads are
+    unknown): what :func:`rank_cpu_targets` weighs, summed once per machine.
+    """
+    crowd: dict[int, float] = defaultdict(float)
+    for workload in workloads:
+        for numa_id, count in _presence(workload).items():
+            crowd[numa_id] += count
+    return crowd
+
+
+def _presence(workload: WorkloadModel) -> Mapping[int, float]:
+    return workload.threads_by_numa or workload.cpu_by_numa
+
+
 def rank_cpu_targets(
-    node: NodeModel, workload: WorkloadModel, workloads: list[WorkloadModel]
+    node: NodeModel,
+    workload: WorkloadModel,
+    shares: tuple[Mapping[int, float], Mapping[int, float]],
+    crowd: Mapping[int, float],
 ) -> list[int]:
     """The NUMA nodes with CPUs of ``node``, best pin target first for a workload without
-    GPUs: the most of its CPU time plus memory; on a tie (shares within
-    :data:`SHARE_TIE`), the node whose CPUs the other ``workloads`` crowd least (their
-    threads per CPU, or cores where threads are unknown), then the one already holding more
-    of its memory (fewer pages to move). A workload whose threads sit on one node and whose
-    memory on another is pinned where it will not share CPUs, not by NUMA number.
+    GPUs: the most of its CPU time plus memory (``shares``: its CPU and memory shares per
+    NUMA node); on a tie (shares within :data:`SHARE_TIE`), the node whose CPUs the machine's
+    other workloads crowd least (their threads per CPU, or cores where threads are unknown:
+    ``crowd`` is :func:`crowding` of all the machine's workloads, this one's own taken out
+    here), then the one already holding more of its memory (fewer pages to move). A workload
+    whose threads sit on one node and whose memory on another is pinned where it will not
+    share CPUs, not by NUMA number.
     """
-    cpu, memory = workload.cpu_shares(), workload.memory_shares()
-    crowd: dict[int, float] = defaultdict(float)
-    for other in workloads:
-        if other.key != workload.key:
-            for numa_id, count in (other.threads_by_numa or other.cpu_by_numa).items():
-                crowd[numa_id] += count
+    cpu, memory = shares
+    own = _presence(workload)
 
     def rank(numa: NumaNodeState) -> tuple[int, float, float, int]:
         share = cpu.get(numa.id, 0.0) + memory.get(numa.id, 0.0)
+        others = crowd.get(numa.id, 0.0) - own.get(numa.id, 0.0)
         return (
             -round(share / SHARE_TIE),
-            crowd[numa.id] / max(numa.cpu_count, 1),
+            others / max(numa.cpu_count, 1),
             -memory.get(numa.id, 0.0),
             numa.id,
         )

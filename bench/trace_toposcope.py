@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from trace_policies import Choice, model_of, ranked
 
-from toposcope.advisor.gpu_sets import rank_sets
+from toposcope.advisor.gpu_sets import Placement, rank_sets
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.placement_wait import calibrated_scale, wait_pays
 from toposcope.advisor.policies.migration_recommendations import gpu_numa_pin
@@ -37,16 +37,21 @@ from toposcope.sim.templates import NodeTemplate
 #: free memory a pin needs per byte of the job's (numa-pinning's ``memory_headroom``)
 MEMORY_HEADROOM = 1.1
 
-_FACTORS: dict[tuple[str, tuple[int, ...]], float] = {}
+_PLACEMENTS: dict[tuple[str, tuple[int, ...]], Placement] = {}
 _IDEAL: dict[tuple[tuple[str, ...], int], float] = {}
+
+
+def _placement(template: NodeTemplate, gpus: tuple[int, ...]) -> Placement:
+    """The advisor's ranking of one GPU set on a machine type (kept: sets recur)."""
+    key = (template.name, gpus)
+    if key not in _PLACEMENTS:
+        _PLACEMENTS[key] = rank_sets(model_of(template), gpus, len(gpus))[0]
+    return _PLACEMENTS[key]
 
 
 def set_factor(template: NodeTemplate, gpus: tuple[int, ...]) -> float:
     """The advisor's step-time factor of a GPU set (its worst link's)."""
-    key = (template.name, gpus)
-    if key not in _FACTORS:
-        _FACTORS[key] = rank_sets(model_of(template), gpus, len(gpus))[0].factor()
-    return _FACTORS[key]
+    return _placement(template, gpus).factor()
 
 
 def best_factor(template: NodeTemplate, free: frozenset[int], gpus: int) -> float:
@@ -57,7 +62,7 @@ def best_factor(template: NodeTemplate, free: frozenset[int], gpus: int) -> floa
 
 def worst_link(template: NodeTemplate, gpus: tuple[int, ...]) -> str:
     """The advisor's worst link of a set, as text (``one`` for a single GPU)."""
-    link = rank_sets(model_of(template), gpus, len(gpus))[0].worst_link
+    link = _placement(template, gpus).worst_link
     return str(link) if link is not None else "one"
 
 

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from toposcope.sim.jobs import JobSpec
 
 if TYPE_CHECKING:
-    from trace_replay import Replay
+    from trace_engine import Replay
 
 
 def percentile(values: list[float], q: float) -> float:

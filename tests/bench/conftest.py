@@ -13,6 +13,7 @@ from tests.helpers import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
 
+import trace_engine
 import trace_replay
 from trace_policies import POLICIES
 
@@ -44,7 +45,7 @@ def jobs(templates: dict[str, NodeTemplate]) -> list[JobSpec]:
 
 
 @pytest.fixture(scope="session")
-def runs(templates: dict[str, NodeTemplate], jobs: list[JobSpec]) -> dict[str, trace_replay.Replay]:
+def runs(templates: dict[str, NodeTemplate], jobs: list[JobSpec]) -> dict[str, trace_engine.Replay]:
     """Each policy's replay of the trace, by policy name."""
     stop = max(j.submit_time for j in jobs) + DRAIN_S
-    return {p.name: trace_replay.replay(p, templates, jobs, stop) for p in POLICIES}
+    return {p.name: trace_engine.replay(p, templates, jobs, stop) for p in POLICIES}

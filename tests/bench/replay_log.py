@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trace_replay import SAMPLE_S, Replay
+from trace_engine import SAMPLE_S, Replay
 
 
 @dataclass(frozen=True)

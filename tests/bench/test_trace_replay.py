@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from trace_engine import Replay
 from trace_figures import figures
 from trace_policies import POLICIES
-from trace_replay import Replay
 
 from tests.bench.replay_log import (
     allocated_at,

@@ -9,8 +9,9 @@ import math
 from pathlib import Path
 
 import pytest
+from trace_engine import Replay, replay
 from trace_policies import POLICIES
-from trace_replay import Replay, build_cluster, replay
+from trace_replay import build_cluster
 from trace_toposcope import Plan, Wait, decide
 
 from toposcope.advisor.placement_wait import extra_seconds, wait_pays

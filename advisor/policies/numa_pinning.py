@@ -307,7 +307,11 @@ class NumaPinning(Policy[NumaPinningSettings]):
         node = model.nodes[workload.node]
         cpu, memory = workload.cpu_shares(), workload.memory_shares()
         remote = remote_share(cpu, memory, target)
-        moved_bytes = sum(v for n, v in workload.memory_by_numa.items() if n != target)
+        moved_bytes = (
+            plan.moved_bytes
+            if plan.unbound
+            else sum(v for n, v in workload.memory_by_numa.items() if n != target)
+        )
         numa = node.numa(target)
         cpus = list(numa.cpus) if numa else []
         confidence = 0.8
@@ -322,6 +326,11 @@ class NumaPinning(Policy[NumaPinningSettings]):
         else:
             why = "its GPUs' NUMA node" if workload.gpus else "its dominant NUMA node"
             detail = f"{remote:.0%} of its CPU/memory pairs are remote"
+        if plan.unbound:
+            detail += (
+                "; no NUMA node has room for all its memory: its memory stays unbound, the "
+                f"pages that fit ({moved_bytes / GIB:.1f} GiB) move to node {target}"
+            )
         evidence = workload_evidence(workload)
         for index in workload.gpus:
             gpu = node.gpu(index)
@@ -336,9 +345,10 @@ class NumaPinning(Policy[NumaPinningSettings]):
         mems = list(plan.mems)
         actions = [ActionRequest("", ActionKind.PIN, workload.name, workload.node, cpus, mems)]
         if s.migrate_memory and moved_bytes > 0:
+            moved_to = [target] if plan.unbound else mems
             actions.append(
                 ActionRequest(
-                    "", ActionKind.MIGRATE_MEMORY, workload.name, workload.node, mems=mems
+                    "", ActionKind.MIGRATE_MEMORY, workload.name, workload.node, mems=moved_to
                 )
             )
         return make_recommendation(

@@ -4,13 +4,18 @@ Candidates (workloads the policy would pin, each with its targets best first) ar
 in order of gain, each to its first target with room: the cores it brings must fit under
 ``max_cpu_load`` of the target's online CPUs with what already runs there and what earlier
 assignments brought (within :data:`RATE_SLACK`: a rate over a window is an estimate), and
-the memory it moves (times ``memory_headroom``) must fit in the target's free memory, or,
-failing that, in the target and its nearest NUMA nodes of the same socket (the gain is then
-priced again for the part left on them). Capacity is that of the node after the plan: a
-candidate's cores and memory count where the plan puts it, not where it is now, so two
-spread workloads can swap halves. A candidate that fits nowhere stays where it is, its
-cores counted there, and the plan is made again (:func:`assign_targets`). The targets of a
-workload without GPUs come ranked by :func:`rank_cpu_targets`.
+the memory it moves must fit in the target's room: its free memory over ``memory_headroom``
+plus what the plan's other workloads take off it (pages replacing pages that leave make the
+node no fuller), or, failing that, in the target and its nearest NUMA nodes of the same
+socket (the gain is then priced again for the part left on them). Only when no target can
+hold it that way is the memory left unbound (:func:`_memory_plan` with ``unbound``): the
+threads go to the target, the pages that fit move there and the rest stay where they are,
+across the socket if need be, the gain priced for what stays remote; such a plan must bring
+its threads nearer their pages (:data:`LOCALITY_STEP`). Capacity is that of the node
+after the plan: a candidate's cores and memory count where the plan puts it, not where it is
+now, so two spread workloads can swap halves. A candidate that fits nowhere stays where it
+is, its cores counted there, and the plan is made again (:func:`assign_targets`). The
+targets of a workload without GPUs come ranked by :func:`rank_cpu_targets`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.locality import GIB, distance_penalty, remote_share
 from toposcope.advisor.model import NodeModel, NumaNodeState, WorkloadModel
 
+#: the least rise of the share of a workload's pages on its threads' node that a pin with its
+#: memory left unbound must bring (the shares are estimates over a window)
+LOCALITY_STEP = 0.05
 #: CPU plus memory shares of two pin targets closer than this rank as a tie (a rate over a
 #: window is an estimate)
 SHARE_TIE = 0.05
@@ -46,7 +54,9 @@ class PinCandidate:
 @dataclass(frozen=True)
 class PinPlan:
     """A candidate assigned to a target: the memory binding, the gain for it, whether the
-    capacity behind the decision was known, and the bytes it moves to each NUMA node.
+    capacity behind the decision was known, the bytes it holds on each NUMA node after the
+    plan, the bytes its pages move, and whether its memory is left unbound (pages that do not
+    fit stay where they are).
     """
 
     candidate: PinCandidate
@@ -56,6 +66,8 @@ class PinPlan:
     gain_model: str
     capacity_known: bool
     placed: dict[int, float]
+    moved_bytes: float = 0.0
+    unbound: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,7 +150,7 @@ def _assign(
             continue
         reasons: list[str] = []
         plan: PinPlan | None = None
-        for target in c.targets:
+        for target, unbound in [(t, u) for u in (False, True) for t in c.targets]:
             numa = node.numa(target)
             if numa is None:
                 continue
@@ -146,11 +158,12 @@ def _assign(
                 busy = load.get(target, 0.0) + assigned[target] + c.cores
                 limit = numa.cpu_count * limits.max_cpu_load
                 if busy > limit * (1.0 + RATE_SLACK):
-                    reasons.append(
-                        f"NUMA node {target}: {busy:.1f} busy cores would exceed {limit:.1f}"
-                    )
+                    if not unbound:
+                        reasons.append(
+                            f"NUMA node {target}: {busy:.1f} busy cores would exceed {limit:.1f}"
+                        )
                     continue
-            found = _memory_plan(node, c, target, placed, vacated, limits)
+            found = _memory_plan(node, c, target, placed, vacated, limits, unbound)
             if isinstance(found, str):
                 reasons.append(found)
                 continue
@@ -173,20 +186,28 @@ def _memory_plan(
     placed: Mapping[int, float],
     vacated: Mapping[int, float],
     limits: PinLimits,
+    unbound: bool = False,
 ) -> PinPlan | str:
     """Where the workload's memory goes when pinned to ``target``: the target when it
     has room (``memory_headroom`` per byte moved), else the target and its nearest
     nodes of the same socket until the memory fits (the gain then counts the part left
-    on them); a refusal text when even that does not fit.
+    on them); a refusal text when even that does not fit. With ``unbound``, every NUMA node
+    is allowed: the pages that fit move to the target and the others stay where they are,
+    on whichever node (what a memory-full machine leaves a pin; "no gain" when nothing
+    would get better).
     """
     w = c.workload
     total = w.memory_bytes
 
     def room(numa_id: int) -> float | None:
+        """The bytes the node can take: its free memory less the headroom, plus what the
+        plan's workloads leave, less what the plan put there already.
+        """
         numa = node.numa(numa_id)
         if numa is None or numa.memory_free_bytes is None:
             return None
-        return numa.memory_free_bytes + vacated.get(numa_id, 0.0) - placed.get(numa_id, 0.0)
+        free = numa.memory_free_bytes / limits.memory_headroom
+        return free + vacated.get(numa_id, 0.0) - placed.get(numa_id, 0.0)
 
     order = [
         target,
@@ -195,9 +216,12 @@ def _memory_plan(
             key=lambda n: (node.distance(target, n), n),
         ),
     ]
+    if unbound:
+        return _unbound_plan(node, c, target, order, room(target), limits)
     mems: list[int] = []
     here: dict[int, float] = {}
     to_move = total - w.memory_by_numa.get(target, 0.0)
+    moved = 0.0
     known = True
     for numa_id in order:
         if numa_id != target and node.package_of(numa_id) != node.package_of(target):
@@ -210,10 +234,12 @@ def _memory_plan(
         if free is None:
             known = False
             here[numa_id] = own + max(0.0, to_move)
+            moved += max(0.0, to_move)
             to_move = 0.0
             break
-        take = min(max(0.0, to_move), max(0.0, free - own) / limits.memory_headroom)
+        take = min(max(0.0, to_move), max(0.0, free - own))
         here[numa_id] = own + take
+        moved += take
         to_move -= take
         if to_move <= 1.0:
             break
@@ -222,7 +248,69 @@ def _memory_plan(
         free = (room(target) or 0.0) - w.memory_by_numa.get(target, 0.0)
         return f"NUMA node {target}: {need / GIB:.2f} GiB to move, {free / GIB:.2f} GiB free"
     if mems == [target] or total <= 0:
-        return PinPlan(c, target, [target], c.gain, c.gain_model, known, here)
+        return PinPlan(c, target, [target], c.gain, c.gain_model, known, here, moved)
+    where = f"the rest goes to the nearest nodes {mems[1:]}"
+    return _priced(node, c, (target, mems), (here, moved, known), limits, where)
+
+
+def _unbound_plan(
+    node: NodeModel,
+    c: PinCandidate,
+    target: int,
+    order: list[int],
+    free: float | None,
+    limits: PinLimits,
+) -> PinPlan | str:
+    """The plan of a pin whose memory is left unbound: as many pages as the target has
+    room for (``memory_headroom`` per byte) move there, taken from the farthest nodes
+    first; the rest stay put.
+    """
+    w = c.workload
+    total = w.memory_bytes
+    if free is None or total <= 0:
+        return f"NUMA node {target}: free memory unknown"
+    own = w.memory_by_numa.get(target, 0.0)
+    take = min(total - own, max(0.0, free - own))
+    here = {n: w.memory_by_numa.get(n, 0.0) for n in order}
+    here[target] = own + take
+    left = take
+    for numa_id in reversed(order[1:]):
+        taken = min(left, here[numa_id])
+        here[numa_id] -= taken
+        left -= taken
+    here = {n: v for n, v in here.items() if v > 0 or n == target}
+    cpu, memory = w.cpu_shares(), w.memory_shares()
+    local_now = sum(share * memory.get(n, 0.0) for n, share in cpu.items())
+    if here[target] / total <= local_now + LOCALITY_STEP:
+        return (
+            f"NUMA node {target}: room for {take / GIB:.2f} GiB of its memory would not bring "
+            "its threads nearer their pages"
+        )
+    kept = [n for n in order[1:] if here.get(n, 0.0) > 0]
+    where = f"memory left unbound, {(total - here[target]) / GIB:.2f} GiB stay on {kept}"
+    plan = _priced(node, c, (target, order), (here, take, True), limits, where)
+    if plan.gain <= 0:
+        return f"NUMA node {target}: no gain with its memory unbound"
+    return replace(plan, unbound=True)
+
+
+def _priced(
+    node: NodeModel,
+    c: PinCandidate,
+    binding: tuple[int, list[int]],
+    pages: tuple[dict[int, float], float, bool],
+    limits: PinLimits,
+    where: str,
+) -> PinPlan:
+    """The plan with its gain priced again for the memory left off the target: the cost
+    now less the cost with every thread on the target and the pages as planned.
+    ``binding`` is the target and the memory nodes allowed; ``pages`` the bytes per node
+    after the plan, the bytes moved, and whether the free memory behind it was known.
+    """
+    target, mems = binding
+    here, moved, known = pages
+    w = c.workload
+    total = w.memory_bytes
     cpu, memory = w.cpu_shares(), w.memory_shares()
     penalty = limits.numa_penalty * (limits.gpu_job_share if w.gpus else 1.0)
     after = {n: v / total for n, v in here.items()}
@@ -233,11 +321,11 @@ def _memory_plan(
         node, {target: 1.0}, after, target, penalty, limits.reference_distance
     )
     text = (
-        f"{c.gain_model}; NUMA node {target} holds only part of its memory, the rest goes "
-        f"to the nearest nodes {mems[1:]}: estimated cost {before_cost:.4f} -> "
-        f"{after_cost:.4f}"
+        f"{c.gain_model}; NUMA node {target} holds only part of its memory, {where}: "
+        f"estimated cost {before_cost:.4f} -> {after_cost:.4f}"
     )
-    return PinPlan(c, target, mems, max(0.0, before_cost - after_cost), text, known, here)
+    gain = max(0.0, before_cost - after_cost)
+    return PinPlan(c, target, mems, gain, text, known, here, moved)
 
 
 def crowding(workloads: Iterable[WorkloadModel]) -> dict[int, float]:

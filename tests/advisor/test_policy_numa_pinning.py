@@ -216,3 +216,39 @@ def test_a_tie_without_neighbours_goes_where_the_memory_is() -> None:
     [rec] = NumaPinning().evaluate(cluster([pcie4()], [split])).recommendations
     assert rec.proposed["numa_node"] == 1
     assert rec.proposed["migrate_memory_bytes"] == 0
+
+
+def test_two_of_three_spread_workloads_swap_halves_on_a_full_machine() -> None:
+    """Both nodes full (no free memory), three workloads spread over both: pages moving in
+    replace pages moving out, so two are pinned one per node; the third, whose threads a
+    pin could bring no nearer their pages, stays with a note.
+    """
+    jobs = [workload(n, cpu={0: 2.0, 1: 2.0}, memory={0: 32 * GIB, 1: 32 * GIB}) for n in "abc"]
+    result = NumaPinning().evaluate(cluster([pcie4(free_bytes=0.0)], jobs))
+    recs = result.recommendations
+    assert sorted((r.proposed["numa_node"], r.proposed["mems"]) for r in recs) == [
+        (0, [0]),
+        (1, [1]),
+    ]
+    [note] = result.undecided
+    assert "no capacity" in note.reason and "nearer their pages" in note.reason
+
+
+def test_memory_that_fits_nowhere_is_left_unbound_when_part_of_it_can_move() -> None:
+    job = workload("db", cpu={0: 2.0, 1: 2.0}, memory={0: 5 * GIB, 1: 5 * GIB})
+    nodes = tuple(
+        replace(n, memory_free_bytes=(2.2 if n.id == 0 else 0.0) * GIB) for n in numa_nodes()
+    )
+    [rec] = NumaPinning().evaluate(cluster([NodeModel("n1", nodes)], [job])).recommendations
+    assert rec.proposed["numa_node"] == 0 and rec.proposed["cpus"] == "0-7"
+    assert rec.proposed["mems"] == [0, 1]  # unbound: the 3 GiB that do not fit stay on node 1
+    assert rec.proposed["migrate_memory_bytes"] == pytest.approx(2 * GIB, rel=1e-6)
+    pin, migrate = rec.actions
+    assert (pin.mems, migrate.kind, migrate.mems) == ([0, 1], ActionKind.MIGRATE_MEMORY, [0])
+    # remote share 1 - 0.5 * 0.5 before, 1 - 1 * 0.7 after
+    assert rec.estimated_gain == pytest.approx((0.75 - 0.3) * 0.5776, rel=1e-4)
+    assert "unbound" in rec.summary and "unbound" in rec.gain_model
+    # no room at all: pinning the threads alone would not bring them nearer their pages
+    full = tuple(replace(n, memory_free_bytes=0.0) for n in nodes)
+    result = NumaPinning().evaluate(cluster([NodeModel("n1", full)], [job]))
+    assert result.recommendations == () and "nearer their pages" in result.undecided[0].reason

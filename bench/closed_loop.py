@@ -32,7 +32,8 @@ at its best and 0 while pending). Counted: every running or pending job with a n
 (notebooks have none) present at the baseline and not finished at the end.
 
 ``--perturb F --seeds N`` runs each scenario N times under truths moved by up to ``F``
-(:mod:`toposcope.sim.truth_perturb`; run 0 is perturbed too when ``F`` > 0) and reports the
+(:mod:`toposcope.sim.truth_perturb`; run 0 is perturbed too when ``F`` > 0; ``--first-seed
+K`` numbers the runs from K) and reports the
 worst and mean ratio and the harm across runs. The calibration table gives, per
 recommendation kind, the mean absolute error of estimated against true gain over every
 applied action. Targets: worst ratio >= 0.85 (0.9 for a single run), mean >= 0.9, 0 harmful
@@ -333,6 +334,14 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--seeds", type=int, default=1, help="perturbed runs per scenario (1)")
     parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        metavar="K",
+        help="number of the first perturbed run, so that runs K.. can be added later or one "
+        "run repeated alone (0)",
+    )
+    parser.add_argument(
         "--horizon",
         type=float,
         default=DEFAULT_HORIZON_S,
@@ -364,6 +373,8 @@ def parse_args() -> argparse.Namespace:
         parser.error(str(exc))
     if not 1 <= args.seeds <= 1000 or args.window < 1 or args.horizon <= 0:
         parser.error("--seeds must be 1 to 1000, --window at least 1, --horizon above 0")
+    if not 0 <= args.first_seed <= 1_000_000:
+        parser.error("--first-seed must be 0 to 1000000")
     if not 1 <= args.sample_nodes <= 1000:
         parser.error("--sample-nodes must be 1 to 1000")
     return args
@@ -390,7 +401,7 @@ def main() -> int:
             summary.append({"name": name, "skipped": EXCLUDED[name]})
             continue
         runs = []
-        for run in range(args.seeds):
+        for run in range(args.first_seed, args.first_seed + args.seeds):
             with tempfile.TemporaryDirectory(prefix="toposcope-loop-") as work:
                 runs.append(run_scenario(ref, args, Path(work), run))
         scenarios.extend(runs)
@@ -403,6 +414,7 @@ def main() -> int:
         "window_seconds": args.window,
         "perturb": args.perturb,
         "seeds": args.seeds,
+        "first_seed": args.first_seed,
         "horizon_seconds": args.horizon,
         "prometheus": args.prometheus_binary,
         "targets": {

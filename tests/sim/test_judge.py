@@ -155,3 +155,15 @@ def test_the_bench_names_a_missing_scenario_file_and_exits_2(tmp_path: Path) -> 
     )
     assert done.returncode == 2
     assert "does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_bench_refuses_a_negative_first_seed_with_exit_2() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench/closed_loop.py"), "--first-seed", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--first-seed must be 0 to" in done.stderr and "Traceback" not in done.stderr

@@ -29,7 +29,7 @@ from toposcope.topology.model import LinkType
 #: relative step time of a communication-bound multi-GPU job by its worst link (PIX = 1.0)
 LINK_FACTOR: dict[LinkType | None, float] = {
     None: 1.0,  # one GPU: no GPU-to-GPU traffic
-    LinkType.NVLINK: 0.8,
+    LinkType.NVLINK: 0.8,  # one NVLink against a Gen3 switch (docs/policies.md derives it)
     LinkType.PIX: 1.0,
     LinkType.PXB: 1.2,
     LinkType.PHB: 1.4,

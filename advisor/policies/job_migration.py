@@ -311,6 +311,10 @@ class JobMigration(Policy[JobMigrationSettings]):
         must_beat = min(worst_rank(current), worst_rank(best))
         if must_beat > run.search.floor(job.node, len(job.gpus)):
             plan = self._plan(run, len(job.gpus), job, must_beat)
+            if plan is not None and self._tier_only(current, plan.target):
+                if best is None:
+                    run.notes.append(self._tier_note(job, current, plan.target, "freeing"))
+                plan = None
             if plan is not None:
                 value = self._value(plan, f_now, f_now, own_cost=True)
                 plain_net = saved - s.checkpoint_restore_seconds if best else None
@@ -322,15 +326,8 @@ class JobMigration(Policy[JobMigrationSettings]):
                     run.notes.append(self._defrag_note(job.key, plan, value))
         if best is None:
             return
-        if not s.move_between_pcie_tiers and pcie_tier_move(current, best):
-            run.notes.append(
-                self.note(
-                    job.key,
-                    f"moving to {best.node} GPUs {list(best.gpus)} only changes its worst "
-                    f"link from {current.worst_link} to {best.worst_link}, a gap that varies "
-                    "by platform and can be a loss; set move_between_pcie_tiers to move it",
-                )
-            )
+        if self._tier_only(current, best):
+            run.notes.append(self._tier_note(job, current, best, "moving to"))
             return
         if saved <= s.checkpoint_restore_seconds:
             run.notes.append(
@@ -351,6 +348,22 @@ class JobMigration(Policy[JobMigrationSettings]):
             run.model, job, current, best, run.terms, gain=gain, saved=saved, model_text=model_text
         )
         run.take(rec, gpu_claims(best.node, best.gpus), job.key)
+
+    def _tier_only(self, current: Placement, target: Placement) -> bool:
+        """Whether a move of a running job from ``current`` to ``target`` is held back as
+        one between PCIe paths of a socket (a plain move and a defragmentation alike).
+        """
+        return not self.settings.move_between_pcie_tiers and pcie_tier_move(current, target)
+
+    def _tier_note(
+        self, job: WorkloadModel, current: Placement, target: Placement, how: str
+    ) -> Note:
+        return self.note(
+            job.key,
+            f"{how} {target.node} GPUs {list(target.gpus)} only changes its worst link from "
+            f"{current.worst_link} to {target.worst_link}, a gap that varies by platform and "
+            "can be a loss; set move_between_pcie_tiers to move it",
+        )
 
     # phase 3: pending jobs on sets freed by moving small jobs ------------------------------
     def _place_pending(self, run: _Run, pending: PendingWorkload) -> None:

@@ -38,7 +38,8 @@ worst and mean ratio and the harm across runs. The calibration table gives, per
 recommendation kind, the mean absolute error of estimated against true gain over every
 applied action. Targets: worst ratio >= 0.85 (0.9 for a single run), mean >= 0.9, 0 harmful
 or collateral, calibration within 25%; a missed target prints MISSED (exit status 0:
-benchmarks print figures; 2 for a bad option or scenario). ``--json`` prints JSON only.
+benchmarks print figures; 2 for a bad option or scenario). ``--json`` prints JSON only;
+each run's ``jobs`` lists every counted job before, after and in the oracle's solution.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from typing import Any
 
 import closed_loop_slurm
 
+from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
 from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
@@ -77,7 +79,7 @@ from toposcope.sim.judge_loop import (
     counted_jobs,
     run_rounds,
 )
-from toposcope.sim.oracle import knapsack_bound, solve
+from toposcope.sim.oracle import OracleResult, knapsack_bound, solve
 from toposcope.sim.scenarios import Scenario, build_cluster, builtin_scenarios, load_scenario
 from toposcope.sim.truth_params import shipped_truth, truth_in_effect
 from toposcope.sim.truth_perturb import check_fraction, perturb_scenario, perturb_truth
@@ -186,12 +188,16 @@ def judge_scenario(
     base_total = aggregate(before, kept)
     after_eff = {n: after.get(n, 0.0) / v for n, v in kept.items()}
     advisor_total = horizon_total(after_eff, applied_costs(cluster), kept_horizons)
-    oracle_total = max(
-        horizon_total(
-            found.efficiencies, move_costs(found.allocations, start, specs), kept_horizons
+    oracle_total, best = max(
+        (
+            horizon_total(
+                found.efficiencies, move_costs(found.allocations, start, specs), kept_horizons
+            ),
+            index,
         )
-        for found in (oracle, finish)
+        for index, found in enumerate((oracle, finish))
     )
+    best_found = (oracle, finish)[best]
     total_gpus = sum(len(cluster.template_of(n).gpus) for n in cluster.node_names())
     bound = float(knapsack_bound([specs[n].gpus for n in kept], total_gpus))
     scored = ratios(base_total, advisor_total, oracle_total, bound)
@@ -220,7 +226,54 @@ def judge_scenario(
         "oracle_seconds": round(oracle.seconds + finish.seconds, 2),
         "rounds": rounds,
         "actions": actions,
+        "jobs": job_results(
+            cluster,
+            start,
+            {n: before.get(n, 0.0) / v for n, v in kept.items()},
+            after_eff,
+            best_found,
+            {a["target"].rpartition("/")[2] for a in actions},
+        ),
     }
+
+
+def job_results(
+    cluster: SimCluster,
+    start: Mapping[str, Allocation | None],
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    best: OracleResult,
+    targeted: set[str],
+) -> list[dict[str, Any]]:
+    """Per counted job: where it ran before and after the loop and where the oracle's better
+    solution puts it, its efficiency (throughput / ideal) in each, and whether an applied
+    action targeted it: what a reader needs to see which jobs the advisor left short.
+    """
+    now = {s.name: s.allocation for s in cluster.job_states()}
+
+    def where(allocation: Allocation | None) -> dict[str, Any] | None:
+        if allocation is None:
+            return None
+        return {
+            "node": allocation.node,
+            "gpus": list(allocation.gpus),
+            "cpus": format_cpulist(allocation.cpus),
+            "mems": list(allocation.mems),
+        }
+
+    return [
+        {
+            "name": name,
+            "before": where(start.get(name)),
+            "after": where(now.get(name)),
+            "oracle": where(best.allocations.get(name)),
+            "efficiency_before": round(before[name], 4),
+            "efficiency_after": round(after.get(name, 0.0), 4),
+            "efficiency_oracle": round(best.efficiencies.get(name, 0.0), 4),
+            "targeted": name in targeted,
+        }
+        for name in sorted(before)
+    ]
 
 
 def summarize(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -158,13 +158,17 @@ def round_actions(
     current: Mapping[str, float],
     after: Mapping[str, float],
 ) -> list[dict[str, Any]]:
-    """One round's applied recommendations with their targets' true change."""
+    """One round's applied recommendations with their targets' true change. A target that
+    finished within the round (absent from ``after``) says nothing of the action: its
+    change is ``None``, neither harmful nor useless, and it is marked ``finished``.
+    """
     actions = []
     for rec_id in sorted(applied, key=lambda i: -recs[i]["estimated_gain"]):
         rec = recs[rec_id]
         target = rec["target"].get("workload") or ""
+        finished = target not in after
         was, now = current.get(target, 0.0), after.get(target, 0.0)
-        actual: float | None = now / was - 1.0 if was > 0 else None
+        actual: float | None = now / was - 1.0 if was > 0 and not finished else None
         actions.append(
             {
                 "round": number,
@@ -178,8 +182,9 @@ def round_actions(
                 "actual_gain": None if actual is None else round(actual, 4),
                 "throughput_before": round(was, 3),
                 "throughput_after": round(now, 3),
-                "harmful": now < was * (1.0 - HARM_TOLERANCE),
+                "harmful": not finished and now < was * (1.0 - HARM_TOLERANCE),
                 "useless": useless(actual),
+                "finished": finished,
             }
         )
     return actions

@@ -23,6 +23,7 @@ from toposcope.sim.judge import (
     ratios,
     useless,
 )
+from toposcope.sim.judge_loop import round_actions
 from toposcope.sim.model import evaluate
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import build_cluster, load_scenario
@@ -167,3 +168,26 @@ def test_the_bench_refuses_a_negative_first_seed_with_exit_2() -> None:
     )
     assert done.returncode == 2
     assert "--first-seed must be 0 to" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_action_whose_target_finished_in_the_round_is_neither_harmful_nor_useless() -> None:
+    recs = {
+        "pin-a": {
+            "kind": "pin",
+            "policy": "numa-pinning",
+            "estimated_gain": 0.2,
+            "target": {"node": "n1", "workload": "done.service"},
+        },
+        "pin-b": {
+            "kind": "pin",
+            "policy": "numa-pinning",
+            "estimated_gain": 0.1,
+            "target": {"node": "n1", "workload": "slow.service"},
+        },
+    }
+    current = {"done.service": 100.0, "slow.service": 100.0}
+    after = {"slow.service": 50.0}  # done.service finished: the truth lists it no more
+    done, slow = round_actions(1, recs, {"pin-a", "pin-b"}, current, after)
+    assert done["workload"] == "done.service" and done["finished"] is True
+    assert done["actual_gain"] is None and not done["harmful"] and not done["useless"]
+    assert slow["finished"] is False and slow["harmful"] and slow["actual_gain"] == -0.5

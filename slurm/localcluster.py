@@ -5,8 +5,9 @@ directory, then starts the cluster's own munged, slurmctld, one ``slurmd -N <nod
 (Debian's Slurm is built for several slurmd on one host) and slurmrestd (as ``nobody``, JWT
 authentication), and waits until every node is idle and slurmrestd answers. :meth:`stop`
 cancels the jobs, shuts the daemons down (``scontrol shutdown``), kills what is left by the
-pids it recorded, removes the nodes' cgroup directories and the state directory. Nothing waits
-on a fixed sleep: every wait polls a condition until a deadline.
+pids it recorded, removes the nodes' cgroup directories and the state directory. How each
+daemon is started, recorded and ended is :mod:`toposcope.slurm.clusterprocesses`. Nothing
+waits on a fixed sleep: every wait polls a condition until a deadline.
 
 It needs root (mknod, slurmd) and the Debian packages ``slurm-wlm slurmrestd
 slurm-wlm-jwt-plugin munge``; :func:`missing_requirements` says what is lacking. The module
@@ -21,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -29,12 +29,12 @@ from pathlib import Path
 from types import TracebackType
 
 from toposcope.slurm.clusterfiles import ClusterLayout, ClusterSpec, Ports, write_files
+from toposcope.slurm.clusterprocesses import DaemonTable
 from toposcope.slurm.daemons import (
     CGROUP_ROOT,
     ClusterError,
     closed_parent,
     free_ports,
-    is_running,
     log_tail,
     missing_requirements,
     remove_cgroup_tree,
@@ -55,8 +55,7 @@ class LocalCluster:
         self.cgroups = self.spec.cgroups
         if self.cgroups is None:
             self.cgroups = (CGROUP_ROOT / "freezer").is_dir()
-        self._pids: dict[str, tuple[int, str]] = {}
-        self._rest: subprocess.Popen[bytes] | None = None
+        self._daemons = DaemonTable()
         self.started_in_s: float | None = None
         self.stopped_in_s: float | None = None
 
@@ -118,7 +117,7 @@ class LocalCluster:
 
     def pids(self) -> dict[str, int]:
         """Daemon -> pid of the daemons that are running."""
-        return {name: pid for name, (pid, binary) in self._pids.items() if is_running(pid, binary)}
+        return self._daemons.running()
 
     def rss_kib(self) -> dict[str, int]:
         """Daemon -> resident memory in KiB (``VmRSS``)."""
@@ -187,7 +186,7 @@ class LocalCluster:
             if extra_conf:
                 with self.layout.slurm_conf.open("a", encoding="utf-8") as conf:
                     conf.write("".join(f"{line}\n" for line in extra_conf))
-            self._start_munged(timeout_s)
+            self._daemons.start_munged(self.layout.munge, self.env(), timeout_s)
             self._daemon("slurmctld", "slurmctld", self.layout.run / "slurmctld.pid", timeout_s)
             for name in self.node_names:
                 self._daemon(
@@ -227,51 +226,14 @@ class LocalCluster:
                 f"{', '.join(self.node_names)}; give this cluster another node prefix"
             )
 
-    def _start_munged(self, timeout_s: float) -> None:
-        munge = self.layout.munge
-        self._run_daemon(
-            "munged",
-            [
-                "munged",
-                f"--socket={munge / 'munge.socket'}",
-                f"--key-file={munge / 'munge.key'}",
-                f"--pid-file={munge / 'munged.pid'}",
-                f"--seed-file={munge / 'munged.seed'}",
-                f"--log-file={munge / 'munged.log'}",
-            ],
-            munge / "munged.log",
-        )
-        self._record("munged", "munged", munge / "munged.pid", munge / "munged.log", timeout_s)
-
     def _daemon(self, name: str, binary: str, pid_file: Path, timeout_s: float, *args: str) -> None:
         log = self.layout.log / (f"{binary}-{args[-1]}.log" if args else f"{binary}.log")
-        self._run_daemon(name, [binary, *args, "-f", str(self.layout.slurm_conf)], log)
-        self._record(name, binary, pid_file, log, timeout_s)
-
-    def _run_daemon(self, name: str, argv: list[str], log: Path) -> None:
-        """Run a daemon that forks into the background; its launcher must exit with 0."""
-        done = subprocess.run(argv, env=self.env(), capture_output=True, timeout=30, check=False)
-        if done.returncode != 0:
-            error = done.stderr.decode(errors="replace").strip()
-            said = f" ({error})" if error else ""
-            raise ClusterError(f"{name} did not start{said}; its log ends:\n{log_tail(log)}")
-
-    def _record(self, name: str, binary: str, pid_file: Path, log: Path, timeout_s: float) -> None:
-        def pid() -> int | None:
-            try:
-                number = int(pid_file.read_text().strip())
-            except (OSError, ValueError):
-                return None
-            return number if is_running(number, binary) else None
-
-        try:
-            self._pids[name] = (wait_for(pid, f"{name}'s pid file", timeout_s), binary)
-        except ClusterError as exc:
-            raise ClusterError(f"{exc}; its log ends:\n{log_tail(log)}") from None
+        argv = [binary, *args, "-f", str(self.layout.slurm_conf)]
+        self._daemons.start_forking(name, argv, pid_file, log, self.env(), timeout_s)
 
     def _wait_idle(self, timeout_s: float) -> None:
         def idle() -> bool:
-            for name in self._pids:
+            for name in self._daemons.names():
                 if name not in self.pids():
                     log = self.layout.log / (
                         "slurmctld.log" if name == "slurmctld" else f"slurmd-{name.split()[-1]}.log"
@@ -290,44 +252,9 @@ class LocalCluster:
 
     def _start_rest(self, timeout_s: float) -> None:
         assert self.ports is not None
-        log = self.layout.log / "slurmrestd.log"
         env = {**self.env(), "SLURM_JWT": "daemon"}
-        argv = [
-            "slurmrestd",
-            "-f",
-            str(self.layout.slurm_conf),
-            "-a",
-            "rest_auth/jwt",
-            "-s",
-            "openapi/v0.0.38",
-            "-u",
-            "nobody",
-            f"127.0.0.1:{self.ports.rest}",
-        ]
-        with log.open("wb") as out:
-            self._rest = subprocess.Popen(
-                argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self._pids["slurmrestd"] = (self._rest.pid, "slurmrestd")
-
-        def answers() -> bool:
-            if self._rest is not None and self._rest.poll() is not None:
-                raise ClusterError(f"slurmrestd exited; its log ends:\n{log_tail(log)}")
-            with socket.socket() as sock:
-                sock.settimeout(1.0)
-                try:
-                    sock.connect(("127.0.0.1", self.ports.rest if self.ports else 0))
-                    sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
-                    return sock.recv(16).startswith(b"HTTP/")
-                except OSError:
-                    return False
-
-        wait_for(answers, "slurmrestd answering", timeout_s)
+        log = self.layout.log / "slurmrestd.log"
+        self._daemons.start_rest(self.layout.slurm_conf, self.ports.rest, env, log, timeout_s)
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -341,15 +268,13 @@ class LocalCluster:
         if "slurmctld" in self.pids():
             self._cancel_jobs(timeout_s)
             self.command("scontrol", "shutdown", check=False, timeout_s=10)
-        if self._rest is not None and self._rest.poll() is None:
-            self._rest.terminate()
-        for name in [n for n in self._pids if n != "munged"]:
-            self._end(name, timeout_s)
+        self._daemons.terminate_rest()
+        for name in [n for n in self._daemons.names() if n != "munged"]:
+            self._daemons.end(name, timeout_s)
         leftovers = self._clear_cgroup_processes(timeout_s)
-        if "munged" in self._pids:
-            self._end("munged", timeout_s, asked=False)
-        if self._rest is not None:
-            self._rest.wait(timeout=timeout_s)
+        if "munged" in self._daemons.names():
+            self._daemons.end("munged", timeout_s, asked=False)
+        self._daemons.reap_rest(timeout_s)
         alive = self.pids()
         if remove_state and not alive:
             shutil.rmtree(self.layout.root, ignore_errors=True)
@@ -368,21 +293,6 @@ class LocalCluster:
         # if some job outlives this, shutdown and the cgroup sweep below end what is left
         with contextlib.suppress(ClusterError):
             wait_for(lambda: not self.job_ids(), "every job cancelled", timeout_s)
-
-    def _end(self, name: str, timeout_s: float, *, asked: bool = True) -> None:
-        """Wait for daemon ``name`` to exit (``asked`` to already), then SIGTERM, SIGKILL it."""
-        pid, binary = self._pids[name]
-        signals = (
-            (None, signal.SIGTERM, signal.SIGKILL) if asked else (signal.SIGTERM, signal.SIGKILL)
-        )
-        for sig in signals:
-            if sig is not None and is_running(pid, binary):
-                os.kill(pid, sig)
-            try:
-                wait_for(lambda: not is_running(pid, binary), f"{name} exiting", timeout_s / 3)
-                return
-            except ClusterError:
-                continue
 
     def _clear_cgroup_processes(self, timeout_s: float) -> list[Path]:
         """Kill what still runs in the nodes' cgroups, remove the directories; what is left."""

@@ -4,7 +4,8 @@
   page on another site that points its own DNS name at 127.0.0.1 (DNS rebinding) reaches a
   loopback-bound app, but with its own name in ``Host``.
 * **The user.** With basic-auth users (``--web.config.file``) every request must carry one:
-  401 and a ``WWW-Authenticate`` challenge otherwise, so the browser asks once. The users
+  401 and a ``WWW-Authenticate`` challenge otherwise, so the browser asks once (Dash's own
+  JavaScript bundles, :data:`LIBRARY_PATH`, excepted: they hold no data). The users
   and headers are those of the file as it is now: a changed file (or SIGHUP) takes effect
   from the next request, as for the exporter and the agent. With
   ``--auth.trusted-user-header NAME`` the user is that header's value, believed only on
@@ -259,6 +260,12 @@ def _origin_allowed(access: Access) -> tuple[bool, str]:
     return access.host_allowed(netloc), origin
 
 
+#: Dash's own JavaScript bundles: the same files in every install, no data of this app.
+#: Served without a user, as a browser loads lazy chunks of them without the credentials of
+#: the page that asked (a chunk refused with 401 left the page without its dialogs).
+LIBRARY_PATH = "/_dash-component-suites/"
+
+
 def install(server: Flask, access: Access, actions: frozenset[str], update_path: str) -> None:
     """Check every request of ``server`` as the module says.
 
@@ -287,7 +294,7 @@ def install(server: Flask, access: Access, actions: frozenset[str], update_path:
             )
         user = access.identify(request.headers.get, request.remote_addr)
         request.environ[_USER] = user
-        if user is None and access.basic_auth:
+        if user is None and access.basic_auth and not request.path.startswith(LIBRARY_PATH):
             return _challenge()
         if not is_action():
             return None

@@ -170,6 +170,10 @@ def test_basic_auth_users_sign_in_before_anything(advisor: FakeApi, web_config: 
         assert answer.status_code == 401, headers
         assert answer.headers["WWW-Authenticate"].startswith("Basic realm=")
     assert client.get("/", headers=ALICE).status_code == 200
+    # Dash's library bundles hold no data and load without the page's credentials
+    bundle = client.get("/_dash-component-suites/dash/dcc/async-dropdown.js")
+    assert bundle.status_code != 401
+    assert client.get("/_dash-layout").status_code == 401
     body = apply_body(client, ALICE)
     assert client.post(UPDATE, json=body, headers=csrf_header(client)).status_code == 401
     assert posts(advisor) == []
@@ -180,6 +184,10 @@ def test_basic_auth_users_sign_in_before_anything(advisor: FakeApi, web_config: 
 def test_apply_needs_the_csrf_token(advisor: FakeApi, web_config: Path) -> None:
     client = client_for(advisor, Access(web_config=load_web_config(web_config)))
     assert client.get("/", headers=ALICE).status_code == 200
+    # Dash's library bundles hold no data and load without the page's credentials
+    bundle = client.get("/_dash-component-suites/dash/dcc/async-dropdown.js")
+    assert bundle.status_code != 401
+    assert client.get("/_dash-layout").status_code == 401
     body = apply_body(client, ALICE)
     token = csrf_header(client)[csrf.HEADER]
     other = create_app(AppSettings()).server.test_client()

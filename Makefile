@@ -22,12 +22,14 @@ typecheck: $(STAMP)
 	MYPY=$(VENV)/bin/mypy ./deploy/mypy-tree.sh
 
 unit: $(STAMP) os-deps
-	$(VENV)/bin/pytest -q
+	TOPOSCOPE_CHECK_CLEAN_TREE=1 $(VENV)/bin/pytest -q
 
 test: $(STAMP) os-deps lint typecheck unit
 
-docs: $(STAMP)
+# generated documentation: the metric reference and the README's screenshots (a browser run)
+docs: $(STAMP) os-deps
 	$(VENV)/bin/toposcope docs metrics --output docs/metrics.md
+	TOPOSCOPE_DOCS_IMG=$(CURDIR)/docs/img $(VENV)/bin/pytest -q tests/dash/test_browser.py
 
 # RM=slurm: a real local Slurm cluster schedules the simulated nodes (needs root)
 # TLS=1: every toposcope daemon over https with certificates made under .run/pki

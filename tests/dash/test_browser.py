@@ -2,16 +2,20 @@
 every page loads without console errors, the topology drawing matches the simulator's
 template, the what-if placement is the advisor's, and applying and reverting through the UI
 as a basic-auth user changes the simulator and is recorded under that user. Each page's
-screenshot is written to ``docs/img/`` for the README.
+screenshot is written to a temporary folder, or to ``docs/img/`` for the README when
+``TOPOSCOPE_DOCS_IMG`` names that folder (``make docs`` does), so a test run never changes the
+tracked tree.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import bcrypt
@@ -23,7 +27,6 @@ from selenium.common.exceptions import (
 )
 
 from tests.dash.conftest import ADVISOR_TOKEN, Stack
-from tests.helpers import REPO
 from tests.procs import free_port, http_get, poll
 from toposcope.dashboards.app.access import Access
 from toposcope.dashboards.app.server import AppSettings, create_app
@@ -35,7 +38,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning"),
 ]
 
-IMAGES = REPO / "docs" / "img"
 TIMEOUT = 30
 
 
@@ -98,10 +100,19 @@ def graphs_drawn(dash_duo: Any) -> bool:
     return drawn
 
 
-def screenshot(dash_duo: Any, name: str) -> None:
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    """Where screenshots go: ``$TOPOSCOPE_DOCS_IMG`` (``make docs``) or a temporary folder."""
+    chosen = os.environ.get("TOPOSCOPE_DOCS_IMG")
+    return Path(chosen) if chosen else tmp_path
+
+
+def screenshot(dash_duo: Any, images: Path, name: str) -> None:
+    """Save the page once every graph has drawn; the PNG must be written."""
     wait_until(lambda: graphs_drawn(dash_duo), "every graph drawn")
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    assert dash_duo.driver.save_screenshot(str(IMAGES / name))
+    images.mkdir(parents=True, exist_ok=True)
+    assert dash_duo.driver.save_screenshot(str(images / name))
+    assert (images / name).stat().st_size > 0
 
 
 def figure(dash_duo: Any, graph_id: str) -> dict[str, Any]:
@@ -124,7 +135,7 @@ def advisor_json(stack: Stack, path: str) -> Any:
     return json.loads(http_get(f"{stack.advisor}{path}"))
 
 
-def test_cluster_page(dash_duo: Any, stack: Stack) -> None:
+def test_cluster_page(dash_duo: Any, stack: Stack, images: Path) -> None:
     start(dash_duo, settings_for(stack), "/")
     dash_duo.wait_for_contains_text("#cluster-summary", "nodes", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#cluster-util .gtitle", "GPU utilization", timeout=TIMEOUT)
@@ -139,11 +150,11 @@ def test_cluster_page(dash_duo: Any, stack: Stack) -> None:
     locality = figure(dash_duo, "cluster-locality")
     assert set(locality["data"][0]["x"]) <= {n.name for n in scenario.nodes}
     assert f"{len(scenario.nodes)}\nnodes" in dash_duo.find_element("#cluster-summary").text
-    screenshot(dash_duo, "cluster.png")
+    screenshot(dash_duo, images, "cluster.png")
     no_console_errors(dash_duo)
 
 
-def test_node_page_draws_the_template(dash_duo: Any, stack: Stack) -> None:
+def test_node_page_draws_the_template(dash_duo: Any, stack: Stack, images: Path) -> None:
     scenario = load_scenario("builtin:demo")
     node = next(n for n in scenario.nodes if len(n.template.topology.numa_nodes) > 2)
     start(dash_duo, settings_for(stack), f"/node?node={node.name}")
@@ -164,11 +175,11 @@ def test_node_page_draws_the_template(dash_duo: Any, stack: Stack) -> None:
     assert drawn["drawn"] == len(names)
     traces = figure(dash_duo, "node-gpu-util")["data"]
     assert len(traces) == len(template.gpus)
-    screenshot(dash_duo, "node.png")
+    screenshot(dash_duo, images, "node.png")
     no_console_errors(dash_duo)
 
 
-def test_workload_page(dash_duo: Any, stack: Stack) -> None:
+def test_workload_page(dash_duo: Any, stack: Stack, images: Path) -> None:
     recs = advisor_json(stack, "/api/v1/recommendations")["recommendations"]
     target = next(r["target"] for r in recs if r["kind"] == "pin" and r["target"]["gpus"] == [])
     workloads = advisor_json(stack, "/api/v1/recommendations")
@@ -180,7 +191,7 @@ def test_workload_page(dash_duo: Any, stack: Stack) -> None:
     dash_duo.wait_for_contains_text("#workload-recs", target["workload"], timeout=TIMEOUT)
     cores = figure(dash_duo, "workload-cores")
     assert cores["data"] and all(t["name"].startswith("NUMA ") for t in cores["data"])
-    screenshot(dash_duo, "workload.png")
+    screenshot(dash_duo, images, "workload.png")
     no_console_errors(dash_duo)
 
 
@@ -290,7 +301,7 @@ def steady_pin(stack: Stack) -> dict[str, Any]:
     return chosen
 
 
-def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack) -> None:
+def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack, images: Path) -> None:
     rec = steady_pin(stack)
     workload = rec["target"]["workload"]
     action = next(a for a in rec["actions"] if a["kind"] == "pin")
@@ -320,7 +331,7 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack) -> None:
     for entry in audit:
         poll(finished(stack, str(entry["action_id"])), deadline_s=60)
     dash_duo.wait_for_contains_text("#recs-audit", rec["id"], timeout=TIMEOUT)
-    screenshot(dash_duo, "recommendations.png")
+    screenshot(dash_duo, images, "recommendations.png")
 
     _confirm(dash_duo, "#recs-revert")
     dash_duo.wait_for_contains_text(
@@ -358,7 +369,7 @@ def test_read_only_without_a_token(dash_duo: Any, stack: Stack) -> None:
     no_console_errors(dash_duo)
 
 
-def test_placement_page(dash_duo: Any, stack: Stack) -> None:
+def test_placement_page(dash_duo: Any, stack: Stack, images: Path) -> None:
     [best, *_] = advisor_json(stack, "/api/v1/placement?gpus=2")["placements"]
     start(dash_duo, settings_for(stack), "/placement?gpus=2")
     dash_duo.wait_for_contains_text(
@@ -373,7 +384,7 @@ def test_placement_page(dash_duo: Any, stack: Stack) -> None:
     )
     assert chosen == best["gpus"]
     dash_duo.wait_for_element("#place-table table", timeout=TIMEOUT)
-    screenshot(dash_duo, "placement.png")
+    screenshot(dash_duo, images, "placement.png")
     no_console_errors(dash_duo)
 
 

@@ -11,17 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from toposcope.dashboards.grafana.common import (
+    any_of_variable,
     dashboard,
     instant_table,
     organize,
     query,
-    query_variable,
-    row,
-    stat_panel,
     table_panel,
     timeseries_panel,
     to_json,
 )
+from toposcope.dashboards.grafana.panels import PanelRow, value_stat, with_rows
 
 UID = "toposcope-advisor"
 TITLE = "toposcope / Advisor outcomes"
@@ -34,86 +33,58 @@ WORKLOADS = 'workload=~"$workload"'
 ACTIONS_1H = "kind_result:toposcope_advisor_actions:increase1h"
 
 
-def build() -> dict[str, Any]:
-    """The advisor outcomes dashboard's JSON model."""
-    builder = dashboard(
-        UID,
-        TITLE,
-        "What the toposcope advisor recommends and what its applied actions did: open "
-        "recommendations by kind and severity, their expected gain and age, and actions "
-        "applied, failed, reverted or measured harmful.",
-        time_from="now-24h",
-    )
-    builder = builder.with_variable(
-        query_variable(
-            "workload",
-            "Workload",
-            "label_values(toposcope_advisor_estimated_gain_ratio, workload)",
-            multi=True,
-            include_all=True,
-            all_value=".*",
-            description="Workloads with open recommendations.",
-        )
-    )
+def _actions_in_hour(result: str) -> str:
+    """How many actions ended in ``result`` in the last hour, 0 when none did."""
+    return f'sum({ACTIONS_1H}{{result="{result}"}}) or vector(0)'
 
-    builder = (
-        builder.with_row(row("Now"))
-        .with_panel(
-            stat_panel(
+
+def _now_row() -> PanelRow:
+    """Single numbers: advisors up, open recommendations, actions of the last hour by result."""
+    return PanelRow(
+        "Now",
+        (
+            value_stat(
                 "Advisors up",
                 "Advisor processes Prometheus scrapes successfully "
                 f"(up{{{ADVISOR_JOB}}}); ToposcopeAdvisorDown fires for one down 10 minutes.",
-                query(f"sum(up{{{ADVISOR_JOB}}})"),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                f"sum(up{{{ADVISOR_JOB}}})",
+            ),
+            value_stat(
                 "Open recommendations",
                 "Recommendations the advisor has made and that are not applied or dismissed.",
-                query("sum(toposcope_advisor_recommendations)"),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                "sum(toposcope_advisor_recommendations)",
+            ),
+            value_stat(
                 "Actions applied (1 hour)",
                 "Actions the advisor applied in the last hour.",
-                query(f'sum({ACTIONS_1H}{{result="applied"}}) or vector(0)'),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                _actions_in_hour("applied"),
+            ),
+            value_stat(
                 "Actions failed (1 hour)",
                 "Actions that could not be applied in the last hour "
                 "(ToposcopeAdvisorActionFailed).",
-                query(f'sum({ACTIONS_1H}{{result="failed"}}) or vector(0)'),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                _actions_in_hour("failed"),
+            ),
+            value_stat(
                 "Actions reverted (1 hour)",
                 "Applied actions that were undone in the last hour.",
-                query(f'sum({ACTIONS_1H}{{result="reverted"}}) or vector(0)'),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                _actions_in_hour("reverted"),
+            ),
+            value_stat(
                 "Actions harmful (1 hour)",
                 "Applied actions measured to slow their workload down in the last hour "
                 "(ToposcopeAdvisorActionHarmful).",
-                query(f'sum({ACTIONS_1H}{{result="harmful"}}) or vector(0)'),
-                "none",
-            )
-        )
+                _actions_in_hour("harmful"),
+            ),
+        ),
     )
 
-    builder = (
-        builder.with_row(row("Recommendations"))
-        .with_panel(
+
+def _recommendations_row() -> PanelRow:
+    """Open recommendations over time, their age, and each one's expected gain."""
+    return PanelRow(
+        "Recommendations",
+        (
             timeseries_panel(
                 "Open recommendations by kind and severity",
                 "Open recommendations over time per kind (numa-pinning, memory-migration, "
@@ -126,9 +97,7 @@ def build() -> dict[str, Any]:
                 ],
                 "none",
                 stacked=True,
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "Age of open recommendations",
                 "How long each open recommendation has been waiting; ones promising 10 % or "
@@ -141,9 +110,7 @@ def build() -> dict[str, Any]:
                 ],
                 "s",
                 min_value=0,
-            )
-        )
-        .with_panel(
+            ),
             table_panel(
                 "Expected gain of open recommendations",
                 "Each open recommendation's expected speed-up of its workload if applied.",
@@ -157,19 +124,45 @@ def build() -> dict[str, Any]:
                 ],
                 unit="percentunit",
                 width=24,
-            )
-        )
+            ),
+        ),
     )
 
-    builder = builder.with_row(row("Actions")).with_panel(
-        timeseries_panel(
-            "Actions in the last hour by kind and result",
-            "Advisor actions per kind and result in the sliding last hour "
-            f"({ACTIONS_1H}): applied, failed, reverted, harmful.",
-            [query(f"sum by (kind, result) ({ACTIONS_1H})", "{{kind}} {{result}}")],
-            "none",
-            width=24,
-            min_value=0,
+
+def _actions_row() -> PanelRow:
+    """The advisor's actions of the sliding last hour by kind and result."""
+    return PanelRow(
+        "Actions",
+        (
+            timeseries_panel(
+                "Actions in the last hour by kind and result",
+                "Advisor actions per kind and result in the sliding last hour "
+                f"({ACTIONS_1H}): applied, failed, reverted, harmful.",
+                [query(f"sum by (kind, result) ({ACTIONS_1H})", "{{kind}} {{result}}")],
+                "none",
+                width=24,
+                min_value=0,
+            ),
+        ),
+    )
+
+
+def build() -> dict[str, Any]:
+    """The advisor outcomes dashboard's JSON model."""
+    builder = dashboard(
+        UID,
+        TITLE,
+        "What the toposcope advisor recommends and what its applied actions did: open "
+        "recommendations by kind and severity, their expected gain and age, and actions "
+        "applied, failed, reverted or measured harmful.",
+        time_from="now-24h",
+    )
+    builder = builder.with_variable(
+        any_of_variable(
+            "workload",
+            "Workload",
+            "label_values(toposcope_advisor_estimated_gain_ratio, workload)",
+            "Workloads with open recommendations.",
         )
     )
-    return to_json(builder)
+    return to_json(with_rows(builder, [_now_row(), _recommendations_row(), _actions_row()]))

@@ -327,16 +327,32 @@ def host_variables(*, multi: bool) -> list[dashboard_builders.QueryVariable]:
     return [hostname, instance]
 
 
-def gpu_variable() -> dashboard_builders.QueryVariable:
-    """The ``gpu`` variable: NVML indices of the chosen host's GPUs (All = ``.*``)."""
+def any_of_variable(
+    name: str, label: str, definition: str, description: str
+) -> dashboard_builders.QueryVariable:
+    """A multi-value filter variable, All by default, whose All matches any value (``.*``).
+
+    The dashboards filter their panels with ``label=~"$name"``; ``.*`` keeps series whose
+    value the variable's query did not list.
+    """
     return query_variable(
-        "gpu",
-        "GPU",
-        f"label_values(toposcope_gpu_info{{{INSTANCE}}}, gpu)",
+        name,
+        label,
+        definition,
         multi=True,
         include_all=True,
         all_value=".*",
-        description="GPU index (NVML, the same as dcgm-exporter's gpu label).",
+        description=description,
+    )
+
+
+def gpu_variable() -> dashboard_builders.QueryVariable:
+    """The ``gpu`` variable: NVML indices of the chosen host's GPUs (All = ``.*``)."""
+    return any_of_variable(
+        "gpu",
+        "GPU",
+        f"label_values(toposcope_gpu_info{{{INSTANCE}}}, gpu)",
+        "GPU index (NVML, the same as dcgm-exporter's gpu label).",
     )
 
 

@@ -16,6 +16,7 @@ from toposcope.dashboards.grafana.common import (
     DCGM_HOST,
     INSTANCE,
     RATE,
+    Target,
     dashboard,
     gpu_variable,
     host_variables,
@@ -23,10 +24,16 @@ from toposcope.dashboards.grafana.common import (
     matrix,
     organize,
     query,
-    row,
     table_panel,
     timeseries_panel,
     to_json,
+)
+from toposcope.dashboards.grafana.panels import (
+    Panel,
+    PanelRow,
+    ratio_panel,
+    with_rows,
+    with_variables,
 )
 
 UID = "toposcope-node-detail"
@@ -46,20 +53,26 @@ def gpu_with_dcgm(toposcope_metric: str, dcgm_metric: str, dcgm_scale: str = "")
     return f"max by (gpu) ({toposcope_metric}{{{GPUS}}}) or {dcgm}"
 
 
-def build() -> dict[str, Any]:
-    """The node detail dashboard's JSON model."""
-    builder = dashboard(
-        UID,
-        TITLE,
-        "One host in depth: NUMA nodes, distances and memory, CPU time per NUMA node, "
-        "cross-socket traffic, and each GPU's use, health and locality.",
-    )
-    for variable in [*host_variables(multi=False), gpu_variable()]:
-        builder = builder.with_variable(variable)
+def _gpu_series(series: str, legend: str) -> Target:
+    """Toposcope's ``series`` of the chosen GPUs, one line per label set."""
+    return query(f"{series}{{{GPUS}}}", legend)
 
-    builder = (
-        builder.with_row(row("NUMA topology"))
-        .with_panel(
+
+def _gpu_or_dcgm(toposcope_metric: str, dcgm_metric: str, dcgm_scale: str = "") -> Target:
+    """Per chosen GPU: toposcope's series, else dcgm-exporter's (:func:`gpu_with_dcgm`)."""
+    return query(gpu_with_dcgm(toposcope_metric, dcgm_metric, dcgm_scale), "GPU {{gpu}}")
+
+
+def _host_series(series: str, legend: str = "node {{numa_node}}") -> Target:
+    """Toposcope's ``series`` of the chosen host, one line per label set (NUMA node ...)."""
+    return query(f"{series}{{{INSTANCE}}}", legend)
+
+
+def _numa_topology_row() -> PanelRow:
+    """The host's NUMA nodes (package, CPUs, memory) and their SLIT distances."""
+    return PanelRow(
+        "NUMA topology",
+        (
             table_panel(
                 "NUMA nodes",
                 "Each NUMA node's package (socket), CPUs and memory. Memory-only nodes have "
@@ -79,69 +92,47 @@ def build() -> dict[str, Any]:
                     )
                 ],
                 unit="bytes",
-            )
-        )
-        .with_panel(
+            ),
             table_panel(
                 "NUMA distances",
                 "SLIT distance from each NUMA node (row) to each other (column); "
                 "10 is local, larger is farther.",
                 [instant_table(f"toposcope_numa_distance{{{INSTANCE}}}")],
                 transformations=[matrix("numa_node", "peer_node", "Value")],
-            )
-        )
+            ),
+        ),
     )
 
-    builder = (
-        builder.with_row(row("NUMA memory and CPU"))
-        .with_panel(
+
+def _numa_memory_and_cpu_row() -> PanelRow:
+    """Memory, CPU time and allocations per NUMA node, and traffic between packages."""
+    return PanelRow(
+        "NUMA memory and CPU",
+        (
             timeseries_panel(
                 "Memory used and free per NUMA node",
                 "Used and free memory of each NUMA node (node*/meminfo).",
                 [
-                    query(
-                        f"toposcope_numa_memory_used_bytes{{{INSTANCE}}}", "node {{numa_node}} used"
-                    ),
-                    query(
-                        f"toposcope_numa_memory_free_bytes{{{INSTANCE}}}", "node {{numa_node}} free"
-                    ),
+                    _host_series("toposcope_numa_memory_used_bytes", "node {{numa_node}} used"),
+                    _host_series("toposcope_numa_memory_free_bytes", "node {{numa_node}} free"),
                 ],
                 "bytes",
                 min_value=0,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
+            ),
+            ratio_panel(
                 "Free memory share per NUMA node",
                 "Share of each NUMA node's memory that is free "
                 "(numa_node:toposcope_numa_memory_free:ratio); one node near 0 while others "
                 "have room sends allocations across the socket link.",
-                [
-                    query(
-                        f"numa_node:toposcope_numa_memory_free:ratio{{{INSTANCE}}}",
-                        "node {{numa_node}}",
-                    )
-                ],
-                "percentunit",
-                min_value=0,
-                max_value=1,
-            )
-        )
-        .with_panel(
+                [_host_series("numa_node:toposcope_numa_memory_free:ratio")],
+            ),
             timeseries_panel(
                 "Memory by page type per NUMA node",
                 "File, anonymous, shared, slab and huge-page memory of each NUMA node.",
-                [
-                    query(
-                        f"toposcope_numa_memory_pages_bytes{{{INSTANCE}}}",
-                        "node {{numa_node}} {{type}}",
-                    )
-                ],
+                [_host_series("toposcope_numa_memory_pages_bytes", "node {{numa_node}} {{type}}")],
                 "bytes",
                 stacked=True,
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "CPU per NUMA node and mode",
                 "CPUs busy on each NUMA node by mode (CPU seconds per second from /proc/stat; "
@@ -155,9 +146,7 @@ def build() -> dict[str, Any]:
                 ],
                 "short",
                 stacked=True,
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "NUMA allocations per node and result",
                 "Page allocations per second by numastat result (hit, miss, foreign, local, "
@@ -169,194 +158,170 @@ def build() -> dict[str, Any]:
                     )
                 ],
                 "short",
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "Cross-socket traffic per package pair",
                 "Bytes per second from each package to each other over the inter-socket link "
                 '(package:toposcope_cross_socket_bytes:rate5m). source="estimate" is the '
                 "numastat-based model, not a measurement.",
                 [
-                    query(
-                        f"package:toposcope_cross_socket_bytes:rate5m{{{INSTANCE}}}",
+                    _host_series(
+                        "package:toposcope_cross_socket_bytes:rate5m",
                         "{{package}} → {{peer_package}} ({{source}})",
                     )
                 ],
                 "Bps",
                 min_value=0,
-            )
-        )
+            ),
+        ),
     )
 
-    builder = (
-        builder.with_row(row("GPUs"))
-        .with_panel(
-            table_panel(
-                "GPU locality",
-                "Each GPU's identity and locality from NVML: the NUMA node and CPUs closest to "
-                "it (numa_node, cpu_affinity) and that node's package. Pin a GPU's data "
-                "loaders and host buffers to these CPUs and this node.",
-                [
-                    instant_table(
-                        f"toposcope_gpu_info{{{GPUS}}}"
-                        " * on (job, instance, numa_node) group_left (package)"
-                        " toposcope_numa_node_info"
-                        f" or on (job, instance, gpu) toposcope_gpu_info{{{GPUS}}}"
-                    )
-                ],
-                transformations=[
-                    organize(
-                        hide=("Time", "__name__", "job", "instance", "Value"),
-                        order=(
-                            "gpu",
-                            "modelName",
-                            "numa_node",
-                            "package",
-                            "cpu_affinity",
-                            "pci_bus_id",
-                            "UUID",
-                            "mig_mode",
-                            "GPU_I_ID",
-                            "GPU_I_PROFILE",
-                            "driver_version",
-                        ),
-                    )
-                ],
-                width=24,
+
+def _gpu_locality_table() -> Panel:
+    """Each GPU's identity and the NUMA node, package and CPUs closest to it."""
+    return table_panel(
+        "GPU locality",
+        "Each GPU's identity and locality from NVML: the NUMA node and CPUs closest to "
+        "it (numa_node, cpu_affinity) and that node's package. Pin a GPU's data "
+        "loaders and host buffers to these CPUs and this node.",
+        [
+            instant_table(
+                f"toposcope_gpu_info{{{GPUS}}}"
+                " * on (job, instance, numa_node) group_left (package)"
+                " toposcope_numa_node_info"
+                f" or on (job, instance, gpu) toposcope_gpu_info{{{GPUS}}}"
             )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPU utilization",
-                "Share of time a kernel ran on each GPU (NVML utilization.gpu). Falls back to "
-                "dcgm-exporter's DCGM_FI_DEV_GPU_UTIL / 100.",
-                [
-                    query(
-                        gpu_with_dcgm(
-                            "toposcope_gpu_utilization_ratio", "DCGM_FI_DEV_GPU_UTIL", "/ 100"
-                        ),
-                        "GPU {{gpu}}",
-                    )
-                ],
-                "percentunit",
-                min_value=0,
-                max_value=1,
+        ],
+        transformations=[
+            organize(
+                hide=("Time", "__name__", "job", "instance", "Value"),
+                order=(
+                    "gpu",
+                    "modelName",
+                    "numa_node",
+                    "package",
+                    "cpu_affinity",
+                    "pci_bus_id",
+                    "UUID",
+                    "mig_mode",
+                    "GPU_I_ID",
+                    "GPU_I_PROFILE",
+                    "driver_version",
+                ),
             )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPU memory used",
-                "Framebuffer memory in use on each GPU. Falls back to dcgm-exporter's "
-                "DCGM_FI_DEV_FB_USED (MiB).",
-                [
-                    query(
-                        gpu_with_dcgm(
-                            "toposcope_gpu_memory_used_bytes", "DCGM_FI_DEV_FB_USED", "* 1048576"
-                        ),
-                        "GPU {{gpu}}",
-                    )
-                ],
-                "bytes",
-                min_value=0,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPU power",
-                "Power draw of each GPU (falls back to dcgm-exporter's DCGM_FI_DEV_POWER_USAGE) "
-                "and its enforced power limit (toposcope only).",
-                [
-                    query(
-                        gpu_with_dcgm("toposcope_gpu_power_watts", "DCGM_FI_DEV_POWER_USAGE"),
-                        "GPU {{gpu}}",
-                    ),
-                    query(
-                        f"max by (gpu) (toposcope_gpu_power_limit_watts{{{GPUS}}})",
-                        "GPU {{gpu}} limit",
-                    ),
-                ],
-                "watt",
-                min_value=0,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPU temperature",
-                "Core temperature of each GPU. Falls back to dcgm-exporter's DCGM_FI_DEV_GPU_TEMP.",
-                [
-                    query(
-                        gpu_with_dcgm("toposcope_gpu_temperature_celsius", "DCGM_FI_DEV_GPU_TEMP"),
-                        "GPU {{gpu}}",
-                    )
-                ],
-                "celsius",
-            )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPUs throttled by reason",
-                "How many of the chosen GPUs have each clock event (throttle) reason active: "
-                "sw_power_cap, hw_slowdown, sw_thermal, hw_thermal, hw_power_brake, ...",
-                [
-                    query(
-                        f"sum by (reason) (toposcope_gpu_clock_event_active{{{GPUS}}})",
-                        "{{reason}}",
-                    )
-                ],
-                "none",
-                min_value=0,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPU clocks",
-                "SM and memory clock of each GPU; SM clocks below their usual value while "
-                "busy mean throttling.",
-                [query(f"toposcope_gpu_clock_hertz{{{GPUS}}}", "GPU {{gpu}} {{clock}}")],
-                "hertz",
-            )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPU PCIe throughput",
-                "PCIe bytes per second to (rx) and from (tx) each GPU, sampled in the "
-                "background by the exporter.",
-                [
-                    query(
-                        f"toposcope_gpu_pcie_bytes_per_second{{{GPUS}}}",
-                        "GPU {{gpu}} {{direction}}",
-                    )
-                ],
-                "Bps",
-                min_value=0,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
-                "GPU XID errors (10 minutes)",
-                "XID errors per GPU and code in the last 10 minutes "
-                "(gpu_xid:toposcope_gpu_xid_errors:increase10m); ToposcopeGpuXidFatal and "
-                "ToposcopeGpuXidErrors explain the codes.",
-                [
-                    query(
-                        f"gpu_xid:toposcope_gpu_xid_errors:increase10m{{{GPUS}}}",
-                        "GPU {{gpu}} XID {{xid}}",
-                    )
-                ],
-                "none",
-                min_value=0,
-            )
-        )
-        .with_panel(
-            table_panel(
-                "GPU interconnect",
-                "How each pair of GPUs is connected, as nvidia-smi topo -m shows it: NV# "
-                "(NVLink), PIX/PXB (PCIe switches), PHB (host bridge), NODE (within a NUMA "
-                "node), SYS (across sockets).",
-                [instant_table(f"toposcope_gpu_link_info{{{INSTANCE}}}")],
-                transformations=[matrix("gpu", "peer_gpu", "link")],
-            )
-        )
+        ],
+        width=24,
     )
-    return to_json(builder)
+
+
+def _gpu_use_panels() -> tuple[Panel, ...]:
+    """Utilization, memory, power and temperature per GPU, from toposcope or dcgm-exporter."""
+    return (
+        ratio_panel(
+            "GPU utilization",
+            "Share of time a kernel ran on each GPU (NVML utilization.gpu). Falls back to "
+            "dcgm-exporter's DCGM_FI_DEV_GPU_UTIL / 100.",
+            [_gpu_or_dcgm("toposcope_gpu_utilization_ratio", "DCGM_FI_DEV_GPU_UTIL", "/ 100")],
+        ),
+        timeseries_panel(
+            "GPU memory used",
+            "Framebuffer memory in use on each GPU. Falls back to dcgm-exporter's "
+            "DCGM_FI_DEV_FB_USED (MiB).",
+            [_gpu_or_dcgm("toposcope_gpu_memory_used_bytes", "DCGM_FI_DEV_FB_USED", "* 1048576")],
+            "bytes",
+            min_value=0,
+        ),
+        timeseries_panel(
+            "GPU power",
+            "Power draw of each GPU (falls back to dcgm-exporter's DCGM_FI_DEV_POWER_USAGE) "
+            "and its enforced power limit (toposcope only).",
+            [
+                _gpu_or_dcgm("toposcope_gpu_power_watts", "DCGM_FI_DEV_POWER_USAGE"),
+                query(
+                    f"max by (gpu) (toposcope_gpu_power_limit_watts{{{GPUS}}})",
+                    "GPU {{gpu}} limit",
+                ),
+            ],
+            "watt",
+            min_value=0,
+        ),
+        timeseries_panel(
+            "GPU temperature",
+            "Core temperature of each GPU. Falls back to dcgm-exporter's DCGM_FI_DEV_GPU_TEMP.",
+            [_gpu_or_dcgm("toposcope_gpu_temperature_celsius", "DCGM_FI_DEV_GPU_TEMP")],
+            "celsius",
+        ),
+    )
+
+
+def _gpu_health_panels() -> tuple[Panel, ...]:
+    """Throttling, clocks, PCIe throughput, XID errors and the GPU interconnect matrix."""
+    return (
+        timeseries_panel(
+            "GPUs throttled by reason",
+            "How many of the chosen GPUs have each clock event (throttle) reason active: "
+            "sw_power_cap, hw_slowdown, sw_thermal, hw_thermal, hw_power_brake, ...",
+            [
+                query(
+                    f"sum by (reason) (toposcope_gpu_clock_event_active{{{GPUS}}})",
+                    "{{reason}}",
+                )
+            ],
+            "none",
+            min_value=0,
+        ),
+        timeseries_panel(
+            "GPU clocks",
+            "SM and memory clock of each GPU; SM clocks below their usual value while "
+            "busy mean throttling.",
+            [_gpu_series("toposcope_gpu_clock_hertz", "GPU {{gpu}} {{clock}}")],
+            "hertz",
+        ),
+        timeseries_panel(
+            "GPU PCIe throughput",
+            "PCIe bytes per second to (rx) and from (tx) each GPU, sampled in the "
+            "background by the exporter.",
+            [_gpu_series("toposcope_gpu_pcie_bytes_per_second", "GPU {{gpu}} {{direction}}")],
+            "Bps",
+            min_value=0,
+        ),
+        timeseries_panel(
+            "GPU XID errors (10 minutes)",
+            "XID errors per GPU and code in the last 10 minutes "
+            "(gpu_xid:toposcope_gpu_xid_errors:increase10m); ToposcopeGpuXidFatal and "
+            "ToposcopeGpuXidErrors explain the codes.",
+            [
+                _gpu_series(
+                    "gpu_xid:toposcope_gpu_xid_errors:increase10m", "GPU {{gpu}} XID {{xid}}"
+                )
+            ],
+            "none",
+            min_value=0,
+        ),
+        table_panel(
+            "GPU interconnect",
+            "How each pair of GPUs is connected, as nvidia-smi topo -m shows it: NV# "
+            "(NVLink), PIX/PXB (PCIe switches), PHB (host bridge), NODE (within a NUMA "
+            "node), SYS (across sockets).",
+            [instant_table(f"toposcope_gpu_link_info{{{INSTANCE}}}")],
+            transformations=[matrix("gpu", "peer_gpu", "link")],
+        ),
+    )
+
+
+def _gpus_row() -> PanelRow:
+    """The host's GPUs: locality first, then use, then health and interconnect."""
+    return PanelRow("GPUs", (_gpu_locality_table(), *_gpu_use_panels(), *_gpu_health_panels()))
+
+
+def build() -> dict[str, Any]:
+    """The node detail dashboard's JSON model."""
+    builder = dashboard(
+        UID,
+        TITLE,
+        "One host in depth: NUMA nodes, distances and memory, CPU time per NUMA node, "
+        "cross-socket traffic, and each GPU's use, health and locality.",
+    )
+    builder = with_variables(builder, [*host_variables(multi=False), gpu_variable()])
+    rows = [_numa_topology_row(), _numa_memory_and_cpu_row(), _gpus_row()]
+    return to_json(with_rows(builder, rows))

@@ -12,18 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from toposcope.dashboards.grafana.common import (
+    any_of_variable,
     dashboard,
     instant_table,
     merge,
     organize,
     query,
-    query_variable,
-    row,
-    stat_panel,
     table_panel,
     timeseries_panel,
     to_json,
 )
+from toposcope.dashboards.grafana.panels import PanelRow, value_stat, with_rows
 
 UID = "toposcope-slurm-queue"
 TITLE = "toposcope / Batch queue and fairness"
@@ -36,70 +35,55 @@ PENDING = "partition_reason:toposcope_queue_pending_jobs:sum"
 STARTABLE = 'reason=~"resources|topology|priority"'
 
 
-def _now_row(builder: Any) -> Any:
-    return (
-        builder.with_row(row("Now"))
-        .with_panel(
-            stat_panel(
+def _now_row() -> PanelRow:
+    """Single numbers: pending jobs, jobs pending on topology, free and fragmented GPUs, waits."""
+    return PanelRow(
+        "Now",
+        (
+            value_stat(
                 "Pending jobs",
                 "Jobs waiting in the chosen partitions, for any reason.",
-                query(f"sum({PENDING}{{{PARTITIONS}}}) or vector(0)"),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                f"sum({PENDING}{{{PARTITIONS}}}) or vector(0)",
+            ),
+            value_stat(
                 "Pending on topology",
                 "Jobs waiting for resources although their partition has enough free GPUs "
                 "for them, split across nodes (ToposcopeQueuePendingOnTopology).",
-                query(f'sum({PENDING}{{{PARTITIONS}, reason="topology"}}) or vector(0)'),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                f'sum({PENDING}{{{PARTITIONS}, reason="topology"}}) or vector(0)',
+            ),
+            value_stat(
                 "Free GPUs",
                 "GPUs no job holds on nodes that take jobs.",
-                query(f'sum(toposcope_queue_gpus{{{PARTITIONS}, state="free"}})'),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                f'sum(toposcope_queue_gpus{{{PARTITIONS}, state="free"}})',
+            ),
+            value_stat(
                 "Fragmented GPUs",
                 "Free GPUs on nodes with fewer free than the smallest per-node GPU request "
                 "of the pending jobs: no waiting job can use them.",
-                query(f"sum(toposcope_queue_fragmented_gpus{{{PARTITIONS}}})"),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                f"sum(toposcope_queue_fragmented_gpus{{{PARTITIONS}}})",
+            ),
+            value_stat(
                 "Largest free block",
                 "Most free GPUs on one node: the largest single-node job that could start now.",
-                query(f"max(toposcope_queue_largest_free_gpu_block{{{PARTITIONS}}})"),
-                "none",
-            )
-        )
-        .with_panel(
-            stat_panel(
+                f"max(toposcope_queue_largest_free_gpu_block{{{PARTITIONS}}})",
+            ),
+            value_stat(
                 "Oldest wait",
                 "How long the longest-waiting job that could start (resources, topology or "
                 "priority) has waited.",
-                query(
-                    "max(toposcope_queue_pending_oldest_wait_seconds"
-                    f"{{{PARTITIONS}, {STARTABLE}}}) or vector(0)"
-                ),
+                "max(toposcope_queue_pending_oldest_wait_seconds"
+                f"{{{PARTITIONS}, {STARTABLE}}}) or vector(0)",
                 "s",
-            )
-        )
+            ),
+        ),
     )
 
 
-def _queue_row(builder: Any) -> Any:
-    return (
-        builder.with_row(row("Queue"))
-        .with_panel(
+def _queue_row() -> PanelRow:
+    """Pending jobs by reason, GPUs asked for against free, waits, the scheduler's reasons."""
+    return PanelRow(
+        "Queue",
+        (
             timeseries_panel(
                 "Pending jobs by reason",
                 "Waiting jobs per toposcope reason; the scheduler's own reasons are in the "
@@ -108,9 +92,7 @@ def _queue_row(builder: Any) -> Any:
                 "none",
                 stacked=True,
                 min_value=0,
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "GPUs asked for against GPUs free",
                 "GPUs the jobs that could start ask for, per partition, next to the "
@@ -132,9 +114,7 @@ def _queue_row(builder: Any) -> Any:
                 ],
                 "none",
                 min_value=0,
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "Wait of pending jobs",
                 "Oldest and mean wait of the jobs still waiting, per partition and reason.",
@@ -150,9 +130,7 @@ def _queue_row(builder: Any) -> Any:
                 ],
                 "s",
                 min_value=0,
-            )
-        )
-        .with_panel(
+            ),
             table_panel(
                 "Pending jobs by the scheduler's reason",
                 "Waiting jobs per partition, toposcope reason and the scheduler's own reason "
@@ -169,16 +147,17 @@ def _queue_row(builder: Any) -> Any:
                         rename={"Value": "jobs", "scheduler_reason": "scheduler's reason"},
                     )
                 ],
-            )
-        )
+            ),
+        ),
     )
 
 
-def _accounts_row(builder: Any) -> Any:
+def _accounts_row() -> PanelRow:
+    """GPUs each account holds, and each account against its fair share."""
     by_account = "sum by (partition, account)"
-    return (
-        builder.with_row(row("Accounts"))
-        .with_panel(
+    return PanelRow(
+        "Accounts",
+        (
             timeseries_panel(
                 "GPUs held per account",
                 "GPUs the running jobs of each account hold.",
@@ -191,9 +170,7 @@ def _accounts_row(builder: Any) -> Any:
                 "none",
                 stacked=True,
                 min_value=0,
-            )
-        )
-        .with_panel(
+            ),
             table_panel(
                 "Accounts against their fair share",
                 "Per account: GPUs held, its max-min fair share of the partition's GPUs, GPUs "
@@ -226,8 +203,8 @@ def _accounts_row(builder: Any) -> Any:
                         },
                     ),
                 ],
-            )
-        )
+            ),
+        ),
     )
 
 
@@ -241,14 +218,11 @@ def build() -> dict[str, Any]:
         time_from="now-6h",
     )
     builder = builder.with_variable(
-        query_variable(
+        any_of_variable(
             "partition",
             "Partition",
             "label_values(toposcope_queue_gpus, partition)",
-            multi=True,
-            include_all=True,
-            all_value=".*",
-            description="Scheduler partitions (Slurm partitions).",
+            "Scheduler partitions (Slurm partitions).",
         )
     )
-    return to_json(_accounts_row(_queue_row(_now_row(builder))))
+    return to_json(with_rows(builder, [_now_row(), _queue_row(), _accounts_row()]))

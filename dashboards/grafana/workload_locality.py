@@ -9,18 +9,24 @@ from typing import Any
 from toposcope.dashboards.grafana.common import (
     INSTANCE,
     RATE,
+    Target,
+    any_of_variable,
     by_host,
     dashboard,
     host_variables,
     instant_table,
     organize,
     query,
-    query_variable,
-    row,
-    stat_panel,
     table_panel,
     timeseries_panel,
     to_json,
+)
+from toposcope.dashboards.grafana.panels import (
+    PanelRow,
+    ratio_panel,
+    value_stat,
+    with_rows,
+    with_variables,
 )
 
 UID = "toposcope-workload-locality"
@@ -30,33 +36,16 @@ TITLE = "toposcope / Workload locality"
 WORKLOADS = f'{INSTANCE}, workload=~"$workload"'
 
 
-def build() -> dict[str, Any]:
-    """The workload locality dashboard's JSON model."""
-    builder = dashboard(
-        UID,
-        TITLE,
-        "Per workload (cgroup or process tree): the share of its CPU time and memory on the "
-        "NUMA node(s) of its GPUs, where its threads run and its memory lives, and the GPU "
-        "memory and utilization it holds.",
-    )
-    variables = [
-        *host_variables(multi=True),
-        query_variable(
-            "workload",
-            "Workload",
-            f"label_values(toposcope_workload_info{{{INSTANCE}}}, workload)",
-            multi=True,
-            include_all=True,
-            all_value=".*",
-            description="Workloads the exporters track on the chosen hosts.",
-        ),
-    ]
-    for variable in variables:
-        builder = builder.with_variable(variable)
+def _per_workload(series: str, legend: str = "{{workload}} node {{numa_node}}") -> Target:
+    """Toposcope's ``series`` of the chosen workloads, one line per label set."""
+    return query(f"{series}{{{WORKLOADS}}}", legend)
 
-    builder = (
-        builder.with_row(row("Locality"))
-        .with_panel(
+
+def _locality_row() -> PanelRow:
+    """Workloads by worst locality, and each workload's CPU and memory locality over time."""
+    return PanelRow(
+        "Locality",
+        (
             table_panel(
                 "Workloads by worst locality",
                 "Each workload's lower locality ratio of CPU time and memory (1 = all on the "
@@ -91,10 +80,8 @@ def build() -> dict[str, Any]:
                 ],
                 unit="percentunit",
                 width=24,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
+            ),
+            ratio_panel(
                 "CPU locality per workload",
                 "Share of each workload's CPU time on the NUMA node(s) of its GPUs "
                 '(toposcope_workload_locality_ratio{resource="cpu"}; cumulative since the '
@@ -105,13 +92,8 @@ def build() -> dict[str, Any]:
                         "{{workload}}",
                     )
                 ],
-                "percentunit",
-                min_value=0,
-                max_value=1,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
+            ),
+            ratio_panel(
                 "Memory locality per workload",
                 "Share of each workload's resident memory on the NUMA node(s) of its GPUs "
                 '(toposcope_workload_locality_ratio{resource="memory"}).',
@@ -121,31 +103,24 @@ def build() -> dict[str, Any]:
                         "{{workload}}",
                     )
                 ],
-                "percentunit",
-                min_value=0,
-                max_value=1,
-            )
-        )
+            ),
+        ),
     )
 
-    builder = (
-        builder.with_row(row("CPU and memory per NUMA node"))
-        .with_panel(
+
+def _numa_use_row() -> PanelRow:
+    """Each workload's memory, CPU time and threads per NUMA node, and workloads not exported."""
+    return PanelRow(
+        "CPU and memory per NUMA node",
+        (
             timeseries_panel(
                 "Memory per NUMA node",
                 "Each workload's resident memory on each NUMA node "
                 "(cgroup memory.numa_stat or numa_maps).",
-                [
-                    query(
-                        f"toposcope_workload_memory_bytes{{{WORKLOADS}}}",
-                        "{{workload}} node {{numa_node}}",
-                    )
-                ],
+                [_per_workload("toposcope_workload_memory_bytes")],
                 "bytes",
                 stacked=True,
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "CPU per NUMA node",
                 "CPUs each workload keeps busy on each NUMA node (CPU seconds per second, "
@@ -158,68 +133,68 @@ def build() -> dict[str, Any]:
                 ],
                 "short",
                 stacked=True,
-            )
-        )
-        .with_panel(
+            ),
             timeseries_panel(
                 "Threads per NUMA node",
                 "Each workload's threads by the NUMA node of the CPU each last ran on.",
-                [
-                    query(
-                        f"toposcope_workload_threads{{{WORKLOADS}}}",
-                        "{{workload}} node {{numa_node}}",
-                    )
-                ],
+                [_per_workload("toposcope_workload_threads")],
                 "none",
                 stacked=True,
-            )
-        )
-        .with_panel(
-            stat_panel(
+            ),
+            value_stat(
                 "Workloads not exported",
                 "Workloads the exporters skipped because --workloads.max was reached; raise "
                 "it if this is not 0.",
-                query(f"sum(toposcope_workloads_dropped_total{{{INSTANCE}}})"),
-                "none",
+                f"sum(toposcope_workloads_dropped_total{{{INSTANCE}}})",
                 width=12,
                 height=8,
-            )
-        )
+            ),
+        ),
     )
 
-    builder = (
-        builder.with_row(row("GPUs per workload"))
-        .with_panel(
+
+def _gpus_row() -> PanelRow:
+    """GPU memory each workload holds, and the utilization of its GPUs."""
+    return PanelRow(
+        "GPUs per workload",
+        (
             timeseries_panel(
                 "GPU memory per workload",
                 "GPU memory used by each workload's processes on each GPU (NVML per-process "
                 "memory, summed).",
                 [
-                    query(
-                        f"toposcope_workload_gpu_memory_used_bytes{{{WORKLOADS}}}",
-                        "{{workload}} GPU {{gpu}}",
+                    _per_workload(
+                        "toposcope_workload_gpu_memory_used_bytes", "{{workload}} GPU {{gpu}}"
                     )
                 ],
                 "bytes",
                 stacked=True,
-            )
-        )
-        .with_panel(
-            timeseries_panel(
+            ),
+            ratio_panel(
                 "Utilization of each workload's GPUs",
                 "Mean 5-minute utilization of the GPUs each workload holds "
                 "(workload:toposcope_gpu_utilization:avg5m); low values while a workload "
                 "holds GPUs mean idle allocations.",
-                [
-                    query(
-                        f"workload:toposcope_gpu_utilization:avg5m{{{WORKLOADS}}}",
-                        "{{workload}}",
-                    )
-                ],
-                "percentunit",
-                min_value=0,
-                max_value=1,
-            )
-        )
+                [_per_workload("workload:toposcope_gpu_utilization:avg5m", "{{workload}}")],
+            ),
+        ),
     )
-    return to_json(builder)
+
+
+def build() -> dict[str, Any]:
+    """The workload locality dashboard's JSON model."""
+    builder = dashboard(
+        UID,
+        TITLE,
+        "Per workload (cgroup or process tree): the share of its CPU time and memory on the "
+        "NUMA node(s) of its GPUs, where its threads run and its memory lives, and the GPU "
+        "memory and utilization it holds.",
+    )
+    workload = any_of_variable(
+        "workload",
+        "Workload",
+        f"label_values(toposcope_workload_info{{{INSTANCE}}}, workload)",
+        "Workloads the exporters track on the chosen hosts.",
+    )
+    builder = with_variables(builder, [*host_variables(multi=True), workload])
+    return to_json(with_rows(builder, [_locality_row(), _numa_use_row(), _gpus_row()]))

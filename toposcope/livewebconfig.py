@@ -3,8 +3,13 @@ and the TLS files it names are looked at again (at most every :data:`CHECK_SECON
 connection or request comes, and read again when one of them changed or on SIGHUP. A new
 TLS context serves new connections; open ones keep theirs.
 
-A file that no longer reads, or that would turn TLS on or off (a listener speaks TLS or not
-from its start), is logged as an error and the previous configuration stays in force.
+A file that no longer reads, that would turn TLS on or off (a listener speaks TLS or not
+from its start), or that would leave no basic-auth user where there were some, is logged as
+an error, counted (:data:`toposcope.webconfigfailures.RELOAD_FAILURES`) and the previous
+configuration stays in force. The last rule keeps authentication on while a tool rewrites
+the file by truncating it first: an empty file, a comment, ``basic_auth_users:`` or ``{}``
+read in that moment would otherwise open every page to anyone. Turning basic auth off takes
+a restart with a file without users, as turning TLS off does.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from cheroot.ssl.builtin import BuiltinSSLAdapter
 
 from toposcope.errors import ConfigError
 from toposcope.webconfig import WebConfig, load_web_config
+from toposcope.webconfigfailures import RELOAD_FAILURES
 
 LOG = logging.getLogger("toposcope.http")
 
@@ -74,8 +80,14 @@ class LiveWebConfig:
                 context = config.tls.context() if config.tls else None
                 if (context is None) != (self._context is None):
                     raise ConfigError("TLS cannot be turned on or off without a restart")
+                if self._config.basic_auth and not config.basic_auth:
+                    raise ConfigError(
+                        "it lists no basic_auth_users (empty, or being rewritten?); "
+                        "basic auth cannot be turned off without a restart"
+                    )
             except ConfigError as exc:
                 LOG.error("web config %s not reloaded, the previous one stays: %s", self.path, exc)
+                RELOAD_FAILURES.add()
                 self._stamp = self._stamps(self._config)
                 return False
             self._config, self._context = config, context

@@ -1,7 +1,8 @@
 """What every toposcope daemon says about itself on ``/metrics``: prometheus_client's
 ``process_*`` families (resident and virtual memory, CPU seconds, open and maximum file
-descriptors, start time) and ``toposcope_build_info`` (version, source revision, Python and
-platform), as node_exporter and Prometheus publish ``process_*`` and ``*_build_info``.
+descriptors, start time), ``toposcope_build_info`` (version, source revision, Python and
+platform) and ``toposcope_web_config_reload_failures_total``, as node_exporter and
+Prometheus publish ``process_*``, ``*_build_info`` and their configuration reloads' outcome.
 
 Each daemon builds its own registry with :func:`daemon_registry`; nothing joins
 prometheus_client's process-wide default registry, so importing this module registers
@@ -29,6 +30,7 @@ from prometheus_client.registry import Collector
 from toposcope import __version__
 from toposcope.catalogue import spec
 from toposcope.httpgzip import WsgiApp
+from toposcope.webconfigfailures import RELOAD_FAILURES
 
 #: The revision label when the installed distribution does not record one.
 UNKNOWN = "unknown"
@@ -79,13 +81,27 @@ class BuildInfoCollector:
         yield self.family
 
 
+class ReloadFailuresCollector:
+    """Publishes ``toposcope_web_config_reload_failures_total``, read on every collection
+    from the process's count (:data:`toposcope.webconfigfailures.RELOAD_FAILURES`).
+    """
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the count of refused web configuration reloads."""
+        family = spec("toposcope_web_config_reload_failures_total").family()
+        family.add_metric([], float(RELOAD_FAILURES.value))
+        yield family
+
+
 def process_registry() -> CollectorRegistry:
-    """A fresh registry holding this process's ``process_*`` families only (read from
-    ``/proc/self`` on every collection), for a daemon that renders its constant
-    ``toposcope_build_info`` once (:class:`BuildInfoCollector`).
+    """A fresh registry holding what changes while this process runs: its ``process_*``
+    families (read from ``/proc/self`` on every collection) and its refused web
+    configuration reloads, for a daemon that renders its constant ``toposcope_build_info``
+    once (:class:`BuildInfoCollector`).
     """
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)
+    registry.register(ReloadFailuresCollector())
     return registry
 
 

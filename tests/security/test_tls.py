@@ -1,7 +1,8 @@
 """TLS, basic auth and headers from ``--web.config.file`` on real servers on 127.0.0.1, with
 certificates made for each test: a round trip, client certificates required and refused,
-``min_version`` enforced, basic auth on the exporter, added headers, and a new certificate
-served after the files change (on SIGHUP, and on its own).
+``min_version`` enforced, basic auth on the exporter, added headers, a new certificate
+served after the files change (on SIGHUP, and on its own), and basic auth kept on when a
+reload would drop every user (a file being rewritten).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from toposcope.exporters.app import ExporterServer, build_runner
 from toposcope.exporters.collectors import default_table
 from toposcope.httpserver import HttpServer
 from toposcope.livewebconfig import LiveWebConfig
+from toposcope.webconfigfailures import RELOAD_FAILURES
 from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 TIMEOUT = 10.0
@@ -276,6 +278,113 @@ def test_a_changed_file_is_read_again(certs: Path, tmp_path: Path) -> None:
         # a broken file keeps the previous configuration in force
         (tmp_path / "web.yml").write_text("tls_server_config: [\n")
         assert get(port, "/", client_context(certs))[0] == 200
+
+
+def users_file(path: Path, user: str, password: str) -> Path:
+    """Write an auth-only web config (no TLS) with ``user`` as its one basic-auth user."""
+    digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+    return write_config(path, f"basic_auth_users:\n  {user}: '{digest}'\n")
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Put ``text`` in ``path``: truncated in place when empty (``: > web.yml``), else
+    replaced in one step, so that the server sees exactly one change.
+    """
+    if not text:
+        path.write_text("")
+        return
+    path.with_suffix(".new").write_text(text)
+    os.replace(path.with_suffix(".new"), path)
+
+
+def reload_failures_served(port: int, headers: dict[str, str]) -> float:
+    """``toposcope_web_config_reload_failures_total`` as the exporter serves it."""
+    status, _, body = get(port, "/metrics?collect[]=topology", None, headers)
+    assert status == 200
+    line = next(
+        line
+        for line in body.decode().splitlines()
+        if line.startswith("toposcope_web_config_reload_failures_total ")
+    )
+    return float(line.split()[1])
+
+
+EMPTIED = {
+    "truncated": "",
+    "comment only": "# being rewritten\n",
+    "users null": "basic_auth_users:\n",
+    "empty mapping": "{}\n",
+}
+
+
+@pytest.mark.parametrize("text", list(EMPTIED.values()), ids=list(EMPTIED))
+def test_a_reload_that_drops_every_user_keeps_basic_auth_on(
+    tmp_path: Path, exporter: Callable[[], ExporterServer], text: str
+) -> None:
+    config = users_file(tmp_path / "web.yml", "prometheus", PASSWORD)
+    server = exporter()
+    server.use_web_config(LiveWebConfig(config, 0))
+    signed_in = basic("prometheus", PASSWORD)
+    with serving(server) as port:
+        assert get(port, "/metrics", None)[0] == 401
+        before = RELOAD_FAILURES.value
+        rewrite(config, text)
+        poll(
+            lambda: get(port, "/", None)[0] == 401 and RELOAD_FAILURES.value > before,
+            deadline_s=TIMEOUT,
+            interval_s=0.05,
+            what="the emptied file refused",
+        )
+        for path in ("/metrics", "/"):
+            status, got, body = get(port, path, None)
+            assert status == 401 and b"toposcope_" not in body
+            assert got["www-authenticate"].startswith("Basic ")
+        assert RELOAD_FAILURES.value == before + 1
+        assert reload_failures_served(port, signed_in) == RELOAD_FAILURES.value
+        # the tool then writes the whole file: its users are served at once
+        users_file(config, "bob", "bob-pw")
+        poll(
+            lambda: get(port, "/metrics", None, basic("bob", "bob-pw"))[0] == 200,
+            deadline_s=TIMEOUT,
+            interval_s=0.05,
+            what="the rewritten file's user",
+        )
+        assert get(port, "/metrics", None, signed_in)[0] == 401
+        assert get(port, "/metrics", None)[0] == 401
+
+
+def test_basic_auth_is_turned_off_by_a_restart_only(
+    tmp_path: Path, exporter: Callable[[], ExporterServer]
+) -> None:
+    config = users_file(tmp_path / "web.yml", "prometheus", PASSWORD)
+    live = LiveWebConfig(config, 3600)
+    server = exporter()
+    server.use_web_config(live)
+    with serving(server) as port:
+        write_config(config, "http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+        before = RELOAD_FAILURES.value
+        assert not live.reload()  # what SIGHUP does
+        assert RELOAD_FAILURES.value == before + 1
+        assert get(port, "/metrics", None)[0] == 401
+    restarted = exporter()
+    restarted.use_web_config(LiveWebConfig(config, 3600))
+    with serving(restarted) as port:
+        status, got, body = get(port, "/metrics", None)
+        assert status == 200 and b"toposcope_numa_node_info" in body
+        assert got["x-frame-options"] == "deny"
+
+
+def test_a_reload_may_turn_basic_auth_on(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "web.yml", "")
+    live = LiveWebConfig(config, 3600)
+    server = HttpServer(hello, "127.0.0.1:0")
+    server.use_web_config(live)
+    with serving(server) as port:
+        assert get(port, "/", None)[0] == 200
+        users_file(config, "alice", PASSWORD)
+        assert live.reload()
+        assert get(port, "/", None)[0] == 401
+        assert get(port, "/", None, basic("alice", PASSWORD))[2] == b"hello alice"
 
 
 # -- flags -----------------------------------------------------------------------------------

@@ -16,4 +16,13 @@ DAEMON_SPECS: tuple[MetricSpec, ...] = (
         "runs on, value 1, as Prometheus' own build_info.",
         part="every daemon",
     ),
+    row(
+        "toposcope_web_config_reload_failures_total",
+        "counter",
+        [],
+        "Reloads of the --web.config.file the daemon refused (a file that no longer reads, "
+        "would turn TLS on or off, or would drop every basic-auth user), keeping the previous "
+        "configuration; the log says why.",
+        part="every daemon",
+    ),
 )

@@ -15,6 +15,11 @@ A job's ``account`` (tenant) is the part of its name before the first ``-`` (``t
 GPUs among the accounts that want GPUs (held plus asked for by waiting jobs), equal
 weights: Dominant Resource Fairness with GPUs as every account's dominant resource. CPUs
 held are the threads of the account's running jobs (simulated jobs are rarely pinned).
+Account labels are bounded as the Slurm exporter bounds them
+(:func:`~toposcope.queue_accounts.account_labels`, at most
+:data:`~toposcope.queue_accounts.DEFAULT_MAX_ACCOUNTS` with their own series, the rest summed
+under ``(other)`` after the fair shares are computed); jobs submitted through the
+simulator's API name their own tenants.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from prometheus_client.core import Metric
 
 from toposcope.catalogue import spec
 from toposcope.fairshare import fair_shares
+from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS, account_labels
 from toposcope.sim.cluster import PENDING, RUNNING, JobState, SimCluster
 
 SCHEDULER = "sim"
@@ -102,10 +108,13 @@ def queue_state(cluster: SimCluster) -> QueueState:
     return state
 
 
-def queue_families(cluster: SimCluster) -> Iterator[Metric]:
+def queue_families(
+    cluster: SimCluster, max_accounts: int = DEFAULT_MAX_ACCOUNTS
+) -> Iterator[Metric]:
     """The catalogue's ``toposcope_queue_*`` families for the simulated cluster now (see the
     module docstring); accounting-only families (``fairshare``, ``shares``, ``usage``) are
-    left out, as a Slurm cluster without accounting leaves them.
+    left out, as a Slurm cluster without accounting leaves them. At most ``max_accounts``
+    accounts keep their own series.
     """
     state = queue_state(cluster)
     base = [SCHEDULER, PARTITION]
@@ -133,20 +142,52 @@ def queue_families(cluster: SimCluster) -> Iterator[Metric]:
         base, float(sum(f for f in state.free_by_node.values() if 0 < f < smallest))
     )
     yield from (gpus, largest, fragmented)
-    yield from _account_families(state, base, float(sum(state.free_by_node.values())))
+    yield from _account_families(state, base, float(sum(state.free_by_node.values())), max_accounts)
 
 
-def _account_families(state: QueueState, base: list[str], free: float) -> Iterator[Metric]:
+def _folded(
+    state: QueueState, free: float, max_accounts: int
+) -> tuple[dict[str, _Account], dict[str, float], int]:
+    """The accounts by label, their fair shares, and how many were folded into ``(other)``."""
+    demand = {a: float(v.gpus + v.pending_gpus) for a, v in state.accounts.items()}
+    shares = fair_shares(free + state.allocated, demand)
+    labels = account_labels(
+        {
+            a: (float(v.gpus + v.pending_gpus), float(v.running + v.pending), float(v.cpus))
+            for a, v in state.accounts.items()
+        },
+        max_accounts,
+    )
+    accounts: dict[str, _Account] = {}
+    label_shares: dict[str, float] = {}
+    for name, account in state.accounts.items():
+        label = labels.label(name)
+        into = accounts.setdefault(label, _Account())
+        into.running += account.running
+        into.pending += account.pending
+        into.gpus += account.gpus
+        into.cpus += account.cpus
+        into.pending_gpus += account.pending_gpus
+        if account.oldest_wait is not None:
+            into.oldest_wait = max(account.oldest_wait, into.oldest_wait or 0.0)
+        label_shares[label] = label_shares.get(label, 0.0) + shares[name]
+    return accounts, label_shares, labels.folded
+
+
+def _account_families(
+    state: QueueState, base: list[str], free: float, max_accounts: int
+) -> Iterator[Metric]:
     jobs = spec("toposcope_queue_account_jobs").family()
     allocated = spec("toposcope_queue_account_allocated_gpus").family()
     cpus = spec("toposcope_queue_account_allocated_cpus").family()
     asked = spec("toposcope_queue_account_pending_gpus").family()
     oldest = spec("toposcope_queue_account_oldest_wait_seconds").family()
     fair = spec("toposcope_queue_account_fair_share_gpus").family()
-    demand = {a: float(v.gpus + v.pending_gpus) for a, v in state.accounts.items()}
-    shares = fair_shares(free + state.allocated, demand)
-    for name in sorted(state.accounts):
-        account = state.accounts[name]
+    folded = spec("toposcope_queue_accounts_folded").family()
+    accounts, shares, count = _folded(state, free, max_accounts)
+    folded.add_metric(base, float(count))
+    for name in sorted(accounts):
+        account = accounts[name]
         labels = [*base, name]
         jobs.add_metric([*labels, "running"], float(account.running))
         jobs.add_metric([*labels, "pending"], float(account.pending))
@@ -156,4 +197,4 @@ def _account_families(state: QueueState, base: list[str], free: float) -> Iterat
         if account.oldest_wait is not None:
             oldest.add_metric(labels, account.oldest_wait)
         fair.add_metric(labels, shares[name])
-    yield from (jobs, allocated, cpus, asked, oldest, fair)
+    yield from (folded, jobs, allocated, cpus, asked, oldest, fair)

@@ -64,7 +64,8 @@ def parse_sshare(text: str) -> dict[str, tuple[float, float, float]]:
     """Accounts' ``(fairshare, norm shares, effective usage)`` from ``sshare -P -n -o ...``.
 
     Rows that name a user are the users' own figures and are skipped; the account tree's
-    indentation is dropped; the root account is kept as ``root``.
+    indentation is dropped; the root account is kept as ``root``. Accounts keep Slurm's own
+    names (the queue's fair shares are weighted by them); the families bound the labels.
     """
     figures: dict[str, tuple[float, float, float]] = {}
     for line in text.splitlines():
@@ -78,10 +79,10 @@ def parse_sshare(text: str) -> dict[str, tuple[float, float, float]]:
             continue
         if len(figures) >= MAX_ACCOUNTS:
             break
-        figures[account[:128]] = (
-            _ratio(fairshare, f"{account[:40]} FairShare") if fairshare else 0.0,
-            _ratio(shares, f"{account[:40]} NormShares") if shares else 0.0,
-            _ratio(usage, f"{account[:40]} EffectvUsage") if usage else 0.0,
+        figures[account] = (
+            _ratio(fairshare, f"{account[:40]!r} FairShare") if fairshare else 0.0,
+            _ratio(shares, f"{account[:40]!r} NormShares") if shares else 0.0,
+            _ratio(usage, f"{account[:40]!r} EffectvUsage") if usage else 0.0,
         )
     return figures
 

@@ -7,8 +7,10 @@
   indices) and pending jobs, read from slurmrestd (``--slurm-url`` and a JWT) or from the
   Slurm commands;
 * ``toposcope slurm exporter [--web.listen-address 127.0.0.1:9852] [--web.config.file FILE]
-  [--print]`` serves the queue and fairness metrics (``toposcope_queue_*``) read from Slurm
-  on every scrape (:mod:`toposcope.slurm.exporter`).
+  [--slurm-max-accounts N] [--print]`` serves the queue and fairness metrics
+  (``toposcope_queue_*``) read from Slurm on every scrape (:mod:`toposcope.slurm.exporter`);
+  at most N accounts per partition keep their own series, the rest are summed under
+  ``(other)``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from toposcope.config import HostPaths
 from toposcope.errors import ConfigError, UsageError
 from toposcope.httpserver import HttpServer
 from toposcope.names import is_node_name
+from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS, MAX_MAX_ACCOUNTS, OTHER_ACCOUNT
 from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app
 from toposcope.slurm.report import state_to_json, state_to_text
 from toposcope.slurm.settings import (
@@ -81,6 +84,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     exporter.add_argument(
         "--print", action="store_true", help="print one scrape to standard output and exit"
+    )
+    exporter.add_argument(
+        "--slurm-max-accounts",
+        type=int,
+        default=DEFAULT_MAX_ACCOUNTS,
+        metavar="N",
+        help="accounts per partition that keep their own series, by GPUs then jobs; the rest "
+        f'are summed under account="{OTHER_ACCOUNT}" (default: {DEFAULT_MAX_ACCOUNTS}, '
+        f"at most {MAX_MAX_ACCOUNTS})",
     )
     add_slurm_options(exporter)
 
@@ -145,9 +157,16 @@ def run(args: argparse.Namespace) -> int:
 
 def serve_exporter(args: argparse.Namespace) -> int:
     """``toposcope slurm exporter``: print one scrape, or serve until signalled."""
+    if not 1 <= args.slurm_max_accounts <= MAX_MAX_ACCOUNTS:
+        raise UsageError(
+            f"--slurm-max-accounts {args.slurm_max_accounts} is not between 1 and "
+            f"{MAX_MAX_ACCOUNTS}"
+        )
     settings = settings_from_args(args, os.environ)
     reader = open_reader(settings)
-    collector = QueueCollector(reader, open_commands(settings))
+    collector = QueueCollector(
+        reader, open_commands(settings), max_accounts=args.slurm_max_accounts
+    )
     registry = exporter_registry(collector)
     if args.print:
         sys.stdout.write(generate_latest(registry).decode())

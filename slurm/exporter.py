@@ -12,6 +12,10 @@ and ``..._duration_seconds`` for each of its two collectors, as node_exporter do
   (:mod:`toposcope.slurm.queue_priority`), only where the multifactor priority plugin is
   configured; otherwise left out with one logged reason, as fair-share.
 
+Account labels are bounded (:mod:`toposcope.queue_accounts`): names that break the label rule
+are ``(invalid)``, and beyond ``max_accounts`` accounts per partition (``--slurm-max-accounts``)
+the rest are summed under ``(other)``; ``toposcope_queue_accounts_folded`` counts them.
+
 A failed read gives success 0 and no other series of that collector; the server keeps
 serving. :func:`make_app` serves ``/metrics`` (with prometheus_client's ``process_*`` and
 ``toposcope_build_info``), ``/-/healthy`` and a landing page, on the core's HTTP server.
@@ -31,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from toposcope import __version__
 from toposcope.catalogue import spec
 from toposcope.errors import SourceError
+from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS
 from toposcope.selfmetrics import daemon_registry
 from toposcope.slurm.accounting import (
     PRIORITY_REQUIRED,
@@ -64,6 +69,7 @@ class QueueCollector:
 
     ``commands`` run ``scontrol show config``, ``sshare`` and ``sprio``; ``None`` (slurmrestd
     without the client tools) leaves the fair-share figures and priority factors out.
+    ``max_accounts`` is how many accounts per partition keep their own series.
     """
 
     def __init__(
@@ -71,9 +77,13 @@ class QueueCollector:
         reader: SlurmReader,
         commands: SlurmCommands | None,
         clock: Callable[[], float] = time.perf_counter,
+        max_accounts: int = DEFAULT_MAX_ACCOUNTS,
     ) -> None:
+        if max_accounts < 1:
+            raise ValueError(f"max_accounts must be at least 1, not {max_accounts}")
         self.reader = reader
         self.commands = commands
+        self.max_accounts = max_accounts
         self._clock = clock
         self._skip_reasons: dict[str, str | None] = {}
 
@@ -134,11 +144,11 @@ class QueueCollector:
             )
             if figures is not None:
                 weights = {account: shares for account, (_, shares, _) in figures.items()}
-                yield from accounting_families(figures)
+                yield from accounting_families(figures, self.max_accounts)
         started = self._clock()
         snapshot = None
         try:
-            snapshot = queue_snapshot(self.reader.read(), weights)
+            snapshot = queue_snapshot(self.reader.read(), weights, self.max_accounts)
         except SourceError as exc:
             LOG.error(
                 "collector=%s failed reading %s: %s", QUEUE_COLLECTOR, self.reader.source, exc

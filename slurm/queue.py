@@ -23,17 +23,29 @@ Definitions (``docs/slurm.md`` shows them with examples):
   allocated) split max-min fairly by demand (held plus asked for by startable jobs): every
   account with demand gets an equal part (or one proportional to its accounting shares),
   parts above an account's demand go to the others.
+- **Labels**: partition names pass :func:`~toposcope.workload_identity.bounded_label_value`
+  (a broken one is ``(invalid)``); accounts are labelled by
+  :func:`~toposcope.queue_accounts.account_labels` after their figures and fair shares are
+  computed under Slurm's own names: at most ``max_accounts`` per partition keep their label,
+  the others are summed under ``(other)``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toposcope.fairshare import fair_shares
+from toposcope.queue_accounts import (
+    DEFAULT_MAX_ACCOUNTS,
+    OTHER_ACCOUNT,
+    AccountLabels,
+    account_labels,
+)
 from toposcope.slurm.queue_reasons import categorize
 from toposcope.slurm.records import ClusterState, PendingJob, SlurmNode
+from toposcope.workload_identity import bounded_label_value
 
 #: node states in which a node takes no jobs
 UNAVAILABLE_STATES = frozenset({"down", "unknown", "future", "error"})
@@ -43,12 +55,16 @@ UNAVAILABLE_FLAGS = frozenset(
 )
 #: pending categories of jobs that could start if resources were there
 STARTABLE = frozenset({"resources", "topology", "priority"})
-#: the account label of jobs that name none
-NO_ACCOUNT = "(none)"
-#: the most accounts per partition given their own series; the rest share :data:`OVERFLOW`
-MAX_ACCOUNTS = 1000
-#: the account label of accounts beyond :data:`MAX_ACCOUNTS`
-OVERFLOW = "(overflow)"
+#: the figures an account's usage sums (its oldest wait is a maximum, apart)
+_SUMMED = (
+    "running_jobs",
+    "pending_jobs",
+    "allocated_gpus",
+    "allocated_cpus",
+    "pending_gpus",
+    "startable_gpus",
+    "fair_share_gpus",
+)
 
 
 @dataclass(frozen=True)
@@ -94,10 +110,20 @@ class AccountUsage:
 
 @dataclass(frozen=True)
 class QueueSnapshot:
-    """Every partition's queue and every account's usage at one moment."""
+    """Every partition's queue and every account's usage at one moment.
+
+    ``account_labels`` says, per partition, which label each of Slurm's account names is
+    published under (the priority factors follow it), and how many were folded.
+    """
 
     partitions: tuple[PartitionQueue, ...]
     accounts: tuple[AccountUsage, ...]
+    account_labels: Mapping[str, AccountLabels] = field(default_factory=dict)
+
+    def account_label(self, partition: str, account: str) -> str:
+        """The label of Slurm's ``account`` in ``partition`` (a partition label)."""
+        labels = self.account_labels.get(partition)
+        return labels.label(account) if labels is not None else OTHER_ACCOUNT
 
 
 def available(node: SlurmNode) -> bool:
@@ -160,38 +186,38 @@ def _partition_queue(
     )
 
 
-def _account_label(account: str, seen: dict[str, None]) -> str:
-    name = account[:128] or NO_ACCOUNT
-    if name not in seen and len(seen) >= MAX_ACCOUNTS:
-        return OVERFLOW
-    seen.setdefault(name, None)
-    return name
+def _usage(
+    state: ClusterState, partitions: Mapping[str, PartitionQueue]
+) -> tuple[dict[tuple[str, str], dict[str, float]], dict[tuple[str, str], float]]:
+    """Figures and oldest startable wait per (partition, Slurm's own account name)."""
+    usage: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    oldest: dict[tuple[str, str], float] = {}
+    for job in state.running:
+        partition = bounded_label_value(job.partition)
+        if partition not in partitions:
+            continue
+        key = (partition, job.account)
+        usage[key]["running_jobs"] += 1
+        usage[key]["allocated_gpus"] += sum(len(a.gpus) for a in job.allocations)
+        usage[key]["allocated_cpus"] += sum(len(a.cpus) for a in job.allocations)
+    for queue in partitions.values():
+        for c in queue.pending:
+            key = (queue.name, c.job.account)
+            usage[key]["pending_jobs"] += 1
+            usage[key]["pending_gpus"] += c.gpus
+            if c.reason in STARTABLE:
+                usage[key]["startable_gpus"] += c.gpus
+                oldest[key] = max(oldest.get(key, 0.0), c.job.wait_s)
+    return usage, oldest
 
 
 def _accounts(
     state: ClusterState,
     partitions: Mapping[str, PartitionQueue],
     weights: Mapping[str, float],
-) -> list[AccountUsage]:
-    usage: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    oldest: dict[tuple[str, str], float] = {}
-    seen: dict[str, dict[str, None]] = defaultdict(dict)
-    for job in state.running:
-        if job.partition not in partitions:
-            continue
-        key = (job.partition, _account_label(job.account, seen[job.partition]))
-        usage[key]["running_jobs"] += 1
-        usage[key]["allocated_gpus"] += sum(len(a.gpus) for a in job.allocations)
-        usage[key]["allocated_cpus"] += sum(len(a.cpus) for a in job.allocations)
-    for queue in partitions.values():
-        for c in queue.pending:
-            key = (queue.name, _account_label(c.job.account, seen[queue.name]))
-            usage[key]["pending_jobs"] += 1
-            usage[key]["pending_gpus"] += c.gpus
-            if c.reason in STARTABLE:
-                usage[key]["startable_gpus"] += c.gpus
-                oldest[key] = max(oldest.get(key, 0.0), c.job.wait_s)
-    shares: dict[tuple[str, str], float] = {}
+    max_accounts: int,
+) -> tuple[list[AccountUsage], dict[str, AccountLabels]]:
+    usage, oldest = _usage(state, partitions)
     for queue in partitions.values():
         demand = {
             a: u["allocated_gpus"] + u["startable_gpus"]
@@ -200,8 +226,31 @@ def _accounts(
         }
         capacity = queue.free_gpus + queue.allocated_gpus
         for account, value in fair_shares(capacity, demand, weights).items():
-            shares[(queue.name, account)] = value
-    return [
+            usage[(queue.name, account)]["fair_share_gpus"] = value
+    labels = {
+        queue.name: account_labels(
+            {
+                a: (
+                    u["allocated_gpus"] + u["pending_gpus"],
+                    u["running_jobs"] + u["pending_jobs"],
+                    u["allocated_cpus"],
+                )
+                for (p, a), u in usage.items()
+                if p == queue.name
+            },
+            max_accounts,
+        )
+        for queue in partitions.values()
+    }
+    labelled: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    waits: dict[tuple[str, str], float] = {}
+    for (partition, account), figures in usage.items():
+        key = (partition, labels[partition].label(account))
+        for name in _SUMMED:
+            labelled[key][name] += figures[name]
+        if (partition, account) in oldest:
+            waits[key] = max(waits.get(key, 0.0), oldest[(partition, account)])
+    accounts = [
         AccountUsage(
             partition=partition,
             account=account,
@@ -211,35 +260,41 @@ def _accounts(
             allocated_cpus=int(u["allocated_cpus"]),
             pending_gpus=int(u["pending_gpus"]),
             startable_gpus=int(u["startable_gpus"]),
-            oldest_wait_s=oldest.get((partition, account)),
-            fair_share_gpus=shares.get((partition, account), 0.0),
+            oldest_wait_s=waits.get((partition, account)),
+            fair_share_gpus=u["fair_share_gpus"],
         )
-        for (partition, account), u in sorted(usage.items())
+        for (partition, account), u in sorted(labelled.items())
     ]
+    return accounts, labels
 
 
 def queue_snapshot(
-    state: ClusterState, weights: Mapping[str, float] | None = None
+    state: ClusterState,
+    weights: Mapping[str, float] | None = None,
+    max_accounts: int = DEFAULT_MAX_ACCOUNTS,
 ) -> QueueSnapshot:
     """The queue of every partition that has nodes, and every account's usage.
 
     ``weights`` are the accounts' shares (Slurm's NormShares) where accounting gives them. A
     pending job submitted to several partitions (``-p a,b``) counts in each; partitions
-    without nodes are left out.
+    without nodes are left out. At most ``max_accounts`` accounts per partition keep their
+    own label (see the module docstring).
     """
     members: dict[str, list[SlurmNode]] = defaultdict(list)
     for node in state.nodes:
-        for partition in node.partitions:
+        for partition in dict.fromkeys(bounded_label_value(p) for p in node.partitions):
             members[partition].append(node)
     pending: dict[str, list[ClassifiedJob]] = defaultdict(list)
     for job in state.pending:
-        for partition in dict.fromkeys(job.partition.split(",")):
+        for partition in dict.fromkeys(bounded_label_value(p) for p in job.partition.split(",")):
             if partition in members:
                 pending[partition].append(classify(job, partition, members[partition]))
     partitions = {
         name: _partition_queue(name, nodes, pending[name]) for name, nodes in members.items()
     }
+    accounts, labels = _accounts(state, partitions, weights or {}, max_accounts)
     return QueueSnapshot(
         partitions=tuple(partitions[name] for name in sorted(partitions)),
-        accounts=tuple(_accounts(state, partitions, weights or {})),
+        accounts=tuple(accounts),
+        account_labels=labels,
     )

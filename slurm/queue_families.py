@@ -6,6 +6,12 @@ and panels see a series before anything waits; the other pending families only f
 waits. Wait-time families are gauges of the jobs still waiting (their oldest and mean wait):
 a wait histogram's ``_count`` and ``_sum`` would have to be counters, which waits of jobs
 still pending are not.
+
+Account labels are bounded (:mod:`toposcope.queue_accounts`): the snapshot has folded the
+accounts beyond the limit into ``(other)``, and ``toposcope_queue_accounts_folded`` says how
+many, per partition. sshare's ratios cannot be summed into a bucket, so the accounts beyond
+the limit (by effective usage, then shares) and those with broken names are left out of the
+accounting families, and ``toposcope_queue_accounting_accounts_left_out`` counts them.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client.core import Metric
 
-from toposcope.catalogue import families, nonempty
+from toposcope.catalogue import families, nonempty, spec
 from toposcope.catalogue.queue_metrics import GPU_STATES, PENDING_REASONS, PRIORITY_FACTORS
+from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS
 from toposcope.slurm.queue import QueueSnapshot
 from toposcope.slurm.queue_priority import PriorityAggregate
+from toposcope.workload_identity import label_value
 
 #: the ``scheduler`` label of every series this backend publishes
 SCHEDULER = "slurm"
@@ -31,6 +39,7 @@ QUEUE_FAMILIES = (
     "toposcope_queue_gpus",
     "toposcope_queue_largest_free_gpu_block",
     "toposcope_queue_fragmented_gpus",
+    "toposcope_queue_accounts_folded",
     "toposcope_queue_account_jobs",
     "toposcope_queue_account_allocated_gpus",
     "toposcope_queue_account_allocated_cpus",
@@ -48,6 +57,7 @@ ACCOUNTING_FAMILIES = (
     "toposcope_queue_account_shares_ratio",
     "toposcope_queue_account_usage_ratio",
 )
+ACCOUNTING_LEFT_OUT = "toposcope_queue_accounting_accounts_left_out"
 
 
 def queue_families(snapshot: QueueSnapshot) -> list[Metric]:
@@ -86,6 +96,10 @@ def queue_families(snapshot: QueueSnapshot) -> list[Metric]:
             out["toposcope_queue_gpus"].add_metric([*where, state], value)
         out["toposcope_queue_largest_free_gpu_block"].add_metric(where, queue.largest_free_block)
         out["toposcope_queue_fragmented_gpus"].add_metric(where, queue.fragmented_gpus)
+        account_labels = snapshot.account_labels.get(queue.name)
+        out["toposcope_queue_accounts_folded"].add_metric(
+            where, account_labels.folded if account_labels is not None else 0
+        )
     for usage in snapshot.accounts:
         labels = [SCHEDULER, usage.partition, usage.account]
         out["toposcope_queue_account_jobs"].add_metric([*labels, "running"], usage.running_jobs)
@@ -105,13 +119,23 @@ def queue_families(snapshot: QueueSnapshot) -> list[Metric]:
     return nonempty(out.values())
 
 
-def accounting_families(figures: Mapping[str, tuple[float, float, float]]) -> list[Metric]:
-    """The fair-share families from ``account -> (fairshare, norm shares, effective usage)``."""
+def accounting_families(
+    figures: Mapping[str, tuple[float, float, float]], max_accounts: int = DEFAULT_MAX_ACCOUNTS
+) -> list[Metric]:
+    """The fair-share families from ``account -> (fairshare, norm shares, effective usage)``,
+    for at most ``max_accounts`` accounts with valid names (the most used, then the most
+    shared), and how many were left out.
+    """
     out = families(ACCOUNTING_FAMILIES)
-    for account, values in sorted(figures.items()):
+    named = [(account, values) for account, values in figures.items() if label_value(account)]
+    named.sort(key=lambda item: (-item[1][2], -item[1][1], item[0]))
+    kept = sorted(named[:max_accounts])
+    for account, values in kept:
         for name, value in zip(ACCOUNTING_FAMILIES, values, strict=True):
             out[name].add_metric([SCHEDULER, account], value)
-    return nonempty(out.values())
+    left_out = spec(ACCOUNTING_LEFT_OUT).family()
+    left_out.add_metric([SCHEDULER], len(figures) - len(kept))
+    return [*nonempty(out.values()), left_out]
 
 
 def priority_families(aggregates: Iterable[PriorityAggregate]) -> list[Metric]:

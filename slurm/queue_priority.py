@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from toposcope.catalogue.queue_metrics import PRIORITY_FACTORS
 from toposcope.slurm.commands import SlurmCommands
-from toposcope.slurm.queue import NO_ACCOUNT, OVERFLOW, QueueSnapshot
+from toposcope.slurm.queue import QueueSnapshot
+from toposcope.workload_identity import bounded_label_value
 
 LOG = logging.getLogger("toposcope.slurm.priority")
 
@@ -102,7 +103,7 @@ def _row(line: str) -> PriorityRow:
         _tres(value) if name == "tres" else _number(value or "0")
         for name, value in zip(PRIORITY_FACTORS, values, strict=True)
     )
-    return PriorityRow(int(job_id), partition[:128], factors)
+    return PriorityRow(int(job_id), bounded_label_value(partition), factors)
 
 
 def parse_sprio(text: str) -> list[PriorityRow]:
@@ -127,22 +128,21 @@ def parse_sprio(text: str) -> list[PriorityRow]:
 
 
 def _accounts(snapshot: QueueSnapshot) -> dict[tuple[str, int], str]:
-    """``(partition, job id) -> account label`` of the snapshot's pending jobs."""
-    labelled = {(a.partition, a.account) for a in snapshot.accounts}
-    found: dict[tuple[str, int], str] = {}
-    for queue in snapshot.partitions:
-        for job in queue.pending:
-            name = job.job.account[:128] or NO_ACCOUNT
-            found[(queue.name, job.job.job_id)] = (
-                name if (queue.name, name) in labelled else OVERFLOW
-            )
-    return found
+    """``(partition, job id) -> account label`` of the snapshot's pending jobs, folded as the
+    snapshot's account families are.
+    """
+    return {
+        (queue.name, job.job.job_id): snapshot.account_label(queue.name, job.job.account)
+        for queue in snapshot.partitions
+        for job in queue.pending
+    }
 
 
 def aggregate(rows: Iterable[PriorityRow], snapshot: QueueSnapshot) -> list[PriorityAggregate]:
     """Per partition and account: how many of ``rows`` there are, each factor's mean and max.
 
-    A row is counted only where its job waits in its partition in ``snapshot``.
+    A row is counted only where its job waits in its partition in ``snapshot``; its account
+    is labelled (and folded into ``(other)``) as the snapshot's account families label it.
     """
     accounts = _accounts(snapshot)
     groups: dict[tuple[str, str], list[tuple[float, ...]]] = defaultdict(list)

@@ -9,7 +9,10 @@ dashboards and alerts can speak of pods and Slurm jobs rather than cgroup paths.
 Values that reach labels come from outside (process environments, the API server, cgroup
 directory names): :func:`label_value` keeps only short values of a safe alphabet, so a
 hostile or broken value becomes an empty label (Prometheus' "absent") instead of a huge or
-garbled series.
+garbled series. Slurm's names (users, accounts, partitions), which any user chooses where
+Slurm does not enforce accounts, go through :func:`bounded_label_value` instead: the same rule,
+but a broken name is published as :data:`INVALID_LABEL_VALUE`, visibly, on the workload series
+and the queue families alike.
 """
 
 from __future__ import annotations
@@ -59,6 +62,25 @@ def label_value(value: object, max_length: int = MAX_LABEL_VALUE) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= max_length:
         return ""
     return value if _LABEL_VALUE_RE.fullmatch(value) else ""
+
+
+#: What a non-empty name that breaks :func:`label_value`'s rule is published as (parentheses
+#: are outside the rule's alphabet, so no real name can be this).
+INVALID_LABEL_VALUE = "(invalid)"
+
+
+def bounded_label_value(value: str, max_length: int = MAX_LABEL_VALUE) -> str:
+    """``value`` when :func:`label_value` keeps it, ``""`` when empty, else
+    :data:`INVALID_LABEL_VALUE`.
+
+    For names that anyone may choose and that must stay countable (Slurm's users, accounts
+    and partitions): a name with control characters, escape sequences or more than
+    ``max_length`` characters becomes one visible bucket rather than a series of its own, and
+    is told apart from a name that is simply unknown (empty).
+    """
+    if not value:
+        return ""
+    return label_value(value, max_length) or INVALID_LABEL_VALUE
 
 
 @dataclass(frozen=True)

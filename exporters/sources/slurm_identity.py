@@ -13,8 +13,11 @@ one.
 
 The user is ``SLURM_JOB_USER``, else the uid from the v1 path or the process's real uid,
 named through the passwd database (``<rootfs>/etc/passwd`` under ``--path.rootfs``, NSS on
-the host itself), else the uid number. Every value passes
-:func:`~toposcope.workload_identity.label_value`; an invalid one is left empty.
+the host itself), else the uid number. The job id must be digits; the user, account and
+partition pass :func:`~toposcope.workload_identity.bounded_label_value`, the rule the Slurm
+queue exporter applies to the same names: one that breaks it (a newline, an escape sequence,
+over 128 characters: any user may set ``SLURM_JOB_ACCOUNT`` where Slurm does not enforce
+accounts) is published as ``(invalid)``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from toposcope.exporters.sources.processes import ProcFs
-from toposcope.workload_identity import WorkloadIdentity, WorkloadKind, label_value
+from toposcope.workload_identity import (
+    WorkloadIdentity,
+    WorkloadKind,
+    bounded_label_value,
+    label_value,
+)
 
 #: The environment variables read, as bytes (the environ file's encoding).
 _VARIABLES = {
@@ -177,8 +185,8 @@ class SlurmLabeler:
             kind=kind,
             slurm_job_id=job_id,
             slurm_user=self._user(identity.cgroup, env, env_pid or root_pid),
-            slurm_account=label_value(env.get("account", "")),
-            slurm_partition=label_value(env.get("partition", "")),
+            slurm_account=bounded_label_value(env.get("account", "")),
+            slurm_partition=bounded_label_value(env.get("partition", "")),
         )
 
     def _environ(self, pid: int) -> dict[str, str]:
@@ -196,7 +204,9 @@ class SlurmLabeler:
         uid = uid_from_cgroup(cgroup)
         if uid is None:
             uid = self._real_uid(pid)
-        return "" if uid is None else label_value(self._names.name(uid))
+        if uid is None:
+            return bounded_label_value(env.get("user", ""))
+        return bounded_label_value(self._names.name(uid))
 
     def _real_uid(self, pid: int) -> int | None:
         if pid <= 0:

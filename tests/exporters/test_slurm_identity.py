@@ -19,7 +19,12 @@ from toposcope.exporters.sources.slurm_identity import (
     uid_from_cgroup,
 )
 from toposcope.exporters.sources.workload_identity import classify_cgroup
-from toposcope.workload_identity import WorkloadKind, label_value
+from toposcope.workload_identity import (
+    INVALID_LABEL_VALUE,
+    WorkloadKind,
+    bounded_label_value,
+    label_value,
+)
 
 PASSWD = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n"
 
@@ -137,17 +142,27 @@ def test_process_mode_tree_carries_its_job(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("account", "shown"),
     [
-        ("ml team", ""),
-        ('x"} 1\nevil{a="', ""),
-        ("a" * 129, ""),
+        ("ml team", INVALID_LABEL_VALUE),
+        ('x"} 1\nevil{a="', INVALID_LABEL_VALUE),
+        ("\x1b[31mred", INVALID_LABEL_VALUE),
+        ("a" * 129, INVALID_LABEL_VALUE),
         ("a" * 128, "a" * 128),
         ("proj.alpha-1", "proj.alpha-1"),
     ],
 )
 def test_label_values_are_bounded(tmp_path: Path, account: str, shown: str) -> None:
-    env = environ(SLURM_JOB_ID="77", SLURM_JOB_ACCOUNT=account)
+    """The queue exporter's rule and bucket: a broken name is one visible ``(invalid)``."""
+    env = environ(
+        SLURM_JOB_ID="77",
+        SLURM_JOB_ACCOUNT=account,
+        SLURM_JOB_PARTITION=account,
+        SLURM_JOB_USER=account,
+    )
     labels = info_labels(scrape(build(slurm_v2_host(tmp_path, env=env))), "slurm-job-77")
-    assert labels["slurm_account"] == shown
+    assert labels["slurm_account"] == labels["slurm_partition"] == shown
+    # a broken SLURM_JOB_USER is not believed: the process's uid has no passwd entry here,
+    # so the name stays the bucket unless the environment's name was valid
+    assert labels["slurm_user"] == shown
 
 
 def test_a_job_id_that_is_not_a_number_is_ignored(tmp_path: Path) -> None:
@@ -182,6 +197,10 @@ def test_label_value_rules() -> None:
     assert label_value("") == ""
     assert label_value("-leading") == ""
     assert label_value(7) == ""
+    assert bounded_label_value("gpu-a100") == "gpu-a100"
+    assert bounded_label_value("") == ""
+    assert bounded_label_value("-leading") == INVALID_LABEL_VALUE
+    assert label_value(INVALID_LABEL_VALUE) == ""  # no real name can be the bucket
 
 
 @pytest.mark.parametrize(

@@ -127,3 +127,28 @@ def test_served_on_the_simulators_metrics_with_catalogue_labels(
     rows = CATALOGUE
     for name in ("toposcope_queue_pending_jobs", "toposcope_queue_account_fair_share_gpus"):
         assert set(families[name].samples[0].labels) == set(rows[name].labels)
+
+
+def test_accounts_beyond_the_limit_are_summed_under_other(cluster: SimCluster) -> None:
+    """The simulator bounds its accounts as the Slurm exporter does: beta wants 6 GPUs,
+    gamma 4, alpha 3, so a limit of 1 keeps beta and sums alpha and gamma, totals unchanged.
+    """
+
+    def sampled(max_accounts: int) -> Values:
+        return {
+            (family.name, tuple(sorted(labels.items()))): value
+            for family in queue_families(cluster, max_accounts)
+            for _, labels, value, *_ in family.samples
+        }
+
+    folded, whole = sampled(1), sampled(100)
+    assert folded[key("accounts_folded")] == 2 and whole[key("accounts_folded")] == 0
+    for family in ("allocated_gpus", "pending_gpus", "allocated_cpus", "fair_share_gpus"):
+        name = f"toposcope_queue_account_{family}"
+        accounts = {dict(k[1])["account"]: v for k, v in folded.items() if k[0] == name}
+        assert set(accounts) == {"beta", "(other)"}, family
+        assert sum(accounts.values()) == pytest.approx(
+            sum(v for k, v in whole.items() if k[0] == name)
+        )
+    assert folded[key("account_pending_gpus", account="(other)")] == 4  # gamma's
+    assert folded[key("account_oldest_wait_seconds", account="(other)")] == 60  # gamma-a

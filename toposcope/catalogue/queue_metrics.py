@@ -8,7 +8,9 @@ and a Kubernetes backend later), so their labels are scheduler-neutral:
 - ``reason`` is one of :data:`PENDING_REASONS`, a small fixed set every backend maps its own
   reasons onto, and ``scheduler_reason`` keeps the backend's own word (Slurm's
   ``Resources``, ``QOSMaxGRESPerUser``...) from a bounded list, ``other`` beyond it;
-- ``account`` is the tenant (a Slurm account, a Kubernetes namespace).
+- ``account`` is the tenant (a Slurm account, a Kubernetes namespace), bounded in its
+  characters and to a number per partition (:mod:`toposcope.queue_accounts`): ``(invalid)``,
+  ``(none)`` and ``(other)`` are the buckets.
 
 A pending job's ``reason`` is ``topology`` when the scheduler says it waits for resources
 while the partition has enough free GPUs for it in total, but no set of nodes it may use
@@ -150,6 +152,26 @@ QUEUE_SPECS: tuple[MetricSpec, ...] = (
         "fairly among the accounts that want GPUs (held plus asked for by jobs waiting for "
         "resources, topology or priority), weighted by the "
         "scheduler's shares where it has them, equally otherwise.",
+        part=_PART,
+    ),
+    row(
+        "toposcope_queue_accounts_folded",
+        "gauge",
+        ["scheduler", "partition"],
+        "Accounts of the partition whose account series are summed under the account (other): "
+        "beyond the exporter's limit of accounts per partition (toposcope slurm exporter "
+        "--slurm-max-accounts), those with the fewest GPUs held and asked for, then jobs, "
+        "then CPUs held (0 when every account has its own series).",
+        part=_PART,
+    ),
+    row(
+        "toposcope_queue_accounting_accounts_left_out",
+        "gauge",
+        ["scheduler"],
+        "Accounts the scheduler reported accounting figures for (fairshare, shares, usage "
+        "ratios) that are not published: those beyond the exporter's limit of accounts, by "
+        "effective usage then shares, and those whose names break the label rule (ratios "
+        "cannot be summed into one bucket).",
         part=_PART,
     ),
     row(

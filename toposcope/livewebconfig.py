@@ -24,9 +24,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from cheroot import errors
 from cheroot.ssl.builtin import BuiltinSSLAdapter
 
 from toposcope.errors import ConfigError
+from toposcope.plainhttp import answer_plain_http, speaks_plain_http
 from toposcope.webconfig import WebConfig, load_web_config
 from toposcope.webconfigfailures import RELOAD_FAILURES
 
@@ -135,7 +137,18 @@ class LiveTlsAdapter(BuiltinSSLAdapter):
         self._server_env: dict[str, Any] = {}
 
     def wrap(self, sock: Any) -> Any:
-        """Shake hands with :data:`HANDSHAKE_SECONDS` at most, with the current context."""
+        """Shake hands with :data:`HANDSHAKE_SECONDS` at most, with the current context.
+
+        A client that speaks plain HTTP gets a 400 (:mod:`toposcope.plainhttp`) and its
+        connection is closed; cheroot is told the connection was dropped.
+        """
         self.context = self._web.tls_context()
         sock.settimeout(HANDSHAKE_SECONDS)
+        try:
+            plain = speaks_plain_http(sock)
+        except OSError as exc:
+            raise errors.FatalSSLAlert(f"no TLS handshake: {exc}") from exc
+        if plain:
+            answer_plain_http(sock)
+            raise errors.FatalSSLAlert("plain HTTP on a TLS port: answered 400 and closed")
         return super().wrap(sock)  # type: ignore[no-untyped-call]  # cheroot's stub is untyped

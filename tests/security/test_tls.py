@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import base64
 import http.client
+import json
 import os
 import signal
+import socket
 import ssl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -92,7 +94,7 @@ def get(
 def served_certificate(port: int, certs: Path) -> bytes:
     context = client_context(certs)
     with context.wrap_socket(
-        __import__("socket").create_connection(("127.0.0.1", port), timeout=TIMEOUT),
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT),
         server_hostname="127.0.0.1",
     ) as sock:
         served = sock.getpeercert(binary_form=True)
@@ -182,6 +184,27 @@ def test_a_client_certificate_from_another_ca_is_refused(certs: Path, tmp_path: 
         context.load_cert_chain(stranger / "client.crt", stranger / "client.key")
         with pytest.raises((ssl.SSLError, ConnectionError)):
             get(port, "/", context)
+
+
+def test_plain_http_on_a_tls_port_answers_400_and_closes(
+    certs: Path, tmp_path: Path, exporter: Callable[[], ExporterServer]
+) -> None:
+    server = exporter()
+    server.use_web_config(LiveWebConfig(write_config(tmp_path / "web.yml", tls_config(certs))))
+    with serving(server) as port:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as plain:
+            plain.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = b""
+            while chunk := plain.recv(65536):  # until the server closes
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        assert lines[0] == "HTTP/1.1 400 Bad Request"
+        assert "Connection: close" in lines and "Content-Type: application/json" in lines
+        assert json.loads(body)["error"].startswith("the client sent an HTTP request to an HTTPS")
+        assert b"toposcope_" not in answer
+        # the listener goes on speaking TLS
+        assert get(port, "/metrics", client_context(certs))[0] == 200
 
 
 def test_min_version_is_enforced(certs: Path, tmp_path: Path) -> None:

@@ -291,6 +291,32 @@ def test_a_directory_is_not_readable_xml(tmp_path: Path) -> None:
             "non-integer os_index",
         ),
         (
+            "<topology><object type='Machine'><object type='Package' "
+            "os_index='12345678901234567890123'/></object></topology>",
+            "Package os_index 12345678901234567890123 is not a whole number from 0 to "
+            "2,147,483,647",
+        ),
+        (
+            "<topology><object type='Machine'><object type='Socket' os_index='-2'/>"
+            "</object></topology>",
+            "Socket os_index -2 is not a whole number",
+        ),
+        (
+            "<topology><object type='Machine'><object type='Core' os_index='4294967295'/>"
+            "</object></topology>",
+            "Core os_index 4294967295 is not a whole number",
+        ),
+        (
+            "<topology><object type='Machine'><object type='PU' os_index='65536'/>"
+            "</object></topology>",
+            "PU os_index 65536 is not a whole number from 0 to 65,535",
+        ),
+        (
+            "<topology><object type='Machine'><object type='NUMANode' os_index='70000'/>"
+            "</object></topology>",
+            "NUMANode os_index 70000 is not a whole number from 0 to 65,535",
+        ),
+        (
             "<topology><object type='Machine' cpuset='0x1'><object type='PCIDev' "
             "pci_busid='0000:01:00.0' pci_type='garbage'/></object></topology>",
             "PCI device 0000:01:00.0 has a malformed pci_type",

@@ -235,6 +235,56 @@ def test_package_id_minus_one_means_no_package(tmp_path: Path) -> None:
     assert [n.package for n in topo.numa_nodes] == [None, None]
 
 
+TWENTY_THREE_DIGITS = "12345678901234567890123"
+
+
+@pytest.mark.parametrize(
+    ("path", "garbage"),
+    [
+        ("sys/devices/system/cpu/cpu1/topology/physical_package_id", TWENTY_THREE_DIGITS),
+        ("sys/devices/system/cpu/cpu1/topology/physical_package_id", "2147483648"),
+        ("sys/devices/system/cpu/cpu1/topology/physical_package_id", "-2"),
+        ("sys/devices/system/cpu/cpu1/topology/physical_package_id", "one"),
+        ("sys/devices/system/cpu/cpu2/topology/core_id", TWENTY_THREE_DIGITS),
+    ],
+)
+def test_package_and_core_ids_beyond_the_kernels_int_raise_naming_the_file(
+    tmp_path: Path, path: str, garbage: str
+) -> None:
+    root = _machine(tmp_path, **{path.replace("/", "__"): f"{garbage}\n"})
+    with pytest.raises(SourceError) as raised:
+        _build(root)
+    assert str(tmp_path / path) in str(raised.value)
+    assert "2,147,483,647" in str(raised.value)
+
+
+def test_the_largest_package_id_the_kernel_writes_is_accepted(tmp_path: Path) -> None:
+    root = _machine(
+        tmp_path, sys__devices__system__cpu__cpu3__topology__physical_package_id="2147483647\n"
+    )
+    assert [p.id for p in _build(root).packages] == [0, 1, 2147483647]
+
+
+@pytest.mark.parametrize(
+    "directory",
+    [
+        "sys/devices/system/cpu/cpu65536",
+        f"sys/devices/system/cpu/cpu{TWENTY_THREE_DIGITS}",
+        "sys/devices/system/node/node65536",
+    ],
+)
+def test_cpu_and_node_directories_numbered_beyond_the_cpu_limit_raise_naming_them(
+    tmp_path: Path, directory: str
+) -> None:
+    root = _machine(tmp_path)
+    leaf = "topology/physical_package_id" if "/cpu/" in directory else "cpulist"
+    _write(root, {f"{directory}/{leaf}": "0\n"})
+    with pytest.raises(SourceError) as raised:
+        _build(root)
+    assert str(tmp_path / directory) in str(raised.value)
+    assert "65,535" in str(raised.value)
+
+
 def test_gpu_memory_node_is_kept_as_memory_only(tmp_path: Path) -> None:
     """POWER9 + V100: GPU memory shows as node 255 without CPUs.
 

@@ -3,7 +3,8 @@
 :func:`parse_document` loads the file; :func:`object_tree` turns the ``<object>`` elements
 into :class:`HwObj` nodes with the attributes the builder uses, without recursion and at
 most :data:`MAX_OBJECT_DEPTH` deep; :func:`numa_distances` reads the latency matrix of the
-v2 ``distances2`` or the v1 ``distances`` elements. Every malformed attribute raises
+v2 ``distances2`` or the v1 ``distances`` elements. Every malformed attribute (an
+``os_index`` beyond :data:`OS_INDEX_LIMITS` included) raises
 :class:`Malformed`, which the builder turns into a :class:`~toposcope.errors.ConfigError`
 naming the file.
 """
@@ -15,9 +16,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toposcope.cpulist import parse_cpumask
+from toposcope.cpulist import CPU_LIMIT, parse_cpumask
 from toposcope.errors import ConfigError
-from toposcope.topology.model import check_distance, parse_distance
+from toposcope.topology.model import MAX_PACKAGE_ID, check_distance, check_id, parse_distance
 
 LOG = logging.getLogger("toposcope.topology.hwloc_xml")
 
@@ -26,6 +27,15 @@ LOG = logging.getLogger("toposcope.topology.hwloc_xml")
 MAX_OBJECT_DEPTH = 256
 #: The longest integer attribute read, in characters (a 64-bit number fits in 20 digits).
 _MAX_INT_TEXT = 24
+
+#: The largest ``os_index`` of the object types the builder keys on: a PU is a CPU and a
+#: NUMANode a node (below CPU_LIMIT, as in cpusets), a Package or Core the kernel's id.
+OS_INDEX_LIMITS = {
+    "PU": CPU_LIMIT - 1,
+    "NUMANode": CPU_LIMIT - 1,
+    "Package": MAX_PACKAGE_ID,
+    "Core": MAX_PACKAGE_ID,
+}
 
 # hwloc writes an infinite bitmap (e.g. an allowed set) with a leading "0xf...f," word.
 _INFINITE_PREFIX = "0xf...f"
@@ -115,9 +125,16 @@ def hw_object(element: ET.Element, parent: HwObj | None) -> HwObj:
         raise Malformed("an <object> has no type attribute")
     if obj_type == "Socket":  # hwloc 1.x name of a package
         obj_type = "Package"
+    os_index = int_attr(element, "os_index")
+    limit = OS_INDEX_LIMITS.get(obj_type)
+    if os_index is not None and limit is not None:
+        try:
+            check_id(os_index, f"{what_of(element)} os_index", limit)
+        except ValueError as exc:
+            raise Malformed(str(exc)) from None
     return HwObj(
         type=obj_type,
-        os_index=int_attr(element, "os_index"),
+        os_index=os_index,
         subtype=element.get("subtype", ""),
         cpuset=set_attr(element, "cpuset"),
         online_cpuset=set_attr(element, "online_cpuset"),

@@ -31,7 +31,9 @@ Disallowed CPUs (``allowed_cpuset``) are kept: the model describes the machine, 
 process that ran ``lstopo`` was allowed to use. Any I/O error or malformed content raises
 :class:`~toposcope.errors.ConfigError` naming the file and the problem; that includes objects
 nested deeper than :data:`~toposcope.topology.hwloc_document.MAX_OBJECT_DEPTH` (real
-machines stay far below), sets naming CPUs beyond :data:`~toposcope.cpulist.CPU_LIMIT`, and
+machines stay far below), sets naming CPUs beyond :data:`~toposcope.cpulist.CPU_LIMIT`,
+PU, NUMA node, package or core OS indexes beyond
+:data:`~toposcope.topology.hwloc_document.OS_INDEX_LIMITS`, and
 NUMA distances or latencies that are not finite, are negative or exceed
 :data:`~toposcope.topology.model.MAX_NUMA_DISTANCE`. The tree is walked without recursion, so
 no document can exhaust the interpreter's stack. Reading the document is

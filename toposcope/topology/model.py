@@ -86,6 +86,39 @@ def parse_distance(text: str) -> int:
     return check_distance(int(digits))
 
 
+#: The largest package (socket) or core id a builder accepts: the kernel keeps them as C
+#: ``int`` (sysfs writes -1 for "unknown"). CPU and NUMA node ids are bounded tighter, below
+#: :data:`~toposcope.cpulist.CPU_LIMIT`.
+MAX_PACKAGE_ID = 2**31 - 1
+
+
+def check_id(value: int, what: str, limit: int) -> int:
+    """``value`` when it is an id from 0 to ``limit``, else ``ValueError`` naming ``what``.
+
+    A CPU, NUMA node, package or core id read from a file is a key every locality decision
+    joins on; a negative or absurd one (23 digits) is garbage, not a machine.
+    """
+    if not 0 <= value <= limit:
+        shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:24]}..."
+        raise ValueError(f"{what} {shown} is not a whole number from 0 to {limit:,}")
+    return value
+
+
+def parse_id(text: str, what: str, limit: int) -> int | None:
+    """An id written in decimal (``"3"``), checked by :func:`check_id`; ``None`` for ``-1``.
+
+    Only ASCII digits are accepted, and numbers longer than ``limit`` are refused before
+    conversion, so a garbled file costs time linear in its size.
+    """
+    digits = text.strip()
+    if digits == "-1":
+        return None
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(limit)):
+        shown = repr(digits) if len(digits) <= 24 else f"{digits[:24]!r}..."
+        raise ValueError(f"{what} {shown} is not a whole number from 0 to {limit:,} (or -1)")
+    return check_id(int(digits), what, limit)
+
+
 PCI_VENDOR_NVIDIA = 0x10DE
 PCI_VENDOR_AMD = 0x1002
 #: PCI class ids (base class + subclass) that are GPUs, per vendor. NVIDIA data-centre GPUs are

@@ -25,10 +25,13 @@ tests compare the result with hwloc's own output for its regression corpus):
 * A node's local memory is ``MemTotal`` of its ``meminfo``, hugepages included, as hwloc
   reports it.
 
-Errors: a root that does not exist, or a CPU set that cannot be parsed (``cpu/online``, a
+Errors: a root that does not exist, a CPU set that cannot be parsed (``cpu/online``, a
 node's ``cpulist``/``cpumap``, or one naming a CPU beyond
-:data:`~toposcope.cpulist.CPU_LIMIT`), raises :class:`~toposcope.errors.SourceError` naming
-the file, because every locality decision rests on those sets. A missing or garbled memory
+:data:`~toposcope.cpulist.CPU_LIMIT`), a ``cpuN`` or ``nodeN`` directory numbered at or
+beyond that limit, or a ``physical_package_id`` or ``core_id`` that is not -1 or a whole
+number up to :data:`~toposcope.topology.model.MAX_PACKAGE_ID` (the kernel's ``int``) raises
+:class:`~toposcope.errors.SourceError` naming the file, because every locality decision rests
+on those sets and ids. A missing or garbled memory
 size, distance row (``inf``, ``nan``, a negative or absurd value) or PCI attribute is logged
 and left unknown (0, no distances, no node).
 """
@@ -43,6 +46,7 @@ from pathlib import Path
 from toposcope.cpulist import parse_cpulist, parse_cpumask
 from toposcope.errors import SourceError
 from toposcope.topology.model import (
+    MAX_PACKAGE_ID,
     Cpu,
     Gpu,
     NumaNode,
@@ -56,10 +60,12 @@ from toposcope.topology.sysfs_files import (
     node_cpus,
     node_dirs,
     node_memory,
+    numbered_dir,
     online_cpus,
     online_nodes,
     parse_distance_row,
     parse_meminfo,
+    read_id,
     read_int,
     read_text,
 )
@@ -97,18 +103,19 @@ def _read_cpus(sysfs: Path) -> list[Cpu]:
         match = _CPU_DIR_RE.match(entry.name)
         if not match:
             continue
-        cpu_id = int(match.group(1))
+        cpu_id = numbered_dir(entry, match.group(1), "CPU id")
         if online is not None:
             is_online = cpu_id in online
         else:
             flag = read_int(entry / "online")
             is_online = flag != 0
-        package = read_int(entry / "topology" / "physical_package_id")
-        core = read_int(entry / "topology" / "core_id")
+        topology = entry / "topology"
+        package = read_id(topology / "physical_package_id", "package id", MAX_PACKAGE_ID)
+        core = read_id(topology / "core_id", "core id", MAX_PACKAGE_ID)
         cpus.append(
             Cpu(
                 id=cpu_id,
-                package=package if package is not None and package >= 0 else None,
+                package=package,
                 core=core,
                 numa_node=None,
                 online=is_online,

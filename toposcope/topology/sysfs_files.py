@@ -13,9 +13,9 @@ import logging
 import re
 from pathlib import Path
 
-from toposcope.cpulist import parse_cpulist, parse_cpumask
+from toposcope.cpulist import CPU_LIMIT, parse_cpulist, parse_cpumask
 from toposcope.errors import SourceError
-from toposcope.topology.model import parse_distance
+from toposcope.topology.model import check_id, parse_distance, parse_id
 
 #: the builder's logger: these readers log on its behalf
 LOG = logging.getLogger("toposcope.topology.sysfs")
@@ -52,6 +52,31 @@ def read_int(path: Path) -> int | None:
         return int(text, 0)
     except ValueError:
         return None
+
+
+def read_id(path: Path, what: str, limit: int) -> int | None:
+    """An id file (``physical_package_id``, ``core_id``): ``None`` when absent or ``-1``.
+
+    Raises :class:`SourceError` naming the file when it holds anything but a whole number
+    from 0 to ``limit`` or ``-1`` (:func:`~toposcope.topology.model.parse_id`).
+    """
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return parse_id(text.replace("\x00", ""), what, limit)
+    except ValueError as exc:
+        raise SourceError(f"{path}: {exc}") from None
+
+
+def numbered_dir(entry: Path, number: str, what: str) -> int:
+    """The number in a ``cpuN`` or ``nodeN`` directory's name, below
+    :data:`~toposcope.cpulist.CPU_LIMIT` (:class:`SourceError` naming the directory).
+    """
+    try:
+        return check_id(int(number), what, CPU_LIMIT - 1)
+    except ValueError as exc:
+        raise SourceError(f"{entry}: {exc}") from None
 
 
 def parse_meminfo_lines(text: str) -> tuple[dict[str, int], list[str]]:
@@ -109,7 +134,8 @@ def node_dirs(sysfs: Path) -> dict[int, Path]:
     """NUMA node id -> its sysfs directory, for every node present (ids may be sparse).
 
     This lists directories, offline nodes included; :func:`build_from_sysfs` further keeps
-    only the nodes :func:`online_nodes` lists.
+    only the nodes :func:`online_nodes` lists. A node number at or above
+    :data:`~toposcope.cpulist.CPU_LIMIT` is a :class:`SourceError` naming the directory.
     """
     base = numa_dir(sysfs)
     result: dict[int, Path] = {}
@@ -120,7 +146,7 @@ def node_dirs(sysfs: Path) -> dict[int, Path]:
     for entry in entries:
         match = _NODE_DIR_RE.match(entry.name)
         if match:
-            result[int(match.group(1))] = entry
+            result[numbered_dir(entry, match.group(1), "NUMA node id")] = entry
     return dict(sorted(result.items()))
 
 

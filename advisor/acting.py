@@ -1,7 +1,9 @@
 """How the advisor service applies and reverts recommendations, and settles what a crash left.
 
 :class:`Acting` wraps the one :class:`~toposcope.advisor.rmclients.Applier` for the service:
-one call at a time (a lock), one recommendation per call, the audit log as the truth (none
+one call at a time (a lock; a second apply of a recommendation whose apply is under way is
+answered ``in_progress`` at once, without waiting or sending anything), one recommendation
+per call, the audit log as the truth (none
 in a dry run, where calls are only written out), the person who asked recorded as
 ``USER via <service actor>``, and the results counted for ``toposcope_advisor_actions_total``.
 An applied pin or memory migration starts its verification; a revert that undid everything
@@ -20,7 +22,13 @@ from typing import Any, TextIO
 
 from toposcope.advisor.applying import Applier, Outcome
 from toposcope.advisor.applying.applier import DEFAULT_WAIT_SECONDS, REVERT_DONE
-from toposcope.advisor.audit import REVERTED, AuditEntry, AuditLog, recommendation_state
+from toposcope.advisor.audit import (
+    IN_PROGRESS,
+    REVERTED,
+    AuditEntry,
+    AuditLog,
+    recommendation_state,
+)
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, Verdict, baseline
@@ -36,14 +44,21 @@ ManagerFactory = Callable[[Sequence[str], TextIO], ResourceManager]
 
 
 class ServiceError(Exception):
-    """A request the service refuses, with the HTTP status and any fields to answer besides
-    ``error``.
+    """A request the service refuses, with the HTTP status, any fields to answer besides
+    ``error`` and any headers (``Retry-After``).
     """
 
-    def __init__(self, message: str, status: int, extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.extra = extra or {}
+        self.headers = headers or {}
 
 
 def kind_of(recommendation_id: str) -> str:
@@ -78,6 +93,8 @@ class Acting:
     wait_seconds: float = DEFAULT_WAIT_SECONDS
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _applying: set[str] = field(default_factory=set, repr=False)
+    _applying_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def dry_run(self) -> bool:
@@ -110,6 +127,11 @@ class Acting:
         nodes |= {e.node for e in self.audit.entries() if e.node}
         return sorted(nodes)
 
+    def wait_idle(self) -> None:
+        """Return once no apply, revert or recovery is under way."""
+        with self._lock:
+            return
+
     def recover(self) -> list[AuditEntry]:
         """Settle intents an earlier run left without a result (the audit log is the truth)."""
         if self.dry_run:
@@ -131,7 +153,27 @@ class Acting:
         """Apply ``rec`` (made from ``model``); the outcome and any dry-run calls.
 
         ``user`` is who asked. An applied pin or memory migration starts its verification.
+        While an earlier apply of ``rec`` is under way the outcome is ``in_progress`` and
+        nothing is sent (not ``skipped`` once the earlier one is done: the caller learns that
+        its call did nothing).
         """
+        with self._applying_lock:
+            if rec.id in self._applying:
+                detail = (
+                    f"{rec.id} is in progress: an earlier apply of it is under way; nothing "
+                    "was sent, try again once it has finished"
+                )
+                return Outcome(rec.id, rec.target.node, IN_PROGRESS, detail), ""
+            self._applying.add(rec.id)
+        try:
+            return self._apply(rec, model, user)
+        finally:
+            with self._applying_lock:
+                self._applying.discard(rec.id)
+
+    def _apply(
+        self, rec: Recommendation, model: ClusterModel | None, user: str | None
+    ) -> tuple[Outcome, str]:
         out = io.StringIO()
         with self._lock:
             applier = self._applier(sorted({rec.target.node, *self._nodes()}), out, user)

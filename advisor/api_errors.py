@@ -4,7 +4,8 @@ Every error answer is ``{"error": "..."}`` (an apply refused while an earlier ca
 runs adds ``state`` and ``entries``):
 
 - a refusal of the service (:class:`~toposcope.advisor.service.ServiceError`) has its own
-  status: 404 unknown recommendation, 409 nothing to revert, 503 no analysis yet...;
+  status: 404 unknown recommendation, 409 nothing to revert, 503 no analysis yet or a
+  standby replica (with ``leader`` and ``Retry-After``)...;
 - a body or query the API does not take is 400, a body over the limit 413, a route that
   does not exist 404, a method a route does not take 405 with ``Allow``, a refused bearer
   token 401 (with a challenge) or 403;
@@ -51,7 +52,8 @@ _REASONS = {
     409: "Nothing to revert, or the service applies through no resource manager",
     413: "The body is larger than 4 KiB",
     502: "The resource manager could not be reached or refused",
-    503: "No analysis has completed yet",
+    503: "No analysis has completed yet, or this replica is a standby (--leader-elect): the "
+    "answer names the leader in `leader`, and Retry-After says when to try again",
 }
 
 
@@ -139,7 +141,7 @@ def register_error_handlers(app: APIFlask, max_body: int) -> None:
 
     @app.errorhandler(ServiceError)
     def on_refused(error: ServiceError) -> Response:
-        return _answer({**error.extra, "error": str(error)}, error.status)
+        return _answer({**error.extra, "error": str(error)}, error.status, Headers(error.headers))
 
     @app.errorhandler(ResourceManagerError)
     def on_resource_manager(error: ResourceManagerError) -> Response:

@@ -7,6 +7,7 @@
         [--slurm-url URL --slurm-token-file FILE ...]
         [--audit-db FILE] [--verify-after DURATION] [--harm-threshold 0.1]
         [--effective-share 0.5]
+        [--leader-elect [--leader-elect-resource-lock auto|leases|file] ...]
 
 It analyses every ``--interval`` (the same loaders and policies as ``toposcope advise``),
 serves ``/metrics`` (scrape it as job ``toposcope-advisor``, which the alert rules expect)
@@ -15,13 +16,21 @@ Applying and reverting need the bearer token of ``--token-file``; the resource m
 dry-run unless ``--resource-manager`` names another, and every action goes to the audit log
 (``--audit-db``), which is the truth across restarts. Applied pins and memory migrations are
 verified after ``--verify-after`` (default: the window) and reverted when harmful.
+
+With ``--leader-elect`` several replicas share the audit log and one of them acts
+(:mod:`toposcope.advisor.leader_flags`): the others answer reads and refuse changes with 503
+until they take over. A leader that cannot renew its lease exits with status 1 (the
+descheduler and controller-runtime do the same), so that it never acts beside its successor.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -39,6 +48,8 @@ from toposcope.advisor.cliargs import (
     selector,
 )
 from toposcope.advisor.errors import AdvisorError
+from toposcope.advisor.leader_election import LeaderElector
+from toposcope.advisor.leader_flags import Election, add_leader_arguments, election_from_args
 from toposcope.advisor.loaders.base import Window, parse_duration
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build, parse_overrides
@@ -62,6 +73,7 @@ from toposcope.webflags import add_web_arguments, apply_web_arguments
 LOG = logging.getLogger("toposcope.advisor.serve_cli")
 
 EXIT_OK = 0
+EXIT_LOST_LEADERSHIP = 1
 EXIT_ERROR = 2
 #: why a web configuration's basic_auth_users cannot apply to the advisor's API
 BEARER_ONLY = (
@@ -136,6 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.5,
         help="effective when at least this share of the remote share is gone (default 0.5)",
     )
+    add_leader_arguments(serve)
 
 
 def _duration(option: str, text: str) -> float:
@@ -175,6 +188,11 @@ def manager_factory(args: argparse.Namespace, rm_token: Token | None) -> Manager
     return factory
 
 
+def audit_path(args: argparse.Namespace) -> Path:
+    """The audit database the options name (``--audit-db`` or the default)."""
+    return Path(args.audit_db) if args.audit_db else default_audit_db()
+
+
 def build_service(args: argparse.Namespace) -> AdvisorService:
     """The service the options describe (not yet running)."""
     if not 0 <= args.min_gain <= 10:
@@ -184,7 +202,7 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
     backend = backend_from_args(args)
     # read again whenever it changes: in Kubernetes it is a projected token the kubelet rotates
     rm_token = rotating_token(args.rm_token_file, args.allow_insecure_token_file)
-    path = Path(args.audit_db) if args.audit_db else default_audit_db()
+    path = audit_path(args)
     verify_after = _duration("--verify-after", args.verify_after) if args.verify_after else None
     if verify_after is None:
         verify_after = window.seconds
@@ -215,18 +233,38 @@ def api_token(args: argparse.Namespace) -> str | None:
     return token
 
 
+def campaign(service: AdvisorService, election: Election, lost: threading.Event) -> LeaderElector:
+    """Start campaigning for ``service``; losing the lease sets ``lost`` and ends serving
+    (SIGTERM to this process, so that the main loop's clean-up runs).
+    """
+
+    def on_lost() -> None:
+        service.step_down()
+        lost.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    elector = LeaderElector(election.lock, election.settings, service.take_over, on_lost)
+    service.campaign(elector)
+    elector.start()
+    return elector
+
+
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGINT or SIGTERM; configuration errors exit 2."""
+    """Serve until SIGINT or SIGTERM; configuration errors exit 2, a lost lease 1."""
     try:
         interval = _duration("--interval", args.interval)
         token = api_token(args)
+        election = election_from_args(args, audit_path(args))
         service = build_service(args)
         server = service_server(advisor_app(service, token), args.listen)
         apply_web_arguments(server, args, users=BEARER_ONLY)
     except (UsageError, ConfigError, AdvisorError) as exc:
         print(f"toposcope advisor serve: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    service.recover()
+    lost = threading.Event()
+    elector = campaign(service, election, lost) if election is not None else None
+    if elector is None:
+        service.recover()
     service.start(interval)
     LOG.info(
         "advisor serving on %s (port %d), analysing every %gs, resource manager %s",
@@ -238,5 +276,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve_until_signalled()
     finally:
+        if elector is not None:
+            service.step_down()  # refuse new changes, let the one under way finish
+            elector.stop()  # then hand the lock over
         service.stop()
+    if lost.is_set():
+        print("toposcope advisor serve: error: leader election lost", file=sys.stderr)
+        return EXIT_LOST_LEADERSHIP
     return EXIT_OK

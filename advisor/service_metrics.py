@@ -30,7 +30,8 @@ class ServiceFigures:
     """The service's figures at ``now`` (Unix seconds).
 
     ``actions`` counts results per (recommendation kind, result); ``analyses`` counts
-    ``success`` and ``failure``; ``verdicts`` holds one entry per verification.
+    ``success`` and ``failure``; ``verdicts`` holds one entry per verification; ``leader``
+    says whether this replica acts (the leader, or the only replica).
     """
 
     now: float
@@ -41,6 +42,7 @@ class ServiceFigures:
     analyses: Mapping[str, int]
     actions: Mapping[tuple[str, str], int]
     verdicts: Sequence[Verdict]
+    leader: bool = True
 
 
 def _recommendation_families(figures: ServiceFigures) -> list[Metric]:
@@ -76,7 +78,9 @@ def families(figures: ServiceFigures) -> list[Metric]:
     runs = spec("toposcope_advisor_analyses_total").family()
     for result in ("success", "failure"):
         runs.add_metric([result], figures.analyses.get(result, 0))
-    found = [*_recommendation_families(figures), actions, verdicts, runs]
+    leader = spec("toposcope_advisor_leader").family()
+    leader.add_metric([], 1 if figures.leader else 0)
+    found = [*_recommendation_families(figures), actions, verdicts, runs, leader]
     if figures.last_duration is not None:
         duration = spec("toposcope_advisor_analysis_duration_seconds").family()
         duration.add_metric([], figures.last_duration)

@@ -73,7 +73,8 @@ def status_result(status: ActionStatus) -> str:
 class ActionLedger:
     """Records ``manager``'s answers in ``audit`` and settles the rows it left open.
 
-    ``poll_seconds``: how often :meth:`wait` asks about a running action.
+    ``poll_seconds``: how often :meth:`wait` asks about a running action. ``latest`` keeps
+    the newest answer recorded per request id (what an outcome reports once a wait is over).
     """
 
     def __init__(
@@ -86,6 +87,7 @@ class ActionLedger:
         self.manager = manager
         self.audit = audit
         self.poll_seconds = poll_seconds
+        self.latest: dict[str, ActionState] = {}
 
     def recover(self) -> list[AuditEntry]:
         """Settle intents without a final result by asking the resource manager.
@@ -135,6 +137,7 @@ class ActionLedger:
     def record(self, request_id: str, state: ActionState) -> str:
         """Log the resource manager's answer for ``request_id``; its result (``failed``...)."""
         result = status_result(state.status)
+        self.latest[request_id] = state
         self.audit.record_result(
             request_id,
             result,

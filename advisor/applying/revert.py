@@ -186,7 +186,8 @@ class Reverter:
             )
         audit.mark_reverted(entry.request_id, revert_id)
         self.counts[(entry.kind, "reverted")] += 1
-        states = (state,) if state is not None else ()
+        # the revert as it finished, not as the first answer left it (``running``)
+        states = (self.ledger.latest.get(revert_id, state),) if state is not None else ()
         return _outcome(entry, "reverted", f"{rid} by {revert_id}", states)
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -172,6 +173,31 @@ class ExpositionPrometheus:
         return ok(vector(*((labels, str(value)) for labels, value in chosen)))
 
 
+@dataclass
+class Gate:
+    """Holds the actions a :class:`FakeResourceManager` carries out until the test opens it.
+
+    ``reached`` is set once an action waits at the gate (the resource manager's action lock
+    is held meanwhile, so that questions about actions wait too, as with a backend that
+    works one request at a time); after :meth:`open` the action is carried out, or, when
+    ``drop``, refused with 503 as by a resource manager that restarted and lost it.
+    """
+
+    drop: bool = False
+    reached: threading.Event = field(default_factory=threading.Event)
+    opened: threading.Event = field(default_factory=threading.Event)
+
+    def open(self) -> None:
+        """Let the held action (and every later one) through."""
+        self.opened.set()
+
+    def pass_through(self, request_id: str) -> None:
+        """Wait at the gate (bounded); raise when the action is to be dropped."""
+        self.reached.set()
+        if not self.opened.wait(30) or self.drop:
+            raise ResourceManagerError(f"{request_id}: lost (the resource manager restarted)", 503)
+
+
 class FakeResourceManager(BaseResourceManager):
     """The resource-manager HTTP API (``/api/v1``) over in-memory workloads, token-checked.
 
@@ -179,7 +205,9 @@ class FakeResourceManager(BaseResourceManager):
     action ids are the request ids, every request is applied once, and before/after
     allocations are recorded. Bodies are read and answers written with the core models, in
     the API's shapes (202 for a new action, 200 for a repeat, ``{"error", "field"}``).
-    ``fail_kinds`` are action kinds that answer ``failed``; ``posts`` counts POSTs received.
+    ``fail_kinds`` are action kinds that answer ``failed``; ``posts`` counts POSTs received;
+    ``carried`` counts how often each request id was carried out (a repeat is not); a
+    ``gate`` holds new actions (:class:`Gate`).
     """
 
     def __init__(self, token: str, workloads: dict[str, Allocation]) -> None:
@@ -188,6 +216,13 @@ class FakeResourceManager(BaseResourceManager):
         self.allocations = dict(workloads)
         self.posts = 0
         self.fail_kinds: set[str] = set()
+        self.carried: Counter[str] = Counter()
+        self.gate: Gate | None = None
+
+    def hold(self, drop: bool = False) -> Gate:
+        """Hold the next actions at a new :class:`Gate` (see there)."""
+        self.gate = Gate(drop)
+        return self.gate
 
     @property
     def actions(self) -> dict[str, ActionState]:
@@ -228,6 +263,9 @@ class FakeResourceManager(BaseResourceManager):
         if before is None:
             raise ResourceManagerError(f"unknown workload {request.workload}", 404)
         rid = request.request_id
+        if self.gate is not None:
+            self.gate.pass_through(rid)
+        self.carried[rid] += 1
         if request.kind in self.fail_kinds:
             return ActionState(rid, request, ActionStatus.FAILED, before, before, "refused")
         after = before

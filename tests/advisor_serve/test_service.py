@@ -5,6 +5,7 @@ the JSON API and its authentication, the audit log across a crash, and verificat
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -356,3 +357,29 @@ def test_unknown_routes_and_methods_answer_json_and_the_landing_page_links_the_a
         assert 'href="api/v1/openapi.json"' in page and 'href="metrics"' in page
         status, headers, text = call(f"{url}/-/ready")
         assert (status, text) == (503, "no analysis yet\n")
+
+
+def test_a_second_apply_while_the_first_is_at_the_resource_manager_is_a_409(
+    bench: Bench,
+) -> None:
+    service = bench.service()
+    service.analyse_once()
+    rec_id = the_pin(service)
+    apply = f"/api/v1/recommendations/{rec_id}/apply"
+    gate = bench.rm.hold()
+    first: list[tuple[int, object]] = []
+    with serving(service) as url:
+        caller = threading.Thread(
+            target=lambda: first.append(call(f"{url}{apply}", "POST", API_TOKEN)[::2]), daemon=True
+        )
+        caller.start()
+        poll(gate.reached.is_set, what="the resource manager holding the first apply")
+        status, _, body = call(f"{url}{apply}", "POST", API_TOKEN)
+        gate.open()
+        caller.join(timeout=30)
+    assert status == 409, body
+    assert body["state"] == "in_progress" and "in progress" in body["error"]
+    assert [e["state"] for e in body["entries"]] == ["pending"]  # the first call's intent
+    [(first_status, first_body)] = first
+    assert first_status == 200 and first_body["result"] == "applied"  # type: ignore[index]
+    assert set(bench.rm.carried.values()) == {1}

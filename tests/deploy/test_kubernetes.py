@@ -155,6 +155,8 @@ def test_the_expected_objects_are_there() -> None:
             ("PrometheusRule", "toposcope-rules"),
             ("ServiceAccount", "toposcope-advisor"),
             ("Deployment", "toposcope-advisor"),
+            ("Role", "toposcope-advisor-leader-election"),
+            ("RoleBinding", "toposcope-advisor-leader-election"),
             ("PersistentVolumeClaim", "toposcope-advisor-state"),
             ("Service", "toposcope-advisor"),
             ("ServiceMonitor", "toposcope-advisor"),
@@ -163,8 +165,26 @@ def test_the_expected_objects_are_there() -> None:
             ("NetworkPolicy", "toposcope-agent"),
         ]
     )
-    # No RBAC: nothing of toposcope calls the Kubernetes API (advisor-deployment.yaml says why).
-    assert not {kind for kind, _ in found} & {"Role", "ClusterRole", "RoleBinding"}
+    # No cluster-wide RBAC; the one Role is the advisor's Lease (advisor-leader-rbac.yaml).
+    assert not {kind for kind, _ in found} & {"ClusterRole", "ClusterRoleBinding"}
+
+
+def test_the_advisor_may_touch_its_lease_and_nothing_else() -> None:
+    role = _one("Role", "toposcope-advisor-leader-election")
+    assert {(tuple(r["apiGroups"]), tuple(r["resources"])) for r in role["rules"]} == {
+        (("coordination.k8s.io",), ("leases",))
+    }
+    verbs = {v for r in role["rules"] for v in r["verbs"]}
+    assert verbs == {"get", "create", "update"}
+    args = parse_cli(_args(_advisor()))
+    for rule in role["rules"]:
+        if "create" not in rule["verbs"]:
+            assert rule["resourceNames"] == [args.leader_elect_resource_name]
+    binding = _one("RoleBinding", "toposcope-advisor-leader-election")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "toposcope-advisor", "namespace": "toposcope"}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -566,13 +586,26 @@ def test_every_container_is_unprivileged_or_documented() -> None:
                 assert capability in comments, f"{name}: {capability} is not explained"
 
 
-def test_advisor_is_one_recreated_pod_with_its_sqlite_on_the_claim() -> None:
+def test_advisor_is_two_elected_pods_with_their_sqlite_on_the_claim() -> None:
     deployment = _one("Deployment", "toposcope-advisor")
-    assert deployment["spec"]["replicas"] == 1
-    # SQLite has one writer: never two pods on the file during an update
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2
+    # never more than two advisors on the file, one of them acting
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 0
     pod = _pod_spec("Deployment", "toposcope-advisor")
     args = parse_cli(_args(_advisor()))
+    assert args.leader_elect and args.leader_elect_resource_lock == "leases"
+    # ReadWriteOnce: both replicas on the node that mounts the claim
+    [term] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term["labelSelector"]["matchLabels"].items()
+        <= _pod_labels("Deployment", "toposcope-advisor").items()
+    )
+    # the Lease's credentials: a projected token where in-cluster clients look for it
+    found = _mount_of(pod, _advisor(), "/var/run/secrets/kubernetes.io/serviceaccount/token")
+    assert found["mount"]["readOnly"] is True
+    sources = found["volume"]["projected"]["sources"]
+    assert {next(iter(s)) for s in sources} == {"serviceAccountToken", "configMap", "downwardAPI"}
     found = _mount_of(pod, _advisor(), args.audit_db)
     claim = _one("PersistentVolumeClaim", "toposcope-advisor-state")
     assert found["volume"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]

@@ -200,6 +200,11 @@ def test_revert_waits_for_a_running_pin_and_then_undoes_it(stack: Stack) -> None
             mover.join(timeout=10)
     assert (status, answer["state"]) == (200, "reverted"), answer
     assert [o["result"] for o in answer["outcomes"]] == ["reverted", "reverted"]
+    # each outcome shows its revert as it finished, not as first answered (running)
+    assert [s["status"] for o in answer["outcomes"] for s in o["states"]] == [
+        "succeeded",
+        "succeeded",
+    ], answer
     assert stack.train() == BEFORE
 
 

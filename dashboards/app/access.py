@@ -4,8 +4,9 @@
   page on another site that points its own DNS name at 127.0.0.1 (DNS rebinding) reaches a
   loopback-bound app, but with its own name in ``Host``.
 * **The user.** With basic-auth users (``--web.config.file``) every request must carry one:
-  401 and a ``WWW-Authenticate`` challenge otherwise, so the browser asks once (Dash's own
-  JavaScript bundles, :data:`LIBRARY_PATH`, excepted: they hold no data). The users
+  401 and a ``WWW-Authenticate`` challenge otherwise, so the browser asks once (a ``GET`` of a
+  file of Dash's own JavaScript bundles, as :mod:`.bundles` decides, excepted: they hold no
+  data). The users
   and headers are those of the file as it is now: a changed file (or SIGHUP) takes effect
   from the next request, as for the exporter and the agent. With
   ``--auth.trusted-user-header NAME`` the user is that header's value, believed only on
@@ -14,8 +15,10 @@
   app on loopback.
 * **Actions.** A callback that applies or reverts runs only with a user (401 or 403), an
   ``Origin`` (or ``Referer``) among the allowed hosts when the browser sends one (403) and the
-  CSRF token of :mod:`.csrf` (403). :func:`action_user` is the user it runs as; the advisor
-  records that user as the actor.
+  CSRF token of :mod:`.csrf` issued to that same user (403). :func:`action_user` is the user
+  it runs as; the advisor records that user as the actor.
+
+Refusals and errors answer JSON (:mod:`.error_answers`), as every toposcope daemon does.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from flask import Flask, Response, has_request_context, request
 
 from toposcope.dashboards.app import csrf
+from toposcope.dashboards.app.error_answers import clipped, install_error_answers, json_answer
 from toposcope.errors import UsageError
 from toposcope.httpserver import parse_listen
 from toposcope.livewebconfig import LiveWebConfig
@@ -238,13 +242,17 @@ def action_user() -> str | None:
 
 def _refuse(status: int, message: str) -> Response:
     LOG.warning(
-        "refused %s %s from %s: %s", request.method, request.path, request.remote_addr, message
+        "refused %s %s from %s: %s",
+        request.method,
+        clipped(request.path),
+        request.remote_addr,
+        message,
     )
-    return Response(f"{message}\n", status=status, mimetype="text/plain")
+    return json_answer(message, status)
 
 
 def _challenge() -> Response:
-    response = Response("this app needs a user name and password\n", 401, mimetype="text/plain")
+    response = json_answer("this app needs a user name and password", 401)
     response.headers["WWW-Authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
     return response
 
@@ -260,19 +268,29 @@ def _origin_allowed(access: Access) -> tuple[bool, str]:
     return access.host_allowed(netloc), origin
 
 
-#: Dash's own JavaScript bundles: the same files in every install, no data of this app.
-#: Served without a user, as a browser loads lazy chunks of them without the credentials of
-#: the page that asked (a chunk refused with 401 left the page without its dialogs).
-LIBRARY_PATH = "/_dash-component-suites/"
+#: methods that may fetch a bundle file without a user
+LIBRARY_METHODS = frozenset({"GET", "HEAD"})
 
 
-def install(server: Flask, access: Access, actions: frozenset[str], update_path: str) -> None:
-    """Check every request of ``server`` as the module says.
+def install(
+    server: Flask,
+    access: Access,
+    actions: frozenset[str],
+    update_path: str,
+    library: Callable[[str], bool],
+) -> None:
+    """Check every request of ``server`` as the module says, and answer its errors as JSON.
 
     ``actions`` are the Dash callback ids that change state; ``update_path`` is the route of
-    Dash's callback endpoint.
+    Dash's callback endpoint; ``library`` says whether a request path (as routed) is a file
+    of Dash's component bundles, served without a user.
     """
     tokens = csrf.CsrfTokens()
+    install_error_answers(server)
+
+    def is_library() -> bool:
+        path = request.environ.get("PATH_INFO")
+        return request.method in LIBRARY_METHODS and isinstance(path, str) and library(path)
 
     def is_action() -> bool:
         rule = request.url_rule
@@ -294,7 +312,7 @@ def install(server: Flask, access: Access, actions: frozenset[str], update_path:
             )
         user = access.identify(request.headers.get, request.remote_addr)
         request.environ[_USER] = user
-        if user is None and access.basic_auth and not request.path.startswith(LIBRARY_PATH):
+        if user is None and access.basic_auth and not is_library():
             return _challenge()
         if not is_action():
             return None
@@ -303,8 +321,12 @@ def install(server: Flask, access: Access, actions: frozenset[str], update_path:
         allowed, origin = _origin_allowed(access)
         if not allowed:
             return _refuse(403, f"a request from the page at {origin!r} may not apply or revert")
-        if not tokens.matches(request.cookies.get(csrf.COOKIE), request.headers.get(csrf.HEADER)):
-            return _refuse(403, "missing or stale CSRF token: reload the page and try again")
+        if not tokens.matches(
+            request.cookies.get(csrf.COOKIE), request.headers.get(csrf.HEADER), user
+        ):
+            return _refuse(
+                403, "missing, stale or another user's CSRF token: reload the page and try again"
+            )
         request.environ[_ACTION_USER] = user
         return None
 
@@ -312,9 +334,10 @@ def install(server: Flask, access: Access, actions: frozenset[str], update_path:
     def finish(response: Response) -> Response:
         if request.environ.get(_MISDIRECTED):
             return response
-        if not tokens.valid(request.cookies.get(csrf.COOKIE)):
+        user = current_user()
+        if user is not None and not tokens.valid(request.cookies.get(csrf.COOKIE), user):
             response.set_cookie(
-                csrf.COOKIE, tokens.issue(), samesite="Strict", secure=request.is_secure
+                csrf.COOKIE, tokens.issue(user), samesite="Strict", secure=request.is_secure
             )
         web = access.web()
         if web is not None:

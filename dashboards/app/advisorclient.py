@@ -4,10 +4,12 @@ Reads (the report, one recommendation, the audit log, a what-if placement) are o
 :meth:`AdvisorClient.apply` and :meth:`AdvisorClient.revert` send the operator's bearer
 token, which lives only in the Dash server process and is never sent to the browser, and
 the name of the user who asked (``{"user": NAME}``), which the advisor records as the actor.
-Failures become :class:`AdvisorError` subclasses whose messages are meant for the page; an
-answer that is not JSON is reported with its HTTP status and text. Recommendations and
-reports are the core's contract (:mod:`toposcope.recommendation`), decoded and checked by
-its decoder: a report this version of toposcope cannot read is a clear error, not a guess.
+Failures become :class:`AdvisorError` subclasses whose messages are meant for the page (a
+request sent but not answered in time is :class:`AdvisorTimedOut`: not a failure, as the
+advisor may still be carrying it out); an answer that is not JSON is reported with its HTTP
+status and text. Recommendations and reports are the core's contract
+(:mod:`toposcope.recommendation`), decoded and checked by its decoder: a report this version
+of toposcope cannot read is a clear error, not a guess.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class AdvisorError(Exception):
 
 class AdvisorUnreachable(AdvisorError):
     """Nothing answers at the advisor URL, or not in time."""
+
+
+class AdvisorTimedOut(AdvisorUnreachable):
+    """The request was sent but no answer came within the client's timeout: the advisor may
+    still be carrying it out (an apply waits on the resource manager), so it did not fail.
+    """
 
 
 class AdvisorRefused(AdvisorError):
@@ -202,7 +210,7 @@ class AdvisorClient:
         except urllib.error.HTTPError as exc:
             status, raw = int(exc.code), exc.read()
         except TimeoutError as exc:
-            raise AdvisorUnreachable(
+            raise AdvisorTimedOut(
                 f"the advisor at {self.url} did not answer within {self.timeout:g}s"
             ) from exc
         except (urllib.error.URLError, OSError) as exc:

@@ -91,7 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         default=10.0,
-        help="seconds to wait for Prometheus and the advisor (default 10)",
+        help=(
+            "seconds to wait for Prometheus and the advisor (default 10); an apply or revert "
+            "not answered in time is shown as still running and followed to its end"
+        ),
     )
     add_node_label_argument(parser)
     parser.add_argument(

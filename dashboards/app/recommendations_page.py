@@ -3,23 +3,34 @@ evidence, the audit log, and Apply and Revert.
 
 Apply and revert run here, on the server, with the token the app was started with (the
 browser never sees it), for the user :mod:`.access` let through, whom the advisor records as
-the actor.
+the actor. One the advisor does not answer within the app's ``--timeout`` (a slow resource
+manager) is still running, not failed: the page says so and follows it to its end state
+(:mod:`.action_follow`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.dash_table.DataTable import DataTable
 
+from toposcope.dashboards.app import action_follow
 from toposcope.dashboards.app.access import Access, action_user, current_user
+from toposcope.dashboards.app.action_follow import (
+    FOLLOW_INTERVAL_MS,
+    Following,
+    in_progress,
+    signatures,
+)
 from toposcope.dashboards.app.advisorclient import (
     ActionInProgress,
     AdvisorClient,
     AdvisorError,
     AdvisorRefused,
+    AdvisorTimedOut,
     AuditRow,
 )
 from toposcope.dashboards.app.components import (
@@ -92,6 +103,10 @@ def layout(actions_off: str | None, user: str | None = None) -> html.Div:
                 dcc.ConfirmDialog(id="recs-confirm-apply"),
                 dcc.ConfirmDialog(id="recs-confirm-revert"),
                 dcc.Store(id="recs-version", data=0),
+                dcc.Store(id="recs-follow", data=None),
+                dcc.Interval(
+                    id="recs-follow-tick", interval=FOLLOW_INTERVAL_MS, n_intervals=0, disabled=True
+                ),
                 html.Div(id="recs-outcome", style={"marginBottom": "10px"}),
                 DataTable(
                     id="recs-table",
@@ -278,6 +293,8 @@ def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
     @app.callback(
         Output("recs-outcome", "children"),
         Output("recs-version", "data"),
+        Output("recs-follow", "data"),
+        Output("recs-follow-tick", "disabled"),
         Input("recs-confirm-apply", "submit_n_clicks"),
         Input("recs-confirm-revert", "submit_n_clicks"),
         State("recs-table", "selected_rows"),
@@ -291,31 +308,49 @@ def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
         selected: list[int] | None,
         rows: list[dict[str, Any]] | None,
         version: int,
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Any, Any, Any, Any]:
         rec_id = selected_id(rows, selected)
         if rec_id is None:
-            return banner("select a recommendation first", "info"), no_update
+            return banner("select a recommendation first", "info"), no_update, no_update, no_update
         action = "apply" if ctx.triggered_id == "recs-confirm-apply" else "revert"
         user = action_user()
         if user is None:
-            return banner(access.sign_in_hint()), no_update
+            return banner(access.sign_in_hint()), no_update, no_update, no_update
+        bumped = (version or 0) + 1
+        try:
+            before = advisor.audit(rec_id)
+        except AdvisorError as exc:
+            LOG.warning("%s %s by %s not sent: %s", action, rec_id, user, exc)
+            return banner(f"{action} {rec_id} was not sent: {exc}"), bumped, None, True
         try:
             if action == "apply":
                 result = advisor.apply(rec_id, user=user)
             else:
                 result = advisor.revert(rec_id, user=user)
+        except AdvisorTimedOut:
+            LOG.info("%s %s by %s: no answer within %gs", action, rec_id, user, advisor.timeout)
+            following = Following(action, rec_id, time.time(), signatures(before))
+            text = (
+                f"{action} {rec_id} is still running: the advisor did not answer within "
+                f"{advisor.timeout:g}s; following it until it ends"
+            )
+            return banner(text, "info"), bumped, following.to_data(), False
         except ActionInProgress as exc:
             LOG.info("%s %s by %s: %s", action, rec_id, user, exc)
-            return banner(str(exc), "info"), (version or 0) + 1
+            running = in_progress(rec_id, exc.body.get("entries"), before, time.time())
+            data = running.to_data() if running is not None else None
+            return banner(str(exc), "info"), bumped, data, running is None
         except AdvisorError as exc:
             LOG.warning("%s %s by %s: %s", action, rec_id, user, exc)
-            return banner(f"{action} {rec_id} failed: {exc}"), (version or 0) + 1
+            return banner(f"{action} {rec_id} failed: {exc}"), bumped, None, True
         LOG.info("%s %s by %s: %s", action, rec_id, user, ", ".join(result.results))
         text = _action_text(action, rec_id, result.results, result.details)
         kind = "ok" if result.ok else "info" if result.pending else "error"
         children: list[Any] = [banner(text, kind)]
         if result.dry_run_calls:
             children.append(html.Pre("\n".join(result.dry_run_calls)))
-        return html.Div(children, id="recs-outcome-text"), (version or 0) + 1
+        return html.Div(children, id="recs-outcome-text"), bumped, None, True
 
-    return frozenset(set(app.callback_map) - registered)
+    actions = frozenset(set(app.callback_map) - registered)
+    action_follow.register(app, advisor)
+    return actions

@@ -1,7 +1,8 @@
 """Builds the Dash app from its settings; the CLI serves it, tests run it under ``dash_duo``.
 
 Every request goes through :mod:`.access` (Host allow-list, the user, CSRF on apply and
-revert), whichever server runs the app.
+revert; only files of Dash's component bundles, :mod:`.bundles`, load without a user),
+whichever server runs the app.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from toposcope.dashboards.app import (
 )
 from toposcope.dashboards.app.access import Access, install
 from toposcope.dashboards.app.advisorclient import AdvisorClient
+from toposcope.dashboards.app.bundles import bundle_file
 from toposcope.dashboards.app.promclient import PromClient
 from toposcope.dashboards.app.sources import REFRESH_INPUTS, Clients
 from toposcope.nodeidentity import AUTO, check_node_label
@@ -69,8 +71,13 @@ def create_app(settings: AppSettings) -> Dash:
         settings.node_label,
     )
     actions = register(app, clients, settings.access)
-    update = f"{app.config.routes_pathname_prefix}_dash-update-component"
-    install(app.server, settings.access, actions, update)
+    prefix = app.config.routes_pathname_prefix
+    update = f"{prefix}_dash-update-component"
+
+    def library(path: str) -> bool:
+        return bundle_file(path, prefix, app.registered_paths)
+
+    install(app.server, settings.access, actions, update, library)
     return app
 
 

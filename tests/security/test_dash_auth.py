@@ -5,8 +5,8 @@ on loopback, which must receive nothing from a refused request.
 
 from __future__ import annotations
 
-import base64
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import bcrypt
 import pytest
 from flask.testing import FlaskClient
 
+from tests.dash.callbacks import UPDATE, apply_body, basic, callback_id, csrf_header
 from tests.dash.conftest import FakeApi
 from tests.procs import free_port
 from toposcope.dashboards.app import csrf
@@ -30,7 +31,6 @@ REC = {
     "summary": "pin train",
     "estimated_gain": 0.4,
 }
-UPDATE = "/_dash-update-component"
 
 
 def advisor_api(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
@@ -51,9 +51,12 @@ def advisor() -> Iterator[FakeApi]:
 
 @pytest.fixture
 def web_config(tmp_path: Path) -> Path:
-    digest = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(rounds=4)).decode()
+    users = {
+        name: bcrypt.hashpw(f"{name}-pw".encode(), bcrypt.gensalt(rounds=4)).decode()
+        for name in ("alice", "bob")
+    }
     path = tmp_path / "web.yml"
-    path.write_text(f"basic_auth_users:\n  alice: '{digest}'\n")
+    path.write_text("basic_auth_users:\n" + "".join(f"  {n}: '{d}'\n" for n, d in users.items()))
     return path
 
 
@@ -64,47 +67,29 @@ def client_for(advisor: FakeApi, access: Access) -> FlaskClient:
     return client
 
 
-def basic(user: str, password: str) -> dict[str, str]:
-    encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {encoded}"}
-
-
 ALICE = basic("alice", "alice-pw")
-
-
-def callback_id(client: FlaskClient, output: str, headers: dict[str, str]) -> str:
-    """The id of the callback that writes ``output``, as the page's renderer learns it."""
-    answer = client.get("/_dash-dependencies", headers=headers)
-    assert answer.status_code == 200
-    return next(str(d["output"]) for d in answer.get_json() if output in d["output"])
-
-
-def apply_body(client: FlaskClient, headers: dict[str, str]) -> dict[str, Any]:
-    """What the renderer posts when the operator confirms Apply on the first table row."""
-    return {
-        "output": callback_id(client, "recs-outcome.children", headers),
-        "outputs": [
-            {"id": "recs-outcome", "property": "children"},
-            {"id": "recs-version", "property": "data"},
-        ],
-        "inputs": [
-            {"id": "recs-confirm-apply", "property": "submit_n_clicks", "value": 1},
-            {"id": "recs-confirm-revert", "property": "submit_n_clicks", "value": None},
-        ],
-        "changedPropIds": ["recs-confirm-apply.submit_n_clicks"],
-        "state": [
-            {"id": "recs-table", "property": "selected_rows", "value": [0]},
-            {"id": "recs-table", "property": "data", "value": [{"id": "pin-1"}]},
-            {"id": "recs-version", "property": "data", "value": 0},
-        ],
-    }
-
-
-def csrf_header(client: FlaskClient, domain: str = "localhost") -> dict[str, str]:
-    """The header the renderer copies from the app's CSRF cookie."""
-    cookie = client.get_cookie(csrf.COOKIE, domain=domain)
-    assert cookie is not None, "the app set no CSRF cookie"
-    return {csrf.HEADER: cookie.value}
+BOB = basic("bob", "bob-pw")
+#: paths under the bundle route that are no bundle file: Dash's catch-all answers some of them
+#: with the app's page shell (Python, Dash and Plotly versions), its bundle route others with
+#: an error page
+NOT_BUNDLES = (
+    "/_dash-component-suites//../_dash-layout",
+    "/_dash-component-suites/..%2f_dash-layout",
+    "/_dash-component-suites/../dash/",
+    "/_dash-component-suites/dash/../../_dash-layout",
+    "/_dash-component-suites/dash//dcc/async-dropdown.js",
+    "/_dash-component-suites/dash/dcc/%2e%2e/%2e%2e/_dash-layout",
+    "/_dash-component-suites/dash/dcc/async-dropdown.js%252e",
+    "/_dash-component-suites/dash/",
+    "/_dash-component-suites/plotly/__init__.py",  # in the package, not a registered resource
+    "/_dash-component-suites/nope/x.js",
+    "/_dash-component-suites/dash/nope.js",
+)
+#: bundle files a browser loads: a lazy chunk, and a fingerprinted entry point
+BUNDLE_FILES = (
+    "/_dash-component-suites/dash/dcc/async-dropdown.js",
+    "/_dash-component-suites/dash/dcc/dash_core_components.v2_14_2m1700000000.js",
+)
 
 
 def posts(advisor: FakeApi) -> list[tuple[str, dict[str, str], bytes]]:
@@ -119,8 +104,9 @@ def posts(advisor: FakeApi) -> list[tuple[str, dict[str, str], bytes]]:
 def test_without_users_nobody_applies_and_the_page_says_why(advisor: FakeApi) -> None:
     client = client_for(advisor, Access())
     assert client.get("/").status_code == 200  # reading stays open on loopback
+    assert client.get_cookie(csrf.COOKIE) is None  # CSRF tokens are for users only
     body = apply_body(client, {})
-    answer = client.post(UPDATE, json=body, headers=csrf_header(client))
+    answer = client.post(UPDATE, json=body)
     assert answer.status_code == 403
     assert "--web.config.file" in answer.get_data(as_text=True)
     assert posts(advisor) == []
@@ -190,9 +176,9 @@ def test_apply_needs_the_csrf_token(advisor: FakeApi, web_config: Path) -> None:
     assert client.get("/_dash-layout").status_code == 401
     body = apply_body(client, ALICE)
     token = csrf_header(client)[csrf.HEADER]
-    other = create_app(AppSettings()).server.test_client()
-    other.get("/")
-    foreign = csrf_header(other)[csrf.HEADER]  # valid for another app instance only
+    other = client_for(advisor, Access(web_config=load_web_config(web_config)))
+    other.get("/", headers=ALICE)
+    foreign = csrf_header(other)[csrf.HEADER]  # alice's, but of another app instance
     for headers, cookie in (
         (ALICE, token),  # no header: a cross-site form or fetch cannot add one
         ({**ALICE, csrf.HEADER: token[:-1] + ("1" if token.endswith("0") else "0")}, token),
@@ -253,7 +239,7 @@ def test_other_host_names_are_refused(advisor: FakeApi, web_config: Path) -> Non
 
 def test_the_trusted_header_counts_only_from_the_trusted_proxy(advisor: FakeApi) -> None:
     client = client_for(advisor, Access(user_header="X-Forwarded-User"))
-    client.get("/")
+    client.get("/", headers={"X-Forwarded-User": "bob"})
     body = apply_body(client, {})
     signed = {"X-Forwarded-User": "bob", **csrf_header(client)}
     outside = {"REMOTE_ADDR": "10.1.2.3"}
@@ -272,7 +258,7 @@ def test_the_trusted_header_counts_only_from_the_trusted_proxy(advisor: FakeApi)
 def test_trusted_proxy_networks(advisor: FakeApi) -> None:
     access = Access(user_header="X-Forwarded-User", trusted_proxies=parse_proxies("10.0.0.0/8"))
     client = client_for(advisor, access)
-    client.get("/")
+    client.get("/", headers={"X-Forwarded-User": "carol"}, environ_base={"REMOTE_ADDR": "10.1.2.3"})
     body = apply_body(client, {})
     signed = {"X-Forwarded-User": "carol", **csrf_header(client)}
     for remote, status in (("127.0.0.1", 403), ("::ffff:10.9.8.7", 200), ("10.1.2.3", 200)):
@@ -300,12 +286,88 @@ def test_trusted_proxy_networks(advisor: FakeApi) -> None:
     ],
 )
 def test_apply_outcomes_the_page_explains(status: int, answer: Any, shown: str) -> None:
-    with FakeApi(lambda m, p, q: (status, answer)) as advisor:
+    def answers(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+        return (200, {"actions": []}) if path == "/api/v1/audit" else (status, answer)
+
+    with FakeApi(answers) as advisor:
         client = client_for(advisor, Access(user_header="X-Forwarded-User"))
-        client.get("/")
+        client.get("/", headers={"X-Forwarded-User": "bob"})
         signed = {"X-Forwarded-User": "bob", **csrf_header(client)}
         reply = client.post(UPDATE, json=apply_body(client, signed), headers=signed)
     assert reply.status_code == 200
     text = json.dumps(reply.get_json())
     assert shown in text and "base URL" not in text
     assert len(posts(advisor)) == 1
+
+
+@pytest.mark.parametrize("path", NOT_BUNDLES)
+def test_only_bundle_files_load_without_a_user(
+    advisor: FakeApi, web_config: Path, path: str
+) -> None:
+    client = client_for(advisor, Access(web_config=load_web_config(web_config)))
+    for method in (client.get, client.head):
+        answer = method(path)
+        assert answer.status_code == 401, path
+        assert answer.headers["WWW-Authenticate"].startswith("Basic realm=")
+        assert answer.content_type == "application/json"
+    assert "toposcope" not in client.get(path).get_data(as_text=True).lower()
+    for bundle in BUNDLE_FILES:
+        loaded = client.get(bundle)
+        assert loaded.status_code == 200, bundle
+        assert loaded.content_type.startswith("text/javascript")
+    assert client.post(BUNDLE_FILES[0]).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/_dash-component-suites/nope/x.js",
+        "/_dash-component-suites/dash/nope.js",
+        "/_dash-component-suites/../dash/",
+        f"/_dash-component-suites/dash/{'x' * 2000}.js",
+    ],
+)
+def test_junk_bundle_paths_answer_json_and_one_log_line(
+    advisor: FakeApi, web_config: Path, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = client_for(advisor, Access(web_config=load_web_config(web_config)))
+    assert client.get("/", headers=ALICE).status_code == 200
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    answer = client.get(path, headers=ALICE)
+    assert 400 <= answer.status_code < 500
+    assert answer.content_type == "application/json"
+    assert set(answer.get_json()) == {"error", "field"}
+    logged = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(logged) == 1, caplog.text
+    assert all(r.exc_info is None for r in caplog.records)
+    assert "Traceback" not in caplog.text
+    assert len(caplog.text) < 500
+
+
+def test_a_csrf_token_passes_only_for_the_user_it_was_issued_to(
+    advisor: FakeApi, web_config: Path
+) -> None:
+    client = client_for(advisor, Access(web_config=load_web_config(web_config)))
+    anonymous = client.get("/")
+    assert anonymous.status_code == 401
+    left = client.get_cookie(csrf.COOKIE)  # whatever the 401 left in the browser
+    unsigned = left.value if left is not None else ""
+    body = apply_body(client, ALICE)
+    client.set_cookie(csrf.COOKIE, unsigned)
+    answer = client.post(UPDATE, json=body, headers={**ALICE, csrf.HEADER: unsigned})
+    assert answer.status_code == 403
+    assert "CSRF" in answer.get_json()["error"]
+    assert csrf.COOKIE not in anonymous.headers.get("Set-Cookie", "")  # none is handed out
+    client.get("/", headers=ALICE)
+    alices = csrf_header(client)
+    answer = client.post(UPDATE, json=body, headers={**BOB, **alices})
+    assert answer.status_code == 403
+    assert posts(advisor) == []
+    client.get("/", headers=BOB)
+    bobs = csrf_header(client)
+    assert bobs != alices
+    answer = client.post(UPDATE, json=body, headers={**BOB, **bobs})
+    assert answer.status_code == 200
+    [(_, _, sent)] = posts(advisor)
+    assert json.loads(sent) == {"user": "bob"}

@@ -10,6 +10,7 @@ landing page are served beside the API and left out of its document.
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from apiflask import APIFlask
 from flask import Response, current_app
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from toposcope import __version__
 from toposcope.advisor import api_models as models
@@ -48,6 +49,27 @@ TEXT = "text/plain; charset=utf-8"
 USER_EXAMPLE = {"user": "alice@example.org"}
 
 View = Callable[..., Any]
+LOG = logging.getLogger("toposcope.advisor.api")
+_OPEN_RECOMMENDATION = TypeAdapter(models.OpenRecommendation)
+
+
+def answerable(recommendations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recommendations that fit the list's answer model; each one that does not is
+    logged and left out, so that one bad recommendation cannot fail the list for everyone.
+    """
+    kept = []
+    for rec in recommendations:
+        try:
+            _OPEN_RECOMMENDATION.validate_python(rec)
+        except ValidationError as exc:
+            LOG.error(
+                "recommendation %r left out of the list: it does not fit the API's answer: %s",
+                str(rec.get("id", ""))[:80],
+                " ".join(line.strip() for line in str(exc).splitlines()[1:3]),
+            )
+            continue
+        kept.append(rec)
+    return kept
 
 
 def service_of_app() -> AdvisorService:
@@ -133,6 +155,7 @@ def register_reads(app: APIFlask) -> None:
         data = latest.report.to_dict()
         for rec in data["recommendations"]:
             rec["first_seen"] = latest.first_seen.get(rec["id"])
+        data["recommendations"] = answerable(data["recommendations"])
         data["service"] = service.status()
         return data
 
@@ -267,7 +290,6 @@ def register_changes(app: APIFlask, auth: BearerAuth) -> None:
         models.RevertAnswer,
         "everything it applied is undone",
         {
-            **error_responses(503),
             202: answer_of("something is still running: revert again later", "RevertAnswer"),
             409: answer_of(
                 "a revert failed (the outcomes), nothing was applied, or no resource manager",

@@ -238,7 +238,8 @@ class ClusterModel:
     """Every node and workload of one advisor run, with the run's window and data notes.
 
     ``present`` names the catalogue metrics that had series (policies report missing ones as
-    "cannot decide"); ``notes`` carries loader warnings into the report.
+    "cannot decide"); ``notes`` carries loader warnings into the report;
+    ``dropped_series`` counts by reason the series the loaders left out for a bad name.
     """
 
     nodes: Mapping[str, NodeModel]
@@ -249,6 +250,7 @@ class ClusterModel:
     present: frozenset[str] = frozenset()
     notes: tuple[str, ...] = ()
     pending: tuple[PendingWorkload, ...] = ()
+    dropped_series: Mapping[str, int] = field(default_factory=dict)
 
     def node(self, name: str) -> NodeModel | None:
         """The node called ``name`` or ``None``."""

@@ -241,4 +241,5 @@ def build_model(
         present=data.present_metrics(),
         notes=data.notes,
         pending=tuple(pending),
+        dropped_series=data.dropped_series,
     )

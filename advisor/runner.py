@@ -33,7 +33,8 @@ def load_model(
     needs: Sequence[Query] | None = None,
 ) -> ClusterModel:
     """Run the queries against ``backend`` and build the model."""
-    data = load_all(backend, window, needs if needs is not None else queries(selector))
+    needed = needs if needs is not None else queries(selector)
+    data = load_all(backend, window, needed, node_label=node_label)
     return build_model(data, node_label=node_label, pending=pending)
 
 

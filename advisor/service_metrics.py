@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
+from toposcope.advisor.loaders.screen import DROP_REASONS
 from toposcope.advisor.outcomes import Verdict
 from toposcope.catalogue import spec
 from toposcope.recommendation import RecommendationKind, Report, Severity
@@ -30,8 +31,8 @@ class ServiceFigures:
     """The service's figures at ``now`` (Unix seconds).
 
     ``actions`` counts results per (recommendation kind, result); ``analyses`` counts
-    ``success`` and ``failure``; ``verdicts`` holds one entry per verification; ``leader``
-    says whether this replica acts (the leader, or the only replica).
+    ``success`` and ``failure``; ``verdicts`` holds one entry per verification;
+    ``series_dropped`` counts the series left out for a bad name since the start, by reason.
     """
 
     now: float
@@ -42,7 +43,7 @@ class ServiceFigures:
     analyses: Mapping[str, int]
     actions: Mapping[tuple[str, str], int]
     verdicts: Sequence[Verdict]
-    leader: bool = True
+    series_dropped: Mapping[str, int] = field(default_factory=dict)
 
 
 def _recommendation_families(figures: ServiceFigures) -> list[Metric]:
@@ -78,9 +79,10 @@ def families(figures: ServiceFigures) -> list[Metric]:
     runs = spec("toposcope_advisor_analyses_total").family()
     for result in ("success", "failure"):
         runs.add_metric([result], figures.analyses.get(result, 0))
-    leader = spec("toposcope_advisor_leader").family()
-    leader.add_metric([], 1 if figures.leader else 0)
-    found = [*_recommendation_families(figures), actions, verdicts, runs, leader]
+    dropped = spec("toposcope_advisor_series_dropped_total").family()
+    for reason in DROP_REASONS:
+        dropped.add_metric([reason], figures.series_dropped.get(reason, 0))
+    found = [*_recommendation_families(figures), actions, verdicts, runs, dropped]
     if figures.last_duration is not None:
         duration = spec("toposcope_advisor_analysis_duration_seconds").family()
         duration.add_metric([], figures.last_duration)

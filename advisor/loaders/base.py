@@ -233,7 +233,9 @@ class LoadedData:
 
     ``timings`` holds the seconds each query took (request, transfer and decoding), keyed
     like ``results``: what ``--log.level debug`` prints and the scale benchmark reads, to
-    tell the backend's time from the advisor's own.
+    tell the backend's time from the advisor's own. ``dropped_series`` counts the series
+    left out because a name in their labels breaks the naming rules, by reason
+    (:mod:`.screen`).
     """
 
     source: str
@@ -241,6 +243,7 @@ class LoadedData:
     results: Mapping[str, QueryResult]
     notes: tuple[str, ...] = field(default=())
     timings: Mapping[str, float] = field(default_factory=dict)
+    dropped_series: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def query_seconds(self) -> float:

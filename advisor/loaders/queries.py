@@ -14,7 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from toposcope.advisor.loaders.base import LoadedData, MetricsBackend, Query, QueryResult, Window
+from toposcope.advisor.loaders.screen import NameScreen
 from toposcope.catalogue import spec
+from toposcope.nodeidentity import AUTO
 
 LOG = logging.getLogger("toposcope.advisor.loaders")
 
@@ -299,18 +301,23 @@ def queries(selector: str = "", names: Iterable[str] | None = None) -> list[Quer
     return [q(selector) for q in QUERY_TYPES if wanted is None or q.name in wanted]
 
 
-def load_all(backend: MetricsBackend, window: Window, needs: Sequence[Query]) -> LoadedData:
+def load_all(
+    backend: MetricsBackend, window: Window, needs: Sequence[Query], *, node_label: str = AUTO
+) -> LoadedData:
     """Run every query against ``backend`` and gather the results and warnings.
 
     Connection errors propagate (the run cannot go on); an empty result is kept as missing
-    data for the policies to report as "cannot decide".
+    data for the policies to report as "cannot decide". Series whose node or workload name
+    breaks the naming rules are dropped and counted (:mod:`.screen`; ``node_label`` is the
+    run's ``--node-label``, a label that names nodes too).
     """
     results: dict[str, QueryResult] = {}
     notes: list[str] = []
     timings: dict[str, float] = {}
+    screen = NameScreen(node_label)
     for query in needs:
         started = time.perf_counter()
-        result = backend.load(query, window)
+        result = screen.screened(backend.load(query, window), query.metric)
         timings[query.name] = time.perf_counter() - started
         LOG.debug(
             "query %s: %d sample(s), %d series in %.3f s",
@@ -325,6 +332,7 @@ def load_all(backend: MetricsBackend, window: Window, needs: Sequence[Query]) ->
             notes.append(f"{query.name}: dropped {result.dropped} NaN/Inf sample(s)")
         if result.empty:
             LOG.debug("query %s (%s) returned no series", query.name, result.query)
-    data = LoadedData(backend.source, window, results, tuple(notes), timings)
+    notes += screen.notes()
+    data = LoadedData(backend.source, window, results, tuple(notes), timings, dict(screen.dropped))
     LOG.debug("%d queries to %s in %.2f s", len(timings), backend.source, data.query_seconds)
     return data

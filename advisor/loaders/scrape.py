@@ -14,7 +14,9 @@ PromQL backend for the instant case, with what one scrape can tell:
 A target is ``URL`` or ``NAME=URL`` (a plain path reads a saved scrape); ``NAME`` becomes
 the sample's ``node`` label (the name the resource manager knows the node by). Every sample
 also gets ``instance`` (the URL's host:port) and ``job="scrape"``, as a Prometheus scrape
-would add.
+would add. A target without a name is known by that ``(job, instance)`` (its exporter's
+hostname is joined on it), so two targets on one host:port cannot both go unnamed: the
+loader refuses them (:func:`check_targets`) rather than silently keep only one.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.loaders.base import Query, QueryResult, Window, finite
+from toposcope.errors import UsageError
+from toposcope.names import InvalidNameError, check_node_name
 from toposcope.promtypes import Sample, Series
 
 LOG = logging.getLogger("toposcope.advisor.scrape")
@@ -49,10 +53,16 @@ class ScrapeTarget:
     def parse(cls, text: str) -> ScrapeTarget:
         """``URL`` or ``NAME=URL`` (a ``=`` before ``://`` separates the name).
 
-        A URL without a scheme is a file holding a saved scrape (``file:`` URL).
+        A URL without a scheme is a file holding a saved scrape (``file:`` URL). ``NAME``
+        must be a node (host) name (:class:`UsageError` otherwise).
         """
         head, sep, tail = text.partition("=")
         name, url = (head, tail) if sep and "://" not in head and head else (None, text)
+        if name is not None:
+            try:
+                check_node_name(name)
+            except InvalidNameError as exc:
+                raise UsageError(f"--scrape {text[:120]!r}: {exc}") from None
         if "://" not in url:
             url = Path(url).absolute().as_uri()
         return cls(url, name)
@@ -64,6 +74,25 @@ class ScrapeTarget:
         return parsed.netloc or parsed.path
 
 
+def check_targets(targets: Sequence[ScrapeTarget]) -> None:
+    """Refuse (:class:`UsageError`) an unnamed target whose host:port another target has.
+
+    Its series would be told apart from the other's by ``(job, instance)`` alone, which
+    both share: one node would silently take the other's place.
+    """
+    by_instance: dict[str, list[ScrapeTarget]] = {}
+    for target in targets:
+        by_instance.setdefault(target.instance, []).append(target)
+    for instance, sharing in by_instance.items():
+        unnamed = [t for t in sharing if t.node is None]
+        if len(sharing) > 1 and unnamed:
+            urls = " and ".join(repr(t.url) for t in sharing[:2])
+            raise UsageError(
+                f"--scrape {urls} are both on {instance}, so they cannot be told apart by "
+                "their address: name each one's node, --scrape NAME=URL"
+            )
+
+
 @dataclass(frozen=True)
 class _Scraped:
     target: ScrapeTarget
@@ -72,11 +101,15 @@ class _Scraped:
 
 
 class ScrapeLoader:
-    """Read each target once (on the first query) and answer queries from that snapshot."""
+    """Read each target once (on the first query) and answer queries from that snapshot.
+
+    Targets that cannot be told apart are refused (:func:`check_targets`).
+    """
 
     def __init__(self, targets: Sequence[ScrapeTarget], *, timeout: float = 10.0) -> None:
         if not targets:
             raise AdvisorConnectionError("no scrape targets given")
+        check_targets(targets)
         self.targets = tuple(targets)
         self.timeout = timeout
         self._snapshot: list[_Scraped] | None = None

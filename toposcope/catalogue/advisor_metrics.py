@@ -46,18 +46,19 @@ ADVISOR_SPECS: tuple[MetricSpec, ...] = (
         part="advisor",
     ),
     row(
-        "toposcope_advisor_leader",
-        "gauge",
-        [],
-        "1 when this advisor service replica is the one that applies and reverts (the leader, "
-        "or the only replica), 0 on a standby (--leader-elect).",
-        part="advisor",
-    ),
-    row(
         "toposcope_advisor_analyses_total",
         "counter",
         ["result"],
         "Analyses the advisor service ran, by result (success, failure).",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_series_dropped_total",
+        "counter",
+        ["reason"],
+        "Series the advisor service's analyses left out because a label naming a node or a "
+        "workload breaks toposcope's naming rules, by reason (invalid_node_name, "
+        "invalid_workload_name).",
         part="advisor",
     ),
     row(

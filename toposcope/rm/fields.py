@@ -7,8 +7,9 @@ They are ``Annotated`` types that pydantic reads when it validates the models
   :data:`INDEX_LIMIT` - 1; ``4.0`` is accepted (JSON Schema calls it an integer) but not
   ``true`` or ``"4"``; a list of them holds at most :data:`INDEX_LIMIT` entries;
 - a **node name** is a host name (:func:`toposcope.names.check_node_name`);
-- a **workload name** is 1 to :data:`MAX_WORKLOAD_NAME` characters without control
-  characters (the agent's workloads are cgroup paths and container ids as well as unit names);
+- a **workload name** is 1 to :data:`~toposcope.names.MAX_WORKLOAD_NAME` characters without
+  control characters (:func:`toposcope.names.check_workload_name`; the agent's workloads are
+  cgroup paths and container ids as well as unit names);
 - a **request id** (and an action id) is printable ASCII without spaces, so that it can be
   logged and put in a URL path (percent-encoded) as it is;
 - free text (``reason``) is at most :data:`MAX_TEXT` characters.
@@ -23,7 +24,16 @@ from pydantic import AfterValidator, BeforeValidator, Field, StrictStr, WithJson
 from pydantic_core import PydanticCustomError
 
 from toposcope.cpulist import CPU_LIMIT
-from toposcope.names import MAX_NODE_NAME, NODE_NAME_PATTERN, NODE_NAME_RULE, check_node_name
+from toposcope.names import (
+    MAX_NODE_NAME,
+    MAX_WORKLOAD_NAME,
+    NODE_NAME_PATTERN,
+    NODE_NAME_RULE,
+    WORKLOAD_NAME_PATTERN,
+    WORKLOAD_NAME_RULE,
+    check_node_name,
+    check_workload_name,
+)
 
 #: CPU, NUMA node and GPU numbers are below this; a list of them holds at most this many
 INDEX_LIMIT = CPU_LIMIT
@@ -31,17 +41,13 @@ INDEX_LIMIT = CPU_LIMIT
 MAX_REQUEST_ID = 256
 #: the longest action id (a backend may add a prefix to the request id)
 MAX_ACTION_ID = 512
-#: the longest workload name (a cgroup path, at most)
-MAX_WORKLOAD_NAME = 4096
 #: the longest workload kind (``kubernetes``, ``slurm``, ``gpu-train``...)
 MAX_KIND = 64
 #: the longest free text (a request's reason)
 MAX_TEXT = 4096
 
-WORKLOAD_NAME_RULE = f"1-{MAX_WORKLOAD_NAME} characters without control characters"
 ID_RULE = "printable ASCII characters without spaces"
 
-_NO_CONTROL = r"^[^\u0000-\u001f\u007f]+$"
 _PRINTABLE_ASCII = r"^[!-~]+$"
 
 
@@ -59,12 +65,6 @@ def _json_integer(value: object) -> object:
     if isinstance(value, bool | str | bytes):
         raise PydanticCustomError("int_type", "Input should be a valid integer")
     return value
-
-
-def _workload_name(name: str) -> str:
-    if len(name) > MAX_WORKLOAD_NAME or not re.fullmatch(_NO_CONTROL, name):
-        raise ValueError(f"workload name {_shown(name)} is not {WORKLOAD_NAME_RULE}")
-    return name
 
 
 def _identifier(what: str, limit: int) -> AfterValidator:
@@ -94,8 +94,8 @@ NodeName = Annotated[
 ]
 WorkloadName = Annotated[
     StrictStr,
-    AfterValidator(_workload_name),
-    _string_schema(_NO_CONTROL, MAX_WORKLOAD_NAME, WORKLOAD_NAME_RULE),
+    AfterValidator(check_workload_name),
+    _string_schema(WORKLOAD_NAME_PATTERN, MAX_WORKLOAD_NAME, WORKLOAD_NAME_RULE),
 ]
 RequestId = Annotated[
     StrictStr,

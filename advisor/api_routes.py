@@ -290,6 +290,7 @@ def register_changes(app: APIFlask, auth: BearerAuth) -> None:
         models.RevertAnswer,
         "everything it applied is undone",
         {
+            **error_responses(503),
             202: answer_of("something is still running: revert again later", "RevertAnswer"),
             409: answer_of(
                 "a revert failed (the outcomes), nothing was applied, or no resource manager",

@@ -8,6 +8,12 @@ changes did (:class:`~toposcope.advisor.verifier.Verifier`), reverting harmful o
 audit log is the truth across restarts: unresolved intents are settled at start-up, ages and
 verifications are read back from the same SQLite file.
 
+Several replicas can share one audit log (``--leader-elect``,
+:mod:`toposcope.advisor.leader_election`): all of them analyse and answer reads, only the
+leader applies, reverts and verifies. A replica that becomes the leader first settles the
+intents its predecessor left without a result (:meth:`AdvisorService.take_over`); until then,
+and on a standby, an apply or revert is refused with 503 naming the leader.
+
 What serves it: its own metrics are :mod:`toposcope.advisor.service_metrics`, its HTTP API
 (``/metrics``, ``/api/v1/...``) is :mod:`toposcope.advisor.api`, and
 ``toposcope advisor serve`` (:mod:`toposcope.advisor.serve_cli`) starts both.
@@ -30,6 +36,7 @@ from toposcope.advisor.applying.applier import DEFAULT_WAIT_SECONDS
 from toposcope.advisor.audit import AuditEntry, AuditLog
 from toposcope.advisor.calibration import calibration_from
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
+from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
@@ -116,6 +123,9 @@ class AdvisorService:
         self.series_dropped: Counter[str] = Counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._leading = threading.Event()
+        self._leading.set()
+        self.election: LeaderElector | None = None
 
     def _model_nodes(self) -> list[str]:
         with self._state_lock:
@@ -127,6 +137,53 @@ class AdvisorService:
     def recover(self) -> list[AuditEntry]:
         """Settle intents an earlier run left without a result (the audit log is the truth)."""
         return self.acting.recover()
+
+    # -- leading ---------------------------------------------------------------------------
+
+    def campaign(self, election: LeaderElector) -> None:
+        """Act only while ``election`` (not started yet) makes this replica the leader; its
+        callbacks must be :meth:`take_over` and :meth:`step_down`.
+        """
+        self.election = election
+        self._leading.clear()
+
+    @property
+    def leading(self) -> bool:
+        """Whether this replica acts (the leader, past its take-over, or the only one)."""
+        return self._leading.is_set()
+
+    def take_over(self) -> list[AuditEntry]:
+        """Become the replica that acts: settle every intent the previous leader left
+        without a result (asking the resource manager what became of it), then accept
+        applies and reverts. The rows settled.
+        """
+        settled = self.recover()
+        self._leading.set()
+        LOG.info("leading: applying and reverting (%d unfinished action(s) settled)", len(settled))
+        return settled
+
+    def step_down(self) -> None:
+        """Stop acting (the lock is lost, or the service stops): applies and reverts are
+        refused from now on; returns once the call under way, if any, has finished.
+        """
+        self._leading.clear()
+        self.acting.wait_idle()
+        LOG.info("not leading: applies and reverts are refused")
+
+    def _require_leading(self) -> None:
+        """Refuse a change on a standby: 503 naming the leader, with ``Retry-After``."""
+        if self._leading.is_set():
+            return
+        election = self.election
+        leader = election.holder() if election is not None else ""
+        if election is not None and election.leading:
+            message = "this replica is settling what the previous leader left; try again shortly"
+        else:
+            message = f"this replica is a standby; the leader is {leader or 'not known yet'}"
+        retry = election.settings.retry_after if election is not None else 1
+        raise ServiceError(
+            message, 503, {"leader": leader or None}, headers={"Retry-After": str(retry)}
+        )
 
     def latest(self) -> Analysis:
         """The latest analysis (:class:`ServiceError` 503 before the first one finished,
@@ -160,6 +217,7 @@ class AdvisorService:
         ``user`` is who asked (recorded in the audit log). An applied pin or memory
         migration starts its verification.
         """
+        self._require_leading()
         rec = self.recommendation(rec_id)
         with self._state_lock:
             model = self.model
@@ -167,6 +225,7 @@ class AdvisorService:
 
     def revert(self, rec_id: str, reason: str = "", user: str | None = None) -> list[Outcome]:
         """Revert what was applied under ``rec_id`` (see :meth:`Acting.revert`)."""
+        self._require_leading()
         return self.acting.revert(rec_id, reason, user)
 
     # -- analysing -------------------------------------------------------------------------
@@ -226,7 +285,8 @@ class AdvisorService:
             self.last_success = self.clock()
             self.last_error = ""
             self.analyses["success"] += 1
-        self.verifier.verify(model, self.clock())
+        if self.leading:  # a standby neither judges nor reverts: the leader does
+            self.verifier.verify(model, self.clock())
         LOG.info("analysis: %d recommendation(s) in %.2fs", len(report.recommendations), duration)
         return report
 
@@ -298,6 +358,7 @@ class AdvisorService:
             actions=dict(self.acting.counts),
             verdicts=[v.verdict for v in self.outcomes.all()],
             series_dropped=dropped,
+            leader=self.leading,
         )
 
     def metrics_text(self) -> bytes:

@@ -32,7 +32,8 @@ class ServiceFigures:
 
     ``actions`` counts results per (recommendation kind, result); ``analyses`` counts
     ``success`` and ``failure``; ``verdicts`` holds one entry per verification;
-    ``series_dropped`` counts the series left out for a bad name since the start, by reason.
+    ``series_dropped`` counts the series left out for a bad name since the start, by reason;
+    ``leader`` says whether this replica acts (the leader, or the only replica).
     """
 
     now: float
@@ -44,6 +45,7 @@ class ServiceFigures:
     actions: Mapping[tuple[str, str], int]
     verdicts: Sequence[Verdict]
     series_dropped: Mapping[str, int] = field(default_factory=dict)
+    leader: bool = True
 
 
 def _recommendation_families(figures: ServiceFigures) -> list[Metric]:
@@ -82,7 +84,9 @@ def families(figures: ServiceFigures) -> list[Metric]:
     dropped = spec("toposcope_advisor_series_dropped_total").family()
     for reason in DROP_REASONS:
         dropped.add_metric([reason], figures.series_dropped.get(reason, 0))
-    found = [*_recommendation_families(figures), actions, verdicts, runs, dropped]
+    leader = spec("toposcope_advisor_leader").family()
+    leader.add_metric([], 1 if figures.leader else 0)
+    found = [*_recommendation_families(figures), actions, verdicts, runs, dropped, leader]
     if figures.last_duration is not None:
         duration = spec("toposcope_advisor_analysis_duration_seconds").family()
         duration.add_metric([], figures.last_duration)

@@ -53,6 +53,14 @@ ADVISOR_SPECS: tuple[MetricSpec, ...] = (
         part="advisor",
     ),
     row(
+        "toposcope_advisor_leader",
+        "gauge",
+        [],
+        "1 when this advisor service replica is the one that applies and reverts (the leader, "
+        "or the only replica), 0 on a standby (--leader-elect).",
+        part="advisor",
+    ),
+    row(
         "toposcope_advisor_series_dropped_total",
         "counter",
         ["reason"],

@@ -6,7 +6,7 @@ resource manager takes: ``scontrol`` lines for Slurm, the resource-manager API c
 ``kubectl`` calls for Kubernetes where the action has a Kubernetes form. An action a backend
 cannot carry out becomes a ``#`` comment saying why, so the output stays a valid shell
 script. Names come from metric labels anyone can write: they are checked against the core's
-naming rules and every word is shell-quoted.
+naming rules and every word is shell-quoted; comments show control characters as escapes.
 
 A new backend adds one function registered with :func:`renderer`.
 """
@@ -19,6 +19,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from toposcope.advisor.formatters.escaping import visible
 from toposcope.advisor.rmclients.http import api_base
 from toposcope.names import is_node_name
 from toposcope.recommendation import Report, action_to_dict
@@ -62,7 +63,7 @@ def renderer(*backends: str) -> Callable[[Renderer], Renderer]:
 
 
 def _comment(text: str) -> str:
-    return "# " + " ".join(text.split())
+    return "# " + " ".join(visible(text).split())
 
 
 def _cannot(backend: str, action: ActionRequest, why: str) -> list[str]:

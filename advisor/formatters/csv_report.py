@@ -1,4 +1,10 @@
-"""The CSV formatter: one row per recommendation, for spreadsheets and scripts."""
+"""The CSV formatter: one row per recommendation, for spreadsheets and scripts.
+
+Text cells go through :func:`~.escaping.csv_cell` (a leading ``=``, ``+``, ``-``, ``@``, tab
+or carriage return gets a ``'``, control characters are shown as escapes) so that a name
+taken from metrics cannot become a spreadsheet formula; the numbers the formatter writes
+itself (``gpus``, ``estimated_gain``, ``confidence``) are left as they are.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import json
 
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import change_text
+from toposcope.advisor.formatters.escaping import csv_cell
 from toposcope.recommendation import Report, action_to_dict
 
 HEADER = (
@@ -37,26 +44,17 @@ def as_csv(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(HEADER)
     for rec in report.by_gain():
+        actions = json.dumps(
+            [action_to_dict(a) for a in rec.actions], sort_keys=True, separators=(",", ":")
+        )
+        text = [rec.id, rec.kind, rec.policy, rec.target.node, rec.target.workload or ""]
+        numbers = [
+            " ".join(str(g) for g in rec.target.gpus),
+            f"{rec.estimated_gain:.6f}",
+            f"{rec.confidence:.3f}",
+        ]
+        more = [rec.risk, rec.severity, rec.summary, rec.gain_model, change_text(rec), actions]
         writer.writerow(
-            [
-                rec.id,
-                rec.kind,
-                rec.policy,
-                rec.target.node,
-                rec.target.workload or "",
-                " ".join(str(g) for g in rec.target.gpus),
-                f"{rec.estimated_gain:.6f}",
-                f"{rec.confidence:.3f}",
-                rec.risk,
-                rec.severity,
-                rec.summary,
-                rec.gain_model,
-                change_text(rec),
-                json.dumps(
-                    [action_to_dict(a) for a in rec.actions],
-                    sort_keys=True,
-                    separators=(",", ":"),
-                ),
-            ]
+            [*(csv_cell(str(t)) for t in text), *numbers, *(csv_cell(str(t)) for t in more)]
         )
     return out.getvalue()

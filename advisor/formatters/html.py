@@ -1,17 +1,18 @@
 """The HTML formatter: one self-contained file with a table and a bar chart of the gains.
 
 The chart is plotly's, rendered with ``include_plotlyjs=True`` so the library is inlined and
-the file opens without network access.
+the file opens without network access. Every text is escaped (:func:`~.escaping.html_text`:
+control characters shown as escapes, then HTML-escaped), the chart's hover texts too (plotly
+reads tags in them).
 """
 
 from __future__ import annotations
-
-import html
 
 import plotly.graph_objects as go
 
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import action_text, header
+from toposcope.advisor.formatters.escaping import html_text, visible
 from toposcope.recommendation import Report
 
 _STYLE = """
@@ -35,15 +36,15 @@ def _chart(report: Report) -> str:
         figure.add_trace(
             go.Bar(
                 name=kind,
-                x=[r.id for r in chosen],
+                x=[visible(r.id) for r in chosen],
                 y=[round(r.estimated_gain * 100, 2) for r in chosen],
-                hovertext=[r.summary for r in chosen],
+                hovertext=[html_text(r.summary) for r in chosen],
             )
         )
     figure.update_layout(
         title="Estimated gain by recommendation",
         yaxis_title="estimated gain (%)",
-        xaxis={"categoryorder": "array", "categoryarray": [r.id for r in recs]},
+        xaxis={"categoryorder": "array", "categoryarray": [visible(r.id) for r in recs]},
         height=420,
     )
     text: str = figure.to_html(full_html=False, include_plotlyjs=True)
@@ -55,7 +56,7 @@ def as_html(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """A standalone HTML page: metadata, plotly bar chart, table by gain (actions with
     compact CPU lists), notes.
     """
-    esc = html.escape
+    esc = html_text
     run = report.run
     rows = []
     for r in report.by_gain():

@@ -1,14 +1,16 @@
-"""The Markdown formatter: a document for a pull request, a wiki or a ticket."""
+"""The Markdown formatter: a document for a pull request, a wiki or a ticket.
+
+Every text that is not the formatter's own goes through :func:`~.escaping.markdown_text`:
+a name from metrics renders as the literal text it is, never as HTML, a link, emphasis or
+an extra table cell. The report holds no links.
+"""
 
 from __future__ import annotations
 
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, cells
+from toposcope.advisor.formatters.escaping import markdown_text as _md
 from toposcope.recommendation import Report
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 @formatter("markdown")
@@ -18,9 +20,9 @@ def as_markdown(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str
     lines = [
         "# toposcope advisor report",
         "",
-        f"- source: `{run.source}`",
-        f"- window: {run.window}, started {run.started_at}",
-        f"- policies: {', '.join(run.policies)}",
+        f"- source: {_md(run.source)}",
+        f"- window: {_md(run.window)}, started {_md(run.started_at)}",
+        f"- policies: {_md(', '.join(run.policies))}",
         f"- minimum gain: {run.min_gain:g}",
         "",
     ]
@@ -34,10 +36,10 @@ def as_markdown(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str
             row = cells(rec)
             lines.append("| " + " | ".join(_md(row[c]) for c in COLUMNS) + " |")
         lines += ["", "## Gain models", ""]
-        lines += [f"- `{r.id}`: {_md(r.gain_model)}" for r in recs]
+        lines += [f"- {_md(r.id)}: {_md(r.gain_model)}" for r in recs]
     else:
         lines.append("Nothing to do.")
     if report.notes:
         lines += ["", "## Notes", ""]
-        lines += [f"- **{n.policy}** `{_md(n.target)}`: {_md(n.reason)}" for n in report.notes]
+        lines += [f"- **{_md(n.policy)}** {_md(n.target)}: {_md(n.reason)}" for n in report.notes]
     return "\n".join(lines) + "\n"

@@ -4,6 +4,8 @@ The short columns (id, kind, gain, severity...) keep their width, so an id can b
 whole; when a row is longer than :attr:`FormatOptions.width`, the summary, the change and
 the target share what is left and wrap onto continuation lines. A line is longer than the
 width only when the short columns and the narrowest wrapped ones alone already are.
+Control characters in names and notes are shown as escapes (:func:`~.escaping.visible`),
+never written to the terminal.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, action_text, cells, header
+from toposcope.advisor.formatters.escaping import visible
 from toposcope.recommendation import Report
 
 #: the columns that wrap, with their share of the width left by the others
@@ -88,11 +91,11 @@ def table(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """Aligned columns sorted by gain (highest first), each action of a recommendation on a
     line of its own, then the notes; all wrapped to ``options.width``.
     """
-    lines = _wrap(header(report), options.width)
+    lines = _wrap(visible(header(report)), options.width)
     rows = []
     for rec in report.by_gain():
-        row = cells(rec)
-        row["CHANGE"] = "\n".join(action_text(a) for a in rec.actions) or "-"
+        row = {name: visible(cell) for name, cell in cells(rec).items()}
+        row["CHANGE"] = "\n".join(visible(action_text(a)) for a in rec.actions) or "-"
         rows.append([row[c] for c in COLUMNS])
     if rows:
         lines.append("")
@@ -102,5 +105,6 @@ def table(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     if report.notes:
         lines += ["", "notes:"]
         for n in report.notes:
-            lines += _wrap(f"[{n.policy}] {n.target}: {n.reason}", options.width, "  ", "    ")
+            note = visible(f"[{n.policy}] {n.target}: {n.reason}")
+            lines += _wrap(note, options.width, "  ", "    ")
     return "\n".join(lines) + "\n"

@@ -1,4 +1,8 @@
-"""The YAML formatter: the same document as the JSON format, for people and YAML tools."""
+"""The YAML formatter: the same document as the JSON format, for people and YAML tools.
+
+Like the JSON, it escapes every character outside printable ASCII (``"\\e"``, ``"\\u202E"``)
+instead of writing it, so that no text from metrics writes control characters to a terminal.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,6 @@ def as_yaml(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     so that ``yaml.safe_load`` gives what ``json.loads`` gives for ``--format json``.
     """
     text: str = yaml.safe_dump(
-        report.to_dict(), sort_keys=True, default_flow_style=None, allow_unicode=True, width=100
+        report.to_dict(), sort_keys=True, default_flow_style=None, allow_unicode=False, width=100
     )
     return text

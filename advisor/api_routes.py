@@ -166,6 +166,12 @@ def register_reads(app: APIFlask) -> None:
         """One recommendation of the latest report, its state, audit rows and verification."""
         service = service_of_app()
         rec = service.recommendation(rec_id)
+        if not answerable([rec.to_dict()]):
+            raise ServiceError(
+                f"recommendation {rec_id!r} names something the API does not serve "
+                "(see the advisor's log)",
+                404,
+            )
         entries = service.audit.entries(rec_id)
         verification = service.outcomes.get(rec_id)
         return {

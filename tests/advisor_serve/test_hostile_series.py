@@ -54,8 +54,12 @@ def test_a_recommendation_the_answer_model_refuses_is_left_out_of_the_list(
     assert report is not None and [r.target.node for r in report.recommendations] == [
         "10.0.0.1:9847"
     ]
+    rec_id = report.recommendations[0].id
     with serving(service) as url, caplog.at_level(logging.ERROR, logger="toposcope.advisor.api"):
         status, _, body = call(f"{url}/api/v1/recommendations")
+        one_status, _, one = call(f"{url}/api/v1/recommendations/{rec_id}")
     assert status == 200, body
     assert body["recommendations"] == []
+    assert one_status == 404, one
+    assert "does not serve" in one["error"]
     assert "left out of the list" in caplog.text

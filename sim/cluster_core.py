@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import heapq
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from toposcope.names import (
     OBJECT_NAME_RULE,
@@ -65,6 +67,9 @@ class SimClusterCore(BaseResourceManager):
         self._best_cache: dict[tuple[object, ...], float] = {}
         self._action_counts: dict[tuple[str, str], int] = {}
         self._finished: list[str] = []
+        #: While :meth:`building`: nodes whose jobs' speeds are still to be computed, in the
+        #: order they last changed (``None``: every change is computed at once).
+        self._stale: dict[str, SimNode] | None = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -106,6 +111,28 @@ class SimClusterCore(BaseResourceManager):
                 self._arrive(workload, self._time)
             else:
                 self._push(job.submit_time, "arrive", job.name, 0)
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        """Submit many jobs at once: each node's jobs are evaluated once, when the block
+        ends, instead of again on every job that joins the node.
+
+        The result is the same as submitting one by one (speeds, versions and the order of
+        the completion events that stay current), since a job's speed depends only on the
+        node's final set of jobs; what changes is the cost of loading a scenario with many
+        jobs per node (quadratic in them, once per job, otherwise).
+        """
+        with self._lock:
+            if self._stale is not None:
+                yield
+                return
+            self._stale = {}
+            try:
+                yield
+            finally:
+                stale, self._stale = self._stale, None
+                for node in stale.values():
+                    self._replan(node)
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -177,6 +204,8 @@ class SimClusterCore(BaseResourceManager):
 
     def _integrate(self, node: SimNode, until: float) -> None:
         """Advance one node's counters from ``node.last_time`` to ``until``."""
+        if self._stale is not None and until > node.last_time and node.name in self._stale:
+            self._replan(self._stale.pop(node.name))
         integrate(node, self._workloads, until, self.clock.counter_scale())
 
     def _memory_layout(self, node: SimNode) -> Layout:
@@ -193,16 +222,28 @@ class SimClusterCore(BaseResourceManager):
 
     def _refresh(self, node: SimNode) -> None:
         """Recompute the speed of every job on a node (its set or allocations changed) and
-        re-plan their completion events. The node must be integrated to now.
+        re-plan their completion events (within :meth:`building`: when it ends). The node
+        must be integrated to now.
         """
         node.version += 1
+        for name in node.workloads:
+            self._workloads[name].version += 1
+        if self._stale is None:
+            self._replan(node)
+            return
+        self._stale.pop(node.name, None)
+        self._stale[node.name] = node
+
+    def _replan(self, node: SimNode) -> None:
+        """Evaluate every job on a node and plan its resume and completion events (at the
+        versions :meth:`_refresh` gave them).
+        """
         for name in sorted(node.workloads):
             workload = self._workloads[name]
             assert workload.allocation is not None
             workload.perf = evaluate(
                 workload.spec, workload.allocation, node.template, self._co_runners(node, name)
             )
-            workload.version += 1
             if workload.paused_until > self._time:
                 self._push(workload.paused_until, "resume", name, workload.version)
             duration = workload.spec.duration
@@ -240,7 +281,8 @@ class SimClusterCore(BaseResourceManager):
             raise ResourceManagerError(f"unknown node {allocation.node!r}", 404)
         template = node.template
         cpus = sorted(set(allocation.cpus))
-        bad_cpus = [c for c in cpus if c not in set(template.cpus)]
+        known_cpus = template.cpu_set
+        bad_cpus = [c for c in cpus if c not in known_cpus]
         if bad_cpus:
             raise ResourceManagerError(
                 f"CPUs {short_list(bad_cpus)} are not on node {node.name}", 400

@@ -218,11 +218,12 @@ def build_cluster(scenario: Scenario, clock: SimClock | None = None) -> SimClust
     cluster = SimCluster(clock or SimClock(seed=scenario.seed), scheduler=scenario.scheduler)
     for node in scenario.nodes:
         cluster.add_node(node.name, node.template, node.labels)
-    for job in scenario.jobs:
-        try:
-            cluster.submit(job.spec, job.placement)
-        except ResourceManagerError as exc:
-            raise ConfigError(f"{job.where}.placement: {exc}") from None
-        except ValueError as exc:
-            raise ConfigError(f"{job.where}: {exc}") from None
+    with cluster.building():
+        for job in scenario.jobs:
+            try:
+                cluster.submit(job.spec, job.placement)
+            except ResourceManagerError as exc:
+                raise ConfigError(f"{job.where}.placement: {exc}") from None
+            except ValueError as exc:
+                raise ConfigError(f"{job.where}: {exc}") from None
     return cluster

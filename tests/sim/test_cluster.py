@@ -4,7 +4,9 @@ costs, time and thread safety.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,7 @@ from toposcope.rm import (
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster, checkpoint_restore_seconds
 from toposcope.sim.jobs import JobKind, make_job
+from toposcope.sim.scenarios import parse_scenario
 from toposcope.sim.templates import builtin_template
 from toposcope.sim.truth_params import truth
 
@@ -220,3 +223,43 @@ def test_concurrent_actions_from_many_threads(cluster: SimCluster) -> None:
     assert not errors
     assert len(set(results)) == 120
     assert cluster.action_counts() == {("pin", "applied"): 120}
+
+
+def _one_by_one_and_batched(scenario_text: str) -> tuple[SimCluster, SimCluster]:
+    """The same scenario submitted job by job, and inside ``building()``."""
+    scenario = parse_scenario(scenario_text, "batch", Path("."))
+    clusters = []
+    for batched in (False, True):
+        sim = SimCluster(SimClock(seed=scenario.seed, speed=0), scheduler=scenario.scheduler)
+        for node in scenario.nodes:
+            sim.add_node(node.name, node.template, node.labels)
+        with sim.building() if batched else contextlib.nullcontext():
+            for job in scenario.jobs:
+                sim.submit(job.spec, job.placement)
+        clusters.append(sim)
+    return clusters[0], clusters[1]
+
+
+def test_submitting_in_one_batch_gives_what_job_by_job_submission_gives() -> None:
+    """Loading a scenario submits every job inside ``building()`` (each node's jobs are
+    evaluated once, at the end, instead of on every arrival): what follows (speeds, the
+    order jobs finish in, counters) is what job-by-job submission gives.
+    """
+    text = (
+        "seed: 5\nscheduler: first-fit\n"
+        "generate: {nodes: {dgx-a100: 3, pcie-4gpu: 3, xeon-2s: 2}, workloads: 60}\n"
+        "jobs:\n"
+        "  - {name: worker, type: gpu-train, gpus: 2, count: 6, duration: 1800}\n"
+        "  - {name: later, type: gpu-train, gpus: 1, count: 4, submit: 300, duration: 900}\n"
+        "  - {name: cpu, type: cpu-train, threads: 8, count: 4, duration: 1200}\n"
+    )
+    one_by_one, batched = _one_by_one_and_batched(text)
+    for _ in range(8):
+        assert batched.workloads() == one_by_one.workloads()
+        assert batched.truth() == one_by_one.truth()
+        assert batched.finished() == one_by_one.finished()
+        for node in one_by_one.node_names():
+            assert batched.node_snapshot(node) == one_by_one.node_snapshot(node)
+        one_by_one.advance(400.0)
+        batched.advance(400.0)
+    assert one_by_one.finished()

@@ -138,20 +138,22 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
         address = args.file_sd_address or server.address
         server.set_app(make_sim_app(cluster, exporters, api, address))
         apply_web_arguments(server, args, users=BEARER_ONLY)
-        preparing = threading.Thread(
-            target=exporters.prepare, args=(stop,), daemon=True, name="sim-prepare"
-        )
-        preparing.start()
+        if exporters.eager:
+            preparing = threading.Thread(
+                target=exporters.prepare, args=(stop,), daemon=True, name="sim-prepare"
+            )
+            preparing.start()
         if args.file_sd:
             write_file_sd(args.file_sd, file_sd_targets(cluster.node_names(), address))
         LOG.info(
-            "scenario %s: %d nodes, %d workloads; serving on %s (speed %g, state %s)",
+            "scenario %s: %d nodes, %d workloads; serving on %s (speed %g, state %s; %s)",
             scenario.name,
             len(scenario.nodes),
             len(scenario.jobs),
             address,
             args.speed,
             state_dir,
+            "trees written ahead" if exporters.eager else "each tree written on first scrape",
         )
         server.serve_forever()
     finally:

@@ -14,7 +14,10 @@ Every simulated node gets what a real node's exporter reads:
   sysfs, exactly as the exporter would build it, and shared.
 
 :class:`SimExporters` holds one :class:`NodeExporter` per node, built on first scrape, each
-with its own lock so that different nodes scrape in parallel.
+with its own lock so that different nodes scrape in parallel. A cluster of at most
+:data:`PREPARE_MAX_NODES` nodes also has every tree written ahead of the first scrape
+(:meth:`SimExporters.prepare`); a larger one writes nothing per node until that node is
+first scraped, so that it starts in seconds and holds only the trees being read.
 
 Every directory a tree creates or removes is checked to lie inside the node's root first
 (:func:`toposcope.sim.paths.contained`), and every node's root inside the state directory:
@@ -49,6 +52,10 @@ from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
 
 LOG = logging.getLogger("toposcope.sim")
+
+#: Most nodes whose trees :meth:`SimExporters.prepare` writes ahead of the first scrape (the
+#: built-in ``large`` scenario's 1,000); a larger cluster builds each node on first use.
+PREPARE_MAX_NODES = 1_000
 
 
 class _FixedTopology(HostTopology):
@@ -185,7 +192,8 @@ class SimExporters:
     """A :class:`NodeExporter` per node of a cluster, under one state directory.
 
     ``background`` starts each GPU source's PCIe sampler and XID watcher threads (two per
-    GPU node; ``None``: only for clusters of at most 32 nodes).
+    GPU node; ``None``: only for clusters of at most 32 nodes). :attr:`eager` says whether
+    :meth:`prepare` builds every node (clusters of at most :data:`PREPARE_MAX_NODES`).
     """
 
     def __init__(
@@ -193,7 +201,9 @@ class SimExporters:
     ) -> None:
         self.cluster = cluster
         self.state_dir = Path(state_dir)
-        self.background = background if background is not None else len(cluster.node_names()) <= 32
+        nodes = len(cluster.node_names())
+        self.background = background if background is not None else nodes <= 32
+        self.eager = nodes <= PREPARE_MAX_NODES
         self._lock = threading.Lock()
         self._exporters: dict[str, NodeExporter] = {}
         self._topologies: dict[str, Topology] = {}
@@ -259,9 +269,12 @@ class SimExporters:
         """Build every node's exporter (write its tree) ahead of the first scrape, so that
         Prometheus' first round is as fast as the later ones. Returns how many were built;
         stops early when ``stop`` is set or the exporters are closed. A node that cannot
-        be built is logged and skipped (its scrapes will report the error).
+        be built is logged and skipped (its scrapes will report the error). Builds nothing
+        unless :attr:`eager`: a larger cluster's nodes are built on first scrape only.
         """
         built = 0
+        if not self.eager:
+            return built
         for name in self.cluster.node_names():
             if stop.is_set():
                 break

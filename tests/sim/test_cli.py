@@ -15,6 +15,7 @@ import pytest
 
 from tests.procs import free_port, http_get, poll
 from toposcope.sim.cli import main
+from toposcope.sim.nodefs import PREPARE_MAX_NODES
 
 
 def test_sim_process_serves_and_stops(tmp_path: Path) -> None:
@@ -106,11 +107,12 @@ def test_sigterm_when_ready_stops_within_5s_and_removes_the_trees(tmp_path: Path
 
 def test_sigterm_while_trees_are_prepared_stops_within_5s(tmp_path: Path) -> None:
     scenario = tmp_path / "many.yaml"
-    scenario.write_text("generate: {nodes: {dgx-a100: 2000}, workloads: 0}\n")
+    # the most nodes whose trees are written ahead (a larger cluster writes them on demand)
+    scenario.write_text(f"generate: {{nodes: {{dgx-a100: {PREPARE_MAX_NODES}}}, workloads: 0}}\n")
     sim = Sim(tmp_path, str(scenario))
     try:
         poll(sim.node_trees, interval_s=0.02)
-        assert len(sim.node_trees()) < 2000
+        assert len(sim.node_trees()) < PREPARE_MAX_NODES
         assert sim.terminate_within(5.0) == 0
     finally:
         sim.kill()

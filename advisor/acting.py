@@ -34,7 +34,7 @@ from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, Verdict, baseline
 from toposcope.advisor.rmclients import DryRunResourceManager
 from toposcope.errors import ConfigError
-from toposcope.recommendation import Recommendation, RecommendationKind
+from toposcope.report.recommendation import Recommendation, RecommendationKind
 from toposcope.rm import ResourceManager, ResourceManagerError
 
 LOG = logging.getLogger("toposcope.advisor.acting")

@@ -25,9 +25,9 @@ from toposcope.advisor.label_selector import SelectorError, parse_selector
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import add_backend_options, backend_names
 from toposcope.advisor.workload_filter import WorkloadFilter
+from toposcope.auth.tokens import add_token_file_options
 from toposcope.errors import UsageError
-from toposcope.recommendation import Recommendation, Severity
-from toposcope.tokens import add_token_file_options
+from toposcope.report.recommendation import Recommendation, Severity
 
 #: ``--fail-on`` level -> the lowest report severity that fails the run (exit 1)
 FAIL_ON: Mapping[str, Severity] = {

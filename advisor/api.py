@@ -17,7 +17,7 @@ Routes of :func:`advisor_app` (the JSON ones in the OpenAPI document, served at
     GET  /                                      a landing page
 
 Reads are open; ``POST`` needs ``Authorization: Bearer <token>``, checked by the shared
-:class:`~toposcope.bearer.BearerAuth` before the body is read (401 without it, 403 with a
+:class:`~toposcope.auth.bearer.BearerAuth` before the body is read (401 without it, 403 with a
 wrong one, 403 for everyone when the service was started without a token). A ``POST`` may
 carry ``{"user": "NAME"}`` (:class:`~toposcope.advisor.api_models.UserBody`): the audit log
 then records the actor as ``NAME via <service actor>``; any other body answers 400, one over
@@ -56,8 +56,8 @@ from toposcope.advisor.api_routes import (
     register_reads,
 )
 from toposcope.advisor.service import AdvisorService
-from toposcope.bearer import BearerAuth
-from toposcope.httpapi import (
+from toposcope.auth.bearer import BearerAuth
+from toposcope.serving.httpapi import (
     JsonProvider,
     JsonRequest,
     api_app,
@@ -66,8 +66,8 @@ from toposcope.httpapi import (
     tidy_spec,
     write_document,
 )
-from toposcope.httpserver import HttpServer, WsgiApp
-from toposcope.jsonbody import JsonBodyError
+from toposcope.serving.httpserver import HttpServer, WsgiApp
+from toposcope.serving.jsonbody import JsonBodyError
 
 API_TITLE = "toposcope advisor API"
 API_VERSION = "1.0.0"

@@ -4,7 +4,7 @@ They are the API's contract: APIFlask validates every request against its input 
 builds every successful answer through its output model, and the OpenAPI document
 (``docs/advisor-openapi.json``) is generated from them. The answers are made of the types
 the data already has, so that each shape is defined once: the recommendation contract of
-the core (:mod:`toposcope.recommendation`, the report JSON), the resource-manager types
+the core (:mod:`toposcope.report.recommendation`, the report JSON), the resource-manager types
 (:mod:`toposcope.rm`), and the advisor's audit rows, verifications, outcomes and
 placements, each extended here by what the API adds (a recommendation's ``first_seen``, an
 audit row's ``state``...). Answers forbid fields they do not declare, so a field added to an
@@ -28,8 +28,8 @@ from toposcope.advisor.applying import Outcome
 from toposcope.advisor.audit import AuditEntry
 from toposcope.advisor.gpu_sets import Placement
 from toposcope.advisor.outcomes import Verification
-from toposcope.names import USER_NAME_RULE, InvalidNameError, check_user_name
-from toposcope.recommendation import SCHEMA_VERSION, Note, Recommendation, RunInfo
+from toposcope.identity.names import USER_NAME_RULE, InvalidNameError, check_user_name
+from toposcope.report.recommendation import SCHEMA_VERSION, Note, Recommendation, RunInfo
 
 #: answers, and every type in them, refuse fields they do not declare
 STRICT = ConfigDict(extra="forbid")

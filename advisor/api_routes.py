@@ -36,8 +36,8 @@ from toposcope.advisor.audit import (
 )
 from toposcope.advisor.gpu_sets import link_factor, place
 from toposcope.advisor.service import AdvisorService
-from toposcope.bearer import BearerAuth
-from toposcope.selfmetrics import daemon_registry
+from toposcope.auth.bearer import BearerAuth
+from toposcope.serving.selfmetrics import daemon_registry
 
 API_PREFIX = "/api/v1"
 SECURITY_SCHEME = "BearerAuth"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from toposcope.advisor.outcomes import MIN_GPU_UTILIZATION, Measurement, OutcomeLog, Verdict
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds, severity_for, value
-from toposcope.recommendation import Recommendation, RecommendationKind
+from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 #: pseudo-observations of ratio 1 each kind's factor starts from
 PRIOR_WEIGHT = 5.0

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from toposcope.advisor.model import ClusterModel, WorkloadModel
-from toposcope.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation
 from toposcope.rm import ActionKind, ActionRequest
 
 #: relative error allowed on measured cores and bytes (a rate over a window is an estimate);

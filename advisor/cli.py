@@ -61,7 +61,7 @@ from toposcope.advisor.rmclients.clienttls import client_tls_from_args
 from toposcope.advisor.runner import advise, load_model
 from toposcope.advisor.workload_filter import filter_report
 from toposcope.errors import ConfigError, UsageError
-from toposcope.recommendation import Report
+from toposcope.report.recommendation import Report
 from toposcope.rm import ResourceManager, ResourceManagerError
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "add_arguments", "parse_at", "run"]

@@ -16,9 +16,9 @@ from toposcope.advisor.loaders.base import check_selector
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import EndpointResolver, read_token, resolver_from_options
 from toposcope.advisor.rmclients.clienttls import add_client_tls_arguments
+from toposcope.auth.tokens import Token
 from toposcope.errors import ConfigError, UsageError
-from toposcope.nodeidentity import add_node_label_argument
-from toposcope.tokens import Token
+from toposcope.identity.node import add_node_label_argument
 
 
 class DeprecatedAlias(argparse.Action):

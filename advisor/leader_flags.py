@@ -29,7 +29,7 @@ from toposcope.advisor.leader_election import (
 from toposcope.advisor.leader_locks import FileLock, LeaseLock, lock_file_of
 from toposcope.advisor.loaders.base import parse_duration
 from toposcope.errors import ConfigError, UsageError
-from toposcope.kubeapi import SERVICE_ACCOUNT_DIR, connect
+from toposcope.kubeapi.client import SERVICE_ACCOUNT_DIR, connect
 
 DEFAULT_LEASE_NAME = "toposcope-advisor"
 #: the lock kinds; ``auto`` is ``leases`` in a pod, ``file`` elsewhere

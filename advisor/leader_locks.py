@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toposcope.kubeapi import KubeApi, KubeApiStatusError
+from toposcope.kubeapi.client import KubeApi, KubeApiStatusError
 
 #: the largest identity read back from a lock file
 MAX_IDENTITY = 256

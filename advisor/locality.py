@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from toposcope.advisor.model import NodeModel, WorkloadModel
-from toposcope.recommendation import Evidence
+from toposcope.report.recommendation import Evidence
 
 GIB = 1024**3
 #: the CRI-RM / AIStation figure: up to 57.76 % faster CNN training once pinned

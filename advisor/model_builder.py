@@ -1,6 +1,6 @@
 """From loader results to the advisor's model (:func:`build_model`).
 
-Which node a series belongs to is the core's rule (:class:`toposcope.nodeidentity.NodeNamer`,
+Which node a series belongs to is the core's rule (:class:`toposcope.identity.node.NodeNamer`,
 shared with the Dash app): the ``node`` label when present, else the exporter's reported
 hostname joined from ``toposcope_exporter_build_info`` by ``(job, instance)``, else the
 ``instance`` label; ``node_label`` forces one label instead.
@@ -30,7 +30,7 @@ from toposcope.advisor.model import (
 )
 from toposcope.cpulist import parse_cpulist
 from toposcope.errors import SourceError
-from toposcope.nodeidentity import AUTO, NodeNamer
+from toposcope.identity.node import AUTO, NodeNamer
 
 LOG = logging.getLogger("toposcope.advisor.model")
 

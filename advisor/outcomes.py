@@ -43,7 +43,7 @@ from toposcope.advisor.locality import remote_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
-from toposcope.recommendation import Recommendation, RecommendationKind
+from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recommendation_seen (

@@ -22,8 +22,8 @@ from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.gpu_sets import Placement, link_factor, place
 from toposcope.advisor.loaders import PLACEMENT_QUERIES, Window, queries
 from toposcope.advisor.runner import load_model
+from toposcope.auth.tokens import add_token_file_options
 from toposcope.errors import ConfigError, UsageError
-from toposcope.tokens import add_token_file_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

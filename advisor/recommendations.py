@@ -1,8 +1,8 @@
 """The advisor's rules for recommendations: ids, severities, conflicts, the min-gain filter.
 
-The data types and their JSON (:class:`~toposcope.recommendation.Recommendation`,
-:class:`~toposcope.recommendation.Report` and the rest) are the core's contract
-(:mod:`toposcope.recommendation`, which also checks each recommendation's actions against
+The data types and their JSON (:class:`~toposcope.report.recommendation.Recommendation`,
+:class:`~toposcope.report.recommendation.Report` and the rest) are the core's contract
+(:mod:`toposcope.report.recommendation`, which also checks each recommendation's actions against
 its kind); this module holds what only the advisor decides. A recommendation's ``id`` is
 a hash of kind, target and proposed state, so the same situation gets the same id on every
 run: ids can be tracked, applied once and reverted. Its actions get request ids that follow
@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from toposcope.advisor.capacity_ledger import CapacityLedger, Load, jobs_that_fit
-from toposcope.recommendation import (
+from toposcope.report.recommendation import (
     Evidence,
     Note,
     Recommendation,

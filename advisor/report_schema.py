@@ -1,6 +1,6 @@
 """The JSON Schema of the advisor's report (``toposcope advise --format json``).
 
-It is generated from the core's report types (:mod:`toposcope.recommendation`), the same
+It is generated from the core's report types (:mod:`toposcope.report.recommendation`), the same
 dataclasses the JSON is written from, and published as ``docs/advisor-report.schema.json``
 for the scripts and pipelines that read the report; a test fails when the two drift apart.
 Readers refuse fields they do not know, so every object in the schema closes its properties.
@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toposcope.recommendation import SCHEMA_VERSION, Note, Recommendation, RunInfo
+from toposcope.report.recommendation import SCHEMA_VERSION, Note, Recommendation, RunInfo
 
 #: the JSON Schema dialect the document declares
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

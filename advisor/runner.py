@@ -20,7 +20,7 @@ from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.model_builder import build_model
 from toposcope.advisor.policies import Policy, evaluate_all
 from toposcope.advisor.recommendations import filter_min_gain, resolve_conflicts
-from toposcope.recommendation import Note, Recommendation, Report, RunInfo
+from toposcope.report.recommendation import Note, Recommendation, Report, RunInfo
 
 
 def load_model(

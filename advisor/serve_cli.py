@@ -64,11 +64,11 @@ from toposcope.advisor.rmclients import (
 )
 from toposcope.advisor.rmclients.clienttls import client_tls_from_args
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
+from toposcope.auth.tokens import Token, add_token_file_options
 from toposcope.errors import ConfigError, UsageError
 from toposcope.logformat import add_log_arguments
 from toposcope.rm import ResourceManager
-from toposcope.tokens import Token, add_token_file_options
-from toposcope.webflags import add_web_arguments, apply_web_arguments
+from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.advisor.serve_cli")
 

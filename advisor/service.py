@@ -45,7 +45,7 @@ from toposcope.advisor.runner import advise, load_model
 from toposcope.advisor.service_metrics import ServiceFigures, exposition
 from toposcope.advisor.verifier import Verifier
 from toposcope.errors import ConfigError, SourceError, UsageError
-from toposcope.recommendation import Recommendation, Report
+from toposcope.report.recommendation import Recommendation, Report
 from toposcope.rm import ResourceManagerError
 
 LOG = logging.getLogger("toposcope.advisor.service")

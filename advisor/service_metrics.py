@@ -20,7 +20,7 @@ from prometheus_client.core import Metric
 from toposcope.advisor.loaders.screen import DROP_REASONS
 from toposcope.advisor.outcomes import Verdict
 from toposcope.catalogue import spec
-from toposcope.recommendation import RecommendationKind, Report, Severity
+from toposcope.report.recommendation import RecommendationKind, Report, Severity
 
 #: action results exported at zero for every kind (what the alerts watch)
 ALWAYS_EXPORTED_RESULTS = ("failed", "harmful")

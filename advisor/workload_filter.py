@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 
 from toposcope.advisor.label_selector import LabelSelector
 from toposcope.advisor.model import ClusterModel
-from toposcope.recommendation import Note, Recommendation, Report
+from toposcope.report.recommendation import Note, Recommendation, Report
 
 #: the workload fields offered to the selector as labels, when not empty
 LABEL_FIELDS = ("namespace", "pod", "container", "comm")

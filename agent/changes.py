@@ -6,7 +6,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from toposcope.exporters.sources.processes import VANISHED
+from toposcope.host.processes import VANISHED
 
 LOG = logging.getLogger("toposcope.agent.local")
 

@@ -6,7 +6,7 @@
         [--workloads.mode cgroup|process] [--path.sysfs DIR] [--path.procfs DIR]
         [--path.rootfs DIR] [--kubelet.pod-resources-socket PATH] [--path.runtime-state DIR]
 
-It serves the same API as the simulator (:func:`toposcope.rmapi.make_api_app`: ``GET
+It serves the same API as the simulator (:func:`toposcope.rm.api.make_api_app`: ``GET
 /api/v1/nodes``, ``/workloads``, ``POST /api/v1/actions``...) over
 :class:`~toposcope.agent.local_rm.LocalResourceManager`, so the advisor's ``agent``
 backend (``--rm-url http://{node}:9848``) pins threads, writes cpusets and migrates pages on
@@ -15,7 +15,7 @@ each node. It listens on loopback unless told otherwise. Reads are open; state c
 file every state change is refused (403), so an agent started without one cannot be steered.
 In Kubernetes, ``--auth.kubernetes-tokenreview`` replaces the shared token: each caller sends
 its own projected ServiceAccount token and the API server vouches for it
-(:mod:`toposcope.tokenreview`; only the ``--auth.allowed-service-account`` accounts, only
+(:mod:`toposcope.kubeapi.tokenreview`; only the ``--auth.allowed-service-account`` accounts, only
 tokens for ``--auth.audience``; 503 and nothing done when the API server cannot be asked).
 ``GET /metrics`` serves the agent process's own ``process_*`` and ``toposcope_build_info``.
 The agent needs ``CAP_SYS_NICE`` (and write access to the cgroup filesystem for cpusets) to
@@ -33,20 +33,20 @@ import socket
 
 from toposcope.agent.kubelet import workload_mapper
 from toposcope.agent.local_rm import LocalResourceManager
+from toposcope.auth.tokens import add_token_file_options, load_token
 from toposcope.config import HostPaths
 from toposcope.errors import ConfigError
-from toposcope.exporters.kubelet_options import add_pod_naming_arguments
-from toposcope.exporters.sources.podresources.source import (
+from toposcope.host.podresources.options import add_pod_naming_arguments
+from toposcope.host.podresources.source import (
     KubeletSource,
     open_kubelet_source,
 )
-from toposcope.httpserver import HttpServer
-from toposcope.kubeapi import connect
-from toposcope.rmapi import make_api_app
-from toposcope.selfmetrics import with_self_metrics
-from toposcope.tokenreview import DEFAULT_AUDIENCE, DEFAULT_TTL, Poster, TokenReviewVerifier
-from toposcope.tokens import add_token_file_options, load_token
-from toposcope.webflags import add_web_arguments, apply_web_arguments
+from toposcope.kubeapi.client import connect
+from toposcope.kubeapi.tokenreview import DEFAULT_AUDIENCE, DEFAULT_TTL, Poster, TokenReviewVerifier
+from toposcope.rm.api import make_api_app
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.selfmetrics import with_self_metrics
+from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.agent")
 

@@ -19,7 +19,7 @@ from toposcope.agent.changes import Changes
 from toposcope.agent.host import GONE_OR_DENIED, Host, procs_below, read_file, subtree
 from toposcope.agent.targets import Target
 from toposcope.cpulist import format_cpulist, parse_cpulist
-from toposcope.exporters.sources.cgroups import Hierarchy
+from toposcope.host.cgroups import Hierarchy
 from toposcope.rm import ResourceManagerError
 
 LOG = logging.getLogger("toposcope.agent.local")

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from toposcope.config import HostPaths
 from toposcope.cpulist import parse_cpulist
 from toposcope.errors import SourceError
-from toposcope.exporters.sources.cgroups import Cgroups, parse_cgroup_procs
-from toposcope.exporters.sources.processes import VANISHED, ProcFs, read_all
+from toposcope.host.cgroups import Cgroups, parse_cgroup_procs
+from toposcope.host.processes import VANISHED, ProcFs, read_all
 from toposcope.topology.sysfs import online_cpus, online_nodes, read_text
 
 #: a process gone, or its stat line unreadable (it was exiting)

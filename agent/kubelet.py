@@ -2,10 +2,10 @@
 
 With the kubelet's pod-resources socket (``--kubelet.pod-resources-socket``, or the default
 socket where it exists) the agent names pods as the exporter does, with the
-:class:`~toposcope.exporters.sources.podresources.mapper.KubeletMapper` (container runtime
+:class:`~toposcope.host.podresources.mapper.KubeletMapper` (container runtime
 state and the kubelet's answer), so its answers and refusals say ``pod ns/name container
 c``. Without it, it says so once and names cgroups by their path alone
-(:class:`~toposcope.exporters.sources.workload_identity.PathMapper`: pod UID and container
+(:class:`~toposcope.host.workload_identity.PathMapper`: pod UID and container
 id). Either way a workload's name is the exporter's ``workload`` label, and its QoS class
 comes from its cgroup path.
 """
@@ -16,10 +16,10 @@ import logging
 from collections.abc import Sequence
 
 from toposcope.config import HostPaths
-from toposcope.exporters.sources.podresources.mapper import KubeletMapper
-from toposcope.exporters.sources.podresources.runtime_state import RuntimeState
-from toposcope.exporters.sources.podresources.source import KubeletSource
-from toposcope.exporters.sources.workload_identity import PathMapper, WorkloadMapper
+from toposcope.host.podresources.mapper import KubeletMapper
+from toposcope.host.podresources.runtime_state import RuntimeState
+from toposcope.host.podresources.source import KubeletSource
+from toposcope.host.workload_identity import PathMapper, WorkloadMapper
 
 LOG = logging.getLogger("toposcope.agent")
 

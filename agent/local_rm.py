@@ -55,9 +55,9 @@ from toposcope.agent.targets import TargetFinder
 from toposcope.config import HostPaths
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
-from toposcope.exporters.sources.slurm_identity import PasswdNames, SlurmLabeler
-from toposcope.exporters.sources.workload_identity import PathMapper, WorkloadMapper
-from toposcope.names import InvalidNameError, check_node_name
+from toposcope.host.slurm_identity import PasswdNames, SlurmLabeler
+from toposcope.host.workload_identity import PathMapper, WorkloadMapper
+from toposcope.identity.names import InvalidNameError, check_node_name
 from toposcope.rm import (
     ActionKind,
     ActionRequest,

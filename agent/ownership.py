@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from toposcope.agent.host import GONE_OR_DENIED, Host
 from toposcope.agent.targets import Target
 from toposcope.cpulist import format_cpulist
-from toposcope.exporters.sources.cgroups import CgroupLayout
-from toposcope.exporters.sources.slurm_identity import SlurmLabeler
-from toposcope.exporters.sources.workload_identity import WorkloadMapper
+from toposcope.host.cgroups import CgroupLayout
+from toposcope.host.slurm_identity import SlurmLabeler
+from toposcope.host.workload_identity import WorkloadMapper
+from toposcope.identity.workload import QosClass, WorkloadIdentity, WorkloadKind
 from toposcope.rm import ActionKind, ResourceManagerError
-from toposcope.workload_identity import QosClass, WorkloadIdentity, WorkloadKind
 
 #: what a Slurm job's next submission should ask for, said in every answer about one
 SLURM_ADVICE = (

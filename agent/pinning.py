@@ -22,7 +22,7 @@ from toposcope.agent.cpusets import CpusetPlan, write_cpusets
 from toposcope.agent.host import Host
 from toposcope.agent.targets import Target, TargetFinder
 from toposcope.cpulist import format_cpulist
-from toposcope.exporters.sources.processes import VANISHED
+from toposcope.host.processes import VANISHED
 from toposcope.rm import ActionRequest, Allocation, ResourceManagerError
 
 #: passes over a workload's threads when pinning (threads started meanwhile are caught)

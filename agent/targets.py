@@ -2,7 +2,7 @@
 
 * ``pid-N``: the process ``N`` and every descendant (the exporter's process mode names
   top-level trees this way; any pid works here);
-* a cgroup workload: the name a :class:`~toposcope.exporters.sources.workload_identity.
+* a cgroup workload: the name a :class:`~toposcope.host.workload_identity.
   WorkloadMapper` gives a cgroup (a pod's container, a Slurm job, a systemd unit...), or a
   cgroup path (``/my.slice/job``, looked up in the walked hierarchy, then in every mounted
   one): every process of those cgroups.
@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from toposcope.agent.host import GONE_OR_GARBLED, Host, procs_below
-from toposcope.exporters.sources.processes import process_tree
-from toposcope.exporters.sources.workload_identity import WorkloadMapper
+from toposcope.host.processes import process_tree
+from toposcope.host.workload_identity import WorkloadMapper
+from toposcope.identity.workload import WorkloadKind
 from toposcope.rm import ResourceManagerError
-from toposcope.workload_identity import WorkloadKind
 
 _PID_NAME = re.compile(r"pid-(\d+)")
 

@@ -27,7 +27,7 @@ from toposcope.exporters.collectors.gpu import GpuCollector
 from toposcope.exporters.context import HostTopology
 from toposcope.exporters.gpu_source import open_gpu_source
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
-from toposcope.exporters.sources.fake_nvml import FakeProcess, load_fake_nvml
+from toposcope.fake_nvml import FakeProcess, load_fake_nvml
 
 
 def percentiles(values: list[float]) -> dict[str, float]:

@@ -33,8 +33,8 @@ from tests.helpers import HWLOC_LINUX, extract_snapshot  # noqa: E402
 from toposcope.config import ExporterConfig, HostPaths  # noqa: E402
 from toposcope.exporters.app import ExporterServer, build_runner, make_wsgi_app  # noqa: E402
 from toposcope.exporters.collectors import default_table  # noqa: E402
-from toposcope.livewebconfig import LiveWebConfig  # noqa: E402
 from toposcope.procs import free_port, stop, wait_http  # noqa: E402
+from toposcope.serving.livewebconfig import LiveWebConfig  # noqa: E402
 
 FIXTURE = "16amd64-8n2c"
 SERVERS = ("wsgiref", "cheroot", "cheroot-tls")

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import bcrypt
 
-from toposcope import devcerts
+from toposcope.auth.tokens import ensure_token_file, write_secret
 from toposcope.procs import (
     ALERTMANAGER,
     PROMETHEUS,
@@ -58,7 +58,7 @@ from toposcope.procs import (
     wait_http,
     wait_until,
 )
-from toposcope.tokens import ensure_token_file, write_secret
+from toposcope.serving import devcerts
 
 REPO = Path(__file__).resolve().parent.parent
 #: Where configuration, data, logs and PID files go (``TOPOSCOPE_RUN_DIR`` overrides, for tests).

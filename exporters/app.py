@@ -2,9 +2,9 @@
 
 The HTTP side follows node_exporter: ``/metrics`` serves every enabled collector and accepts
 ``collect[]=NAME`` / ``exclude[]=NAME`` query parameters to scrape a subset, and always adds
-the exporter's own ``process_*`` and ``toposcope_build_info`` (:mod:`toposcope.selfmetrics`,
+the exporter's own ``process_*`` and ``toposcope_build_info`` (:mod:`toposcope.serving.selfmetrics`,
 on a registry of its own). The answer is gzip for a scraper that accepts it, made here
-(:func:`toposcope.httpgzip.encode_answer`) since the workload sample is kept compressed.
+(:func:`toposcope.serving.httpgzip.encode_answer`) since the workload sample is kept compressed.
 ``/`` is a small landing page; ``/-/healthy`` answers 200. Nothing goes through
 prometheus_client's process-wide default registry; the text is written by
 :mod:`toposcope.exporters.exposition`.
@@ -30,10 +30,10 @@ from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.exposition import joined, render_chunks
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
-from toposcope.httpgzip import encode_answer, plain_chunks
-from toposcope.httpserver import HttpServer
-from toposcope.selfmetrics import BuildInfoCollector as DaemonBuildInfo
-from toposcope.selfmetrics import process_registry
+from toposcope.serving.httpgzip import encode_answer, plain_chunks
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.selfmetrics import BuildInfoCollector as DaemonBuildInfo
+from toposcope.serving.selfmetrics import process_registry
 
 LOG = logging.getLogger("toposcope.exporter")
 
@@ -85,7 +85,7 @@ def build_runner(
 def render_scrape(runner: ScrapeRunner, hostname: str) -> list[bytes]:
     """One scrape of ``runner`` in the Prometheus text format, as the byte chunks an HTTP
     answer writes one after the other (the workload sampler's text is not copied: it is a
-    gzip member, see :func:`toposcope.httpgzip.encode_answer`).
+    gzip member, see :func:`toposcope.serving.httpgzip.encode_answer`).
     """
     return render_chunks(chain(runner.collect(), BuildInfoCollector(hostname).collect()))
 

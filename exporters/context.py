@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from toposcope.config import ExporterConfig
-from toposcope.exporters.sources.procfs import read_or_none
+from toposcope.host.procfs import read_or_none
 from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
 from toposcope.topology.sysfs_files import numa_dir
 
 if TYPE_CHECKING:
     from toposcope.exporters.gpu_source import GpuSource
-    from toposcope.exporters.sources.podresources.source import KubeletSource
+    from toposcope.host.podresources.source import KubeletSource
 
 
 class HostTopology:
@@ -94,7 +94,7 @@ class CollectorContext:
     can attribute GPU memory to workloads without importing NVML itself. ``nvml`` is the
     shared NVML layer that ``attach_gpu_source`` (``toposcope.exporters.gpu_source``) puts
     there for the ``gpu`` collector. ``kubelet`` is the link to the kubelet's pod-resources
-    API that ``attach_kubelet`` (``toposcope.exporters.sources.podresources.attach``) puts
+    API that ``attach_kubelet`` (``toposcope.host.podresources.attach``) puts
     there for the workloads and ``kubelet`` collectors. ``background`` lists the threads
     collectors own (the workload sampler), which :meth:`start_background` and
     :meth:`stop_background` start and stop together.

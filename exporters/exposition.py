@@ -23,7 +23,7 @@ from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
 from toposcope.catalogue.model import MetricSpec
-from toposcope.httpgzip import GzipMember, plain_chunks
+from toposcope.serving.httpgzip import GzipMember, plain_chunks
 
 #: client_python's own float formatting (``+Inf``, ``NaN``, ``1e+06``), typed for mypy.
 go_float = cast(Callable[[float], str], floatToGoString)
@@ -182,7 +182,7 @@ class FamilyWriter:
 
 class RenderedFamily(Metric):
     """A family already written (``data``, this module's format as bytes, or a
-    :class:`~toposcope.httpgzip.GzipMember` of it) and served as is: a collector's family of
+    :class:`~toposcope.serving.httpgzip.GzipMember` of it) and served as is: a collector's family of
     this scrape, or a background sampler's, served until its inputs change (its age is
     exported). It keeps no samples. :func:`render_chunks` hands ``data`` on without copying
     it.
@@ -197,7 +197,7 @@ def render_chunks(families: Iterable[Metric]) -> list[bytes]:
     """The Prometheus text exposition (format 0.0.4) of ``families`` as byte chunks, for a
     response that is written chunk by chunk: a :class:`RenderedFamily` is its own chunk (the
     same bytes object every time, a gzip member when it was kept compressed:
-    :func:`toposcope.httpgzip.encode_answer` sends them), the families between two of them
+    :func:`toposcope.serving.httpgzip.encode_answer` sends them), the families between two of them
     one chunk each.
     """
     chunks: list[bytes] = []
@@ -233,7 +233,7 @@ def render_chunks(families: Iterable[Metric]) -> list[bytes]:
 
 def joined(chunks: Iterable[bytes]) -> list[bytes]:
     """``chunks`` with each run of plain chunks joined into one; a
-    :class:`~toposcope.httpgzip.GzipMember` stays a chunk of its own, not copied. The HTTP
+    :class:`~toposcope.serving.httpgzip.GzipMember` stays a chunk of its own, not copied. The HTTP
     server sends every chunk of an answer with a write of its own, so a small answer made of
     a few families goes out in one.
     """

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from toposcope.errors import ConfigError, NoDataError
 from toposcope.exporters.context import CollectorContext, GpuProcess
-from toposcope.exporters.sources.nvml import NvmlNotReady, NvmlUnavailable
+from toposcope.host.nvml import NvmlNotReady, NvmlUnavailable
 from toposcope.topology.model import Topology
 from toposcope.topology.nvml import merge_nvml_gpus
 
 if TYPE_CHECKING:
-    from toposcope.exporters.sources.nvml import NvmlDevices, PcieSampler, XidWatcher
+    from toposcope.host.nvml import NvmlDevices, PcieSampler, XidWatcher
 
 LOG = logging.getLogger("toposcope.exporter.nvml")
 
@@ -78,7 +78,7 @@ def open_backend(mode: str, clock: Callable[[], float] | None = None) -> Any:
         return pynvml
     # the fake NVML (its descriptions, fault plans and YAML reader: 0.7 MB resident) is
     # loaded only when asked for, so a serving exporter without it never holds it
-    from toposcope.exporters.sources.fake_nvml import load_fake_nvml  # noqa: PLC0415
+    from toposcope.fake_nvml import load_fake_nvml  # noqa: PLC0415
 
     return load_fake_nvml(mode, clock=clock)
 
@@ -125,7 +125,7 @@ class GpuSource:
         if self.devices is None or self.pcie is not None:
             return
         # the threads need the bindings, loaded already when there are devices
-        from toposcope.exporters.sources.nvml import PcieSampler, XidWatcher  # noqa: PLC0415
+        from toposcope.host.nvml import PcieSampler, XidWatcher  # noqa: PLC0415
 
         self.pcie = PcieSampler(self.devices, period=self._pcie_period)
         self.xid = XidWatcher(self.devices, wait_ms=self._xid_wait_ms)
@@ -172,7 +172,7 @@ def open_gpu_source(
         LOG.info("collector=gpu NVML off (--nvml off): no GPU metrics")
         return GpuSource(mode, None, "NVML is off (--nvml off)")
     # the NVML layer needs the bindings: loaded only once a backend exists
-    from toposcope.exporters.sources.nvml import NvmlDevices  # noqa: PLC0415
+    from toposcope.host.nvml import NvmlDevices  # noqa: PLC0415
 
     devices = NvmlDevices(
         backend, topology=topology, clock=clock if clock is not None else time.monotonic
@@ -236,7 +236,7 @@ def merge_nvml_topology(
     if backend is None:
         return topology
     # the NVML layer needs the bindings: loaded only once a backend exists
-    from toposcope.exporters.sources.nvml import NvmlDevices  # noqa: PLC0415
+    from toposcope.host.nvml import NvmlDevices  # noqa: PLC0415
 
     devices = NvmlDevices(backend, topology=lambda: topology)
     try:

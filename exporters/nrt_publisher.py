@@ -4,8 +4,8 @@ Opt-in. Every ``--kubernetes.nrt-interval`` seconds (and once at start) the publ
 the host topology (sysfs, shared with the collectors), the kubelet's pod-resources answer,
 the kubelet's Topology Manager settings (``/configz`` through the API server, or
 ``--kubernetes.kubelet-config FILE``) and the Node's uid, builds the object
-(:mod:`toposcope.exporters.sources.nrt.builder`) and writes it
-(:mod:`toposcope.exporters.sources.nrt.writer`). Anything that fails is logged (once, and
+(:mod:`toposcope.exporters.nrt.builder`) and writes it
+(:mod:`toposcope.exporters.nrt.writer`). Anything that fails is logged (once, and
 once more when it works again) and tried again on the next round; the exporter goes on
 serving. The modules that need ``xxhash`` (the ``kubernetes`` extra) are imported only here,
 when the flag is given.
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 from toposcope.background import BackgroundLoop
 from toposcope.errors import ConfigError, SourceError, UsageError
 from toposcope.exporters.context import CollectorContext
-from toposcope.kubeapi import connect
-from toposcope.names import is_node_name
+from toposcope.identity.names import is_node_name
+from toposcope.kubeapi.client import connect
 
 if TYPE_CHECKING:
-    from toposcope.exporters.sources.nrt.kubeletconfig import TopologyManagerConfig
-    from toposcope.exporters.sources.nrt.writer import NrtWriter, Outcome
-    from toposcope.kubeapi import KubeApi
+    from toposcope.exporters.nrt.kubeletconfig import TopologyManagerConfig
+    from toposcope.exporters.nrt.writer import NrtWriter, Outcome
+    from toposcope.kubeapi.client import KubeApi
 
 LOG = logging.getLogger("toposcope.exporter.nrt")
 DEFAULT_INTERVAL = 60.0
@@ -100,7 +100,7 @@ class NrtPublisher(BackgroundLoop):
     name = "nrt-publisher"
 
     def __init__(self, settings: NrtSettings, context: CollectorContext, api: KubeApi) -> None:
-        from toposcope.exporters.sources.nrt.writer import NrtWriter  # noqa: PLC0415
+        from toposcope.exporters.nrt.writer import NrtWriter  # noqa: PLC0415
 
         super().__init__()
         self.settings = settings
@@ -111,7 +111,7 @@ class NrtPublisher(BackgroundLoop):
 
     def publish_once(self) -> Outcome | None:
         """One round: build and write; ``None`` when it could not (the log says why)."""
-        from toposcope.exporters.sources.nrt.builder import (  # noqa: PLC0415
+        from toposcope.exporters.nrt.builder import (  # noqa: PLC0415
             NodeRef,
             NotMeasured,
             build_nrt,
@@ -141,7 +141,7 @@ class NrtPublisher(BackgroundLoop):
         return outcome
 
     def _kubelet_config(self) -> TopologyManagerConfig:
-        from toposcope.exporters.sources.nrt.kubeletconfig import (  # noqa: PLC0415
+        from toposcope.exporters.nrt.kubeletconfig import (  # noqa: PLC0415
             read_config_file,
             read_configz,
         )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 
-from toposcope.httpserver import HttpServer
 from toposcope.kube.webhook import (
     DEFAULT_LISTEN,
     MAX_BODY,
@@ -21,8 +20,9 @@ from toposcope.kube.webhook import (
     require_tls,
     webhook_app,
 )
-from toposcope.selfmetrics import with_self_metrics
-from toposcope.webflags import add_web_arguments, apply_web_arguments
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.selfmetrics import with_self_metrics
+from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.kube")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toposcope.names import is_node_name
+from toposcope.identity.names import is_node_name
 from toposcope.rm import Allocation, NodeView, ResourceManagerError, WorkloadState, WorkloadView
 
 #: the extended resource NVIDIA's device plugin advertises

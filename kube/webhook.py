@@ -5,9 +5,9 @@ is not JSON or not an AdmissionReview is a 400 whose message names what is wrong
 server logs it; with ``failurePolicy: Ignore`` the pod is created ungated). ``GET
 /-/healthy`` and ``/-/ready`` answer 200 for the kubelet's probes. Every other path is 404
 (``/metrics`` is answered before this application, by
-:func:`toposcope.selfmetrics.with_self_metrics`).
+:func:`toposcope.serving.selfmetrics.with_self_metrics`).
 
-The server is the core's (:class:`~toposcope.httpserver.HttpServer`): its request limits
+The server is the core's (:class:`~toposcope.serving.httpserver.HttpServer`): its request limits
 (methods, the body bound of :data:`MAX_BODY`, headers, timeouts) apply before the application
 runs. It must speak TLS, since the API server calls webhooks over https only:
 :func:`require_tls` refuses a web configuration without ``tls_server_config``.
@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from toposcope.errors import ConfigError
-from toposcope.httplimits import Refusal, json_error
-from toposcope.jsonbody import JsonBodyError, parse_json_body
 from toposcope.kube.admission import AdmissionError, review_answer
-from toposcope.livewebconfig import LiveWebConfig
+from toposcope.serving.httplimits import Refusal, json_error
+from toposcope.serving.jsonbody import JsonBodyError, parse_json_body
+from toposcope.serving.livewebconfig import LiveWebConfig
 
 LOG = logging.getLogger("toposcope.kube.webhook")
 

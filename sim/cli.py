@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toposcope.auth.tokens import add_token_file_options, load_token
 from toposcope.errors import ConfigError, UsageError
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
+from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 from toposcope.sim.clock import SimClock
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.paths import remove_tree
@@ -26,8 +28,6 @@ from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scena
 from toposcope.sim.server import SimServer, WsgiApp, file_sd_targets, make_sim_app, write_file_sd
 from toposcope.sim.slurm_mode import add_slurm_arguments, build_mirrored, describe, start_mirror
 from toposcope.sim.stopping import StopRequested, StopSignals
-from toposcope.tokens import add_token_file_options, load_token
-from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.sim")
 

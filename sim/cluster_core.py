@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from toposcope.names import (
+from toposcope.identity.names import (
     OBJECT_NAME_RULE,
     InvalidNameError,
     check_node_name,
@@ -77,7 +77,7 @@ class SimClusterCore(BaseResourceManager):
         self, name: str, template: NodeTemplate, labels: dict[str, str] | None = None
     ) -> None:
         """Add a node (names are unique, host names that are also safe as one path
-        component: :func:`toposcope.names.check_node_name`, ``check_object_name``).
+        component: :func:`toposcope.identity.names.check_node_name`, ``check_object_name``).
         """
         check_node_name(name)
         check_object_name(name, "node name")

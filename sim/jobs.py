@@ -25,7 +25,7 @@ import reprlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-from toposcope.names import check_object_name, is_object_name
+from toposcope.identity.names import check_object_name, is_object_name
 from toposcope.sim.truth_params import CLASS_PARAMETERS, truth
 
 GIB = 1024**3
@@ -120,7 +120,7 @@ def unit_name(name: str) -> str:
     Simulated workloads live in ``/system.slice/<unit>`` cgroups, which the exporter's
     workloads collector names by the unit, so this name is both the resource manager's
     workload name and the ``workload`` label on the node's metrics. ``name`` must be an
-    object name (:func:`toposcope.names.check_object_name`), else ``InvalidNameError``:
+    object name (:func:`toposcope.identity.names.check_object_name`), else ``InvalidNameError``:
     it becomes a directory name.
     """
     check_object_name(name, "job name")

@@ -23,7 +23,7 @@ from typing import Any
 
 from toposcope.procs import Prometheus, wait_until
 from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import DONE, SimCluster
 from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless

@@ -5,7 +5,7 @@ Every simulated node gets what a real node's exporter reads:
 * a host tree (``sys/``, ``proc/``, a cgroup v2 hierarchy) under ``<state dir>/nodes/<name>``,
   written by :class:`~toposcope.sim.nodetree.NodeTree` and updated on each scrape of that
   node (structure when a workload's allocation changed, counters when simulated time moved);
-* a fake NVML (:class:`~toposcope.exporters.sources.fake_nvml.FakeNvml`) built from the
+* a fake NVML (:class:`~toposcope.fake_nvml.FakeNvml`) built from the
   template's GPUs (:func:`~toposcope.sim.nvml_descriptions.fake_nvml_description`), whose
   utilization, memory, power, temperature, energy and process list follow the jobs on each
   GPU;
@@ -41,7 +41,7 @@ from toposcope.exporters.collectors.gpu import GpuCollector
 from toposcope.exporters.context import CollectorContext, HostTopology
 from toposcope.exporters.gpu_source import GpuSource, install_gpu_source, open_gpu_source
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
-from toposcope.exporters.sources.fake_nvml import FakeNvml, FakeProcess, Ramp, parse_spec
+from toposcope.fake_nvml import FakeNvml, FakeProcess, Ramp, parse_spec
 from toposcope.sim.cluster import NodeSnapshot, SimCluster
 from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts
 from toposcope.sim.nodetemplate import NodeTemplate

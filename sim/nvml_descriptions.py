@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toposcope.cpulist import format_cpulist
-from toposcope.exporters.sources.fake_nvml import SPEC_DIR, FakeSpec, evaluate, load_spec
+from toposcope.fake_nvml import SPEC_DIR, FakeSpec, evaluate, load_spec
 from toposcope.sim.nodetemplate import TIER_NVLINK, TIER_NVSWITCH, GpuSpec, NodeTemplate
 from toposcope.topology.nvml import level_label
 

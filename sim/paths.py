@@ -2,7 +2,7 @@
 
 Names from scenario files, trace rows and imported topologies become path components (a
 node's tree, a workload's cgroup directory, a PCI function's directory). They are checked
-against :mod:`toposcope.names` where they are read; this module is the second line of
+against :mod:`toposcope.identity.names` where they are read; this module is the second line of
 defence. Before a directory is created or a tree removed, its path is resolved (``..`` and
 symbolic links followed) and must lie strictly inside the root it belongs to, else
 :class:`UnsafePathError` and nothing is touched (:func:`contained`,

@@ -16,8 +16,8 @@ GPUs among the accounts that want GPUs (held plus asked for by waiting jobs), eq
 weights: Dominant Resource Fairness with GPUs as every account's dominant resource. CPUs
 held are the threads of the account's running jobs (simulated jobs are rarely pinned).
 Account labels are bounded as the Slurm exporter bounds them
-(:func:`~toposcope.queue_accounts.account_labels`, at most
-:data:`~toposcope.queue_accounts.DEFAULT_MAX_ACCOUNTS` with their own series, the rest summed
+(:func:`~toposcope.queue.accounts.account_labels`, at most
+:data:`~toposcope.queue.accounts.DEFAULT_MAX_ACCOUNTS` with their own series, the rest summed
 under ``(other)`` after the fair shares are computed); jobs submitted through the
 simulator's API name their own tenants.
 """
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 
 from toposcope.catalogue import spec
-from toposcope.fairshare import fair_shares
-from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS, account_labels
+from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS, account_labels
+from toposcope.queue.fairshare import fair_shares
 from toposcope.sim.cluster import PENDING, RUNNING, JobState, SimCluster
 
 SCHEDULER = "sim"

@@ -12,7 +12,7 @@ from typing import Any
 
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
-from toposcope.names import (
+from toposcope.identity.names import (
     OBJECT_NAME_RULE,
     InvalidNameError,
     check_object_name,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from toposcope.errors import ConfigError
-from toposcope.names import (
+from toposcope.identity.names import (
     InvalidNameError,
     check_node_name,
     check_object_name,

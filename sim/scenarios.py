@@ -30,7 +30,7 @@ list, ``mems``; GPUs may be shared between placed jobs on purpose). Paths are re
 the scenario file. Any problem raises :class:`~toposcope.errors.ConfigError` as
 ``FILE:LINE: FIELD: problem``.
 
-Names follow :mod:`toposcope.names`: node names are host names that are also object names
+Names follow :mod:`toposcope.identity.names`: node names are host names that are also object names
 (they become URLs, labels and directory names), job and template names are object names.
 Numbers must be finite and within the limits below (:data:`MAX_NODES`, and
 :data:`~toposcope.sim.jobs.MAX_JOBS` and the other job limits of :mod:`toposcope.sim.jobs`);
@@ -47,7 +47,7 @@ from pathlib import Path
 import yaml
 
 from toposcope.errors import ConfigError
-from toposcope.names import (
+from toposcope.identity.names import (
     is_object_name,
 )
 from toposcope.rm import ResourceManagerError

@@ -16,7 +16,7 @@ Routes of :func:`make_sim_app`:
     the file_sd targets this server would write (see :func:`file_sd_targets`).
 ``/api/...``
     every request under ``/api/`` goes, unchanged (``PATH_INFO`` keeps the ``/api`` prefix),
-    to the resource-manager API app passed as ``api_app`` (``toposcope.rmapi``'s
+    to the resource-manager API app passed as ``api_app`` (``toposcope.rm.api``'s
     ``make_api_app(cluster, token)``, whose routes live under ``/api/v1``); without one
     the answer is a JSON 404.
 ``GET /-/healthy``, ``GET /-/ready``, ``GET /``
@@ -44,8 +44,8 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from toposcope.exporters.app import render
-from toposcope.httpserver import HttpServer
-from toposcope.selfmetrics import with_self_metrics
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.selfmetrics import with_self_metrics
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.nodefs import ExportersClosed, SimExporters
 from toposcope.sim.paths import UnsafePathError

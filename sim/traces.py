@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toposcope.errors import ConfigError
-from toposcope.names import OBJECT_NAME_RULE, is_object_name
+from toposcope.identity.names import OBJECT_NAME_RULE, is_object_name
 from toposcope.sim.jobs import (
     GIB,
     KIND_DEFAULTS,

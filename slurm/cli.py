@@ -27,9 +27,10 @@ from prometheus_client import generate_latest
 
 from toposcope.config import HostPaths
 from toposcope.errors import ConfigError, UsageError
-from toposcope.httpserver import HttpServer
-from toposcope.names import is_node_name
-from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS, MAX_MAX_ACCOUNTS, OTHER_ACCOUNT
+from toposcope.identity.names import is_node_name
+from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS, MAX_MAX_ACCOUNTS, OTHER_ACCOUNT
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app
 from toposcope.slurm.report import state_to_json, state_to_text
 from toposcope.slurm.settings import (
@@ -43,7 +44,6 @@ from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import Topology
 from toposcope.topology.nvidia_smi import build_from_nvidia_smi_topo
 from toposcope.topology.sysfs import build_from_sysfs
-from toposcope.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.slurm")
 #: where ``toposcope slurm exporter`` listens unless told otherwise (the exporter is 9847)

@@ -2,7 +2,7 @@
 
 :class:`SlurmControl` is the only code that changes Slurm. Each change names one job by its
 id (digits only) and, where it moves the job, nodes by their host names
-(:func:`toposcope.names.check_node_name`); anything else is refused before Slurm sees it.
+(:func:`toposcope.identity.names.check_node_name`); anything else is refused before Slurm sees it.
 Commands are run through :class:`~toposcope.slurm.commands.SlurmCommands` (an argument list,
 never a shell; a timeout; bounded output); where slurmrestd is configured, the changes it can
 make (a pending job's node list, a time limit) go through it
@@ -18,7 +18,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Sequence
 
-from toposcope.names import check_node_name
+from toposcope.identity.names import check_node_name
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.errors import SlurmError
 from toposcope.slurm.rest import SlurmRestClient

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from toposcope.names import is_node_name
+from toposcope.identity.names import is_node_name
 from toposcope.slurm.errors import SlurmFormatError
 from toposcope.slurm.gres import gpu_count, gpu_indices, gpus_of, parse_gres, parse_tres_gres
 from toposcope.slurm.hostlist import expand_hostlist

@@ -12,7 +12,7 @@ and ``..._duration_seconds`` for each of its two collectors, as node_exporter do
   (:mod:`toposcope.slurm.queue_priority`), only where the multifactor priority plugin is
   configured; otherwise left out with one logged reason, as fair-share.
 
-Account labels are bounded (:mod:`toposcope.queue_accounts`): names that break the label rule
+Account labels are bounded (:mod:`toposcope.queue.accounts`): names that break the label rule
 are ``(invalid)``, and beyond ``max_accounts`` accounts per partition (``--slurm-max-accounts``)
 the rest are summed under ``(other)``; ``toposcope_queue_accounts_folded`` counts them.
 
@@ -35,8 +35,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from toposcope import __version__
 from toposcope.catalogue import spec
 from toposcope.errors import SourceError
-from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS
-from toposcope.selfmetrics import daemon_registry
+from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS
+from toposcope.serving.selfmetrics import daemon_registry
 from toposcope.slurm.accounting import (
     PRIORITY_REQUIRED,
     REQUIRED,

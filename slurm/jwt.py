@@ -2,7 +2,7 @@
 
 slurmrestd's ``rest_auth/jwt`` takes the user name and an HS256 token that slurmctld signed
 (``scontrol token username=NAME lifespan=SECONDS``). The token comes from a file (mode 0600,
-read by :func:`toposcope.tokens.load_token`) or an environment variable, never from metrics or
+read by :func:`toposcope.auth.tokens.load_token`) or an environment variable, never from metrics or
 any answer. Its claims are decoded (not verified: only slurmctld holds the key) to say clearly
 when it has expired and whose it is; Slurm 22.05 itself answers an expired or foreign token with
 a bare "Unspecified error".
@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from toposcope.auth.tokens import load_token
 from toposcope.errors import ConfigError
 from toposcope.slurm.errors import SlurmAuthError
-from toposcope.tokens import load_token
 
 #: The environment variable Slurm's own tools read a JWT from.
 JWT_ENV = "SLURM_JWT"

@@ -23,9 +23,9 @@ Definitions (``docs/slurm.md`` shows them with examples):
   allocated) split max-min fairly by demand (held plus asked for by startable jobs): every
   account with demand gets an equal part (or one proportional to its accounting shares),
   parts above an account's demand go to the others.
-- **Labels**: partition names pass :func:`~toposcope.workload_identity.bounded_label_value`
+- **Labels**: partition names pass :func:`~toposcope.identity.workload.bounded_label_value`
   (a broken one is ``(invalid)``); accounts are labelled by
-  :func:`~toposcope.queue_accounts.account_labels` after their figures and fair shares are
+  :func:`~toposcope.queue.accounts.account_labels` after their figures and fair shares are
   computed under Slurm's own names: at most ``max_accounts`` per partition keep their label,
   the others are summed under ``(other)``.
 """
@@ -36,16 +36,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from toposcope.fairshare import fair_shares
-from toposcope.queue_accounts import (
+from toposcope.identity.workload import bounded_label_value
+from toposcope.queue.accounts import (
     DEFAULT_MAX_ACCOUNTS,
     OTHER_ACCOUNT,
     AccountLabels,
     account_labels,
 )
+from toposcope.queue.fairshare import fair_shares
 from toposcope.slurm.queue_reasons import categorize
 from toposcope.slurm.records import ClusterState, PendingJob, SlurmNode
-from toposcope.workload_identity import bounded_label_value
 
 #: node states in which a node takes no jobs
 UNAVAILABLE_STATES = frozenset({"down", "unknown", "future", "error"})

@@ -7,7 +7,7 @@ waits. Wait-time families are gauges of the jobs still waiting (their oldest and
 a wait histogram's ``_count`` and ``_sum`` would have to be counters, which waits of jobs
 still pending are not.
 
-Account labels are bounded (:mod:`toposcope.queue_accounts`): the snapshot has folded the
+Account labels are bounded (:mod:`toposcope.queue.accounts`): the snapshot has folded the
 accounts beyond the limit into ``(other)``, and ``toposcope_queue_accounts_folded`` says how
 many, per partition. sshare's ratios cannot be summed into a bucket, so the accounts beyond
 the limit (by effective usage, then shares) and those with broken names are left out of the
@@ -23,10 +23,10 @@ from prometheus_client.core import Metric
 
 from toposcope.catalogue import families, nonempty, spec
 from toposcope.catalogue.queue_metrics import GPU_STATES, PENDING_REASONS, PRIORITY_FACTORS
-from toposcope.queue_accounts import DEFAULT_MAX_ACCOUNTS
+from toposcope.identity.workload import label_value
+from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS
 from toposcope.slurm.queue import QueueSnapshot
 from toposcope.slurm.queue_priority import PriorityAggregate
-from toposcope.workload_identity import label_value
 
 #: the ``scheduler`` label of every series this backend publishes
 SCHEDULER = "slurm"

@@ -30,9 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from toposcope.catalogue.queue_metrics import PRIORITY_FACTORS
+from toposcope.identity.workload import bounded_label_value
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.queue import QueueSnapshot
-from toposcope.workload_identity import bounded_label_value
 
 LOG = logging.getLogger("toposcope.slurm.priority")
 

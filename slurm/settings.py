@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from toposcope.auth.tokens import add_token_file_options
 from toposcope.errors import ConfigError, UsageError
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.jwt import JWT_ENV, load_jwt
 from toposcope.slurm.reader import CommandReader, RestReader, SlurmReader
 from toposcope.slurm.rest import SlurmRestClient, check_url
-from toposcope.tokens import add_token_file_options
 
 URL_ENV = "TOPOSCOPE_SLURM_URL"
 USER_ENV = "TOPOSCOPE_SLURM_USER"

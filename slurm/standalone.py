@@ -24,12 +24,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from toposcope.auth.tokens import write_secret
 from toposcope.errors import ConfigError
-from toposcope.names import is_node_name
+from toposcope.identity.names import is_node_name
 from toposcope.slurm.clusterfiles import ClusterLayout, ClusterSpec, DescribedNode, NodeShape
 from toposcope.slurm.daemons import ClusterError
 from toposcope.slurm.localcluster import LocalCluster
-from toposcope.tokens import write_secret
 from toposcope.topology.gresconf import gres_conf_lines, node_shape
 from toposcope.topology.model import Cpu, Gpu, GpuLink, NumaNode, Topology
 

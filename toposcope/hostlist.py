@@ -8,7 +8,7 @@ by :func:`toposcope.cpulist.parse_cpulist`.
 
 The text comes from Slurm, but job fields in it come from users, so the parser is bounded: a
 list expands to at most :data:`MAX_HOSTS` names, each a valid host name
-(:func:`toposcope.names.is_node_name`), and the work is linear in the text and the names
+(:func:`toposcope.identity.names.is_node_name`), and the work is linear in the text and the names
 produced. Every refusal is a :class:`HostlistError` naming the part.
 
 It lives in the core because Slurm's files name nodes this way too: the Slurm part reads job
@@ -22,7 +22,7 @@ import re
 
 from toposcope.cpulist import CpuSetError, parse_cpulist
 from toposcope.errors import SourceError
-from toposcope.names import is_node_name
+from toposcope.identity.names import is_node_name
 
 #: The most host names one host list may expand to (a large cluster has tens of thousands).
 MAX_HOSTS = 65_536

@@ -59,7 +59,7 @@ from toposcope.advisor.audit import (
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.dry_run import DryRunResourceManager
 from toposcope.errors import ConfigError
-from toposcope.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation
 from toposcope.rm import (
     ActionState,
     Allocation,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from toposcope.errors import ConfigError
-from toposcope.recommendation import Report
+from toposcope.report.recommendation import Report
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from toposcope.cpulist import format_cpulist
-from toposcope.recommendation import Recommendation, Report
+from toposcope.report.recommendation import Recommendation, Report
 from toposcope.rm import ActionRequest
 
 #: the columns of the table and Markdown formats, in order

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from toposcope.advisor.formatters.escaping import visible
 from toposcope.advisor.rmclients.http import api_base
-from toposcope.names import is_node_name
-from toposcope.recommendation import Report, action_to_dict
+from toposcope.identity.names import is_node_name
+from toposcope.report.recommendation import Report, action_to_dict
 from toposcope.rm import ActionKind, ActionRequest
 
 #: the simulator's resource-manager API at its default listen address

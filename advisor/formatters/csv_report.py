@@ -15,7 +15,7 @@ import json
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import change_text
 from toposcope.advisor.formatters.escaping import csv_cell
-from toposcope.recommendation import Report, action_to_dict
+from toposcope.report.recommendation import Report, action_to_dict
 
 HEADER = (
     "id",

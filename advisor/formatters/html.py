@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import action_text, header
 from toposcope.advisor.formatters.escaping import html_text, visible
-from toposcope.recommendation import Report
+from toposcope.report.recommendation import Report
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
-from toposcope.recommendation import Report
+from toposcope.report.recommendation import Report
 
 
 @formatter("json")
 def as_json(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """The whole report as JSON (sorted keys, with its ``schema_version``), the form
-    :func:`toposcope.recommendation_decoder.report_from_json` reads back and
+    :func:`toposcope.report.decoder.report_from_json` reads back and
     ``docs/advisor-report.schema.json`` describes.
     """
     return report.to_json() + "\n"

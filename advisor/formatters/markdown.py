@@ -10,7 +10,7 @@ from __future__ import annotations
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, cells
 from toposcope.advisor.formatters.escaping import markdown_text as _md
-from toposcope.recommendation import Report
+from toposcope.report.recommendation import Report
 
 
 @formatter("markdown")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, action_text, cells, header
 from toposcope.advisor.formatters.escaping import visible
-from toposcope.recommendation import Report
+from toposcope.report.recommendation import Report
 
 #: the columns that wrap, with their share of the width left by the others
 WRAPPING = {"SUMMARY": 3, "CHANGE": 2, "TARGET": 2}

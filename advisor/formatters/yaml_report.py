@@ -9,7 +9,7 @@ from __future__ import annotations
 import yaml
 
 from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
-from toposcope.recommendation import Report
+from toposcope.report.recommendation import Report
 
 
 @formatter("yaml")

@@ -17,7 +17,7 @@ from toposcope.advisor.loaders.base import (
 from toposcope.advisor.loaders.prometheus import PrometheusLoader
 from toposcope.advisor.loaders.queries import PLACEMENT_QUERIES, QUERY_TYPES, load_all, queries
 from toposcope.advisor.loaders.scrape import ScrapeLoader, ScrapeTarget
-from toposcope.promtypes import Sample, Series
+from toposcope.promql.results import Sample, Series
 
 __all__ = [
     "PLACEMENT_QUERIES",

@@ -6,7 +6,7 @@ the advisor (GPU utilization over the window, a workload's memory per NUMA node.
 once as a :class:`Query` with its catalogue metric and how samples are reduced over the
 window. Backends answer queries through :meth:`MetricsBackend.load`, so the model builder and
 the policies never care where the numbers came from. Samples and series are the core's
-PromQL result types (:mod:`toposcope.promtypes`), with ``__name__`` left out of their labels.
+PromQL result types (:mod:`toposcope.promql.results`), with ``__name__`` left out of their labels.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import ClassVar, Literal, Protocol
 
 from toposcope.catalogue import MetricSpec, spec
 from toposcope.errors import ConfigError
-from toposcope.promtypes import Sample, Series
+from toposcope.promql.results import Sample, Series
 
 Reduction = Literal["value", "avg", "min", "max", "count", "rate"]
 QueryType = Literal["instant", "range"]

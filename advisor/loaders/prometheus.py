@@ -4,10 +4,10 @@ All of them answer ``GET <base>/api/v1/query`` and ``GET <base>/api/v1/query_ran
 the same JSON; they differ only in the base URL (Mimir: ``http://mimir/prometheus``), the
 credentials (a bearer token) and extra headers (Mimir's ``X-Scope-OrgID``) or parameters
 (Thanos' ``dedup``). The HTTP (retries with back-off, the answer's envelope) is the core's
-:class:`~toposcope.promapi.PromApi`, shared with the Dash app; this class turns its errors
+:class:`~toposcope.promql.client.PromApi`, shared with the Dash app; this class turns its errors
 into one clear :class:`AdvisorConnectionError` with the URL when the backend is unreachable
 or answers something else, :class:`AdvisorQueryError` when it rejects a query. Results are
-parsed by the core (:mod:`toposcope.promtypes`): warnings (partial responses) kept, NaN and
+parsed by the core (:mod:`toposcope.promql.results`): warnings (partial responses) kept, NaN and
 Inf samples dropped and counted.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorQueryError
 from toposcope.advisor.loaders.base import Query, QueryResult, Window
-from toposcope.promapi import (
+from toposcope.promql.client import (
     Answer,
     PromApi,
     PromApiBadAnswer,
@@ -30,7 +30,7 @@ from toposcope.promapi import (
     PromApiUnreachable,
     base_url,
 )
-from toposcope.promtypes import Matrix, parse_result
+from toposcope.promql.results import Matrix, parse_result
 
 LOG = logging.getLogger("toposcope.advisor.prometheus")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from toposcope.advisor.loaders.base import LoadedData, MetricsBackend, Query, QueryResult, Window
 from toposcope.advisor.loaders.screen import NameScreen
 from toposcope.catalogue import spec
-from toposcope.nodeidentity import AUTO
+from toposcope.identity.node import AUTO
 
 LOG = logging.getLogger("toposcope.advisor.loaders")
 

@@ -36,8 +36,8 @@ from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.loaders.base import Query, QueryResult, Window, finite
 from toposcope.errors import UsageError
-from toposcope.names import InvalidNameError, check_node_name
-from toposcope.promtypes import Sample, Series
+from toposcope.identity.names import InvalidNameError, check_node_name
+from toposcope.promql.results import Sample, Series
 
 LOG = logging.getLogger("toposcope.advisor.scrape")
 

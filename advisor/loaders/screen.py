@@ -4,7 +4,7 @@ Label values are written by whoever runs an exporter or a scrape configuration, 
 labels that *name* something (a series' ``node``, an exporter's ``hostname``, the label
 ``--node-label`` forces, a ``workload``) become the nodes and workloads of the advisor's
 model, then the targets and actions of its recommendations, which the service's API answers
-with a model that checks them by the rules of :mod:`toposcope.names`. So they are checked
+with a model that checks them by the rules of :mod:`toposcope.identity.names`. So they are checked
 here, by those same rules, before anything is built from them: a series with a bad name is
 dropped, counted by reason (:data:`DROP_REASONS`, exported by the advisor service as
 ``toposcope_advisor_series_dropped_total``) and logged once per distinct reason and name in
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from toposcope.advisor.loaders.base import QueryResult
-from toposcope.names import InvalidNameError, check_node_name, check_workload_name
-from toposcope.nodeidentity import AUTO
+from toposcope.identity.names import InvalidNameError, check_node_name, check_workload_name
+from toposcope.identity.node import AUTO
 
 LOG = logging.getLogger("toposcope.advisor.loaders")
 
@@ -42,7 +42,7 @@ _WORKLOAD: _Check = (INVALID_WORKLOAD_NAME, check_workload_name)
 class NameScreen:
     """The screen of one load: which labels name what, and what was dropped so far.
 
-    ``node_label`` is the ``--node-label`` of the run (:data:`~toposcope.nodeidentity.AUTO`
+    ``node_label`` is the ``--node-label`` of the run (:data:`~toposcope.identity.node.AUTO`
     or a label that then names nodes too). :attr:`dropped` counts the dropped series by
     reason.
     """

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from toposcope.advisor.model import ClusterModel
 from toposcope.catalogue import MetricSpec
 from toposcope.errors import ConfigError
-from toposcope.recommendation import Note, Recommendation
+from toposcope.report.recommendation import Note, Recommendation
 
 
 def setting(

@@ -31,7 +31,7 @@ from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, 
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import spec
 from toposcope.cpulist import format_cpulist
-from toposcope.recommendation import (
+from toposcope.report.recommendation import (
     Evidence,
     Note,
     Recommendation,

@@ -40,7 +40,7 @@ from toposcope.advisor.policies.migration_recommendations import (
     move_recommendation,
 )
 from toposcope.catalogue import spec
-from toposcope.recommendation import Note, Recommendation
+from toposcope.report.recommendation import Note, Recommendation
 from toposcope.topology.model import LinkType
 
 #: worst links of one socket's PCIe fabric: a move between them rests on an uncertain gap

@@ -30,7 +30,7 @@ from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import spec
-from toposcope.recommendation import Note, Recommendation, RecommendationKind, Risk, Target
+from toposcope.report.recommendation import Note, Recommendation, RecommendationKind, Risk, Target
 from toposcope.rm import ActionKind, ActionRequest
 
 

@@ -19,7 +19,13 @@ from toposcope.advisor.gpu_sets import Placement, gpu_claims
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.cpulist import format_cpulist
-from toposcope.recommendation import Evidence, Recommendation, RecommendationKind, Risk, Target
+from toposcope.report.recommendation import (
+    Evidence,
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Target,
+)
 from toposcope.rm import ActionKind, ActionRequest
 
 

@@ -33,7 +33,7 @@ from toposcope.advisor.model import ClusterModel, NodeModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import CATALOGUE, spec
-from toposcope.recommendation import (
+from toposcope.report.recommendation import (
     Evidence,
     Note,
     Recommendation,

@@ -31,9 +31,9 @@ from toposcope.advisor.rmclients.local import (
     local_resource_manager,
     registered_backend,
 )
+from toposcope.auth.tokens import Token, TokenFile, load_token
 from toposcope.errors import ConfigError
 from toposcope.rm import ResourceManager
-from toposcope.tokens import Token, TokenFile, load_token
 
 BACKENDS = ("dry-run", "sim", "agent", "local")
 #: entry points declaring a registered backend's command-line options

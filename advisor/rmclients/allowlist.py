@@ -17,8 +17,8 @@ from toposcope.advisor.rmclients.k8s_endpoints import (
     in_cluster_fetch,
     parse_kubernetes_spec,
 )
+from toposcope.auth.tokens import Token
 from toposcope.errors import ConfigError
-from toposcope.tokens import Token
 
 
 def resolver_from_options(

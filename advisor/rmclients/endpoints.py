@@ -12,7 +12,8 @@ listener. Here a node's endpoint is *resolved* from an allow-list:
   agent DaemonSet's Service, read from the API server, give each node's agent pod IP.
 
 A node that is not on the list gets no request and no token. Node names are checked against
-:mod:`toposcope.names`'s host-name grammar, and URLs are assembled from parsed parts (the host
+:mod:`toposcope.identity.names`'s host-name grammar, and URLs are assembled from parsed parts (the
+host
 slot of a template is replaced by a validated name or IP, never by text substitution).
 """
 
@@ -27,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from toposcope.auth.tokens import Token, TokenFile
 from toposcope.boundedread import load_yaml_mapping
 from toposcope.errors import ConfigError
-from toposcope.kubeapi import check_api_url, url_host
-from toposcope.names import InvalidNameError, check_node_name, is_node_name
-from toposcope.tokens import Token, TokenFile
+from toposcope.identity.names import InvalidNameError, check_node_name, is_node_name
+from toposcope.kubeapi.client import check_api_url, url_host
 
 LOG = logging.getLogger("toposcope.advisor.endpoints")
 
@@ -42,7 +43,7 @@ MAX_MAP_BYTES = 4 * 1024 * 1024
 @dataclass(frozen=True)
 class AgentEndpoint:
     """One allowed agent: the node it acts on, its API URL and the token it expects (a
-    :class:`~toposcope.tokens.TokenFile` is read again when it changes).
+    :class:`~toposcope.auth.tokens.TokenFile` is read again when it changes).
     """
 
     node: str
@@ -110,7 +111,7 @@ class UrlTemplate:
 
 def check_agent_url(url: str, where: str) -> str:
     """``url`` when it is a plain ``http(s)://host[:port]/path`` (no credentials or query,
-    the core's :func:`~toposcope.kubeapi.check_api_url`) with no node placeholder left.
+    the core's :func:`~toposcope.kubeapi.client.check_api_url`) with no node placeholder left.
     """
     if NODE_PLACEHOLDER in url:
         raise ConfigError(f"{where}: {url!r} still holds {NODE_PLACEHOLDER}")

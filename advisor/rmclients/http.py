@@ -3,7 +3,7 @@
 The simulator serves the API for all its nodes at one URL; the node agent serves it on each
 node, at the endpoint the operator's allow-list gives for it (:mod:`.endpoints`). Requests
 carry ``Authorization: Bearer TOKEN``; a token given as a
-:class:`~toposcope.tokens.TokenFile` is read again when its file changes (a projected
+:class:`~toposcope.auth.tokens.TokenFile` is read again when its file changes (a projected
 ServiceAccount token the kubelet rotates), so every request carries the current one. Bodies
 are written and answers read with the core models (:mod:`toposcope.rm.validation`), in the
 one shape the API has (a JSON array for a list). Refusals come back as
@@ -27,9 +27,10 @@ from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
+from toposcope.auth.tokens import Token, token_text
 from toposcope.errors import ConfigError
+from toposcope.identity.names import is_node_name
 from toposcope.jsonrequest import json_request
-from toposcope.names import is_node_name
 from toposcope.rm import (
     ActionRequest,
     ActionState,
@@ -40,7 +41,6 @@ from toposcope.rm import (
     parse_answer,
     to_json,
 )
-from toposcope.tokens import Token, token_text
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ The agents' headless Service has EndpointSlices that the API server fills with e
 agent pod's IP and the node it runs on; :class:`KubernetesEndpoints` maps node names to those
 IPs (refreshed at most every ``ttl`` seconds) and builds the URL from the ``--rm-url``
 template's scheme, port and path. It reads the API as the pod's service account, through the
-core's :mod:`toposcope.kubeapi`.
+core's :mod:`toposcope.kubeapi.client`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from toposcope.advisor.rmclients.endpoints import AgentEndpoint, UrlTemplate
+from toposcope.auth.tokens import Token
 from toposcope.errors import ConfigError
-from toposcope.kubeapi import SERVICE_ACCOUNT_DIR, KubeApiError, in_cluster
-from toposcope.names import is_node_name
-from toposcope.tokens import Token
+from toposcope.identity.names import is_node_name
+from toposcope.kubeapi.client import SERVICE_ACCOUNT_DIR, KubeApiError, in_cluster
 
 LOG = logging.getLogger("toposcope.advisor.endpoints")
 
@@ -130,7 +130,7 @@ def in_cluster_fetch(
     timeout: float = 10.0,
 ) -> Fetch:
     """GET from the API server as the pod's service account (the core's
-    :func:`~toposcope.kubeapi.in_cluster`: its token and CA bundle, bounded answers).
+    :func:`~toposcope.kubeapi.client.in_cluster`: its token and CA bundle, bounded answers).
 
     ``api_url`` defaults to ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``.
     """

@@ -36,10 +36,10 @@ from flask import Flask, Response, has_request_context, request
 from toposcope.dashboards.app import csrf
 from toposcope.dashboards.app.error_answers import clipped, install_error_answers, json_answer
 from toposcope.errors import UsageError
-from toposcope.httpserver import parse_listen
-from toposcope.livewebconfig import LiveWebConfig
-from toposcope.names import USER_NAME_RULE, is_user_name
-from toposcope.webconfig import WebConfig
+from toposcope.identity.names import USER_NAME_RULE, is_user_name
+from toposcope.serving.httpserver import parse_listen
+from toposcope.serving.livewebconfig import LiveWebConfig
+from toposcope.serving.webconfig import WebConfig
 
 LOG = logging.getLogger("toposcope.dashboards.app")
 

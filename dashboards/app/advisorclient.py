@@ -8,7 +8,7 @@ Failures become :class:`AdvisorError` subclasses whose messages are meant for th
 request sent but not answered in time is :class:`AdvisorTimedOut`: not a failure, as the
 advisor may still be carrying it out); an answer that is not JSON is reported with its HTTP
 status and text. Recommendations and reports are the core's contract
-(:mod:`toposcope.recommendation`), decoded and checked by its decoder: a report this version
+(:mod:`toposcope.report.recommendation`), decoded and checked by its decoder: a report this version
 of toposcope cannot read is a clear error, not a guess.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toposcope.recommendation import Recommendation, RecommendationError, Report
-from toposcope.recommendation_decoder import decode_recommendation, decode_report
+from toposcope.report.decoder import decode_recommendation, decode_report
+from toposcope.report.recommendation import Recommendation, RecommendationError, Report
 
 DEFAULT_TIMEOUT = 10.0
 API = "/api/v1"

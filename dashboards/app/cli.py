@@ -26,6 +26,7 @@ import logging
 import os
 import urllib.parse
 
+from toposcope.auth.tokens import add_token_file_options, load_token
 from toposcope.dashboards.app.access import (
     DEFAULT_PROXIES,
     Access,
@@ -43,11 +44,10 @@ from toposcope.dashboards.app.server import (
 )
 from toposcope.dashboards.app.shell import REFRESH
 from toposcope.errors import UsageError
-from toposcope.httpserver import HttpServer, parse_listen
-from toposcope.livewebconfig import LiveWebConfig
-from toposcope.nodeidentity import add_node_label_argument
-from toposcope.tokens import add_token_file_options, load_token
-from toposcope.webflags import add_web_arguments, apply_web_arguments
+from toposcope.identity.node import add_node_label_argument
+from toposcope.serving.httpserver import HttpServer, parse_listen
+from toposcope.serving.livewebconfig import LiveWebConfig
+from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 
 LOG = logging.getLogger("toposcope.dashboards.app")
 

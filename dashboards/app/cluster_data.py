@@ -15,8 +15,8 @@ from toposcope.dashboards.app.prom_frames import (
     vector_frame,
 )
 from toposcope.dashboards.app.promclient import PromClient
-from toposcope.nodeidentity import AUTO
-from toposcope.promtypes import Vector
+from toposcope.identity.node import AUTO
+from toposcope.promql.results import Vector
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from toposcope.dashboards.app.sources import (
     prom_failed,
     report,
 )
-from toposcope.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation
 
 TOP_RECOMMENDATIONS = 10
 

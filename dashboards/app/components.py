@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlencode
 import pandas as pd
 from dash import dcc, html
 
-from toposcope.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation
 
 CLUSTER, NODE, WORKLOAD, RECOMMENDATIONS, PLACEMENT = (
     "/",

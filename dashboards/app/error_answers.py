@@ -1,5 +1,5 @@
 """The Dash app's error answers: JSON ``{"error": "...", "field": null}`` like every other
-toposcope daemon (:func:`toposcope.httplimits.json_error`), each logged as one short line.
+toposcope daemon (:func:`toposcope.serving.httplimits.json_error`), each logged as one short line.
 
 Flask and Dash answer errors with HTML pages and log a full traceback for each; a client
 asking for junk under the bundle route made about 7 KB of log per 2 KB request. Here a
@@ -16,7 +16,7 @@ from dash.exceptions import DependencyException, InvalidResourceError
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from toposcope.httplimits import json_error
+from toposcope.serving.httplimits import json_error
 
 LOG = logging.getLogger("toposcope.dashboards.app")
 

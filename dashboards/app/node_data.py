@@ -11,7 +11,7 @@ from toposcope.cpulist import parse_cpulist
 from toposcope.dashboards.app import queries as q
 from toposcope.dashboards.app.prom_frames import NodeIndex, by_key, int_or_none, range_series
 from toposcope.dashboards.app.promclient import PromClient
-from toposcope.promtypes import Vector
+from toposcope.promql.results import Vector
 from toposcope.topology.model import LinkType, link_type
 
 

@@ -4,7 +4,7 @@ The shaping helpers (:func:`vector_frame`, :func:`matrix_frame`, :class:`NodeInd
 and tested on hand-made answers; :func:`range_series` runs one page's range queries.
 
 Which node a series belongs to is the core's rule, shared with the advisor
-(:class:`toposcope.nodeidentity.NodeNamer`): the ``node`` label when present (the simulator's
+(:class:`toposcope.identity.node.NodeNamer`): the ``node`` label when present (the simulator's
 file_sd targets set it), else the ``hostname`` that the exporter reports on
 ``toposcope_exporter_build_info`` for the same ``(job, instance)``, else ``instance``; the
 app's ``--node-label`` forces one label instead.
@@ -19,8 +19,8 @@ import pandas as pd
 
 from toposcope.dashboards.app import queries as q
 from toposcope.dashboards.app.promclient import PromClient
-from toposcope.nodeidentity import AUTO, NodeNamer
-from toposcope.promtypes import Matrix, Vector
+from toposcope.identity.node import AUTO, NodeNamer
+from toposcope.promql.results import Matrix, Vector
 
 #: the time ranges the app offers, PromQL duration -> seconds
 RANGES: dict[str, int] = {"15m": 900, "1h": 3600, "6h": 21600, "24h": 86400}
@@ -46,7 +46,7 @@ class NodeIndex:
     """Names nodes with the core's rule and selects a node's series by its scrape targets.
 
     ``build_info`` is the answer for ``toposcope_exporter_build_info``; ``node_label`` is
-    the app's ``--node-label`` (:data:`~toposcope.nodeidentity.AUTO` by default).
+    the app's ``--node-label`` (:data:`~toposcope.identity.node.AUTO` by default).
     """
 
     def __init__(self, build_info: Vector, node_label: str = AUTO) -> None:

@@ -10,7 +10,7 @@ so that a page can show it instead of a blank graph:
 * :class:`PrometheusQueryError`: the server refused the query (bad PromQL, too many points);
 * :class:`PrometheusBadAnswer`: the answer is not the Prometheus API's JSON.
 
-Answers are the core's PromQL result types (:mod:`toposcope.promtypes`, shared with the
+Answers are the core's PromQL result types (:mod:`toposcope.promql.results`, shared with the
 advisor): NaN or infinite samples (``0/0`` in PromQL, a stale series) are dropped and counted
 in :attr:`Vector.non_finite` / :attr:`Matrix.non_finite`, never handed on as numbers.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from toposcope.promapi import (
+from toposcope.promql.client import (
     Answer,
     PromApi,
     PromApiBadAnswer,
@@ -30,7 +30,7 @@ from toposcope.promapi import (
     PromApiRejected,
     PromApiUnreachable,
 )
-from toposcope.promtypes import Matrix, Vector, parse_matrix, parse_vector
+from toposcope.promql.results import Matrix, Vector, parse_matrix, parse_vector
 
 DEFAULT_TIMEOUT = 10.0
 #: most points per series Prometheus answers for a range query (its own limit is 11,000)

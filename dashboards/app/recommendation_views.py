@@ -15,7 +15,7 @@ from toposcope.dashboards.app.components import (
     banner,
     simple_table,
 )
-from toposcope.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation
 
 #: table statuses under which something can be reverted
 REVERTIBLE = frozenset({"applied", "in progress"})

@@ -50,7 +50,7 @@ from toposcope.dashboards.app.sources import (
     Clients,
     advisor_failed,
 )
-from toposcope.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation
 
 RECOMMENDATION_COLUMNS: tuple[Any, ...] = (
     {"name": "status", "id": "status"},

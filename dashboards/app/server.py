@@ -25,7 +25,7 @@ from toposcope.dashboards.app.advisorclient import AdvisorClient
 from toposcope.dashboards.app.bundles import bundle_file
 from toposcope.dashboards.app.promclient import PromClient
 from toposcope.dashboards.app.sources import REFRESH_INPUTS, Clients
-from toposcope.nodeidentity import AUTO, check_node_label
+from toposcope.identity.node import AUTO, check_node_label
 
 DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
 DEFAULT_ADVISOR = "http://127.0.0.1:9849"

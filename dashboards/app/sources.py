@@ -17,8 +17,8 @@ from dash import Input
 from toposcope.dashboards.app.advisorclient import AdvisorClient, AdvisorError, AdvisorRefused
 from toposcope.dashboards.app.prom_frames import NodeIndex, load_index
 from toposcope.dashboards.app.promclient import PromClient, PrometheusError
-from toposcope.nodeidentity import AUTO
-from toposcope.recommendation import Recommendation
+from toposcope.identity.node import AUTO
+from toposcope.report.recommendation import Recommendation
 
 LOG = logging.getLogger("toposcope.dashboards.app")
 

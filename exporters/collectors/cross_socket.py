@@ -5,13 +5,13 @@ sent by ``package`` to ``peer_package``) comes from the best source the host has
 order, or from the one ``--cross-socket-source`` names:
 
 1. ``uncore``: UPI/QPI or AMD data-fabric counters opened with ``perf_event_open``
-   (:mod:`toposcope.exporters.sources.perf_uncore`), a measurement;
+   (:mod:`toposcope.host.perf_uncore`), a measurement;
 2. ``pcm``: Intel PCM's pcm-sensor-server, when ``--pcm-url`` is set, a measurement;
 3. ``estimate``: a model over numastat counters (:class:`NumastatCrossSocketEstimate`),
    *not* a measurement, labelled ``source="estimate"`` and ``measured="false"``.
 
 Memory bandwidth (``toposcope_numa_memory_bandwidth_bytes_total{numa_node,locality,source}``)
-comes from resctrl MBM (:mod:`toposcope.exporters.sources.resctrl`) wherever it is mounted;
+comes from resctrl MBM (:mod:`toposcope.host.resctrl`) wherever it is mounted;
 it measures something the link sources do not, so in ``auto`` mode it is published next to
 whichever link source was chosen. ``toposcope_cross_socket_source_info`` has one series per
 source in use. The choice is made once, when the collector is built (``auto`` falls back,
@@ -34,16 +34,16 @@ from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, NoDataError, SourceError
 from toposcope.exporters.context import CollectorContext, HostTopology
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.exporters.sources.pcm import PcmClient, PcmLinkTraffic
-from toposcope.exporters.sources.perf_uncore import (
+from toposcope.host.pcm import PcmClient, PcmLinkTraffic
+from toposcope.host.perf_uncore import (
     CounterBackend,
     PerfEventOpen,
     UncoreLinkCounters,
     perf_event_paranoid,
 )
-from toposcope.exporters.sources.resctrl import MbmDomain, ResctrlMbm, resctrl_mount
-from toposcope.exporters.sources.sysfs import NodeNumastat, SysfsNodes
-from toposcope.exporters.sources.uncore_pmus import detect_uncore_pmus, read_cpu_model
+from toposcope.host.resctrl import MbmDomain, ResctrlMbm, resctrl_mount
+from toposcope.host.sysfs import NodeNumastat, SysfsNodes
+from toposcope.host.uncore_pmus import detect_uncore_pmus, read_cpu_model
 from toposcope.topology.model import Topology
 
 LOG = logging.getLogger(__name__)

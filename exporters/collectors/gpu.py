@@ -31,7 +31,7 @@ from toposcope.errors import NoDataError
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.gpu_source import GpuSource, attach_gpu_source
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.exporters.sources.nvml import GpuHealth, GpuSnapshot, nvml_bus_id
+from toposcope.host.nvml import GpuHealth, GpuSnapshot, nvml_bus_id
 
 Families = dict[str, GaugeMetricFamily | CounterMetricFamily]
 

@@ -28,10 +28,10 @@ from toposcope.catalogue import nonempty, spec
 from toposcope.errors import NoDataError
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.exporters.sources.nvml import NvmlNotReady, NvmlUnavailable
-from toposcope.exporters.sources.podresources.attach import attach_kubelet
-from toposcope.exporters.sources.podresources.records import DeviceAllocation
-from toposcope.exporters.sources.podresources.source import KubeletSource
+from toposcope.host.nvml import NvmlNotReady, NvmlUnavailable
+from toposcope.host.podresources.attach import attach_kubelet
+from toposcope.host.podresources.records import DeviceAllocation
+from toposcope.host.podresources.source import KubeletSource
 
 #: resources whose device ids are NVIDIA GPU UUIDs or indices
 GPU_RESOURCES = ("nvidia.com/gpu",)

@@ -23,7 +23,7 @@ from toposcope.exporters.collectors.numa_cpu_totals import CpuTotals
 from toposcope.exporters.context import HostTopology
 from toposcope.exporters.exposition import FamilyLayout
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.exporters.sources.procfs import CPU_MODES, Procfs
+from toposcope.host.procfs import CPU_MODES, Procfs
 from toposcope.topology.model import Topology
 
 

@@ -5,7 +5,7 @@ CPU was first placed on and its highest tick count per mode; a CPU that goes off
 its last figures, one that comes back continues from them) and returns the per-node sums.
 
 Two ways to the same sums. While the same CPUs are listed with the same modes scrape after
-scrape (the usual case), the reading's columns (:class:`~toposcope.exporters.sources.procfs.
+scrape (the usual case), the reading's columns (:class:`~toposcope.host.procfs.
 CpuTicks`) are folded and summed a mode at a time, with a few list operations over all CPUs
 at once (:class:`_Columns`). Any other reading (a CPU that comes or goes, lines of different
 lengths) is folded CPU by CPU into the per-CPU table, from which the columns are built again.
@@ -17,7 +17,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toposcope.exporters.sources.procfs import CpuTicks
+from toposcope.host.procfs import CpuTicks
 
 #: Picks one node's CPUs out of a column of ticks.
 Pick = Callable[[list[int]], Sequence[int]]

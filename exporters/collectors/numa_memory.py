@@ -17,7 +17,7 @@ from toposcope.catalogue import spec
 from toposcope.errors import NoDataError, SourceError
 from toposcope.exporters.exposition import FamilyLayout
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.exporters.sources.sysfs import SysfsNodes
+from toposcope.host.sysfs import SysfsNodes
 
 #: The families, in exposition order.
 FAMILIES = (

@@ -21,7 +21,7 @@ from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, NoDataError
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.names import is_node_name
+from toposcope.identity.names import is_node_name
 from toposcope.topology.gresconf import DEFAULT_DEVICE_FILE, expected_gres
 from toposcope.topology.gresconf_file import MAX_BYTES, check_gres, parse_gres_conf
 from toposcope.topology.model import Topology

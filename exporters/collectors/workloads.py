@@ -3,7 +3,7 @@ GPUs it holds, and how much of that is local to its GPUs.
 
 A *workload* is, in ``cgroup`` mode (the default), the set of processes of one cgroup that
 holds processes, named by
-:func:`~toposcope.exporters.sources.workload_identity.classify_cgroup`: a Kubernetes
+:func:`~toposcope.host.workload_identity.classify_cgroup`: a Kubernetes
 container (``<pod uid>/<container id[:12]>``), a Docker container (``<id[:12]>``), a Slurm
 job (``slurm-job-<id>``, all steps), a systemd unit (``sshd.service``) or another cgroup
 (its path). In ``process`` mode it is a top-level process tree (a child of pid 1 and its
@@ -13,12 +13,12 @@ path (its ``comm`` in process mode).
 Every per-workload series carries ``namespace``, ``pod`` and ``container`` (dcgm-exporter's
 names): on a Kubernetes node they are filled in from the container runtime's state and the
 kubelet's pod-resources API
-(:class:`~toposcope.exporters.sources.podresources.mapper.KubeletMapper`), elsewhere empty;
+(:class:`~toposcope.host.podresources.mapper.KubeletMapper`), elsewhere empty;
 and ``slurm_job_id``, ``slurm_user``, ``slurm_account``, ``slurm_partition``, the Slurm job
-it belongs to (:mod:`~toposcope.exporters.sources.slurm_identity`), empty elsewhere. All of
+it belongs to (:mod:`~toposcope.host.slurm_identity`), empty elsewhere. All of
 them are functions of ``workload``, so they add no series. ``toposcope_workload_info`` also
 says what the workload is (``workload_kind``) and, with ``--kubernetes.pod-owners``, its
-pod's controller and QoS class (:mod:`~toposcope.exporters.sources.kube_owners`). Those
+pod's controller and QoS class (:mod:`~toposcope.host.kube_owners`). Those
 labels are read only for the workloads kept, after the ``max_workloads`` cut.
 
 When the exporter serves (``--collector.workloads.sample-interval``, 15 s by default), the
@@ -74,18 +74,18 @@ from toposcope.exporters.context import (
 from toposcope.exporters.exposition import FamilyWriter, RenderedFamily
 from toposcope.exporters.heap import release_free_memory
 from toposcope.exporters.registry import CollectorEntry
-from toposcope.exporters.sources.kube_owners import PodDirectory, open_pod_directory
-from toposcope.exporters.sources.podresources.attach import workload_mapper
-from toposcope.exporters.sources.sampler import PeriodicSampler, Sample
-from toposcope.exporters.sources.workload_identity import WorkloadMapper
-from toposcope.exporters.sources.workload_snapshot import WorkloadSnapshot, WorkloadSnapshotter
+from toposcope.host.kube_owners import PodDirectory, open_pod_directory
+from toposcope.host.podresources.attach import workload_mapper
+from toposcope.host.sampler import PeriodicSampler, Sample
+from toposcope.host.workload_identity import WorkloadMapper
+from toposcope.host.workload_snapshot import WorkloadSnapshot, WorkloadSnapshotter
 
 
 class WorkloadsCollector:
     """Publishes per-workload CPU, memory and GPU placement (see the module docstring).
 
     With ``settings.sample_interval`` 0 every scrape reads the host. Otherwise a
-    :class:`~toposcope.exporters.sources.sampler.PeriodicSampler` reads it on its own thread,
+    :class:`~toposcope.host.sampler.PeriodicSampler` reads it on its own thread,
     started by the first scrape (or :meth:`start`) and stopped by :meth:`stop`; a scrape
     serves the families of the last complete sample, rendered once per sample, plus
     ``toposcope_workload_sample_age_seconds``.

@@ -23,7 +23,13 @@ from toposcope.advisor.rmclients import (
     resolver_from_options,
 )
 from toposcope.errors import ConfigError
-from toposcope.recommendation import Evidence, Recommendation, RecommendationKind, Risk, Target
+from toposcope.report.recommendation import (
+    Evidence,
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Target,
+)
 from toposcope.rm import (
     ActionKind,
     ActionRequest,

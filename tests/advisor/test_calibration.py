@@ -18,7 +18,13 @@ from toposcope.advisor.calibration import (
 )
 from toposcope.advisor.outcomes import Measurement, OutcomeLog, Verdict
 from toposcope.advisor.recommendations import make_recommendation
-from toposcope.recommendation import Recommendation, RecommendationKind, Risk, Severity, Target
+from toposcope.report.recommendation import (
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Severity,
+    Target,
+)
 from toposcope.rm import ActionKind, ActionRequest
 
 

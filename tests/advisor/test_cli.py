@@ -22,7 +22,7 @@ from tests.procs import free_port
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor import place_cli
 from toposcope.advisor.outcomes import Measurement, OutcomeLog, Verdict
-from toposcope.recommendation_decoder import decode_recommendation
+from toposcope.report.decoder import decode_recommendation
 from toposcope.rm import Allocation
 
 LABELS = {"job": "toposcope", "instance": "10.1.2.3:9400"}

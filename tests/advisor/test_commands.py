@@ -13,8 +13,8 @@ from toposcope.advisor.formatters.commands import (
     CommandContext,
     render_commands,
 )
-from toposcope.recommendation import Report
-from toposcope.recommendation_decoder import report_from_json
+from toposcope.report.decoder import report_from_json
+from toposcope.report.recommendation import Report
 
 REPORT_JSON = FIXTURES / "advisor" / "report.json"
 

@@ -29,7 +29,7 @@ from tests.helpers import FIXTURES
 from toposcope.advisor.formatters import FORMATTERS, find_formatter
 from toposcope.advisor.formatters.escaping import FORMULA_START
 from toposcope.cli import main
-from toposcope.recommendation_decoder import report_from_json
+from toposcope.report.decoder import report_from_json
 
 #: names that pass the loaders and reach the formatters
 PASSING = (SPREADSHEET, SCRIPT, LINK, C1_AND_BIDI, "+cmd|' /C calc'!A0", "@SUM(A1)", "-2+3")

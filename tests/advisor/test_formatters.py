@@ -13,8 +13,8 @@ from tests.helpers import FIXTURES
 from toposcope.advisor.formatters import FORMATTERS, FormatOptions, find_formatter
 from toposcope.advisor.formatters.table import fit_widths
 from toposcope.errors import ConfigError
-from toposcope.recommendation import Report, RunInfo
-from toposcope.recommendation_decoder import report_from_json
+from toposcope.report.decoder import report_from_json
+from toposcope.report.recommendation import Report, RunInfo
 
 REPORT_JSON = FIXTURES / "advisor" / "report.json"
 

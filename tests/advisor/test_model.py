@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.advisor.builders import GIB, cluster, pcie4, workload
 from toposcope.advisor.loaders.base import LoadedData, QueryResult, Window
 from toposcope.advisor.model_builder import build_model
-from toposcope.promtypes import Sample
+from toposcope.promql.results import Sample
 
 
 def data(**samples: list[tuple[dict[str, str], float]]) -> LoadedData:

@@ -12,7 +12,7 @@ from tests.advisor.builders import cluster, pcie8, workload
 from toposcope.advisor.capacity_ledger import CapacityLedger, jobs_that_fit
 from toposcope.advisor.model import ClusterModel, PendingWorkload, WorkloadModel
 from toposcope.advisor.recommendations import make_recommendation, resolve_conflicts
-from toposcope.recommendation import Recommendation, RecommendationKind, Risk, Target
+from toposcope.report.recommendation import Recommendation, RecommendationKind, Risk, Target
 from toposcope.rm import ActionKind, ActionRequest
 
 HOLDERS = (workload("x", node="n8", gpus=[0]), workload("z", node="n8", gpus=[6, 7]))

@@ -10,7 +10,7 @@ from toposcope.advisor.loaders.base import LoadedData, QueryResult, Window
 from toposcope.advisor.loaders.queries import queries
 from toposcope.advisor.model_builder import build_model
 from toposcope.advisor.policies.node_settings import NodeSettingsCheck
-from toposcope.promtypes import Sample
+from toposcope.promql.results import Sample
 
 NODE = {"instance": "gpu1:9847", "job": "toposcope", "node": "gpu1"}
 EXPECTED = {

@@ -24,7 +24,8 @@ from toposcope.advisor.recommendations import (
     severity_for,
 )
 from toposcope.advisor.runner import advise
-from toposcope.recommendation import (
+from toposcope.report.decoder import report_from_json
+from toposcope.report.recommendation import (
     ACTIONS_BY_KIND,
     SCHEMA_VERSION,
     Evidence,
@@ -37,7 +38,6 @@ from toposcope.recommendation import (
     Severity,
     Target,
 )
-from toposcope.recommendation_decoder import report_from_json
 from toposcope.rm import ActionKind, ActionRequest
 
 #: an action of each kind of recommendation that has one

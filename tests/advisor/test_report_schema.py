@@ -15,7 +15,7 @@ from tests.helpers import FIXTURES, REPO
 from toposcope.advisor.formatters import find_formatter
 from toposcope.advisor.report_schema import main, schema_text
 from toposcope.cli import main as toposcope_main
-from toposcope.recommendation_decoder import report_from_json
+from toposcope.report.decoder import report_from_json
 
 COMMITTED = REPO / "docs" / "advisor-report.schema.json"
 

@@ -14,7 +14,7 @@ from toposcope.advisor.policies import build, parse_overrides
 from toposcope.advisor.policies.job_migration import JobMigration
 from toposcope.advisor.recommendations import make_recommendation, resolve_conflicts
 from toposcope.advisor.runner import advise
-from toposcope.recommendation import Recommendation, RecommendationKind, Risk, Target
+from toposcope.report.recommendation import Recommendation, RecommendationKind, Risk, Target
 from toposcope.rm import ActionKind, ActionRequest
 
 

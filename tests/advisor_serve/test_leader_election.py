@@ -38,7 +38,7 @@ from tests.kube.fake_leases import LeaseApiServer
 from tests.procs import free_port, poll
 from toposcope.advisor.leader_election import ElectionSettings
 from toposcope.advisor.leader_locks import LeaseLock
-from toposcope.kubeapi import KubeApi
+from toposcope.kubeapi.client import KubeApi
 from toposcope.rm import Allocation
 
 NAMESPACE = "toposcope"

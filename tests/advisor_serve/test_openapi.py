@@ -14,7 +14,7 @@ from tests.advisor_serve.conftest import Bench, call, serving
 from tests.helpers import REPO
 from toposcope.advisor import api
 from toposcope.advisor.audit import AuditEntry
-from toposcope.recommendation import SCHEMA_VERSION, Recommendation
+from toposcope.report.recommendation import SCHEMA_VERSION, Recommendation
 
 COMMITTED = REPO / "docs" / "advisor-openapi.json"
 BASE = "/api/v1"

@@ -20,7 +20,7 @@ from toposcope.advisor.rmclients import AgentResourceManager, HttpResourceManage
 from toposcope.advisor.rmclients.endpoints import parse_url_map
 from toposcope.agent import cli as agent_cli
 from toposcope.cpulist import format_cpulist
-from toposcope.recommendation import RecommendationKind, Risk, Target
+from toposcope.report.recommendation import RecommendationKind, Risk, Target
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
 
 TOKEN = "agent-s3cret"

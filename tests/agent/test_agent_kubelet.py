@@ -20,7 +20,7 @@ from tests.podresources.server import PodResourcesServer
 from toposcope.agent import cli as agent_cli
 from toposcope.agent.local_rm import LocalResourceManager
 from toposcope.errors import ConfigError
-from toposcope.exporters.sources.podresources.source import open_kubelet_source
+from toposcope.host.podresources.source import open_kubelet_source
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
 
 NODE = Path(__file__).parents[1] / "fixtures" / "podresources" / "node"

@@ -23,8 +23,8 @@ from tests.kube.fake_tokenreview import API_AUDIENCE, FakeTokenReview, serving
 from tests.procs import free_port, poll, running
 from toposcope.agent import cli as agent_cli
 from toposcope.errors import ConfigError
-from toposcope.kubeapi import KubeApi
-from toposcope.tokenreview import TokenReviewVerifier
+from toposcope.kubeapi.client import KubeApi
+from toposcope.kubeapi.tokenreview import TokenReviewVerifier
 
 REVIEWER = "agent-own-api-token"
 ADVISOR = "advisor-projected-token-for-the-agent"

@@ -11,7 +11,7 @@ from apiflask import APIFlask
 from apiflask.exceptions import HTTPError
 from flask import Response, jsonify, request
 
-from toposcope.bearer import MISSING_MESSAGE, WRONG_MESSAGE, BearerAuth, bearer_token
+from toposcope.auth.bearer import MISSING_MESSAGE, WRONG_MESSAGE, BearerAuth, bearer_token
 
 TOKEN = "s3cret-t0ken"
 NO_TOKEN = "no token configured; use --token-file"

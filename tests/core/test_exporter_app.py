@@ -19,7 +19,7 @@ from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.registry import CollectorEntry, CollectorTable
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
-from toposcope.httpserver import parse_listen
+from toposcope.serving.httpserver import parse_listen
 
 
 class _Failing:

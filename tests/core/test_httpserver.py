@@ -7,8 +7,8 @@ from email.message import Message
 import pytest
 
 from toposcope.errors import UsageError
-from toposcope.httplimits import RequestLimits
-from toposcope.httpserver import HttpServer
+from toposcope.serving.httplimits import RequestLimits
+from toposcope.serving.httpserver import HttpServer
 
 
 def headers(*pairs: tuple[str, str]) -> Message:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toposcope.jsonbody import DEFAULT_MAX_DEPTH, JsonBodyError, parse_json_body
+from toposcope.serving.jsonbody import DEFAULT_MAX_DEPTH, JsonBodyError, parse_json_body
 
 
 def nested(depth: int) -> Any:

@@ -15,9 +15,9 @@ import pytest
 
 from tests.helpers import holds_any, modules_loaded_by
 from toposcope.exporters.gpu_source import nvml_library_missing
-from toposcope.exporters.sources.nvml import CLOCK_EVENT_REASONS
+from toposcope.host.nvml import CLOCK_EVENT_REASONS
 
-LEAN_ABSENT = ("pynvml", "yaml", "bcrypt", "toposcope.exporters.sources.nvml.library")
+LEAN_ABSENT = ("pynvml", "yaml", "bcrypt", "toposcope.host.nvml.library")
 
 
 @pytest.mark.parametrize("nvml", ["off", "auto"])
@@ -30,7 +30,7 @@ def test_exporter_print_without_nvml_loads_no_bindings_yaml_or_bcrypt(
     loaded = modules_loaded_by(["exporter", "--print", "--root", root, "--nvml", nvml])
     # the scrape ran: the collectors, the GPU one included, were built
     assert "toposcope.exporters.collectors.gpu" in loaded
-    assert "toposcope.exporters.sources.nvml.records" in loaded
+    assert "toposcope.host.nvml.records" in loaded
     for prefix in LEAN_ABSENT:
         assert not holds_any(loaded, prefix), prefix
 

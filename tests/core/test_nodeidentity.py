@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from toposcope.nodeidentity import AUTO, NodeNamer, add_node_label_argument, check_node_label
+from toposcope.identity.node import AUTO, NodeNamer, add_node_label_argument, check_node_label
 
 BUILD_INFO = [
     {"job": "t", "instance": "10.0.0.1:9400", "hostname": "gpu-a", "rack": "r1"},

@@ -8,7 +8,7 @@ import pytest
 
 from tests.advisor.fakes import FakeServer, ok, vector
 from tests.procs import free_port
-from toposcope.promapi import (
+from toposcope.promql.client import (
     PromApi,
     PromApiBadAnswer,
     PromApiDenied,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from toposcope.promapi import PromApiBadAnswer
-from toposcope.promtypes import (
+from toposcope.promql.client import PromApiBadAnswer
+from toposcope.promql.results import (
     Matrix,
     Sample,
     Series,

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from tests.helpers import FIXTURES
-from toposcope.recommendation import RecommendationError, RecommendationKind
-from toposcope.recommendation_decoder import (
+from toposcope.report.decoder import (
     decode_action,
     decode_recommendation,
     decode_report,
     report_from_json,
 )
+from toposcope.report.recommendation import RecommendationError, RecommendationKind
 from toposcope.rm import ActionKind
 
 REPORT = json.loads((FIXTURES / "advisor" / "report.json").read_text())

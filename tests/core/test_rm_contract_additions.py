@@ -19,7 +19,7 @@ from toposcope.rm import (
     is_retry_later,
     parse_request,
 )
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
 
 
 class Recorder(BaseResourceManager):

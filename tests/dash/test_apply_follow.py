@@ -38,7 +38,7 @@ from toposcope.dashboards.app.action_follow import Following, progress, signatur
 from toposcope.dashboards.app.advisorclient import AuditRow
 from toposcope.dashboards.app.server import AppSettings, create_app
 from toposcope.rm import Allocation, ResourceManager
-from toposcope.webconfig import load_web_config
+from toposcope.serving.webconfig import load_web_config
 
 #: the app's advisor timeout: far shorter than the resource manager takes here
 APP_TIMEOUT = 0.5

@@ -30,8 +30,8 @@ from tests.dash.conftest import ADVISOR_TOKEN, Stack
 from tests.procs import free_port, http_get, poll
 from toposcope.dashboards.app.access import Access
 from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.serving.webconfig import parse_web_config
 from toposcope.sim.scenarios import load_scenario
-from toposcope.webconfig import parse_web_config
 
 pytestmark = [
     pytest.mark.integration,

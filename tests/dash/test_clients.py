@@ -25,7 +25,7 @@ from toposcope.dashboards.app.promclient import (
     PrometheusTimeout,
     PrometheusUnreachable,
 )
-from toposcope.recommendation import (
+from toposcope.report.recommendation import (
     Evidence,
     Note,
     Recommendation,

@@ -27,7 +27,7 @@ from toposcope.dashboards.app.server import AppSettings, create_app
 from toposcope.dashboards.app.sources import Clients
 from toposcope.dashboards.app.topology_figure import topology_figure
 from toposcope.dashboards.app.workload_data import WorkloadRef, load_workload, load_workloads
-from toposcope.promtypes import Vector
+from toposcope.promql.results import Vector
 from toposcope.topology.model import LinkType
 
 SIM = {"job": "sim", "instance": "n1", "node": "n1"}

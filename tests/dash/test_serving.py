@@ -19,8 +19,8 @@ import bcrypt
 import pytest
 
 from tests.procs import free_port, poll, running
-from toposcope import devcerts
 from toposcope.errors import ConfigError
+from toposcope.serving import devcerts
 
 TIMEOUT = 10.0
 

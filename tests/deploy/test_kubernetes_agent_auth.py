@@ -29,8 +29,8 @@ from tests.deploy.test_kubernetes import (
     _mount_of,
     _one,
 )
-from toposcope.kubeapi import SERVICE_ACCOUNT_DIR
-from toposcope.tokenreview import parse_service_account
+from toposcope.kubeapi.client import SERVICE_ACCOUNT_DIR
+from toposcope.kubeapi.tokenreview import parse_service_account
 
 RBAC = APPLY_COMPONENT / "agent-tokenreview-rbac.yaml"
 

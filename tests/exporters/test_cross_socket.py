@@ -32,16 +32,16 @@ from toposcope.exporters.collectors.cross_socket import (
     node_packages,
 )
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.sources.pcm import (
+from toposcope.host.pcm import (
     PcmClient,
     PcmLinkTraffic,
     parse_pcm_incoming,
     pcm_metrics_url,
 )
-from toposcope.exporters.sources.perf_uncore import CounterEvent, PerfEventOpen, UncoreLinkCounters
-from toposcope.exporters.sources.resctrl import MbmDomain, ResctrlMbm, resctrl_mount
-from toposcope.exporters.sources.sysfs import SysfsNodes
-from toposcope.exporters.sources.uncore_pmus import (
+from toposcope.host.perf_uncore import CounterEvent, PerfEventOpen, UncoreLinkCounters
+from toposcope.host.resctrl import MbmDomain, ResctrlMbm, resctrl_mount
+from toposcope.host.sysfs import SysfsNodes
+from toposcope.host.uncore_pmus import (
     detect_uncore_pmus,
     encode_config,
     parse_format,

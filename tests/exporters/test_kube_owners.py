@@ -13,14 +13,14 @@ import pytest
 from tests.advisor.fakes import FakeServer, Request
 from tests.helpers import FIXTURES
 from tests.workloads.helpers import POD_A, V2HOST, WL_A, WL_B, info_labels, scrape
+from toposcope.auth.tokens import token_text
 from toposcope.cli import main
 from toposcope.config import ExporterConfig, HostPaths, PodOwnerSettings
 from toposcope.errors import ConfigError
 from toposcope.exporters.collectors import workloads
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.sources.kube_owners import PodDirectory, pods_from_list
-from toposcope.kubeapi import KubeApi, KubeApiError, from_kubeconfig, in_cluster
-from toposcope.tokens import token_text
+from toposcope.host.kube_owners import PodDirectory, pods_from_list
+from toposcope.kubeapi.client import KubeApi, KubeApiError, from_kubeconfig, in_cluster
 
 POD_LIST = json.loads((FIXTURES / "kubernetes" / "pods-node-1.json").read_text())
 TOKEN = "s3cr3t-token-for-tests"

@@ -14,7 +14,7 @@ from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import NoDataError
 from toposcope.exporters.collectors.numa_cpu import ENTRY, NumaCpuCollector
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.sources.procfs import CPU_MODES, Procfs
+from toposcope.host.procfs import CPU_MODES, Procfs
 
 METRIC = "toposcope_numa_cpu_seconds_total"
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toposcope.exporters.collectors.numa_cpu_totals import CpuTotals
-from toposcope.exporters.sources.procfs import CpuTicks, _parse_lines, parse_proc_stat
+from toposcope.host.procfs import CpuTicks, _parse_lines, parse_proc_stat
 
 FUZZ = settings(max_examples=300, deadline=None, database=None)
 

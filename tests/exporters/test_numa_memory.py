@@ -16,7 +16,7 @@ from toposcope.exporters.app import build_runner, render
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.collectors.numa_memory import ENTRY, NumaMemoryCollector
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.sources.sysfs import SysfsNodes
+from toposcope.host.sysfs import SysfsNodes
 
 KIB = 1024
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests.exporters.text_registry import text_registry
 from toposcope.exporters.collectors.numa_memory import NumaMemoryCollector
-from toposcope.exporters.sources.procfs import Procfs, parse_proc_stat_ticks
-from toposcope.exporters.sources.sysfs import SysfsNodes
+from toposcope.host.procfs import Procfs, parse_proc_stat_ticks
+from toposcope.host.sysfs import SysfsNodes
 
 KIB = 1024
 TOTAL = "toposcope_numa_memory_total_bytes"

@@ -26,9 +26,9 @@ from toposcope.exporters.exposition import (
     joined,
     render_families,
 )
-from toposcope.exporters.sources.procfs import CPU_MODES, Procfs
-from toposcope.exporters.sources.sysfs import SysfsNodes
-from toposcope.httpgzip import GzipMember
+from toposcope.host.procfs import CPU_MODES, Procfs
+from toposcope.host.sysfs import SysfsNodes
+from toposcope.serving.httpgzip import GzipMember
 
 FIXTURE = "64amd64-4s2n4ca2co"
 

@@ -13,13 +13,13 @@ import pytest
 
 from tests.workloads.helpers import V1HOST, V2HOST, build, copy_host, info_labels, scrape
 from toposcope.config import WorkloadSettings
-from toposcope.exporters.sources.slurm_identity import (
+from toposcope.host.slurm_identity import (
     PasswdNames,
     parse_slurm_environ,
     uid_from_cgroup,
 )
-from toposcope.exporters.sources.workload_identity import classify_cgroup
-from toposcope.workload_identity import (
+from toposcope.host.workload_identity import classify_cgroup
+from toposcope.identity.workload import (
     INVALID_LABEL_VALUE,
     WorkloadKind,
     bounded_label_value,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from toposcope.exporters.sources.procfs import (
+from toposcope.host.procfs import (
     CPU_MODES,
     CpuTimes,
     Procfs,
     parse_proc_stat_cpus,
     user_hz,
 )
-from toposcope.exporters.sources.sysfs import (
+from toposcope.host.sysfs import (
     SysfsNodes,
     parse_numastat,
 )

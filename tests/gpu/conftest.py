@@ -12,7 +12,7 @@ from prometheus_client.core import Metric
 from toposcope.exporters.collectors.gpu import GpuCollector
 from toposcope.exporters.gpu_source import GpuSource, open_gpu_source
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
-from toposcope.exporters.sources.fake_nvml import SPEC_DIR, FakeNvml, ManualClock, load_spec
+from toposcope.fake_nvml import SPEC_DIR, FakeNvml, ManualClock, load_spec
 
 
 class Frozen:

@@ -11,7 +11,7 @@ import pynvml
 import pytest
 
 from toposcope.errors import ConfigError
-from toposcope.exporters.sources.fake_nvml import (
+from toposcope.fake_nvml import (
     SPEC_DIR,
     FakeNvml,
     ManualClock,

@@ -21,7 +21,7 @@ from toposcope.exporters.gpu_source import (
     close_gpu_source,
     open_gpu_source,
 )
-from toposcope.exporters.sources.fake_nvml import FakeNvml, ManualClock
+from toposcope.fake_nvml import FakeNvml, ManualClock
 from toposcope.topology.model import Gpu, Topology
 
 Machine = Callable[[str], tuple[FakeNvml, GpuSource, GpuCollector]]

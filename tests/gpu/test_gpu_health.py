@@ -13,7 +13,7 @@ from tests.gpu.conftest import scrape
 from toposcope.errors import ConfigError
 from toposcope.exporters.collectors.gpu import GpuCollector
 from toposcope.exporters.gpu_source import GpuSource
-from toposcope.exporters.sources.fake_nvml import FakeNvml, ManualClock, Ramp, load_fake_nvml
+from toposcope.fake_nvml import FakeNvml, ManualClock, Ramp, load_fake_nvml
 
 Machine = Callable[[str], tuple[FakeNvml, GpuSource, GpuCollector]]
 

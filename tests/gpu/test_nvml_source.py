@@ -13,8 +13,8 @@ import pytest
 from toposcope.errors import SourceError
 from toposcope.exporters import topology_cli
 from toposcope.exporters.gpu_source import merge_nvml_topology
-from toposcope.exporters.sources.fake_nvml import FakeNvml, FakeProcess, ManualClock
-from toposcope.exporters.sources.nvml import (
+from toposcope.fake_nvml import FakeNvml, FakeProcess, ManualClock
+from toposcope.host.nvml import (
     NvmlDevices,
     NvmlNotReady,
     NvmlUnavailable,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.procs import Prometheus, free_port, http_get, poll, running
-from toposcope.httpgzip import GZIP_WBITS
+from toposcope.serving.httpgzip import GZIP_WBITS
 from toposcope.sim.fsgen import write_workload_tree
 
 pytestmark = pytest.mark.integration

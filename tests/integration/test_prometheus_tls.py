@@ -15,13 +15,13 @@ import bcrypt
 import pytest
 
 from tests.procs import Prometheus, poll
-from toposcope import devcerts
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError
 from toposcope.exporters.app import build_runner, make_wsgi_app
 from toposcope.exporters.collectors import default_table
-from toposcope.httpserver import HttpServer
-from toposcope.livewebconfig import LiveWebConfig
+from toposcope.serving import devcerts
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.livewebconfig import LiveWebConfig
 
 pytestmark = pytest.mark.integration
 

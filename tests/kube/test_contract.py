@@ -21,7 +21,13 @@ from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.advisor.rmclients import backend_names, make_resource_manager
 from toposcope.kube.manager import KubernetesResourceManager
-from toposcope.recommendation import Evidence, Recommendation, RecommendationKind, Risk, Target
+from toposcope.report.recommendation import (
+    Evidence,
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Target,
+)
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError, RetryLaterError
 
 ACTOR = "tester@host"

@@ -1,7 +1,8 @@
 """``toposcope kube webhook``: the placement-gate admission webhook over real TLS on loopback.
 
 The server is built from the command line (``kube webhook --web.config.file``) with
-certificates the core makes (:mod:`toposcope.devcerts`) and sent AdmissionReviews shaped like
+certificates the core makes (:mod:`toposcope.serving.devcerts`) and sent AdmissionReviews shaped
+like
 the API server's (tests/fixtures/kube, its source in the README there). Each answered patch is
 applied to the pod (RFC 6902 ``add``, the only operation the webhook sends) and the patched
 pod validated against the official schemas with ``kubernetes-validate``.
@@ -22,11 +23,11 @@ import pytest
 from kubernetes_validate import validate  # type: ignore[import-untyped]
 
 from tests.helpers import REPO
-from toposcope import devcerts
 from toposcope.cli import EXIT_USAGE, build_parser, main
 from toposcope.errors import ConfigError
 from toposcope.kube.cli import serve_webhook
 from toposcope.kube.webhook import MAX_BODY
+from toposcope.serving import devcerts
 
 REVIEW = REPO / "tests" / "fixtures" / "kube" / "admissionreview-pod-create.json"
 GATE = {"name": "toposcope.io/placement"}

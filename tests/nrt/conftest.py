@@ -13,8 +13,8 @@ from tests.kube.fake_apiserver import Running, serve
 from tests.kube.fake_nrt import NrtApiServer
 from tests.podresources.conftest import kubelet, socket_dir
 from tests.podresources.server import GPU_NODE, NODE_ROOT, load_answers
-from toposcope.exporters.sources.podresources.client import allocatable_of, containers_of
-from toposcope.exporters.sources.podresources.records import PodResources
+from toposcope.host.podresources.client import allocatable_of, containers_of
+from toposcope.host.podresources.records import PodResources
 from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
 

@@ -18,13 +18,13 @@ from tests.helpers import HWLOC_LINUX, extract_snapshot
 from tests.kube.fake_nrt import nrt_schema
 from tests.nrt.conftest import KUBELET_CONFIG, NODE
 from tests.topology.conftest import BUILDER_READS
-from toposcope.exporters.sources.nrt.builder import NodeRef, NotMeasured, build_nrt
-from toposcope.exporters.sources.nrt.fingerprint import pods_fingerprint
-from toposcope.exporters.sources.nrt.kubeletconfig import (
+from toposcope.exporters.nrt.builder import NodeRef, NotMeasured, build_nrt
+from toposcope.exporters.nrt.fingerprint import pods_fingerprint
+from toposcope.exporters.nrt.kubeletconfig import (
     TopologyManagerConfig,
     from_kubelet_config,
 )
-from toposcope.exporters.sources.podresources.records import (
+from toposcope.host.podresources.records import (
     Allocatable,
     ContainerAllocation,
     MemoryAllocation,

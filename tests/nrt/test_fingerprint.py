@@ -8,7 +8,7 @@ import re
 import xxhash
 
 from tests.helpers import FIXTURES
-from toposcope.exporters.sources.nrt.fingerprint import pod_hash, pods_fingerprint
+from toposcope.exporters.nrt.fingerprint import pod_hash, pods_fingerprint
 
 VECTORS = FIXTURES / "nrt" / "podfingerprint-vectors.json"
 PODS = [("research", "llm-train-0"), ("default", "nginx-debug"), ("kube-system", "coredns-1")]

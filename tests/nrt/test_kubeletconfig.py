@@ -9,12 +9,12 @@ import pytest
 from tests.kube.fake_apiserver import Running
 from tests.nrt.conftest import NODE
 from toposcope.errors import ConfigError
-from toposcope.exporters.sources.nrt.kubeletconfig import (
+from toposcope.exporters.nrt.kubeletconfig import (
     from_configz,
     read_config_file,
     read_configz,
 )
-from toposcope.kubeapi import KubeApi, KubeApiError
+from toposcope.kubeapi.client import KubeApi, KubeApiError
 
 
 def test_configz_through_the_api_servers_node_proxy(apiserver: Running) -> None:

@@ -21,8 +21,8 @@ from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.nrt_publisher import NrtSettings, open_publisher
-from toposcope.exporters.sources.podresources.attach import attach_kubelet
-from toposcope.exporters.sources.podresources.source import KubeletSource
+from toposcope.host.podresources.attach import attach_kubelet
+from toposcope.host.podresources.source import KubeletSource
 
 
 @pytest.fixture

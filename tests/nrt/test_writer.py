@@ -14,11 +14,11 @@ import pytest
 from tests.kube.fake_apiserver import Running
 from tests.kube.fake_nrt import NrtApiServer
 from tests.nrt.conftest import KUBELET_CONFIG, NODE
-from toposcope.exporters.sources.nrt.builder import NodeRef, build_nrt
-from toposcope.exporters.sources.nrt.kubeletconfig import from_kubelet_config
-from toposcope.exporters.sources.nrt.writer import NrtWriter, Outcome
-from toposcope.exporters.sources.podresources.records import PodResources
-from toposcope.kubeapi import KubeApi, KubeApiStatusError
+from toposcope.exporters.nrt.builder import NodeRef, build_nrt
+from toposcope.exporters.nrt.kubeletconfig import from_kubelet_config
+from toposcope.exporters.nrt.writer import NrtWriter, Outcome
+from toposcope.host.podresources.records import PodResources
+from toposcope.kubeapi.client import KubeApi, KubeApiStatusError
 from toposcope.topology.model import Topology
 
 CONFIGZ = from_kubelet_config(KUBELET_CONFIG, "configz")

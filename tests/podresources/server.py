@@ -19,7 +19,7 @@ import grpc
 from google.protobuf import json_format
 
 from tests.helpers import FIXTURES
-from toposcope.exporters.sources.podresources import api_pb2, api_pb2_grpc
+from toposcope.host.podresources import api_pb2, api_pb2_grpc
 
 PODRESOURCES = FIXTURES / "podresources"
 #: a GPU node: a Guaranteed pod with 2 GPUs and exclusive CPUs, a BestEffort pod

@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import REPO
 
-PACKAGE = "toposcope.exporters.sources.podresources"
+PACKAGE = "toposcope.host.podresources"
 
 
 def _build_protos() -> ModuleType:
@@ -56,7 +56,7 @@ def test_the_step_finds_the_proto_through_package_dir(monkeypatch: pytest.Monkey
     monkeypatch.chdir(REPO)
     module = _build_protos()
     command = module.BuildProtos(_distribution())
-    assert command.get_source_files() == ["exporters/sources/podresources/api.proto"]
+    assert command.get_source_files() == ["toposcope/host/podresources/api.proto"]
 
 
 def test_an_editable_install_holds_the_generated_modules(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,9 +72,9 @@ def test_an_editable_install_holds_the_generated_modules(monkeypatch: pytest.Mon
         "api_pb2_grpc.pyi",
     ]
     for path in outputs:
-        assert path.parent == Path("exporters/sources/podresources")
+        assert path.parent == Path("toposcope/host/podresources")
         assert path.is_file(), f"{path} missing: reinstall with pip install -e ."
     # and the package imports them from there
-    from toposcope.exporters.sources.podresources import api_pb2
+    from toposcope.host.podresources import api_pb2
 
     assert Path(api_pb2.__file__).resolve() == (REPO / outputs[0]).resolve()

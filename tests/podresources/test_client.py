@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.podresources.server import GPU_NODE_121, PodResourcesServer
-from toposcope.exporters.sources.podresources.client import KubeletUnavailable, PodResourcesClient
-from toposcope.exporters.sources.podresources.records import (
+from toposcope.host.podresources.client import KubeletUnavailable, PodResourcesClient
+from toposcope.host.podresources.records import (
     ContainerAllocation,
     DeviceAllocation,
     MemoryAllocation,

@@ -22,7 +22,7 @@ from toposcope.config import ExporterConfig, HostPaths
 from toposcope.exporters.app import build_runner, render
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.sources.podresources.source import open_kubelet_source
+from toposcope.host.podresources.source import open_kubelet_source
 
 UID_A = "1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab"
 UID_B = "9f8e7d6c-5b4a-4c3d-9e2f-fedcba987654"

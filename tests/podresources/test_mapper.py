@@ -7,11 +7,11 @@ from pathlib import Path
 
 from tests.podresources.server import NODE_ROOT, PodResourcesServer
 from toposcope.config import HostPaths
-from toposcope.exporters.sources.podresources.client import PodResourcesClient
-from toposcope.exporters.sources.podresources.mapper import KubeletMapper
-from toposcope.exporters.sources.podresources.runtime_state import RuntimeState
-from toposcope.exporters.sources.podresources.source import KubeletSource
-from toposcope.exporters.sources.workload_identity import classify_cgroup
+from toposcope.host.podresources.client import PodResourcesClient
+from toposcope.host.podresources.mapper import KubeletMapper
+from toposcope.host.podresources.runtime_state import RuntimeState
+from toposcope.host.podresources.source import KubeletSource
+from toposcope.host.workload_identity import classify_cgroup
 
 UID_A = "1a2b3c4d-5e6f-4a5b-8c7d-0123456789ab"
 UID_B = "9f8e7d6c-5b4a-4c3d-9e2f-fedcba987654"

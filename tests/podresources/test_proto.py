@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from toposcope.exporters.sources.podresources import api_pb2
+from toposcope.host.podresources import api_pb2
 
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _STRING = FieldDescriptor.TYPE_STRING

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.podresources.server import CRIO_STATE, NODE_ROOT
-from toposcope.exporters.sources.podresources.runtime_state import (
+from toposcope.host.podresources.runtime_state import (
     DEFAULT_STATE_DIRS,
     ContainerNames,
     RuntimeState,

@@ -9,8 +9,8 @@ import pytest
 
 from tests.podresources.server import PodResourcesServer
 from toposcope.errors import ConfigError
-from toposcope.exporters.sources.podresources.client import PodResourcesClient
-from toposcope.exporters.sources.podresources.source import KubeletSource, open_kubelet_source
+from toposcope.host.podresources.client import PodResourcesClient
+from toposcope.host.podresources.source import KubeletSource, open_kubelet_source
 
 
 class Clock:

@@ -20,11 +20,11 @@ from tests.advisor.fakes import FakeServer, Request
 from toposcope.advisor.rmclients import AgentResourceManager
 from toposcope.advisor.rmclients.endpoints import StaticEndpoints, UrlTemplate, parse_url_map
 from toposcope.advisor.rmclients.k8s_endpoints import KubernetesEndpoints, node_ips_from_slices
+from toposcope.auth.tokens import token_text
 from toposcope.cli import main
 from toposcope.errors import ConfigError
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
 from toposcope.sim.fsgen import write_workload_tree
-from toposcope.tokens import token_text
 
 TOKEN = "agent-secret-token"
 READY = {"ready": True}

@@ -36,7 +36,6 @@ from toposcope.advisor.acting import ManagerFactory
 from toposcope.advisor.api import MAX_BODY_BYTES, advisor_app
 from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService
-from toposcope.httpserver import HttpServer, WsgiApp
 from toposcope.rm import (
     ActionRequest,
     ActionState,
@@ -46,7 +45,8 @@ from toposcope.rm import (
     ResourceManager,
     WorkloadView,
 )
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
+from toposcope.serving.httpserver import HttpServer, WsgiApp
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import JobKind, make_job

@@ -21,7 +21,7 @@ from tests.procs import free_port
 from toposcope.dashboards.app import csrf
 from toposcope.dashboards.app.access import Access, parse_proxies
 from toposcope.dashboards.app.server import AppSettings, create_app
-from toposcope.webconfig import load_web_config
+from toposcope.serving.webconfig import load_web_config
 
 TOKEN = "operator-t0ken"
 REC = {

@@ -31,8 +31,8 @@ from toposcope.advisor.acting import dry_run_factory
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.exporters.app import ExporterServer, build_runner
 from toposcope.exporters.collectors import default_table
-from toposcope.httpserver import DEFAULT_MAX_BODY, HttpServer
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
+from toposcope.serving.httpserver import DEFAULT_MAX_BODY, HttpServer
 
 TOKEN = "hardening-t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

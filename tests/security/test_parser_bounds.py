@@ -29,8 +29,8 @@ from toposcope.cpulist import (
     parse_cpumask,
 )
 from toposcope.errors import ConfigError, SourceError
-from toposcope.exporters.sources.procfs import parse_proc_stat_cpus
-from toposcope.exporters.sources.sysfs import parse_numastat
+from toposcope.host.procfs import parse_proc_stat_cpus
+from toposcope.host.sysfs import parse_numastat
 from toposcope.topology.hwloc_document import MAX_OBJECT_DEPTH
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import MAX_NUMA_DISTANCE

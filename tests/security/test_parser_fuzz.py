@@ -41,8 +41,8 @@ from toposcope.cpulist import (
     parse_cpumask,
 )
 from toposcope.errors import ConfigError, SourceError
-from toposcope.exporters.sources.procfs import CPU_MODES, parse_proc_stat_cpus
-from toposcope.exporters.sources.sysfs import parse_numastat
+from toposcope.host.procfs import CPU_MODES, parse_proc_stat_cpus
+from toposcope.host.sysfs import parse_numastat
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import MAX_NUMA_DISTANCE, Topology
 from toposcope.topology.nvidia_smi import GPU_LIMIT, build_from_nvidia_smi_topo

@@ -16,8 +16,8 @@ import pytest
 
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.outcomes import OutcomeLog
+from toposcope.auth.tokens import ensure_token_file, load_token, write_secret
 from toposcope.cli import main
-from toposcope.tokens import ensure_token_file, load_token, write_secret
 
 PRIVATE = 0o600
 
@@ -210,7 +210,7 @@ def test_allow_insecure_token_file_lets_every_command_use_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     argv = [*_commands(open_token, tmp_path)[command], "--allow-insecure-token-file"]
-    with caplog.at_level(logging.WARNING, logger="toposcope.tokens"):
+    with caplog.at_level(logging.WARNING, logger="toposcope.auth.tokens"):
         assert main(argv) == 2  # the later error, once the token was read
     assert "can be read or written by every user" not in capsys.readouterr().err
     assert any(str(open_token) in r.getMessage() for r in caplog.records)

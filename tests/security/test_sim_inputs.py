@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import HWLOC_XML
 from toposcope.errors import ConfigError
-from toposcope.names import InvalidNameError
+from toposcope.identity.names import InvalidNameError
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import JobKind, JobSpec, make_job
 from toposcope.sim.nodefs import SimExporters

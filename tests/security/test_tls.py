@@ -23,15 +23,15 @@ import bcrypt
 import pytest
 
 from tests.procs import poll
-from toposcope import devcerts
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError
 from toposcope.exporters.app import ExporterServer, build_runner
 from toposcope.exporters.collectors import default_table
-from toposcope.httpserver import HttpServer
-from toposcope.livewebconfig import LiveWebConfig
-from toposcope.webconfigfailures import RELOAD_FAILURES
-from toposcope.webflags import add_web_arguments, apply_web_arguments
+from toposcope.serving import devcerts
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.livewebconfig import LiveWebConfig
+from toposcope.serving.webconfigfailures import RELOAD_FAILURES
+from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 
 TIMEOUT = 10.0
 PASSWORD = "s3cret-pw"

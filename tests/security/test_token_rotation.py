@@ -19,9 +19,9 @@ import pytest
 
 from tests.kube.fake_tokenreview import FakeTokenReview, serving
 from toposcope.advisor.rmclients import HttpResourceManager, rotating_token
+from toposcope.auth.tokens import TokenFile
 from toposcope.errors import ConfigError
-from toposcope.kubeapi import in_cluster
-from toposcope.tokens import TokenFile
+from toposcope.kubeapi.client import in_cluster
 
 
 def rotate(path: Path, token: str) -> None:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toposcope.errors import ConfigError
-from toposcope.webconfig import WebConfig, load_web_config, parse_web_config
+from toposcope.serving.webconfig import WebConfig, load_web_config, parse_web_config
 
 ALICE_HASH = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(rounds=4)).decode()
 #: the same hash as htpasswd writes it ($2y$)

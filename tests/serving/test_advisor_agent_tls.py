@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from toposcope import devcerts
 from toposcope.advisor.cliargs import add_agent_arguments
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients import AgentResourceManager, ClientTls, HttpResourceManager
@@ -20,7 +19,8 @@ from toposcope.advisor.rmclients.endpoints import parse_url_map
 from toposcope.agent import cli as agent_cli
 from toposcope.errors import ConfigError
 from toposcope.rm import ResourceManagerError
-from toposcope.webflags import apply_web_arguments
+from toposcope.serving import devcerts
+from toposcope.serving.webflags import apply_web_arguments
 
 TOKEN = "agent-t0ken"
 

@@ -1,11 +1,12 @@
-"""Answers made of plain chunks and gzip members kept compressed (``toposcope.httpgzip``)."""
+"""Answers made of plain chunks and gzip members kept compressed
+(``toposcope.serving.httpgzip``)."""
 
 from __future__ import annotations
 
 import gzip
 import zlib
 
-from toposcope.httpgzip import (
+from toposcope.serving.httpgzip import (
     GZIP_WBITS,
     UNPACK_PIECE,
     GzipMember,

@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope import __version__
 from toposcope.agent import cli as agent_cli
-from toposcope.httpserver import HttpServer
-from toposcope.selfmetrics import build_labels, daemon_registry, installed_revision
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.selfmetrics import build_labels, daemon_registry, installed_revision
 
 TIMEOUT = 10.0
 METRICS_TYPE = prometheus_client.CONTENT_TYPE_LATEST

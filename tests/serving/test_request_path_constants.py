@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.serving.test_gzip_self_metrics import get, serving
 from toposcope import __version__
-from toposcope.httpserver import HttpServer
-from toposcope.livewebconfig import LiveWebConfig
+from toposcope.serving.httpserver import HttpServer
+from toposcope.serving.livewebconfig import LiveWebConfig
 
 
 def samples(text: bytes, name: str) -> list[tuple[dict[str, str], float]]:

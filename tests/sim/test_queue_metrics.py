@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope.catalogue import CATALOGUE
-from toposcope.fairshare import fair_shares
+from toposcope.queue.fairshare import fair_shares
 from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster

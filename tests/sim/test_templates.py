@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import HWLOC_XML
 from toposcope.cpulist import format_cpulist
-from toposcope.exporters.sources.fake_nvml import SPEC_DIR, load_spec
+from toposcope.fake_nvml import SPEC_DIR, load_spec
 from toposcope.sim.nvml_descriptions import shipped_gpus
 from toposcope.sim.sysfs_writer import write_topology_sysfs
 from toposcope.sim.templates import (

@@ -1,1 +1,1 @@
-"""Tests of the resource-manager HTTP API (``toposcope.rmapi``) over an in-memory fake."""
+"""Tests of the resource-manager HTTP API (``toposcope.rm.api``) over an in-memory fake."""

@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 
 from tests.sim_api.backends import NAMES, Backend, backend
 from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

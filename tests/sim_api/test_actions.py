@@ -184,7 +184,7 @@ def test_a_refused_request_can_be_retried_with_the_same_id(client: FlaskClient) 
 
 def test_a_resource_manager_status_outside_4xx_5xx_becomes_500(rm: FakeResourceManager) -> None:
     from toposcope.rm import ActionRequest, ActionState, ResourceManagerError
-    from toposcope.rmapi import make_api_app
+    from toposcope.rm.api import make_api_app
 
     class Odd(FakeResourceManager):
         def _carry_out(self, request: ActionRequest) -> ActionState:

@@ -7,7 +7,7 @@ from flask.testing import FlaskClient
 
 from tests.sim_api.conftest import AUTH, BASE, TOKEN
 from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
 
 PIN = {"request_id": "r-auth", "kind": "pin", "workload": "train-a", "cpus": [4, 5]}
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.sim_api.conftest import AUTH, BASE, TOKEN
 from tests.sim_api.fake_rm import FakeResourceManager
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
 
 # Built at import: schemathesis makes one test per operation at collection time (its lazy
 # fixture loader does not run under pytest 9). The fake's state carries across cases, which

@@ -12,8 +12,7 @@ from flask.testing import FlaskClient
 
 from tests.helpers import REPO
 from tests.sim_api.conftest import BASE
-from toposcope import rmapi as api
-from toposcope.rm import ActionRequest, ActionState, Allocation, NodeView, WorkloadView
+from toposcope.rm import ActionRequest, ActionState, Allocation, NodeView, WorkloadView, api
 from toposcope.rm.validation import adapter
 
 COMMITTED = REPO / "docs" / "openapi.json"
@@ -22,7 +21,7 @@ COMMITTED = REPO / "docs" / "openapi.json"
 def test_the_committed_document_is_what_the_app_generates() -> None:
     assert COMMITTED.read_text(encoding="utf-8") == api.openapi_text(), (
         "docs/openapi.json is stale: run "
-        "python -m toposcope.rmapi --write-openapi docs/openapi.json"
+        "python -m toposcope.rm.api --write-openapi docs/openapi.json"
     )
 
 

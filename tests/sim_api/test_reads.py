@@ -7,7 +7,7 @@ from flask.testing import FlaskClient
 from tests.sim_api.conftest import BASE
 from tests.sim_api.fake_rm import FakeResourceManager
 from toposcope.rm import NodeView
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
 
 
 def test_healthz_answers_without_a_token(client: FlaskClient) -> None:

@@ -12,8 +12,8 @@ import pytest
 from tests.sim_api.backends import Backend
 from tests.sim_api.conftest import AUTH, BASE, TOKEN
 from toposcope.rm import ActionKind, ResourceManagerError, to_json
+from toposcope.rm.api import make_api_app
 from toposcope.rm.fields import INDEX_LIMIT
-from toposcope.rmapi import make_api_app
 
 BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("negative-cpu", {"cpus": [-1]}, 422, "cpus", "greater than or equal to 0"),

@@ -22,7 +22,7 @@ from toposcope.rm import (
     same_request,
     to_json,
 )
-from toposcope.rmapi import make_api_app
+from toposcope.rm.api import make_api_app
 
 
 def test_the_same_cpus_in_another_order_are_a_repeat(each_backend: Backend) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from toposcope.auth.tokens import MAX_TOKEN_FILE, load_token
 from toposcope.errors import ConfigError
-from toposcope.tokens import MAX_TOKEN_FILE, load_token
 
 
 def write(path: Path, text: str, mode: int = 0o600) -> Path:
@@ -44,7 +44,7 @@ def test_allow_insecure_reads_it_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(tmp_path / "token", "s3cret\n", mode=0o644)
-    with caplog.at_level(logging.WARNING, logger="toposcope.tokens"):
+    with caplog.at_level(logging.WARNING, logger="toposcope.auth.tokens"):
         assert load_token(str(path), allow_insecure=True) == "s3cret"
     [record] = caplog.records
     assert "every user" in record.getMessage() and str(path) in record.getMessage()
@@ -55,7 +55,7 @@ def test_a_file_its_group_can_use_works_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int
 ) -> None:
     path = write(tmp_path / "token", "s3cret\n", mode=mode)
-    with caplog.at_level(logging.WARNING, logger="toposcope.tokens"):
+    with caplog.at_level(logging.WARNING, logger="toposcope.auth.tokens"):
         assert load_token(path) == "s3cret"
     [record] = caplog.records
     assert "its group" in record.getMessage() and f"mode {mode:04o}" in record.getMessage()

@@ -14,7 +14,13 @@ from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.advisor.rmclients import backend_names, make_resource_manager
-from toposcope.recommendation import Evidence, Recommendation, RecommendationKind, Risk, Target
+from toposcope.report.recommendation import (
+    Evidence,
+    Recommendation,
+    RecommendationKind,
+    Risk,
+    Target,
+)
 from toposcope.rm import ActionKind, ActionRequest
 from toposcope.slurm.localcluster import LocalCluster
 from toposcope.slurm.manager import SlurmResourceManager

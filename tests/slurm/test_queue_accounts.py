@@ -26,11 +26,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers import FIXTURES
 from tests.procs import require_binary
 from toposcope.cli import main
-from toposcope.queue_accounts import NO_ACCOUNT, OTHER_ACCOUNT, account_labels
+from toposcope.identity.workload import INVALID_LABEL_VALUE, label_value
+from toposcope.queue.accounts import NO_ACCOUNT, OTHER_ACCOUNT, account_labels
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.exporter import QueueCollector
 from toposcope.slurm.reader import CommandReader
-from toposcope.workload_identity import INVALID_LABEL_VALUE, label_value
 
 SAMPLES = FIXTURES / "slurm"
 NOW = 1795452000.0

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.slurm.conftest import wait_running
-from toposcope.httpserver import HttpServer
+from toposcope.serving.httpserver import HttpServer
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.daemons import wait_for
 from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app

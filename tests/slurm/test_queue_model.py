@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from toposcope.catalogue.queue_metrics import PENDING_REASONS
-from toposcope.fairshare import fair_shares
+from toposcope.queue.fairshare import fair_shares
 from toposcope.slurm.accounting import accounting_gap, parse_config, parse_sshare
 from toposcope.slurm.errors import SlurmFormatError
 from toposcope.slurm.gres import parse_gres

@@ -9,7 +9,7 @@ import pytest
 
 from tests.workloads.helpers import V1HOST, V2HOST
 from toposcope.config import HostPaths
-from toposcope.exporters.sources.cgroups import (
+from toposcope.host.cgroups import (
     Cgroups,
     CpuSet,
     layout_from_mounts,
@@ -17,7 +17,7 @@ from toposcope.exporters.sources.cgroups import (
     parse_mountinfo,
     parse_numa_stat,
 )
-from toposcope.exporters.sources.workload_identity import PathMapper, classify_cgroup
+from toposcope.host.workload_identity import PathMapper, classify_cgroup
 
 HEAD = (
     "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"

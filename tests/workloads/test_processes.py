@@ -7,14 +7,14 @@ import re
 import pytest
 
 from tests.workloads.helpers import V1HOST, V2HOST
-from toposcope.exporters.sources.proc_files import (
+from toposcope.host.proc_files import (
     parse_numa_maps,
     parse_nvidia_information,
     parse_proc_cgroup,
     parse_stat,
     parse_status,
 )
-from toposcope.exporters.sources.processes import ProcFs, gpu_minors, process_trees
+from toposcope.host.processes import ProcFs, gpu_minors, process_trees
 
 # A real line shape (kernel 6.1) whose comm holds spaces and parentheses.
 STAT = (

@@ -18,8 +18,8 @@ from toposcope.exporters.collectors import workloads
 from toposcope.exporters.collectors.workloads import WorkloadsCollector
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.exposition import RenderedFamily, render_families
-from toposcope.exporters.sources.processes import ProcFs
-from toposcope.exporters.sources.sampler import PeriodicSampler
+from toposcope.host.processes import ProcFs
+from toposcope.host.sampler import PeriodicSampler
 from toposcope.sim.proc_text import stat_line
 
 AGE = "toposcope_workload_sample_age_seconds"

@@ -19,12 +19,12 @@ from toposcope.exporters.collectors.workloads import (
 from toposcope.exporters.context import CollectorContext, HostTopology
 from toposcope.exporters.exposition import RenderedFamily, render_families
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
-from toposcope.exporters.sources.workload_snapshot import (
+from toposcope.host.workload_snapshot import (
     WorkloadFigures,
     WorkloadSnapshot,
     WorkloadSnapshotter,
 )
-from toposcope.httpgzip import UNPACK_PIECE, GzipMember
+from toposcope.serving.httpgzip import UNPACK_PIECE, GzipMember
 
 
 def _snapshot(root: Path) -> WorkloadSnapshot:

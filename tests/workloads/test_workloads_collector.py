@@ -33,9 +33,9 @@ from toposcope.exporters.collectors import default_table
 from toposcope.exporters.collectors.workloads import ENTRY as workloads_entry
 from toposcope.exporters.collectors.workloads import WorkloadsCollector
 from toposcope.exporters.context import CollectorContext, GpuProcess, HostTopology
-from toposcope.exporters.sources.workload_identity import PathMapper, with_names
+from toposcope.host.workload_identity import PathMapper, with_names
+from toposcope.identity.workload import WorkloadIdentity
 from toposcope.sim.proc_text import stat_line
-from toposcope.workload_identity import WorkloadIdentity
 
 CPU = "toposcope_workload_cpu_seconds_total"
 THREADS = "toposcope_workload_threads"

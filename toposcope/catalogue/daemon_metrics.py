@@ -1,5 +1,5 @@
 """The families every toposcope daemon publishes about itself on its ``/metrics``
-(:mod:`toposcope.selfmetrics`), next to prometheus_client's ``process_*`` families.
+(:mod:`toposcope.serving.selfmetrics`), next to prometheus_client's ``process_*`` families.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and a Kubernetes backend later), so their labels are scheduler-neutral:
   reasons onto, and ``scheduler_reason`` keeps the backend's own word (Slurm's
   ``Resources``, ``QOSMaxGRESPerUser``...) from a bounded list, ``other`` beyond it;
 - ``account`` is the tenant (a Slurm account, a Kubernetes namespace), bounded in its
-  characters and to a number per partition (:mod:`toposcope.queue_accounts`): ``(invalid)``,
+  characters and to a number per partition (:mod:`toposcope.queue.accounts`): ``(invalid)``,
   ``(none)`` and ``(other)`` are the buckets.
 
 A pending job's ``reason`` is ``topology`` when the scheduler says it waits for resources

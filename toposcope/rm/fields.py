@@ -6,9 +6,10 @@ They are ``Annotated`` types that pydantic reads when it validates the models
 - an **index** (CPU, NUMA node or GPU number) is a JSON integer from 0 to
   :data:`INDEX_LIMIT` - 1; ``4.0`` is accepted (JSON Schema calls it an integer) but not
   ``true`` or ``"4"``; a list of them holds at most :data:`INDEX_LIMIT` entries;
-- a **node name** is a host name (:func:`toposcope.names.check_node_name`);
-- a **workload name** is 1 to :data:`~toposcope.names.MAX_WORKLOAD_NAME` characters without
-  control characters (:func:`toposcope.names.check_workload_name`; the agent's workloads are
+- a **node name** is a host name (:func:`toposcope.identity.names.check_node_name`);
+- a **workload name** is 1 to :data:`~toposcope.identity.names.MAX_WORKLOAD_NAME` characters without
+  control characters (:func:`toposcope.identity.names.check_workload_name`; the agent's workloads
+  are
   cgroup paths and container ids as well as unit names);
 - a **request id** (and an action id) is printable ASCII without spaces, so that it can be
   logged and put in a URL path (percent-encoded) as it is;
@@ -24,7 +25,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, StrictStr, WithJson
 from pydantic_core import PydanticCustomError
 
 from toposcope.cpulist import CPU_LIMIT
-from toposcope.names import (
+from toposcope.identity.names import (
     MAX_NODE_NAME,
     MAX_WORKLOAD_NAME,
     NODE_NAME_PATTERN,

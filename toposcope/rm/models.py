@@ -2,7 +2,7 @@
 
 One API applies recommendations everywhere: the simulator serves it for simulated nodes,
 the node agent serves it on real hosts, and the advisor's clients call it. These types are
-its one definition: the servers (:mod:`toposcope.rmapi`), the backends
+its one definition: the servers (:mod:`toposcope.rm.api`), the backends
 (:class:`toposcope.rm.base.BaseResourceManager`), the clients and the test fakes all build
 and read them, and the HTTP API's OpenAPI document is generated from them.
 

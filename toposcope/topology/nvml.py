@@ -1,7 +1,7 @@
 """Build the GPU part of a :class:`~toposcope.topology.model.Topology` from NVML readings.
 
 This module never calls NVML: the exporter's NVML source
-(``toposcope.exporters.sources.nvml``) reads the raw facts through its one error-mapping
+(``toposcope.host.nvml``) reads the raw facts through its one error-mapping
 helper and hands them over as :class:`NvmlGpuRecord` values. Keeping the rules here, as pure
 functions over plain data, lets the ``nvidia-smi topo -m`` semantics be tested without a GPU
 and keeps the core free of the bindings.

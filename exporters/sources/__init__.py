@@ -1,1 +1,0 @@
-"""Sources: small readers of the outside world (sysfs, procfs, cgroups, NVML) with roots."""

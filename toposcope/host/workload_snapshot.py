@@ -1,0 +1,174 @@
+"""One complete reading of the host's workloads, as the workloads collector publishes it.
+
+:class:`WorkloadSnapshotter` does everything that reads the host for the ``workloads``
+collector (see its module docstring for the figures): it finds the workloads, reads every
+thread's CPU time and last CPU, keeps the largest ``max_workloads``, labels them (Slurm job,
+pod owner), reads their memory per NUMA node and the GPUs they hold, and adds each thread's
+CPU time since the previous snapshot to the node it runs on now. The result is a
+:class:`WorkloadSnapshot`, plain values only, which the collector turns into families.
+
+It runs inside the scrape (``sample_interval`` 0) or on the background sampler's thread
+(:mod:`toposcope.host.sampler`); one snapshot is taken at a time, so the CPU
+counters it keeps need no lock of their own. A process that vanishes between listing and
+reading is skipped; one that vanishes after the snapshot is simply absent from the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from toposcope.config import HostPaths, WorkloadSettings
+from toposcope.exporters.context import GpuProcessSource
+from toposcope.host.kube_owners import PodDirectory
+from toposcope.host.workload_identity import WorkloadMapper
+from toposcope.host.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
+from toposcope.identity.workload import WorkloadIdentity
+from toposcope.topology.model import Topology
+
+
+@dataclass(frozen=True)
+class WorkloadFigures:
+    """One kept workload in a snapshot: who it is and where its CPU, memory and GPUs are.
+
+    Node keys are NUMA node labels (``"0"``, ``""`` for a CPU of unknown node).
+    """
+
+    identity: WorkloadIdentity
+    root_pid: int
+    comm: str
+    cpu_seconds: dict[str, float]
+    threads: dict[str, int]
+    memory: dict[str, float]
+    gpus: frozenset[int]
+    gpu_used: dict[int, int]
+
+
+@dataclass(frozen=True)
+class WorkloadSnapshot:
+    """Every kept workload (sorted by name), the GPUs' NUMA nodes and the dropped count."""
+
+    workloads: list[WorkloadFigures]
+    gpu_nodes: dict[int, int | None] = field(default_factory=dict)
+    dropped_total: int = 0
+
+
+class WorkloadSnapshotter:
+    """Reads the host's workloads into a :class:`WorkloadSnapshot` (see the module docstring).
+
+    Keeps, across snapshots, each live thread's last CPU seconds and the per-workload,
+    per-node CPU counters built from them, plus the dropped-workloads counter.
+    """
+
+    def __init__(
+        self,
+        settings: WorkloadSettings,
+        paths: HostPaths,
+        topology: Callable[[], Topology],
+        gpu_processes: GpuProcessSource | None = None,
+        mapper: WorkloadMapper | None = None,
+        pods: PodDirectory | None = None,
+    ) -> None:
+        self._settings = settings
+        self._pods = pods
+        self._topology = topology
+        self._gpu_processes = gpu_processes
+        self._reader = WorkloadReader(settings, paths, mapper)
+        self._thread_seconds: dict[ThreadKey, float] = {}
+        self._cpu: dict[str, dict[str, float]] = {}
+        self._dropped = 0
+        self._cpu_node_for: Topology | None = None
+        self._cpu_node: dict[int, str] = {}
+
+    def _node_labels(self, topo: Topology) -> dict[int, str]:
+        if topo is not self._cpu_node_for:
+            self._cpu_node = {cpu: str(node) for cpu, node in topo.cpu_to_node().items()}
+            self._cpu_node_for = topo
+        return self._cpu_node
+
+    def take(self) -> WorkloadSnapshot:
+        """Read every selected workload now."""
+        topo = self._topology()
+        cpu_node = self._node_labels(topo)
+        found, layout = self._reader.discover()
+        candidates: list[WorkloadReading] = []
+        for workload in found.values():
+            self._reader.read_threads(workload, cpu_node)
+            if workload.threads and workload.cpu_total >= self._settings.min_cpu_seconds:
+                candidates.append(workload)
+        candidates.sort(key=lambda w: (-w.cpu_total, w.identity.name))
+        kept = candidates[: self._settings.max_workloads]
+        self._dropped += len(candidates) - len(kept)
+        kept.sort(key=lambda w: w.identity.name)
+        for workload in kept:
+            self._reader.label_job(workload)
+            if self._pods is not None:
+                workload.identity = self._pods.label(workload.identity)
+
+        # No GPU on the PCI bus, no GPU device file to find: skip the descriptor scan.
+        scan_fds = self._settings.gpu_fds and bool(topo.gpus)
+        minor_to_gpu = self._reader.minor_to_gpu(topo) if scan_fds else {}
+        nvml_gpus = self._nvml_gpus()
+        per_node_cpu = self._account_cpu(kept)
+        figures: list[WorkloadFigures] = []
+        for workload in kept:
+            counts: dict[str, int] = {}
+            for _, _, node in workload.threads:
+                counts[node] = counts.get(node, 0) + 1
+            memory = self._reader.memory(workload, layout)
+            gpus = self._reader.gpus_from_fds(workload, minor_to_gpu) if scan_fds else set()
+            gpu_used: dict[int, int] = {}
+            for pid in workload.live_pids:
+                for gpu, used in nvml_gpus.get(pid, {}).items():
+                    gpus.add(gpu)
+                    if used is not None:
+                        gpu_used[gpu] = gpu_used.get(gpu, 0) + used
+            figures.append(
+                WorkloadFigures(
+                    identity=workload.identity,
+                    root_pid=workload.root_pid,
+                    comm=workload.comm,
+                    cpu_seconds=per_node_cpu[workload.identity.name],
+                    threads=counts,
+                    memory={str(node): float(value) for node, value in memory.items()},
+                    gpus=frozenset(gpus),
+                    gpu_used=gpu_used,
+                )
+            )
+        gpu_nodes = {g.index: g.numa_node for g in topo.gpus}
+        return WorkloadSnapshot(figures, gpu_nodes, self._dropped)
+
+    def _nvml_gpus(self) -> dict[int, dict[int, int | None]]:
+        """``{pid: {gpu: bytes used or None}}`` from the GPU source (empty without one)."""
+        nvml_gpus: dict[int, dict[int, int | None]] = {}
+        if self._gpu_processes is None:
+            return nvml_gpus
+        for proc in self._gpu_processes.gpu_processes():
+            per_gpu = nvml_gpus.setdefault(proc.pid, {})
+            used = proc.used_bytes
+            if proc.gpu not in per_gpu or per_gpu[proc.gpu] is None:
+                per_gpu[proc.gpu] = used
+            elif used is not None:
+                per_gpu[proc.gpu] = (per_gpu[proc.gpu] or 0) + used
+        return nvml_gpus
+
+    def _account_cpu(self, kept: list[WorkloadReading]) -> dict[str, dict[str, float]]:
+        """Add each thread's CPU time since the last snapshot to its current node."""
+        last = self._thread_seconds
+        seen: dict[ThreadKey, float] = {}
+        counters: dict[str, dict[str, float]] = {}
+        for workload in kept:
+            name = workload.identity.name
+            per_node = self._cpu.get(name)
+            if per_node is None:
+                per_node = {}
+            for key, seconds, node in workload.threads:
+                previous = last.get(key)
+                delta = seconds if previous is None or seconds < previous else seconds - previous
+                if delta or node not in per_node:
+                    per_node[node] = per_node.get(node, 0.0) + delta
+                seen[key] = seconds
+            counters[name] = per_node
+        self._thread_seconds = seen
+        self._cpu = counters
+        return {name: dict(values) for name, values in counters.items()}

@@ -43,7 +43,7 @@ class ShippedGpus:
 
 
 def shipped_gpus(name: str) -> ShippedGpus:
-    """The GPUs of the shipped fake NVML description ``name`` (``fake_nvml_specs/NAME.yaml``).
+    """The GPUs of the shipped fake NVML description ``name`` (``fake_nvml/specs/NAME.yaml``).
 
     A GPU's switch is its ``pcie_switch``, or else the group of GPUs the description's PCIe
     matrix puts behind one switch (``sw0``, ``sw1``, ... in GPU order); GPUs whose NVLinks
@@ -136,7 +136,7 @@ def _nvswitched(template: NodeTemplate) -> bool:
 
 
 def fake_nvml_description(template: NodeTemplate) -> dict[str, Any]:
-    """The fake NVML description (``fake_nvml_specs`` format) of a template's GPUs, idle.
+    """The fake NVML description (as in ``fake_nvml/specs``) of a template's GPUs, idle.
 
     NVSwitched GPUs reach six NVSwitches over twelve links (an A100 baseboard); GPUs with
     direct NVLinks (an imported POWER8 or DGX-1 machine) list their peers, so that the

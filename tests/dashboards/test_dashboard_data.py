@@ -40,7 +40,7 @@ HOSTNAME = "dashboards-test-node"
 #: the cluster label the scrape adds (as a multi-cluster setup would) and the scrape job
 CLUSTER = "eu-1"
 JOB = "toposcope"
-SPEC = REPO / "exporters" / "sources" / "fake_nvml_specs" / "dgx-a100.yaml"
+SPEC = REPO / "toposcope" / "fake_nvml" / "specs" / "dgx-a100.yaml"
 ADVISOR = "the advisor's own /metrics series; no advisor runs in this test"
 SLURM = "toposcope slurm exporter series; tests/slurm checks them against a real Slurm"
 #: the Slurm queue dashboard, whose series need a Slurm cluster (none runs in this test)

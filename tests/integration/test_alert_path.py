@@ -24,7 +24,7 @@ from tests.procs import (
 
 pytestmark = pytest.mark.integration
 
-SPECS = REPO / "exporters" / "sources" / "fake_nvml_specs"
+SPECS = REPO / "toposcope" / "fake_nvml" / "specs"
 
 
 def lost_alerts(receiver: WebhookReceiver) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from toposcope.catalogue.dcgm_joins import DCGM_JOINS
 pytestmark = pytest.mark.integration
 
 FIXTURE = REPO / "tests" / "fixtures" / "dcgm" / "dgx-a100-default-counters.prom"
-SPEC = REPO / "exporters" / "sources" / "fake_nvml_specs" / "dgx-a100.yaml"
+SPEC = REPO / "toposcope" / "fake_nvml" / "specs" / "dgx-a100.yaml"
 HOSTNAME = "gpu-node-1"
 #: NUMA node of each GPU of the fake DGX A100 (its description's numa_node)
 NUMA_OF_GPU = {0: 1, 1: 1, 2: 0, 3: 0, 4: 3, 5: 3, 6: 2, 7: 2}

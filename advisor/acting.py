@@ -31,9 +31,10 @@ from toposcope.advisor.audit import (
 )
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, Verdict, baseline
+from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, baseline
 from toposcope.advisor.rmclients import DryRunResourceManager
 from toposcope.errors import ConfigError
+from toposcope.report.advisor_api import Verdict
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 from toposcope.rm import ResourceManager, ResourceManagerError
 

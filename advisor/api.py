@@ -57,6 +57,7 @@ from toposcope.advisor.api_routes import (
 )
 from toposcope.advisor.service import AdvisorService
 from toposcope.auth.bearer import BearerAuth
+from toposcope.report.advisor_api import InProgress
 from toposcope.serving.httpapi import (
     JsonProvider,
     JsonRequest,
@@ -81,7 +82,7 @@ NO_TOKEN_MESSAGE = (
     "configure one with --token-file"
 )
 #: answer schemas only named in responses of other statuses, added to the document
-_EXTRA_SCHEMAS = (models.InProgress,)
+_EXTRA_SCHEMAS = (InProgress,)
 
 
 class _OptionalBodyRequest(JsonRequest):

@@ -2,7 +2,8 @@
 
 Each view turns one call of :class:`~toposcope.advisor.service.AdvisorService` into its
 answer: the JSON routes return plain data that APIFlask builds through the route's answer
-model (:mod:`toposcope.advisor.api_models`), and raise what the service refuses for
+model (:mod:`toposcope.report.advisor_api`; the requests' are in
+:mod:`toposcope.advisor.api_models`), and raise what the service refuses for
 :mod:`toposcope.advisor.api_errors` to answer. ``/metrics``, the health checks and the
 landing page are served beside the API and left out of its document.
 """
@@ -24,7 +25,6 @@ from toposcope import __version__
 from toposcope.advisor import api_models as models
 from toposcope.advisor.acting import ServiceError
 from toposcope.advisor.api_errors import answer_of, error_responses, json_answer
-from toposcope.advisor.applying import Outcome
 from toposcope.advisor.applying.applier import REVERT_DONE
 from toposcope.advisor.audit import (
     IN_PROGRESS,
@@ -37,6 +37,8 @@ from toposcope.advisor.audit import (
 from toposcope.advisor.gpu_sets import link_factor, place
 from toposcope.advisor.service import AdvisorService
 from toposcope.auth.bearer import BearerAuth
+from toposcope.report import advisor_api as answers
+from toposcope.report.advisor_api import Outcome
 from toposcope.serving.selfmetrics import daemon_registry
 
 API_PREFIX = "/api/v1"
@@ -50,7 +52,7 @@ USER_EXAMPLE = {"user": "alice@example.org"}
 
 View = Callable[..., Any]
 LOG = logging.getLogger("toposcope.advisor.api")
-_OPEN_RECOMMENDATION = TypeAdapter(models.OpenRecommendation)
+_OPEN_RECOMMENDATION = TypeAdapter(answers.OpenRecommendation)
 
 
 def answerable(recommendations: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,7 +81,7 @@ def service_of_app() -> AdvisorService:
 
 
 def outcome_dict(outcome: Outcome) -> dict[str, Any]:
-    """An outcome (:class:`~toposcope.advisor.rmclients.Outcome`) as its answer's JSON."""
+    """An outcome (:class:`~toposcope.report.advisor_api.Outcome`) as its answer's JSON."""
     return asdict(outcome)
 
 
@@ -146,7 +148,7 @@ def register_reads(app: APIFlask) -> None:
     """The open routes: the report, one recommendation, the audit log, placements."""
 
     @app.get(f"{API_PREFIX}/recommendations")
-    @app.output(models.RecommendationsAnswer)
+    @app.output(answers.RecommendationsAnswer)
     @app.doc(operation_id="listRecommendations", responses=error_responses(503))
     def list_recommendations() -> dict[str, Any]:
         """The latest report, each recommendation with the time it was first seen."""
@@ -160,7 +162,7 @@ def register_reads(app: APIFlask) -> None:
         return data
 
     @app.get(f"{API_PREFIX}/recommendations/<rec_id>")
-    @app.output(models.OneRecommendationAnswer)
+    @app.output(answers.OneRecommendationAnswer)
     @app.doc(operation_id="getRecommendation", responses=error_responses(404, 503))
     def get_recommendation(rec_id: str) -> dict[str, Any]:
         """One recommendation of the latest report, its state, audit rows and verification."""
@@ -184,7 +186,7 @@ def register_reads(app: APIFlask) -> None:
 
     @app.get(f"{API_PREFIX}/audit")
     @app.input(models.AuditQuery, location="query", arg_name="query")
-    @app.output(models.AuditAnswer)
+    @app.output(answers.AuditAnswer)
     @app.doc(operation_id="getAudit")
     def audit(query: models.AuditQuery) -> dict[str, Any]:
         """The audit log and the verifications, of one recommendation when it is named."""
@@ -200,7 +202,7 @@ def register_reads(app: APIFlask) -> None:
 
     @app.get(f"{API_PREFIX}/placement")
     @app.input(models.PlacementQuery, location="query", arg_name="query")
-    @app.output(models.PlacementAnswer)
+    @app.output(answers.PlacementAnswer)
     @app.doc(operation_id="rankPlacements", responses=error_responses(404, 503))
     def placement(query: models.PlacementQuery) -> dict[str, Any]:
         """The best free GPU sets for a job of ``gpus`` GPUs over the latest model."""
@@ -256,7 +258,7 @@ def register_changes(app: APIFlask, auth: BearerAuth) -> None:
         app,
         auth,
         "apply",
-        models.ApplyAnswer,
+        answers.ApplyAnswer,
         "applied, dry-run or skipped",
         {
             **error_responses(503),
@@ -283,7 +285,7 @@ def register_changes(app: APIFlask, auth: BearerAuth) -> None:
         if outcome.result == IN_PROGRESS:
             busy = [entry_dict(e) for e in service.audit.entries(rec_id) if e.state in UNSETTLED]
             answer = {"error": outcome.detail, "state": IN_PROGRESS, "entries": busy}
-            return json_answer(models.InProgress, answer, 409)
+            return json_answer(answers.InProgress, answer, 409)
         status = 200 if outcome.result in APPLY_OK else 409
         if outcome.result == "unknown":
             status = 502
@@ -293,7 +295,7 @@ def register_changes(app: APIFlask, auth: BearerAuth) -> None:
         app,
         auth,
         "revert",
-        models.RevertAnswer,
+        answers.RevertAnswer,
         "everything it applied is undone",
         {
             **error_responses(503),

@@ -56,10 +56,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
+from toposcope.report.advisor_api import AuditRecord
 from toposcope.rm import ActionRequest, Allocation, parse_answer
 
 SCHEMA = """
@@ -170,28 +170,10 @@ def allocation_from_json(text: str | None) -> Allocation | None:
 
 
 @dataclass(frozen=True)
-class AuditEntry:
-    """One row of the log."""
-
-    seq: int
-    request_id: str
-    recommendation_id: str
-    kind: str
-    workload: str
-    node: str | None
-    request: dict[str, Any]
-    actor: str
-    backend: str
-    intent_at: str
-    before: Allocation | None
-    result: str | None
-    result_at: str | None
-    action_id: str | None
-    after: Allocation | None
-    error: str
-    reverts: str | None
-    reverted_by: str | None
-    irreversible: bool | None = None
+class AuditEntry(AuditRecord):
+    """One row of the log: its columns (the advisor API's
+    :class:`~toposcope.report.advisor_api.AuditRecord`) and the state they put it in.
+    """
 
     @property
     def state(self) -> str:

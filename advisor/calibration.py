@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from toposcope.advisor.outcomes import MIN_GPU_UTILIZATION, Measurement, OutcomeLog, Verdict
+from toposcope.advisor.outcomes import MIN_GPU_UTILIZATION, OutcomeLog
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds, severity_for, value
+from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 #: pseudo-observations of ratio 1 each kind's factor starts from

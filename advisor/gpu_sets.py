@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from toposcope.advisor.model import ClusterModel, NodeModel
+from toposcope.report.advisor_api import GpuSet
 from toposcope.topology.model import LinkType
 
 #: relative step time of a communication-bound multi-GPU job by its worst link (PIX = 1.0)
@@ -50,16 +51,8 @@ def link_factor(worst: LinkType | None, sensitivity: float = 1.0) -> float:
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(GpuSet):
     """A candidate GPU set on one node with its ranking terms (lower is better)."""
-
-    node: str
-    gpus: tuple[int, ...]
-    worst_link: LinkType | None
-    link_sum: int
-    broken_cells: int
-    stranded: int
-    numa_nodes: tuple[int, ...]
 
     def score(self) -> tuple[int, int, int, int, tuple[int, ...]]:
         """The ranking key: worst link, link sum, broken cells, stranded GPUs, indexes."""

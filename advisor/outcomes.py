@@ -34,8 +34,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from toposcope.advisor.locality import remote_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
+from toposcope.report.advisor_api import Measurement, Verdict, Verification
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 SCHEMA = """
@@ -73,49 +73,6 @@ VERIFIED_KINDS = frozenset({RecommendationKind.PIN, RecommendationKind.MIGRATE_M
 
 #: GPU utilization below which a fall says nothing about a slow-down
 MIN_GPU_UTILIZATION = 0.05
-
-
-class Verdict(StrEnum):
-    """Where the verification of an applied recommendation stands."""
-
-    PENDING = "pending"
-    EFFECTIVE = "effective"
-    INEFFECTIVE = "ineffective"
-    HARMFUL = "harmful"
-    UNVERIFIABLE = "unverifiable"
-    REVERTED = "reverted"
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """The figures a verdict compares (``None``: no series).
-
-    ``remote_share`` is a ratio (0 = all local), ``cores`` the CPU cores kept busy over the
-    window, ``gpu_utilization`` the mean utilization (ratio) of the workload's GPUs.
-    """
-
-    remote_share: float | None = None
-    cores: float | None = None
-    gpu_utilization: float | None = None
-
-    def to_dict(self) -> dict[str, float | None]:
-        """A JSON-ready dict (rounded)."""
-        return {k: None if v is None else round(v, 6) for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> Measurement | None:
-        """The inverse of :meth:`to_dict` (``None`` stays ``None``)."""
-        if data is None:
-            return None
-        return cls(
-            remote_share=_float(data.get("remote_share")),
-            cores=_float(data.get("cores")),
-            gpu_utilization=_float(data.get("gpu_utilization")),
-        )
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -243,32 +200,6 @@ def judge(rule: VerificationRule, before: Measurement, after: Measurement) -> tu
     if after.remote_share <= before.remote_share * (1 - rule.effective_share):
         return Verdict.EFFECTIVE, change
     return Verdict.INEFFECTIVE, f"{change}: less than {rule.effective_share:.0%} of it removed"
-
-
-@dataclass(frozen=True)
-class Verification:
-    """One row of the ``verifications`` table (times are Unix seconds)."""
-
-    recommendation_id: str
-    kind: str
-    node: str
-    workload: str
-    target_numa: int
-    applied_at: float
-    baseline: Measurement
-    verdict: Verdict
-    measured: Measurement | None
-    verified_at: float | None
-    detail: str
-    estimated_gain: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        data = asdict(self)
-        data["verdict"] = str(self.verdict)
-        data["baseline"] = self.baseline.to_dict()
-        data["measured"] = self.measured.to_dict() if self.measured else None
-        return data
 
 
 class OutcomeLog(SqliteStore):

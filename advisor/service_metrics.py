@@ -18,8 +18,8 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
 from toposcope.advisor.loaders.screen import DROP_REASONS
-from toposcope.advisor.outcomes import Verdict
 from toposcope.catalogue import spec
+from toposcope.report.advisor_api import Verdict
 from toposcope.report.recommendation import RecommendationKind, Report, Severity
 
 #: action results exported at zero for every kind (what the alerts watch)

@@ -16,13 +16,12 @@ from toposcope.advisor.audit import REVERTED, AuditLog, recommendation_state
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import (
     OutcomeLog,
-    Verdict,
-    Verification,
     VerificationRule,
     find_workload,
     judge,
     measure,
 )
+from toposcope.report.advisor_api import Verdict, Verification
 
 LOG = logging.getLogger("toposcope.advisor.verifier")
 

@@ -38,7 +38,6 @@ from toposcope.advisor.applying.ledger import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_WAIT_SECONDS,
     ActionLedger,
-    Outcome,
     status_result,
 )
 from toposcope.advisor.applying.revert import REVERT_DONE, Reverter, inverse_request
@@ -59,6 +58,7 @@ from toposcope.advisor.audit import (
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.dry_run import DryRunResourceManager
 from toposcope.errors import ConfigError
+from toposcope.report.advisor_api import Outcome
 from toposcope.report.recommendation import Recommendation
 from toposcope.rm import (
     ActionState,

@@ -5,8 +5,9 @@ every call in the :class:`~toposcope.advisor.audit.AuditLog` (intent before, res
 :class:`ActionLedger` holds what they share: recording an answer (:meth:`ActionLedger.record`),
 settling a row whose outcome is not known yet by asking the resource manager
 (``GET /actions/{request_id}``: :meth:`ActionLedger.refresh`, :meth:`ActionLedger.recover`),
-and waiting, bounded, for running actions (:meth:`ActionLedger.wait`). :class:`Outcome` is
-what applying or reverting reports per recommendation or action.
+and waiting, bounded, for running actions (:meth:`ActionLedger.wait`). An
+:class:`~toposcope.report.advisor_api.Outcome` (the advisor API's contract) is what applying
+or reverting reports per recommendation or action.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from toposcope.advisor.audit import (
     FAILED,
@@ -39,26 +39,6 @@ LOG = logging.getLogger("toposcope.advisor.applier")
 DEFAULT_WAIT_SECONDS = 5.0
 #: how often the resource manager is asked about a running action meanwhile
 DEFAULT_POLL_SECONDS = 0.2
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to one recommendation (or to one action in a revert).
-
-    Applying: ``applied``, ``dry-run``, ``skipped``, ``failed``, ``unknown`` (the outcome
-    of a call could not be learnt; the next run settles it) or ``in_progress`` (an earlier
-    call of it is still running; nothing was sent). Reverting, per action: ``reverted``,
-    ``skipped`` (nothing to undo: it failed or never reached the resource manager),
-    ``running`` (it, or its revert, was still running when the wait was over), ``unknown``,
-    ``failed`` or ``not-reverted`` (left as it is because a newer action could not be undone
-    first).
-    """
-
-    recommendation_id: str
-    node: str
-    result: str
-    detail: str = ""
-    states: tuple[ActionState, ...] = ()
 
 
 def status_result(status: ActionStatus) -> str:

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from toposcope.advisor.applying.ledger import DEFAULT_WAIT_SECONDS, ActionLedger, Outcome
+from toposcope.advisor.applying.ledger import DEFAULT_WAIT_SECONDS, ActionLedger
 from toposcope.advisor.audit import (
     FAILED,
     NO_EFFECT,
@@ -33,6 +33,7 @@ from toposcope.advisor.audit import (
 )
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.errors import ConfigError
+from toposcope.report.advisor_api import Outcome
 from toposcope.rm import ActionKind, ActionRequest, ActionState, ResourceManagerError
 
 #: per-action revert results after which nothing of that action is left to undo

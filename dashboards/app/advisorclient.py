@@ -9,7 +9,9 @@ request sent but not answered in time is :class:`AdvisorTimedOut`: not a failure
 advisor may still be carrying it out); an answer that is not JSON is reported with its HTTP
 status and text. Recommendations and reports are the core's contract
 (:mod:`toposcope.report.recommendation`), decoded and checked by its decoder: a report this version
-of toposcope cannot read is a clear error, not a guess.
+of toposcope cannot read is a clear error, not a guess. Audit rows and placements are the
+advisor API's answer types (:mod:`toposcope.report.advisor_api`, the definition the service
+answers with), read leniently so that a newer service's added fields do not break the app.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toposcope.report.advisor_api import (
+    ONE_RECOMMENDATION_FIELDS,
+    SERVED_RECOMMENDATION_FIELDS,
+    SERVICE_FIELDS,
+    AuditRow,
+    RankedPlacement,
+)
 from toposcope.report.decoder import decode_recommendation, decode_report
 from toposcope.report.recommendation import Recommendation, RecommendationError, Report
 
@@ -60,15 +69,6 @@ class AdvisorBadAnswer(AdvisorError):
     """The answer is not the advisor API's JSON."""
 
 
-#: what the advisor service adds around the report contract: the service's state, and when
-#: each recommendation was first seen (the app reads neither)
-SERVICE_FIELDS = frozenset({"service"})
-SERVED_RECOMMENDATION_FIELDS = frozenset({"first_seen"})
-#: what ``GET /recommendations/{id}`` adds to the recommendation: its state, audit rows and
-#: verification
-ONE_RECOMMENDATION_FIELDS = SERVED_RECOMMENDATION_FIELDS | {"state", "audit", "verification"}
-
-
 @dataclass(frozen=True)
 class AdvisorReport:
     """The advisor's latest report (the core's :class:`Report`) and the service's last error."""
@@ -85,49 +85,6 @@ class AdvisorReport:
     def notes(self) -> tuple[str, ...]:
         """Each note as ``policy: target: reason``."""
         return tuple(f"{n.policy}: {n.target}: {n.reason}" for n in self.report.notes)
-
-
-@dataclass(frozen=True)
-class AuditRow:
-    """One action of the advisor's audit log."""
-
-    seq: int
-    request_id: str
-    recommendation_id: str
-    kind: str
-    workload: str
-    node: str | None
-    actor: str
-    backend: str
-    intent_at: str
-    result: str | None
-    result_at: str | None
-    error: str
-    reverts: str | None
-    reverted_by: str | None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AuditRow:
-        """Parse one item of the audit API's ``actions`` list."""
-        try:
-            return cls(
-                seq=int(data["seq"]),
-                request_id=str(data["request_id"]),
-                recommendation_id=str(data["recommendation_id"]),
-                kind=str(data.get("kind", "")),
-                workload=str(data.get("workload", "")),
-                node=str(data["node"]) if data.get("node") else None,
-                actor=str(data.get("actor", "")),
-                backend=str(data.get("backend", "")),
-                intent_at=str(data.get("intent_at", "")),
-                result=str(data["result"]) if data.get("result") else None,
-                result_at=str(data["result_at"]) if data.get("result_at") else None,
-                error=str(data.get("error") or ""),
-                reverts=str(data["reverts"]) if data.get("reverts") else None,
-                reverted_by=str(data["reverted_by"]) if data.get("reverted_by") else None,
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AdvisorBadAnswer(f"an audit row the advisor sent is malformed: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -148,20 +105,6 @@ class ActionResult:
     def pending(self) -> bool:
         """True when part of a revert still runs (HTTP 202: revert again later)."""
         return self.status == 202
-
-
-@dataclass(frozen=True)
-class PlacementOption:
-    """A candidate GPU set for a what-if placement, best first."""
-
-    node: str
-    gpus: tuple[int, ...]
-    worst_link: str | None
-    link_factor: float
-    link_sum: int
-    broken_cells: int
-    stranded: int
-    numa_nodes: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -268,34 +211,22 @@ class AdvisorClient:
         audit = body.get("audit")
         if not isinstance(audit, list | None):
             raise AdvisorBadAnswer("the advisor sent audit rows that are not a list")
-        return rec, tuple(AuditRow.from_json(a) for a in audit or ())
+        return rec, _audit_rows(audit or ())
 
     def audit(self, rec_id: str | None = None) -> tuple[AuditRow, ...]:
         """The audit log (of one recommendation, when given), oldest first."""
         query = f"?{urllib.parse.urlencode({'recommendation': rec_id})}" if rec_id else ""
         body = self._get(f"{API}/audit{query}")
-        return tuple(AuditRow.from_json(a) for a in body.get("actions") or ())
+        return _audit_rows(body.get("actions") or ())
 
-    def placement(self, gpus: int, node: str | None = None, top: int = 5) -> list[PlacementOption]:
+    def placement(self, gpus: int, node: str | None = None, top: int = 5) -> list[RankedPlacement]:
         """The advisor's best GPU sets for a job of ``gpus`` GPUs (on ``node`` if given)."""
         params: dict[str, str] = {"gpus": str(gpus), "top": str(top)}
         if node:
             params["node"] = node
         body = self._get(f"{API}/placement?{urllib.parse.urlencode(params)}")
         try:
-            return [
-                PlacementOption(
-                    node=str(p["node"]),
-                    gpus=tuple(int(g) for g in p["gpus"]),
-                    worst_link=str(p["worst_link"]) if p.get("worst_link") else None,
-                    link_factor=float(p.get("link_factor", 1.0)),
-                    link_sum=int(p.get("link_sum", 0)),
-                    broken_cells=int(p.get("broken_cells", 0)),
-                    stranded=int(p.get("stranded", 0)),
-                    numa_nodes=tuple(int(n) for n in p.get("numa_nodes") or ()),
-                )
-                for p in body.get("placements") or ()
-            ]
+            return [RankedPlacement.from_json(p) for p in body.get("placements") or ()]
         except (KeyError, TypeError, ValueError) as exc:
             raise AdvisorBadAnswer(f"a placement the advisor sent is malformed: {exc}") from exc
 
@@ -336,7 +267,34 @@ class AdvisorClient:
         return self._act(rec_id, "revert", user)
 
 
+def _audit_rows(rows: Sequence[Any]) -> tuple[AuditRow, ...]:
+    """The audit rows of an answer (:meth:`AuditRow.from_json`); a malformed one is
+    :class:`AdvisorBadAnswer`.
+    """
+    try:
+        return tuple(AuditRow.from_json(row) for row in rows)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AdvisorBadAnswer(f"an audit row the advisor sent is malformed: {exc}") from exc
+
+
 def _text(raw: bytes, limit: int = 200) -> str:
     """The start of a non-JSON answer, on one line, for a message."""
     text = " ".join(raw.decode("utf-8", "replace").split())
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+__all__ = [
+    "API",
+    "DEFAULT_TIMEOUT",
+    "ActionInProgress",
+    "ActionResult",
+    "AdvisorBadAnswer",
+    "AdvisorClient",
+    "AdvisorError",
+    "AdvisorRefused",
+    "AdvisorReport",
+    "AdvisorTimedOut",
+    "AdvisorUnreachable",
+    "AuditRow",
+    "RankedPlacement",
+]

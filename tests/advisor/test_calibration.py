@@ -16,8 +16,9 @@ from toposcope.advisor.calibration import (
     measured_gain,
     shrunk_factor,
 )
-from toposcope.advisor.outcomes import Measurement, OutcomeLog, Verdict
+from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.advisor.recommendations import make_recommendation
+from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.recommendation import (
     Recommendation,
     RecommendationKind,

@@ -21,7 +21,8 @@ from tests.advisor.fakes import (
 from tests.procs import free_port
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor import place_cli
-from toposcope.advisor.outcomes import Measurement, OutcomeLog, Verdict
+from toposcope.advisor.outcomes import OutcomeLog
+from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.decoder import decode_recommendation
 from toposcope.rm import Allocation
 

@@ -6,7 +6,7 @@ import pytest
 
 from tests.advisor_serve.conftest import PINNED, SPREAD, Bench, the_pin
 from toposcope.advisor.calibration import PRIOR_WEIGHT
-from toposcope.advisor.outcomes import Verdict
+from toposcope.report.advisor_api import Verdict
 
 
 def test_outcomes_below_the_estimate_shrink_the_next_estimates(bench: Bench) -> None:

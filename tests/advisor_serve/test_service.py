@@ -25,7 +25,7 @@ from tests.advisor_serve.conftest import (
 )
 from tests.procs import poll, require_binary
 from toposcope.advisor.acting import kind_of
-from toposcope.advisor.outcomes import Verdict
+from toposcope.report.advisor_api import Verdict
 from toposcope.rm import (
     ActionRequest,
     ActionState,

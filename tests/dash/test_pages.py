@@ -228,8 +228,21 @@ def _closed_advisor() -> AdvisorClient:
 def row(
     seq: int, result: str | None, reverts: str | None = None, by: str | None = None
 ) -> AuditRow:
-    return AuditRow(
-        seq, f"r{seq}", "pin-1", "pin", "w", "n1", "a", "sim", "t", result, None, "", reverts, by
+    return AuditRow.from_json(
+        {
+            "seq": seq,
+            "request_id": f"r{seq}",
+            "recommendation_id": "pin-1",
+            "kind": "pin",
+            "workload": "w",
+            "node": "n1",
+            "actor": "a",
+            "backend": "sim",
+            "intent_at": "t",
+            "result": result,
+            "reverts": reverts,
+            "reverted_by": by,
+        }
     )
 
 

@@ -1,0 +1,372 @@
+"""The answers of the advisor service's HTTP API: the one definition of their shapes.
+
+The service (:mod:`toposcope.advisor.api`) builds every successful answer through these
+types, APIFlask validates it against them and generates the OpenAPI document
+(``docs/advisor-openapi.json``) from them; the Dash app's client
+(:mod:`toposcope.dashboards.app.advisorclient`) reads answers into them. They live in the
+core because the two parts never import each other. Each is made of the report contract
+(:mod:`toposcope.report.recommendation`), the resource-manager types (:mod:`toposcope.rm`)
+and the records defined here (an audit row's columns, an outcome, a verification, a GPU
+set), extended by what the API adds (a recommendation's ``first_seen``, an audit row's
+``state``...). Answers forbid fields they do not declare, so a field added to an answer
+without its schema fails the service's tests instead of going out undocumented; the client
+reads audit rows and placements leniently (:meth:`AuditRow.from_json`,
+:meth:`RankedPlacement.from_json`), so an older app keeps working beside a newer service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from toposcope.report.recommendation import SCHEMA_VERSION, Note, Recommendation, Report, RunInfo
+from toposcope.rm import ActionState, Allocation, parse_answer
+from toposcope.topology.model import LinkType
+
+#: answers, and every type in them, refuse fields they do not declare
+STRICT = ConfigDict(extra="forbid")
+
+
+# -- records the advisor keeps -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one recommendation (or to one action in a revert).
+
+    Applying: ``applied``, ``dry-run``, ``skipped``, ``failed``, ``unknown`` (the outcome
+    of a call could not be learnt; the next run settles it) or ``in_progress`` (an earlier
+    call of it is still running; nothing was sent). Reverting, per action: ``reverted``,
+    ``skipped`` (nothing to undo: it failed or never reached the resource manager),
+    ``running`` (it, or its revert, was still running when the wait was over), ``unknown``,
+    ``failed`` or ``not-reverted`` (left as it is because a newer action could not be undone
+    first).
+    """
+
+    recommendation_id: str
+    node: str
+    result: str
+    detail: str = ""
+    states: tuple[ActionState, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """The columns of one row of the advisor's audit log (one action, or the revert of one).
+
+    The advisor's :class:`~toposcope.advisor.audit.AuditEntry` adds the row's state machine;
+    the API's :class:`AuditRow` adds the state it is in.
+    """
+
+    seq: int
+    request_id: str
+    recommendation_id: str
+    kind: str
+    workload: str
+    node: str | None
+    request: dict[str, Any]
+    actor: str
+    backend: str
+    intent_at: str
+    before: Allocation | None
+    result: str | None
+    result_at: str | None
+    action_id: str | None
+    after: Allocation | None
+    error: str
+    reverts: str | None
+    reverted_by: str | None
+    irreversible: bool | None = None
+
+
+class Verdict(StrEnum):
+    """Where the verification of an applied recommendation stands."""
+
+    PENDING = "pending"
+    EFFECTIVE = "effective"
+    INEFFECTIVE = "ineffective"
+    HARMFUL = "harmful"
+    UNVERIFIABLE = "unverifiable"
+    REVERTED = "reverted"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The figures a verdict compares (``None``: no series).
+
+    ``remote_share`` is a ratio (0 = all local), ``cores`` the CPU cores kept busy over the
+    window, ``gpu_utilization`` the mean utilization (ratio) of the workload's GPUs.
+    """
+
+    remote_share: float | None = None
+    cores: float | None = None
+    gpu_utilization: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        """A JSON-ready dict (rounded)."""
+        return {k: None if v is None else round(v, 6) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Measurement | None:
+        """The inverse of :meth:`to_dict` (``None`` stays ``None``)."""
+        if data is None:
+            return None
+        return cls(
+            remote_share=_float(data.get("remote_share")),
+            cores=_float(data.get("cores")),
+            gpu_utilization=_float(data.get("gpu_utilization")),
+        )
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One row of the ``verifications`` table (times are Unix seconds)."""
+
+    recommendation_id: str
+    kind: str
+    node: str
+    workload: str
+    target_numa: int
+    applied_at: float
+    baseline: Measurement
+    verdict: Verdict
+    measured: Measurement | None
+    verified_at: float | None
+    detail: str
+    estimated_gain: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        data = asdict(self)
+        data["verdict"] = str(self.verdict)
+        data["baseline"] = self.baseline.to_dict()
+        data["measured"] = self.measured.to_dict() if self.measured else None
+        return data
+
+
+@dataclass(frozen=True)
+class GpuSet:
+    """A candidate set of GPUs on one node with its ranking terms (lower is better): the
+    worst link between two of them, the sum of their links' ranks, the free cells it breaks,
+    the free GPUs it strands and the NUMA nodes it touches.
+    """
+
+    node: str
+    gpus: tuple[int, ...]
+    worst_link: LinkType | None
+    link_sum: int
+    broken_cells: int
+    stranded: int
+    numa_nodes: tuple[int, ...]
+
+
+# -- what answers are made of ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenRecommendation(Recommendation):
+    """A recommendation of the latest report, with since when it has been open."""
+
+    __pydantic_config__ = STRICT
+
+    first_seen: Annotated[float | None, Field(description="Unix seconds")] = None
+
+
+@dataclass(frozen=True)
+class AuditRow(AuditRecord):
+    """One row of the audit log (one action, or the revert of one), with its state."""
+
+    __pydantic_config__ = STRICT
+
+    state: Annotated[
+        str,
+        Field(description="pending, running, unknown, succeeded, failed, not-applied, reverted"),
+    ] = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditRow:
+        """One item of an answer's audit rows, read leniently: only the ids are required,
+        fields it does not know are ignored and empty optional text is ``None``.
+
+        Raises ``KeyError``, ``TypeError`` or ``ValueError`` for a row it cannot read.
+        """
+        return cls(
+            seq=int(data["seq"]),
+            request_id=str(data["request_id"]),
+            recommendation_id=str(data["recommendation_id"]),
+            kind=str(data.get("kind", "")),
+            workload=str(data.get("workload", "")),
+            node=_text(data, "node"),
+            request=dict(data.get("request") or {}),
+            actor=str(data.get("actor", "")),
+            backend=str(data.get("backend", "")),
+            intent_at=str(data.get("intent_at", "")),
+            before=_allocation(data, "before"),
+            result=_text(data, "result"),
+            result_at=_text(data, "result_at"),
+            action_id=_text(data, "action_id"),
+            after=_allocation(data, "after"),
+            error=str(data.get("error") or ""),
+            reverts=_text(data, "reverts"),
+            reverted_by=_text(data, "reverted_by"),
+            irreversible=None if data.get("irreversible") is None else bool(data["irreversible"]),
+            state=str(data.get("state") or ""),
+        )
+
+
+def _text(data: Mapping[str, Any], name: str) -> str | None:
+    return str(data[name]) if data.get(name) else None
+
+
+def _allocation(data: Mapping[str, Any], name: str) -> Allocation | None:
+    value = data.get(name)
+    return None if value is None else parse_answer(Allocation, value, f"audit row {name}")
+
+
+@dataclass(frozen=True)
+class OneRecommendation(OpenRecommendation):
+    """One recommendation of the latest report, its state, audit rows and verification."""
+
+    state: Annotated[
+        str, Field(description="in_progress, applied, partial, failed, reverted or none")
+    ] = ""
+    audit: tuple[AuditRow, ...] = ()
+    verification: Verification | None = None
+
+
+@dataclass(frozen=True)
+class AppliedOutcome(Outcome):
+    """The outcome of an apply, with the calls a dry run would have made."""
+
+    __pydantic_config__ = STRICT
+
+    dry_run_calls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankedPlacement(GpuSet):
+    """A free GPU set, with the step-time factor of its worst link."""
+
+    __pydantic_config__ = STRICT
+
+    link_factor: float = 1.0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RankedPlacement:
+        """One item of a placement answer, read leniently: ``node`` and ``gpus`` are
+        required, the ranking terms default to a perfect set.
+
+        Raises ``KeyError``, ``TypeError`` or ``ValueError`` for an item it cannot read.
+        """
+        return cls(
+            node=str(data["node"]),
+            gpus=tuple(int(g) for g in data["gpus"]),
+            worst_link=LinkType(data["worst_link"]) if data.get("worst_link") else None,
+            link_sum=int(data.get("link_sum", 0)),
+            broken_cells=int(data.get("broken_cells", 0)),
+            stranded=int(data.get("stranded", 0)),
+            numa_nodes=tuple(int(n) for n in data.get("numa_nodes") or ()),
+            link_factor=float(data.get("link_factor", 1.0)),
+        )
+
+
+class ServiceStatus(BaseModel):
+    """How the service's analyses go and which resource manager it applies through."""
+
+    model_config = STRICT
+
+    resource_manager: str
+    last_success: float | None = Field(description="Unix seconds of the last analysis")
+    last_duration_seconds: float | None
+    last_error: str | None = Field(description="why the last analysis failed, if it did")
+    analyses: dict[str, int] = Field(description="analyses by result: success, failure")
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+class RecommendationsAnswer(BaseModel):
+    """The latest report (the JSON of ``toposcope advise --format json``), each
+    recommendation with its ``first_seen``, and the service's status.
+    """
+
+    model_config = STRICT
+
+    schema_version: str = Field(
+        description="the version of the report JSON", json_schema_extra={"const": SCHEMA_VERSION}
+    )
+    run: RunInfo
+    recommendations: list[OpenRecommendation] = Field(description="best gain first")
+    notes: list[Note]
+    service: ServiceStatus
+
+
+class OneRecommendationAnswer(RootModel[OneRecommendation]):
+    """One recommendation of the latest report, its state, audit rows and verification."""
+
+
+class AuditAnswer(BaseModel):
+    """The audit log's rows and the verifications (of one recommendation, when asked)."""
+
+    model_config = STRICT
+
+    actions: list[AuditRow]
+    verifications: list[Verification]
+
+
+class ApplyAnswer(RootModel[AppliedOutcome]):
+    """The outcome of an apply, with the calls a dry run would have made."""
+
+
+class RevertAnswer(BaseModel):
+    """The outcome of a revert: one outcome per action, newest first."""
+
+    model_config = STRICT
+
+    state: Literal["reverted", "partial"] = Field(
+        description="reverted: everything is undone; partial: something is not (yet)"
+    )
+    outcomes: list[Outcome]
+
+
+class InProgress(BaseModel):
+    """An apply refused because an earlier call of it is still running."""
+
+    model_config = STRICT
+
+    error: str
+    state: Literal["in_progress"]
+    entries: list[AuditRow] = Field(description="its unsettled audit rows")
+
+
+class PlacementAnswer(BaseModel):
+    """The best GPU sets for a job over the latest model (what ``toposcope place`` ranks)."""
+
+    model_config = STRICT
+
+    gpus: int
+    node: str | None
+    placements: list[RankedPlacement]
+    service: ServiceStatus
+
+
+def _names(cls: Any) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
+#: what the report answer adds around the report contract (the service's status), and what
+#: each of its recommendations adds (``first_seen``): the fields a reader of the report lets
+#: through besides the report's own
+SERVICE_FIELDS = frozenset(RecommendationsAnswer.model_fields) - _names(Report) - {"schema_version"}
+SERVED_RECOMMENDATION_FIELDS = _names(OpenRecommendation) - _names(Recommendation)
+#: what ``GET /recommendations/{id}`` adds to the recommendation: its first sighting,
+#: state, audit rows and verification
+ONE_RECOMMENDATION_FIELDS = _names(OneRecommendation) - _names(Recommendation)

@@ -16,11 +16,12 @@ from toposcope.dashboards.app.cluster_data import ClusterData, load_cluster
 from toposcope.dashboards.app.components import (
     NODE,
     banner,
-    card,
-    graph,
+    graph_row,
     recommendation_list,
+    row,
     simple_table,
     stats,
+    titled_card,
 )
 from toposcope.dashboards.app.promclient import PrometheusError
 from toposcope.dashboards.app.sources import (
@@ -40,14 +41,11 @@ def layout() -> html.Div:
         [
             html.Div(id="cluster-message"),
             html.Div(id="cluster-summary", className="row"),
-            html.Div([card(graph("cluster-util")), card(graph("cluster-memory"))], className="row"),
-            html.Div([card(graph("cluster-locality"))], className="row"),
-            html.Div(
-                [
-                    card(html.H2("Idle GPUs"), html.Div(id="cluster-idle")),
-                    card(html.H2("Top recommendations"), html.Div(id="cluster-recs")),
-                ],
-                className="row",
+            graph_row("cluster-util", "cluster-memory"),
+            graph_row("cluster-locality"),
+            row(
+                titled_card("Idle GPUs", "cluster-idle"),
+                titled_card("Top recommendations", "cluster-recs"),
             ),
         ],
         id="cluster-page",

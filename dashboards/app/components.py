@@ -1,5 +1,6 @@
 """The app's routes and the small components its pages are built from: banners, cards,
-graphs, subject pickers, big numbers and tables.
+graphs, subject pickers (and the callback that fills a page from its picker), big numbers and
+tables.
 
 Routes: ``/`` cluster, ``/node?node=NAME``, ``/workload?workload=NODE/NAME``,
 ``/recommendations?id=ID``, ``/placement``, ``/queue`` (:mod:`.queue_page`).
@@ -7,13 +8,14 @@ Routes: ``/`` cluster, ``/node?node=NAME``, ``/workload?workload=NODE/NAME``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import pandas as pd
-from dash import dcc, html
+from dash import Dash, Input, Output, dcc, html
 
+from toposcope.dashboards.app.sources import REFRESH_INPUTS
 from toposcope.report.recommendation import Recommendation
 
 CLUSTER, NODE, WORKLOAD, RECOMMENDATIONS, PLACEMENT = (
@@ -51,6 +53,21 @@ def card(*children: Any, **style: Any) -> html.Div:
     return html.Div(list(children), className="card", style=style or None)
 
 
+def row(*children: Any) -> html.Div:
+    """Panels side by side (the ``row`` class wraps them on a narrow screen)."""
+    return html.Div(list(children), className="row")
+
+
+def graph_row(*graph_ids: str) -> html.Div:
+    """A row of cards, one graph each, filled by the page's callback."""
+    return row(*(card(graph(g)) for g in graph_ids))
+
+
+def titled_card(title: str, content_id: str) -> html.Div:
+    """A card with a heading over an empty ``Div`` that a callback fills."""
+    return card(html.H2(title), html.Div(id=content_id))
+
+
 def given_options(value: str | None) -> list[dict[str, str]]:
     """Dropdown options holding just the value the URL names (the callback adds the rest);
     a dropdown drops a value that is not among its options.
@@ -70,6 +87,30 @@ def picker(picker_id: str, value: str | None, placeholder: str) -> html.Div:
         ),
         className="picker",
     )
+
+
+def fill_from_picker(
+    app: Dash,
+    picker_id: str,
+    outputs: Sequence[Output],
+    view: Callable[[str | None, str], tuple[Any, ...]],
+) -> None:
+    """Fill a page from its subject picker ``picker_id`` when the subject is chosen and on
+    every refresh: ``view(chosen, time_range)`` answers the picker's options and value, then
+    one value per ``outputs``.
+    """
+
+    @app.callback(
+        Output(picker_id, "options"),
+        Output(picker_id, "value"),
+        *outputs,
+        Input(picker_id, "value"),
+        *REFRESH_INPUTS,
+    )
+    def fill(
+        chosen: str | None, _tick: int | None, _clicks: int | None, range_: str
+    ) -> tuple[Any, ...]:
+        return view(chosen, range_)
 
 
 def stats(items: Sequence[tuple[str, str]]) -> list[html.Div]:

@@ -99,29 +99,41 @@ def load_topology(prom: PromClient, index: NodeIndex, node: str) -> NodeTopology
     return shape_topology(node, answers)
 
 
+#: the answer of a query that was not asked
+_EMPTY = Vector()
+
+
 def shape_topology(node: str, answers: Mapping[str, Vector]) -> NodeTopology:
     """Build :class:`NodeTopology` from the answers :func:`load_topology` collects."""
-    empty = Vector()
+    numa = _numa_views(answers)
+    packages = _packages(answers) | {n.package for n in numa if n.package is not None}
+    return NodeTopology(
+        node, tuple(sorted(packages)), numa, _gpu_views(answers), _links(answers), _nics(answers)
+    )
+
+
+def _packages(answers: Mapping[str, Vector]) -> set[int]:
+    """The CPU packages the package info series names."""
+    found = (
+        int_or_none(s.labels.get("package", ""))
+        for s in answers.get(q.PACKAGE_INFO, _EMPTY).samples
+    )
+    return {p for p in found if p is not None}
+
+
+def _numa_views(answers: Mapping[str, Vector]) -> tuple[NumaView, ...]:
+    """The NUMA nodes the NUMA info series names, by id, with their live memory and CPU use."""
     numa_package: dict[int, int | None] = {}
     numa_cpus: dict[int, str] = {}
-    for s in answers.get(q.NUMA_INFO, empty).samples:
+    for s in answers.get(q.NUMA_INFO, _EMPTY).samples:
         numa_id = int_or_none(s.labels.get("numa_node", ""))
         if numa_id is not None:
             numa_package[numa_id] = int_or_none(s.labels.get("package", ""))
             numa_cpus[numa_id] = s.labels.get("cpus", "")
-    packages = {
-        p
-        for p in (
-            int_or_none(s.labels.get("package", ""))
-            for s in answers.get(q.PACKAGE_INFO, empty).samples
-        )
-        if p is not None
-    }
-    packages |= {p for p in numa_package.values() if p is not None}
-    total = by_key(answers.get(q.NUMA_MEM_TOTAL, empty), "numa_node")
-    used = by_key(answers.get(q.NUMA_MEM_USED, empty), "numa_node")
-    busy = by_key(answers.get("busy", empty), "numa_node")
-    numa = tuple(
+    total = by_key(answers.get(q.NUMA_MEM_TOTAL, _EMPTY), "numa_node")
+    used = by_key(answers.get(q.NUMA_MEM_USED, _EMPTY), "numa_node")
+    busy = by_key(answers.get("busy", _EMPTY), "numa_node")
+    return tuple(
         NumaView(
             id=n,
             package=numa_package[n],
@@ -133,10 +145,14 @@ def shape_topology(node: str, answers: Mapping[str, Vector]) -> NodeTopology:
         )
         for n in sorted(numa_package)
     )
+
+
+def _gpu_places(answers: Mapping[str, Vector]) -> tuple[dict[int, int | None], dict[int, str]]:
+    """Each GPU's NUMA node (the first one reported) and model name, by GPU index."""
     gpu_numa: dict[int, int | None] = {}
     models: dict[int, str] = {}
     for name in (q.GPU_LOCALITY, q.GPU_INFO):
-        for s in answers.get(name, empty).samples:
+        for s in answers.get(name, _EMPTY).samples:
             index = int_or_none(s.labels.get("gpu", ""))
             if index is None:
                 continue
@@ -145,18 +161,29 @@ def shape_topology(node: str, answers: Mapping[str, Vector]) -> NodeTopology:
                 gpu_numa[index] = numa_node
             if s.labels.get("modelName"):
                 models[index] = s.labels["modelName"]
-    up = by_key(answers.get(q.GPU_UP, empty), "gpu")
-    util = by_key(answers.get(q.GPU_UTIL, empty), "gpu")
-    mem_used = by_key(answers.get(q.GPU_MEM_USED, empty), "gpu")
-    mem_total = by_key(answers.get(q.GPU_MEM_TOTAL, empty), "gpu")
-    power = by_key(answers.get(q.GPU_POWER, empty), "gpu")
+    return gpu_numa, models
+
+
+def _gpu_holders(answers: Mapping[str, Vector]) -> dict[int, list[str]]:
+    """The workloads holding each GPU, by GPU index."""
     holders: dict[int, list[str]] = {}
-    for s in answers.get(q.WORKLOAD_GPU, empty).samples:
+    for s in answers.get(q.WORKLOAD_GPU, _EMPTY).samples:
         index = int_or_none(s.labels.get("gpu", ""))
         if index is not None:
             holders.setdefault(index, []).append(s.labels.get("workload", ""))
+    return holders
+
+
+def _gpu_views(answers: Mapping[str, Vector]) -> tuple[GpuView, ...]:
+    """The GPUs the locality, info or up series name, by index, with their live values."""
+    gpu_numa, models = _gpu_places(answers)
+    up, util, mem_used, mem_total, power = (
+        by_key(answers.get(name, _EMPTY), "gpu")
+        for name in (q.GPU_UP, q.GPU_UTIL, q.GPU_MEM_USED, q.GPU_MEM_TOTAL, q.GPU_POWER)
+    )
+    holders = _gpu_holders(answers)
     indexes = sorted(set(gpu_numa) | {i for i in map(int_or_none, up) if i is not None})
-    gpus = tuple(
+    return tuple(
         GpuView(
             index=i,
             numa_node=gpu_numa.get(i),
@@ -170,8 +197,14 @@ def shape_topology(node: str, answers: Mapping[str, Vector]) -> NodeTopology:
         )
         for i in indexes
     )
+
+
+def _links(answers: Mapping[str, Vector]) -> tuple[LinkView, ...]:
+    """The GPU-to-GPU links, one per pair (the first reported), sorted by pair; a link to
+    itself or one whose type is unknown is left out.
+    """
     links: dict[tuple[int, int], LinkView] = {}
-    for s in answers.get(q.GPU_LINK, empty).samples:
+    for s in answers.get(q.GPU_LINK, _EMPTY).samples:
         a, b = int_or_none(s.labels.get("gpu", "")), int_or_none(s.labels.get("peer_gpu", ""))
         text = s.labels.get("link", "")
         if a is None or b is None or a == b or not text:
@@ -182,18 +215,16 @@ def shape_topology(node: str, answers: Mapping[str, Vector]) -> NodeTopology:
             continue
         key = (min(a, b), max(a, b))
         links.setdefault(key, LinkView(key[0], key[1], text, kind))
-    nics = tuple(
-        sorted(
-            (
-                NicView(s.labels.get("pci_bus_id", ""), int_or_none(s.labels.get("numa_node", "")))
-                for s in answers.get("nics", empty).samples
-            ),
-            key=lambda n: n.bus_id,
-        )
+    return tuple(links[k] for k in sorted(links))
+
+
+def _nics(answers: Mapping[str, Vector]) -> tuple[NicView, ...]:
+    """The network controllers and their NUMA nodes, sorted by PCI bus id."""
+    nics = (
+        NicView(s.labels.get("pci_bus_id", ""), int_or_none(s.labels.get("numa_node", "")))
+        for s in answers.get("nics", _EMPTY).samples
     )
-    return NodeTopology(
-        node, tuple(sorted(packages)), numa, gpus, tuple(links[k] for k in sorted(links)), nics
-    )
+    return tuple(sorted(nics, key=lambda n: n.bus_id))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from toposcope.dashboards.app.components import (
     given_options,
     graph,
     simple_table,
+    titled_card,
 )
 from toposcope.dashboards.app.node_data import load_topology
 from toposcope.dashboards.app.promclient import PrometheusError
@@ -67,7 +68,7 @@ def layout(gpus: int, node: str | None) -> html.Div:
             ),
             html.Div(id="place-message"),
             card(graph("place-topology")),
-            card(html.H2("Ranked placements"), html.Div(id="place-table")),
+            titled_card("Ranked placements", "place-table"),
         ],
         id="placement-page",
     )

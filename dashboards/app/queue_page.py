@@ -21,7 +21,14 @@ from dash import Dash, Input, Output, html
 
 from toposcope.catalogue.queue_metrics import PENDING_REASONS
 from toposcope.dashboards.app.charts import empty_figure
-from toposcope.dashboards.app.components import banner, card, graph, simple_table, stats
+from toposcope.dashboards.app.components import (
+    banner,
+    graph_row,
+    row,
+    simple_table,
+    stats,
+    titled_card,
+)
 from toposcope.dashboards.app.promclient import PromClient, PrometheusError
 from toposcope.dashboards.app.queries import metric
 
@@ -173,13 +180,10 @@ def queue_page() -> html.Div:
         [
             html.Div(id="queue-message"),
             html.Div(id="queue-summary", className="row"),
-            html.Div([card(graph("queue-pending"))], className="row"),
-            html.Div(
-                [
-                    card(html.H2("Partitions"), html.Div(id="queue-partitions")),
-                    card(html.H2("Accounts"), html.Div(id="queue-accounts")),
-                ],
-                className="row",
+            graph_row("queue-pending"),
+            row(
+                titled_card("Partitions", "queue-partitions"),
+                titled_card("Accounts", "queue-accounts"),
             ),
         ],
         id="queue-page",

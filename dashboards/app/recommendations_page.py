@@ -11,7 +11,7 @@ manager) is still running, not failed: the page says so and follows it to its en
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
@@ -37,6 +37,8 @@ from toposcope.dashboards.app.components import (
     banner,
     card,
     query_value,
+    row,
+    titled_card,
 )
 from toposcope.dashboards.app.recommendation_views import (
     REVERTIBLE,
@@ -130,13 +132,7 @@ def layout(actions_off: str | None, user: str | None = None) -> html.Div:
                     style_header={"fontWeight": "bold", "backgroundColor": "#f0f2f5"},
                 ),
             ),
-            html.Div(
-                [
-                    card(html.H2("Evidence"), html.Div(id="recs-detail")),
-                    card(html.H2("Audit log"), html.Div(id="recs-audit")),
-                ],
-                className="row",
-            ),
+            row(titled_card("Evidence", "recs-detail"), titled_card("Audit log", "recs-audit")),
         ],
         id="recommendations-page",
     )
@@ -168,11 +164,29 @@ def selected_id(
     return str(rows[selected[0]]["id"])
 
 
+def _row(rows: Sequence[dict[str, Any]] | None, rec_id: str) -> dict[str, Any] | None:
+    """The table row of ``rec_id``, if the table holds it."""
+    return next((r for r in rows or () if r["id"] == rec_id), None)
+
+
 def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
     """Attach the page's callbacks to ``app``; answer the ids of those that change
     state (apply and revert), which :func:`.access.install` guards.
     """
     advisor = clients.advisor
+    _register_table(app, advisor)
+    _register_detail(app, advisor, access)
+    _register_confirm(app, "apply", _apply_question)
+    _register_confirm(app, "revert", _revert_question)
+    registered = set(app.callback_map)
+    _register_act(app, advisor, access)
+    actions = frozenset(set(app.callback_map) - registered)
+    action_follow.register(app, advisor)
+    return actions
+
+
+def _register_table(app: Dash, advisor: AdvisorClient) -> None:
+    """Refill the table, the messages and the audit log on every refresh and after an action."""
 
     @app.callback(
         Output("recs-table", "data"),
@@ -194,28 +208,45 @@ def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
         shown: list[dict[str, Any]] | None,
         search: str | None,
     ) -> tuple[Any, ...]:
-        messages: list[Any] = []
-        try:
-            report = advisor.report()
-            recs: Sequence[Recommendation] = report.recommendations
-            if report.last_error:
-                messages.append(banner(f"the latest analysis failed: {report.last_error}"))
-        except AdvisorError as exc:
-            recs = ()
-            messages.append(banner(advisor_failed(exc)))
-        try:
-            audit: Sequence[AuditRow] = advisor.audit()
-        except AdvisorError as exc:
-            audit = ()
-            messages.append(banner(f"audit log: {advisor_failed(exc)}"))
-        rows = table_rows(recs, audit)
-        if not rows and not messages:
-            messages.append(
-                banner("no recommendations: the advisor found nothing worth changing", "ok")
-            )
-        wanted = selected_id(shown, selected) or query_value(search, "id")
-        index = [i for i, row in enumerate(rows) if row["id"] == wanted]
-        return rows, index[:1], messages, audit_table(audit)
+        return table_view(advisor, selected, shown, search)
+
+
+def table_view(
+    advisor: AdvisorClient,
+    selected: list[int] | None,
+    shown: list[dict[str, Any]] | None,
+    search: str | None,
+) -> tuple[Any, ...]:
+    """The table's rows and selection, the page's messages and the audit log, from the
+    advisor's latest report; the selection stays on the recommendation that was selected in
+    ``shown``, else on the one the URL's ``id`` names.
+    """
+    messages: list[Any] = []
+    try:
+        report = advisor.report()
+        recs: Sequence[Recommendation] = report.recommendations
+        if report.last_error:
+            messages.append(banner(f"the latest analysis failed: {report.last_error}"))
+    except AdvisorError as exc:
+        recs = ()
+        messages.append(banner(advisor_failed(exc)))
+    try:
+        audit: Sequence[AuditRow] = advisor.audit()
+    except AdvisorError as exc:
+        audit = ()
+        messages.append(banner(f"audit log: {advisor_failed(exc)}"))
+    rows = table_rows(recs, audit)
+    if not rows and not messages:
+        messages.append(
+            banner("no recommendations: the advisor found nothing worth changing", "ok")
+        )
+    wanted = selected_id(shown, selected) or query_value(search, "id")
+    index = [i for i, r in enumerate(rows) if r["id"] == wanted]
+    return rows, index[:1], messages, audit_table(audit)
+
+
+def _register_detail(app: Dash, advisor: AdvisorClient, access: Access) -> None:
+    """Show the selected recommendation's evidence and turn Apply and Revert on or off."""
 
     @app.callback(
         Output("recs-detail", "children"),
@@ -227,68 +258,83 @@ def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
     def detail(
         selected: list[int] | None, rows: list[dict[str, Any]] | None
     ) -> tuple[Any, bool, bool]:
-        rec_id = selected_id(rows, selected)
-        if rec_id is None:
-            return banner("select a recommendation to see its evidence", "info"), True, True
-        row = next((r for r in rows or () if r["id"] == rec_id), None)
-        status = row["status"] if row else "open"
-        can_act = actions_off(advisor, access) is None
-        can_revert = can_act and status in REVERTIBLE
-        can_apply = (
-            can_act
-            and status in ("open", "failed", "reverted")
-            and row is not None
-            and row["gain"] is not None
-        )
-        try:
-            rec, _audit = advisor.recommendation(rec_id)
-        except AdvisorError as exc:
-            if isinstance(exc, AdvisorRefused) and exc.status == 404:
-                return (
-                    banner(f"{rec_id} is no longer in the latest report", "info"),
-                    True,
-                    not can_revert,
-                )
-            return banner(advisor_failed(exc)), not can_apply, not can_revert
-        return evidence(rec), not can_apply, not can_revert
+        return detail_view(advisor, access, selected, rows)
+
+
+def detail_view(
+    advisor: AdvisorClient,
+    access: Access,
+    selected: list[int] | None,
+    rows: list[dict[str, Any]] | None,
+) -> tuple[Any, bool, bool]:
+    """The selected recommendation's evidence, and whether Apply and Revert are disabled:
+    each needs a request that may act and a status it applies to (an apply, a gain too).
+    """
+    rec_id = selected_id(rows, selected)
+    if rec_id is None:
+        return banner("select a recommendation to see its evidence", "info"), True, True
+    entry = _row(rows, rec_id)
+    status = entry["status"] if entry else "open"
+    can_act = actions_off(advisor, access) is None
+    can_revert = can_act and status in REVERTIBLE
+    can_apply = (
+        can_act
+        and status in ("open", "failed", "reverted")
+        and entry is not None
+        and entry["gain"] is not None
+    )
+    try:
+        rec, _audit = advisor.recommendation(rec_id)
+    except AdvisorError as exc:
+        if isinstance(exc, AdvisorRefused) and exc.status == 404:
+            return (
+                banner(f"{rec_id} is no longer in the latest report", "info"),
+                True,
+                not can_revert,
+            )
+        return banner(advisor_failed(exc)), not can_apply, not can_revert
+    return evidence(rec), not can_apply, not can_revert
+
+
+def _apply_question(rec_id: str, entry: dict[str, Any]) -> str:
+    """What the Apply confirmation asks."""
+    return (
+        f"Apply {rec_id}?\n\n{entry.get('summary', '')}\n\nThe advisor will change "
+        f"{entry.get('target', 'the target')} through its resource manager."
+    )
+
+
+def _revert_question(rec_id: str, _row: dict[str, Any]) -> str:
+    """What the Revert confirmation asks."""
+    return f"Revert what was applied under {rec_id}?"
+
+
+def _register_confirm(
+    app: Dash, action: str, question: Callable[[str, dict[str, Any]], str]
+) -> None:
+    """Ask for confirmation (``recs-confirm-ACTION``) when the ``recs-ACTION`` button is
+    clicked with a recommendation selected.
+    """
 
     @app.callback(
-        Output("recs-confirm-apply", "displayed"),
-        Output("recs-confirm-apply", "message"),
-        Input("recs-apply", "n_clicks"),
+        Output(f"recs-confirm-{action}", "displayed"),
+        Output(f"recs-confirm-{action}", "message"),
+        Input(f"recs-{action}", "n_clicks"),
         State("recs-table", "selected_rows"),
         State("recs-table", "data"),
         prevent_initial_call=True,
     )
-    def ask_apply(
+    def ask(
         clicks: int, selected: list[int] | None, rows: list[dict[str, Any]] | None
     ) -> tuple[bool, str]:
         rec_id = selected_id(rows, selected)
         if not clicks or rec_id is None:
             return False, ""
-        row = next((r for r in rows or () if r["id"] == rec_id), {})
-        return True, (
-            f"Apply {rec_id}?\n\n{row.get('summary', '')}\n\nThe advisor will change "
-            f"{row.get('target', 'the target')} through its resource manager."
-        )
+        return True, question(rec_id, _row(rows, rec_id) or {})
 
-    @app.callback(
-        Output("recs-confirm-revert", "displayed"),
-        Output("recs-confirm-revert", "message"),
-        Input("recs-revert", "n_clicks"),
-        State("recs-table", "selected_rows"),
-        State("recs-table", "data"),
-        prevent_initial_call=True,
-    )
-    def ask_revert(
-        clicks: int, selected: list[int] | None, rows: list[dict[str, Any]] | None
-    ) -> tuple[bool, str]:
-        rec_id = selected_id(rows, selected)
-        if not clicks or rec_id is None:
-            return False, ""
-        return True, f"Revert what was applied under {rec_id}?"
 
-    registered = set(app.callback_map)
+def _register_act(app: Dash, advisor: AdvisorClient, access: Access) -> None:
+    """Apply or revert the selected recommendation once the operator confirms."""
 
     @app.callback(
         Output("recs-outcome", "children"),
@@ -316,41 +362,46 @@ def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
         user = action_user()
         if user is None:
             return banner(access.sign_in_hint()), no_update, no_update, no_update
-        bumped = (version or 0) + 1
-        try:
-            before = advisor.audit(rec_id)
-        except AdvisorError as exc:
-            LOG.warning("%s %s by %s not sent: %s", action, rec_id, user, exc)
-            return banner(f"{action} {rec_id} was not sent: {exc}"), bumped, None, True
-        try:
-            if action == "apply":
-                result = advisor.apply(rec_id, user=user)
-            else:
-                result = advisor.revert(rec_id, user=user)
-        except AdvisorTimedOut:
-            LOG.info("%s %s by %s: no answer within %gs", action, rec_id, user, advisor.timeout)
-            following = Following(action, rec_id, time.time(), signatures(before))
-            text = (
-                f"{action} {rec_id} is still running: the advisor did not answer within "
-                f"{advisor.timeout:g}s; following it until it ends"
-            )
-            return banner(text, "info"), bumped, following.to_data(), False
-        except ActionInProgress as exc:
-            LOG.info("%s %s by %s: %s", action, rec_id, user, exc)
-            running = in_progress(rec_id, exc.body.get("entries"), before, time.time())
-            data = running.to_data() if running is not None else None
-            return banner(str(exc), "info"), bumped, data, running is None
-        except AdvisorError as exc:
-            LOG.warning("%s %s by %s: %s", action, rec_id, user, exc)
-            return banner(f"{action} {rec_id} failed: {exc}"), bumped, None, True
-        LOG.info("%s %s by %s: %s", action, rec_id, user, ", ".join(result.results))
-        text = _action_text(action, rec_id, result.results, result.details)
-        kind = "ok" if result.ok else "info" if result.pending else "error"
-        children: list[Any] = [banner(text, kind)]
-        if result.dry_run_calls:
-            children.append(html.Pre("\n".join(result.dry_run_calls)))
-        return html.Div(children, id="recs-outcome-text"), bumped, None, True
+        return send_action(advisor, action, rec_id, user, (version or 0) + 1)
 
-    actions = frozenset(set(app.callback_map) - registered)
-    action_follow.register(app, advisor)
-    return actions
+
+def send_action(
+    advisor: AdvisorClient, action: str, rec_id: str, user: str, bumped: int
+) -> tuple[Any, Any, Any, Any]:
+    """Send ``action`` (``apply`` or ``revert``) of ``rec_id`` for ``user``: the outcome, the
+    table's next version ``bumped``, and what to follow (with the follow tick's ``disabled``)
+    when the advisor has not finished it yet.
+    """
+    try:
+        before = advisor.audit(rec_id)
+    except AdvisorError as exc:
+        LOG.warning("%s %s by %s not sent: %s", action, rec_id, user, exc)
+        return banner(f"{action} {rec_id} was not sent: {exc}"), bumped, None, True
+    try:
+        if action == "apply":
+            result = advisor.apply(rec_id, user=user)
+        else:
+            result = advisor.revert(rec_id, user=user)
+    except AdvisorTimedOut:
+        LOG.info("%s %s by %s: no answer within %gs", action, rec_id, user, advisor.timeout)
+        following = Following(action, rec_id, time.time(), signatures(before))
+        text = (
+            f"{action} {rec_id} is still running: the advisor did not answer within "
+            f"{advisor.timeout:g}s; following it until it ends"
+        )
+        return banner(text, "info"), bumped, following.to_data(), False
+    except ActionInProgress as exc:
+        LOG.info("%s %s by %s: %s", action, rec_id, user, exc)
+        running = in_progress(rec_id, exc.body.get("entries"), before, time.time())
+        data = running.to_data() if running is not None else None
+        return banner(str(exc), "info"), bumped, data, running is None
+    except AdvisorError as exc:
+        LOG.warning("%s %s by %s: %s", action, rec_id, user, exc)
+        return banner(f"{action} {rec_id} failed: {exc}"), bumped, None, True
+    LOG.info("%s %s by %s: %s", action, rec_id, user, ", ".join(result.results))
+    text = _action_text(action, rec_id, result.results, result.details)
+    kind = "ok" if result.ok else "info" if result.pending else "error"
+    children: list[Any] = [banner(text, kind)]
+    if result.dry_run_calls:
+        children.append(html.Pre("\n".join(result.dry_run_calls)))
+    return html.Div(children, id="recs-outcome-text"), bumped, None, True

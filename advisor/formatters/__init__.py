@@ -1,54 +1,28 @@
-"""Report formatters: plain functions ``(report, options) -> str`` registered by name.
+"""Report formatters: plain functions ``(report, options) -> str``, listed by name.
 
-:func:`formatter` registers a function under a name in :data:`FORMATTERS`; the modules
-below (one per format: table, json, yaml, csv, markdown, html) register themselves when this
-package is imported. A formatter reads only the report and the :class:`FormatOptions` it is
-given, never settings from elsewhere; the formatters know nothing of loaders or policies.
+:data:`FORMATTERS` is the explicit table of formats (table, json, yaml, csv, markdown, html),
+one module each; adding a format means writing its module and adding it here. A formatter
+reads only the report and the :class:`~.options.FormatOptions` it is given, never settings
+from elsewhere; the formatters know nothing of loaders or policies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Mapping
 
+from toposcope.advisor.formatters import csv_report, html, json_report, markdown, table, yaml_report
+from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions, Formatter
 from toposcope.errors import ConfigError
-from toposcope.report.recommendation import Report
 
-
-@dataclass(frozen=True)
-class FormatOptions:
-    """How to render: ``width`` is the line length a table wraps to (0: never wrap)."""
-
-    width: int = 0
-
-
-#: the options a formatter gets when its caller gives none
-DEFAULT_OPTIONS = FormatOptions()
-
-
-class Formatter(Protocol):
-    """A function rendering one report as text."""
-
-    def __call__(self, report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
-        """The report as text."""
-        ...
-
-
-#: format name -> formatter, filled by :func:`formatter`
-FORMATTERS: dict[str, Formatter] = {}
-
-
-def formatter(name: str) -> Callable[[Formatter], Formatter]:
-    """Register the decorated function as the formatter called ``name``."""
-
-    def register(func: Formatter) -> Formatter:
-        if name in FORMATTERS:
-            raise ValueError(f"formatter {name!r} registered twice")
-        FORMATTERS[name] = func
-        return func
-
-    return register
+#: format name -> formatter
+FORMATTERS: Mapping[str, Formatter] = {
+    "csv": csv_report.as_csv,
+    "html": html.as_html,
+    "json": json_report.as_json,
+    "markdown": markdown.as_markdown,
+    "table": table.table,
+    "yaml": yaml_report.as_yaml,
+}
 
 
 def find_formatter(name: str) -> Formatter:
@@ -61,26 +35,10 @@ def find_formatter(name: str) -> Formatter:
         ) from None
 
 
-from toposcope.advisor.formatters import (  # noqa: E402  (registration)
-    csv_report,
-    html,
-    json_report,
-    markdown,
-    table,
-    yaml_report,
-)
-
 __all__ = [
     "DEFAULT_OPTIONS",
     "FORMATTERS",
     "FormatOptions",
     "Formatter",
-    "csv_report",
     "find_formatter",
-    "formatter",
-    "html",
-    "json_report",
-    "markdown",
-    "table",
-    "yaml_report",
 ]

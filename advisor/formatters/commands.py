@@ -8,7 +8,8 @@ cannot carry out becomes a ``#`` comment saying why, so the output stays a valid
 script. Names come from metric labels anyone can write: they are checked against the core's
 naming rules and every word is shell-quoted; comments show control characters as escapes.
 
-A new backend adds one function registered with :func:`renderer`.
+:data:`RENDERERS` is the explicit table of backends and their renderers: a new backend adds
+one function and one entry there.
 """
 
 from __future__ import annotations
@@ -47,19 +48,6 @@ class CommandContext:
 
 
 Renderer = Callable[[ActionRequest, str, CommandContext], list[str]]
-#: backend name -> its renderer, filled by :func:`renderer`
-RENDERERS: dict[str, Renderer] = {}
-
-
-def renderer(*backends: str) -> Callable[[Renderer], Renderer]:
-    """Register the decorated function as the command renderer of ``backends``."""
-
-    def register(func: Renderer) -> Renderer:
-        for name in backends:
-            RENDERERS[name] = func
-        return func
-
-    return register
 
 
 def _comment(text: str) -> str:
@@ -70,7 +58,6 @@ def _cannot(backend: str, action: ActionRequest, why: str) -> list[str]:
     return [_comment(f"{backend} cannot {action.kind} {action.workload}: {why}")]
 
 
-@renderer("sim", "agent", "dry-run")
 def http_call(action: ActionRequest, node: str, context: CommandContext) -> list[str]:
     """``POST {url}/actions`` with the action as its body, the token as ``$TOKEN``."""
     template = context.rm_url or AGENT_URL
@@ -91,7 +78,6 @@ def _slurm_job(action: ActionRequest) -> str | None:
     return match.group(1) if match else None
 
 
-@renderer("slurm")
 def slurm_commands(action: ActionRequest, node: str, context: CommandContext) -> list[str]:
     """``scontrol`` lines: steer a pending job, or requeue, steer and release a running one."""
     job = _slurm_job(action)
@@ -130,7 +116,6 @@ def _raw_create(path: str, body: Mapping[str, object]) -> str:
     return f"printf '%s' {shlex.quote(text)} | kubectl create --raw {shlex.quote(path)} -f -"
 
 
-@renderer("kubernetes")
 def kubectl_commands(action: ActionRequest, node: str, context: CommandContext) -> list[str]:
     """A pod binding for a pending pod's placement, an eviction for a move or a release of
     GPUs (the pod's controller starts it again, where the scheduler decides). A running
@@ -163,6 +148,16 @@ def kubectl_commands(action: ActionRequest, node: str, context: CommandContext) 
         "CPU and memory placement is the kubelet's (static CPU and memory manager "
         "policies); apply it through the node agent instead",
     )
+
+
+#: backend name -> its renderer
+RENDERERS: Mapping[str, Renderer] = {
+    "sim": http_call,
+    "agent": http_call,
+    "dry-run": http_call,
+    "slurm": slurm_commands,
+    "kubernetes": kubectl_commands,
+}
 
 
 def render_commands(report: Report, backend: str, context: CommandContext) -> str:

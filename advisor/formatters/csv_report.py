@@ -12,9 +12,9 @@ import csv
 import io
 import json
 
-from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import change_text
 from toposcope.advisor.formatters.escaping import csv_cell
+from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions
 from toposcope.report.recommendation import Report, action_to_dict
 
 HEADER = (
@@ -35,7 +35,6 @@ HEADER = (
 )
 
 
-@formatter("csv")
 def as_csv(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """One row per recommendation (by gain): ``change`` is the actions in words with compact
     CPU lists, ``actions`` the same as compact JSON (the resource-manager request bodies).

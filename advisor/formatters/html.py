@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import action_text, header
 from toposcope.advisor.formatters.escaping import html_text, visible
+from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions
 from toposcope.report.recommendation import Report
 
 _STYLE = """
@@ -51,7 +51,6 @@ def _chart(report: Report) -> str:
     return text
 
 
-@formatter("html")
 def as_html(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """A standalone HTML page: metadata, plotly bar chart, table by gain (actions with
     compact CPU lists), notes.

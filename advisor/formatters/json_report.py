@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
+from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions
 from toposcope.report.recommendation import Report
 
 
-@formatter("json")
 def as_json(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """The whole report as JSON (sorted keys, with its ``schema_version``), the form
     :func:`toposcope.report.decoder.report_from_json` reads back and

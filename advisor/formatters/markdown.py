@@ -7,13 +7,12 @@ an extra table cell. The report holds no links.
 
 from __future__ import annotations
 
-from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, cells
 from toposcope.advisor.formatters.escaping import markdown_text as _md
+from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions
 from toposcope.report.recommendation import Report
 
 
-@formatter("markdown")
 def as_markdown(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """Run metadata, a table by gain (actions with compact CPU lists), gain models, notes."""
     run = report.run

@@ -13,9 +13,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
 from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, action_text, cells, header
 from toposcope.advisor.formatters.escaping import visible
+from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions
 from toposcope.report.recommendation import Report
 
 #: the columns that wrap, with their share of the width left by the others
@@ -86,7 +86,6 @@ def _wrap(text: str, width: int, indent: str = "", more: str = "") -> list[str]:
     return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=more)
 
 
-@formatter("table")
 def table(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """Aligned columns sorted by gain (highest first), each action of a recommendation on a
     line of its own, then the notes; all wrapped to ``options.width``.

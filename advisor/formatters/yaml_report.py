@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import yaml
 
-from toposcope.advisor.formatters import DEFAULT_OPTIONS, FormatOptions, formatter
+from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions
 from toposcope.report.recommendation import Report
 
 
-@formatter("yaml")
 def as_yaml(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
     """The report's JSON document as block YAML (keys sorted; lists of numbers on one line),
     so that ``yaml.safe_load`` gives what ``json.loads`` gives for ``--format json``.

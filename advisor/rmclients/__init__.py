@@ -5,8 +5,11 @@ URL), ``agent`` (a node agent per node, at the endpoints the operator allowed: s
 :mod:`.endpoints`) and ``local`` (this host:
 affinity, cpusets, migrate_pages; see :mod:`.local`). ``kubernetes`` is not implemented yet.
 
-Other parts register more backends (``slurm``) under the ``toposcope.resource_managers``
-entry points (:mod:`.local`), and may declare their options under
+:data:`BACKENDS` is the explicit table of the backends the advisor builds itself (name ->
+factory). Backends whose code lives in other parts (``local``: the node agent's; ``slurm``;
+``kubernetes``) are found by name under the ``toposcope.resource_managers`` entry points
+(:mod:`.local`), because the advisor must not import those parts (tests/core/test_layering.py);
+entry points are for such backends only, and they may declare their options under
 ``toposcope.resource_manager_options`` (a function ``(parser, *, suppress)`` adding options
 named ``--<backend>-...``): :func:`backend_names` lists them for the command line,
 :func:`add_backend_options` declares their options and :func:`backend_options` hands the
@@ -16,7 +19,8 @@ parsed values to the backend's factory.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TextIO
@@ -35,7 +39,57 @@ from toposcope.auth.tokens import Token, TokenFile, load_token
 from toposcope.errors import ConfigError
 from toposcope.rm import ResourceManager
 
-BACKENDS = ("dry-run", "sim", "agent", "local")
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """What :func:`make_resource_manager` was given, for a backend's factory to pick from."""
+
+    url: str | None
+    token: Token | None
+    nodes: Iterable[str]
+    out: TextIO | None
+    timeout: float
+    agents: EndpointResolver | None
+    tls: ClientTls | None
+
+
+BackendFactory = Callable[[BackendSettings], ResourceManager]
+
+
+def _dry_run(settings: BackendSettings) -> ResourceManager:
+    return DryRunResourceManager(settings.out)
+
+
+def _local(settings: BackendSettings) -> ResourceManager:
+    return local_resource_manager()
+
+
+def _agent(settings: BackendSettings) -> ResourceManager:
+    agents = settings.agents
+    if agents is None:
+        agents = resolver_from_options(
+            url=settings.url, url_map=None, endpoints=None, token=settings.token
+        )
+    return AgentResourceManager(agents, settings.nodes, timeout=settings.timeout, tls=settings.tls)
+
+
+def _sim(settings: BackendSettings) -> ResourceManager:
+    if not settings.url:
+        raise ConfigError("--resource-manager sim needs --rm-url")
+    return HttpResourceManager(
+        settings.url, settings.token, timeout=settings.timeout, tls=settings.tls
+    )
+
+
+#: the backends the advisor builds itself, in the order ``--resource-manager`` lists them
+#: (``local`` runs the node agent's code, found through its entry point)
+BACKENDS: Mapping[str, BackendFactory] = {
+    "dry-run": _dry_run,
+    "sim": _sim,
+    "agent": _agent,
+    "local": _local,
+}
+
 #: entry points declaring a registered backend's command-line options
 OPTIONS_GROUP = "toposcope.resource_manager_options"
 
@@ -47,7 +101,7 @@ def registered_names() -> tuple[str, ...]:
 
 def backend_names() -> tuple[str, ...]:
     """Every backend ``--resource-manager`` accepts: :data:`BACKENDS`, then registered ones."""
-    return BACKENDS + tuple(n for n in registered_names() if n not in BACKENDS)
+    return tuple(BACKENDS) + tuple(n for n in registered_names() if n not in BACKENDS)
 
 
 def add_backend_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
@@ -98,28 +152,21 @@ def make_resource_manager(
     :func:`~.endpoints.resolver_from_options`); ``options`` are what a registered backend's
     factory gets (:func:`backend_options`); ``tls`` how the HTTP backends connect.
     """
-    if backend == "dry-run":
-        return DryRunResourceManager(out)
-    if backend == "local":
-        return local_resource_manager()
-    if backend not in BACKENDS:
-        if backend in registered_names():
-            return registered_backend(backend, **dict(options or {}))
-        known = ", ".join(backend_names())
-        raise ConfigError(f"unknown resource manager {backend!r}; known: {known}")
-    if backend == "agent":
-        if agents is None:
-            agents = resolver_from_options(url=url, url_map=None, endpoints=None, token=token)
-        return AgentResourceManager(agents, nodes, timeout=timeout, tls=tls)
-    if not url:
-        raise ConfigError(f"--resource-manager {backend} needs --rm-url")
-    return HttpResourceManager(url, token, timeout=timeout, tls=tls)
+    factory = BACKENDS.get(backend)
+    if factory is not None:
+        return factory(BackendSettings(url, token, nodes, out, timeout, agents, tls))
+    if backend in registered_names():
+        return registered_backend(backend, **dict(options or {}))
+    known = ", ".join(backend_names())
+    raise ConfigError(f"unknown resource manager {backend!r}; known: {known}")
 
 
 __all__ = [
     "BACKENDS",
     "OPTIONS_GROUP",
     "AgentResourceManager",
+    "BackendFactory",
+    "BackendSettings",
     "ClientTls",
     "DryRunResourceManager",
     "EndpointResolver",

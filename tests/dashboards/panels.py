@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from toposcope.dashboards.grafana import JSON_DIR, MODULES
+from toposcope.dashboards.grafana import JSON_DIR
+from toposcope.dashboards.grafana.boards import BUILDERS
 
 #: Grafana's own variables that panels use, with the values the tests put in their place.
 #: ``$__rate_interval`` is at least four scrape intervals in Grafana; the tests' Prometheus
@@ -37,12 +38,12 @@ class Query:
 
 @cache
 def dashboards() -> dict[str, dict[str, Any]]:
-    """The committed dashboards keyed by uid (generated from the code in the order of MODULES)."""
+    """The committed dashboards keyed by uid (generated from the code in the order of BUILDERS)."""
     loaded: dict[str, dict[str, Any]] = {}
     for path in sorted(JSON_DIR.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         loaded[str(data["uid"])] = data
-    assert len(loaded) == len(MODULES), f"{JSON_DIR} should hold one file per dashboard"
+    assert len(loaded) == len(BUILDERS), f"{JSON_DIR} should hold one file per dashboard"
     return loaded
 
 

@@ -34,8 +34,9 @@ from tests.dashboards.panels import (
 )
 from tests.helpers import REPO
 from toposcope.catalogue import CATALOGUE
-from toposcope.dashboards.grafana import JSON_DIR, MODULES, build_all, render
+from toposcope.dashboards.grafana import JSON_DIR, build_all, render
 from toposcope.dashboards.grafana.__main__ import main
+from toposcope.dashboards.grafana.boards import BUILDERS
 
 #: dcgm-exporter series that panels may read besides the catalogue's, as a fallback for GPUs
 #: toposcope does not report (docs/dashboards.md lists those panels).
@@ -97,7 +98,7 @@ def test_committed_json_is_what_the_code_generates(name: str) -> None:
 
 def test_json_folder_holds_exactly_the_dashboards() -> None:
     assert {p.name for p in JSON_DIR.glob("*.json")} == set(build_all())
-    assert len(build_all()) == len(MODULES)
+    assert len(build_all()) == len(BUILDERS)
 
 
 def test_generation_is_deterministic() -> None:

@@ -1,7 +1,7 @@
 """toposcope.advisor: loaders -> model -> policies -> recommendations -> formatters; applying.
 
 * :mod:`.loaders`: where numbers come from (a PromQL API, or exporters scraped directly),
-  one query class per need, built from catalogue names;
+  one table row per query need, built from catalogue names;
 * :mod:`.model`: the cluster as frozen dataclasses (topology, GPUs, workloads, capacity);
 * :mod:`.policies`: the rules (numa-pinning, memory-migration, gpu-placement, job-migration,
   idle-release, config), each deciding only;

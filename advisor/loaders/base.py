@@ -3,9 +3,10 @@
 A *backend* is where samples come from: a PromQL HTTP API (:class:`PrometheusLoader`) or the
 exporters' ``/metrics`` pages read directly (:class:`ScrapeLoader`). A *query* is one need of
 the advisor (GPU utilization over the window, a workload's memory per NUMA node...), declared
-once as a :class:`Query` with its catalogue metric and how samples are reduced over the
-window. Backends answer queries through :meth:`MetricsBackend.load`, so the model builder and
-the policies never care where the numbers came from. Samples and series are the core's
+once as a :class:`QueryRow` of the table in :mod:`.queries` (its catalogue metric and how
+samples are reduced over the window) and bound to a run's label matchers as a :class:`Query`.
+Backends answer queries through :meth:`MetricsBackend.load`, so the model builder and the
+policies never care where the numbers came from. Samples and series are the core's
 PromQL result types (:mod:`toposcope.promql.results`), with ``__name__`` left out of their labels.
 """
 
@@ -15,7 +16,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Protocol
+from typing import Literal, Protocol
 
 from toposcope.catalogue import MetricSpec, spec
 from toposcope.errors import ConfigError
@@ -103,12 +104,17 @@ class QueryResult:
 
 
 @dataclass(frozen=True)
-class Query:
-    """One need of the advisor: a catalogue metric reduced over the window.
+class QueryRow:
+    """One need of the advisor, one row of the query table: a catalogue metric reduced over
+    the window.
 
-    Subclasses set ``name`` (used as the key in :class:`LoadedData`), ``metric`` (a catalogue
-    name: the PromQL is built from it, never typed by hand), ``reduction`` and ``query_type``.
-    ``selector`` adds label matchers to every selector (``job="toposcope"``).
+    ``name`` is the key of the answer in :class:`LoadedData`; ``metric`` a catalogue name (the
+    PromQL is built from it, never typed by hand); ``reduction`` how samples are reduced over
+    the window (``value``: the latest sample, ``rate``: :func:`rate_over_age`, else
+    ``<reduction>_over_time``) and ``query_type`` whether the backend answers an instant
+    vector or a range (a range query reads the raw samples and ignores ``reduction``). Series
+    keep all their labels: nothing is aggregated away in PromQL, so the model builder can
+    tell nodes apart.
 
     ``positive_only`` asks only for series whose reduced value is above zero, for a metric
     of many series that are almost all zero and whose zeros no policy reads: the backend
@@ -118,19 +124,30 @@ class Query:
     ``or``: VictoriaMetrics 1.79 answers ``A or on() group(B)`` with every series of B.)
     """
 
-    name: ClassVar[str] = ""
-    metric: ClassVar[str] = ""
-    reduction: ClassVar[Reduction] = "value"
-    query_type: ClassVar[QueryType] = "instant"
-    description: ClassVar[str] = ""
-    positive_only: ClassVar[bool] = False
-
-    selector: str = ""
+    name: str
+    metric: str
+    reduction: Reduction = "value"
+    query_type: QueryType = "instant"
+    positive_only: bool = False
 
     @property
     def spec(self) -> MetricSpec:
         """The catalogue row of the metric this query reads."""
         return spec(self.metric)
+
+    def bind(self, selector: str = "") -> Query:
+        """This row as the query of one run, with ``selector``'s label matchers."""
+        return Query(**(vars(self) | {"selector": selector}))
+
+
+@dataclass(frozen=True)
+class Query(QueryRow):
+    """A row of the query table bound to one run: what backends answer.
+
+    ``selector`` adds label matchers to every selector of the PromQL (``job="toposcope"``).
+    """
+
+    selector: str = ""
 
     def promql(self, window: Window) -> str:
         """The PromQL expression for this query over ``window``."""

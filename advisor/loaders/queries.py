@@ -1,9 +1,10 @@
-"""One class per query need of the advisor, each built from a catalogue metric name.
+"""The advisor's query needs as one table, one :class:`~.base.QueryRow` a need.
 
-Every class names its metric (checked against :mod:`toposcope.catalogue` when the module is
-imported) and how samples are reduced over the run's window; :meth:`Query.promql` writes the
-PromQL. Series keep all their labels (``job``, ``instance``, ``node``...) so that the model
-builder can tell nodes apart; nothing is aggregated away in PromQL.
+Every row names its query (the key of its answer), its catalogue metric (checked against
+:mod:`toposcope.catalogue` when the module is imported) and how samples are reduced over the
+run's window; :meth:`~.base.Query.promql` writes the PromQL of every row alike. Series keep
+all their labels (``job``, ``instance``, ``node``...) so that the model builder can tell
+nodes apart; nothing is aggregated away in PromQL. A new need is one more row.
 """
 
 from __future__ import annotations
@@ -11,269 +12,83 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from toposcope.advisor.loaders.base import LoadedData, MetricsBackend, Query, QueryResult, Window
+from toposcope.advisor.loaders.base import (
+    LoadedData,
+    MetricsBackend,
+    Query,
+    QueryResult,
+    QueryRow,
+    Window,
+)
 from toposcope.advisor.loaders.screen import NameScreen
 from toposcope.catalogue import spec
 from toposcope.identity.node import AUTO
 
 LOG = logging.getLogger("toposcope.advisor.loaders")
 
-
-# topology ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BuildInfoLoader(Query):
-    """Exporter version and reported hostname per scrape target (maps instance to host)."""
-
-    name = "build-info"
-    metric = "toposcope_exporter_build_info"
-
-
-@dataclass(frozen=True)
-class NumaNodeLoader(Query):
-    """NUMA nodes with their package and cpulist (``toposcope_numa_node_info``)."""
-
-    name = "numa-nodes"
-    metric = "toposcope_numa_node_info"
-
-
-@dataclass(frozen=True)
-class NumaDistanceLoader(Query):
-    """SLIT distances between NUMA nodes (10 = local)."""
-
-    name = "numa-distance"
-    metric = "toposcope_numa_distance"
-
-
-@dataclass(frozen=True)
-class CpusOnlineLoader(Query):
-    """Online CPUs per NUMA node (capacity for pinning)."""
-
-    name = "cpus-online"
-    metric = "toposcope_cpus_online"
-
-
-@dataclass(frozen=True)
-class NumaMemoryTotalLoader(Query):
-    """Memory installed per NUMA node."""
-
-    name = "numa-memory-total"
-    metric = "toposcope_numa_memory_total_bytes"
-
-
-@dataclass(frozen=True)
-class NumaMemoryFreeLoader(Query):
-    """Free memory per NUMA node, the lowest over the window (capacity is the worst case)."""
-
-    name = "numa-memory-free"
-    metric = "toposcope_numa_memory_free_bytes"
-    reduction = "min"
-
-
-# GPUs -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GpuInfoLoader(Query):
-    """GPU identity and NUMA node from NVML (``toposcope_gpu_info``)."""
-
-    name = "gpu-info"
-    metric = "toposcope_gpu_info"
-
-
-@dataclass(frozen=True)
-class GpuLocalityLoader(Query):
-    """GPU NUMA node from sysfs, used when NVML reports none."""
-
-    name = "gpu-locality"
-    metric = "toposcope_gpu_locality_info"
-
-
-@dataclass(frozen=True)
-class GpuLinkLoader(Query):
-    """The GPU-to-GPU link matrix (NV#, PIX, PXB, PHB, NODE, SYS)."""
-
-    name = "gpu-links"
-    metric = "toposcope_gpu_link_info"
-
-
-@dataclass(frozen=True)
-class GpuUpLoader(Query):
-    """Whether each GPU answers NVML now (lost GPUs are never placement targets)."""
-
-    name = "gpu-up"
-    metric = "toposcope_gpu_up"
-
-
-@dataclass(frozen=True)
-class GpuUtilizationLoader(Query):
-    """Mean GPU utilization over the window."""
-
-    name = "gpu-utilization"
-    metric = "toposcope_gpu_utilization_ratio"
-    reduction = "avg"
-
-
-@dataclass(frozen=True)
-class GpuUtilizationMaxLoader(Query):
-    """Highest GPU utilization sample in the window (idle means even the peak is low)."""
-
-    name = "gpu-utilization-max"
-    metric = "toposcope_gpu_utilization_ratio"
-    reduction = "max"
-
-
-@dataclass(frozen=True)
-class GpuUtilizationSamplesLoader(Query):
-    """Number of utilization samples in the window (too few: cannot decide)."""
-
-    name = "gpu-utilization-samples"
-    metric = "toposcope_gpu_utilization_ratio"
-    reduction = "count"
-
-
-@dataclass(frozen=True)
-class GpuUtilizationHistoryLoader(Query):
-    """GPU utilization as a range query: which part of the window the samples cover."""
-
-    name = "gpu-utilization-history"
-    metric = "toposcope_gpu_utilization_ratio"
-    query_type = "range"
-
-
-@dataclass(frozen=True)
-class GpuMemoryUsedLoader(Query):
-    """Mean framebuffer memory used over the window."""
-
-    name = "gpu-memory-used"
-    metric = "toposcope_gpu_memory_used_bytes"
-    reduction = "avg"
-
-
-@dataclass(frozen=True)
-class GpuMemoryTotalLoader(Query):
-    """Framebuffer memory installed per GPU."""
-
-    name = "gpu-memory-total"
-    metric = "toposcope_gpu_memory_total_bytes"
-
-
-@dataclass(frozen=True)
-class GpuClockEventLoader(Query):
-    """Share of the window each clock-event (throttle) reason was active, per GPU.
-
-    Only reasons active at some point in the window are asked for: a GPU exports one series
-    per reason (nine), almost all zero, and node-settings reads only shares above zero. On
-    1,000 nodes this cut the answer from 13 MB to what is throttling.
-    """
-
-    name = "gpu-clock-events"
-    metric = "toposcope_gpu_clock_event_active"
-    reduction = "avg"
-    positive_only = True
-
-
-@dataclass(frozen=True)
-class SlurmGresMatchLoader(Query):
-    """Whether each GPU's gres.conf Cores=/Links= match the topology (``slurm_gres``)."""
-
-    name = "slurm-gres-match"
-    metric = "toposcope_slurm_gres_config_match"
-
-
-@dataclass(frozen=True)
-class SlurmGresExpectedLoader(Query):
-    """The gres.conf line toposcope writes for each GPU (``slurm_gres`` collector)."""
-
-    name = "slurm-gres-expected"
-    metric = "toposcope_slurm_gres_expected_info"
-
-
-# workloads --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class WorkloadInfoLoader(Query):
-    """Tracked workloads and their identity (pid, cgroup, pod...)."""
-
-    name = "workload-info"
-    metric = "toposcope_workload_info"
-
-
-@dataclass(frozen=True)
-class WorkloadCpuLoader(Query):
-    """Cores a workload used per NUMA node over the window (rate of its CPU seconds)."""
-
-    name = "workload-cpu"
-    metric = "toposcope_workload_cpu_seconds_total"
-    reduction = "rate"
-
-
-@dataclass(frozen=True)
-class WorkloadThreadsLoader(Query):
-    """Threads of a workload by the NUMA node they last ran on."""
-
-    name = "workload-threads"
-    metric = "toposcope_workload_threads"
-
-
-@dataclass(frozen=True)
-class WorkloadMemoryLoader(Query):
-    """Where a workload's memory lives now, per NUMA node."""
-
-    name = "workload-memory"
-    metric = "toposcope_workload_memory_bytes"
-
-
-@dataclass(frozen=True)
-class WorkloadLocalityLoader(Query):
-    """The exporter's locality ratios (cpu, memory) averaged over the window (evidence)."""
-
-    name = "workload-locality"
-    metric = "toposcope_workload_locality_ratio"
-    reduction = "avg"
-
-
-@dataclass(frozen=True)
-class WorkloadGpuLoader(Query):
-    """GPUs each workload holds open."""
-
-    name = "workload-gpus"
-    metric = "toposcope_workload_gpu_info"
-
-
-@dataclass(frozen=True)
-class WorkloadGpuMemoryLoader(Query):
-    """GPU memory a workload's processes use, per GPU."""
-
-    name = "workload-gpu-memory"
-    metric = "toposcope_workload_gpu_memory_used_bytes"
-
-
-QUERY_TYPES: tuple[type[Query], ...] = (
-    BuildInfoLoader,
-    NumaNodeLoader,
-    NumaDistanceLoader,
-    CpusOnlineLoader,
-    NumaMemoryTotalLoader,
-    NumaMemoryFreeLoader,
-    GpuInfoLoader,
-    GpuLocalityLoader,
-    GpuLinkLoader,
-    GpuUpLoader,
-    GpuUtilizationLoader,
-    GpuUtilizationMaxLoader,
-    GpuUtilizationSamplesLoader,
-    GpuUtilizationHistoryLoader,
-    GpuMemoryUsedLoader,
-    GpuMemoryTotalLoader,
-    GpuClockEventLoader,
-    SlurmGresMatchLoader,
-    SlurmGresExpectedLoader,
-    WorkloadInfoLoader,
-    WorkloadCpuLoader,
-    WorkloadThreadsLoader,
-    WorkloadMemoryLoader,
-    WorkloadLocalityLoader,
-    WorkloadGpuLoader,
-    WorkloadGpuMemoryLoader,
+#: every need of the advisor, in the order they are asked
+QUERY_TABLE: tuple[QueryRow, ...] = (
+    # topology -----------------------------------------------------------------------------
+    # exporter version and reported hostname per scrape target (maps instance to host)
+    QueryRow("build-info", "toposcope_exporter_build_info"),
+    # NUMA nodes with their package and cpulist
+    QueryRow("numa-nodes", "toposcope_numa_node_info"),
+    # SLIT distances between NUMA nodes (10 = local)
+    QueryRow("numa-distance", "toposcope_numa_distance"),
+    # online CPUs per NUMA node (capacity for pinning)
+    QueryRow("cpus-online", "toposcope_cpus_online"),
+    # memory installed per NUMA node
+    QueryRow("numa-memory-total", "toposcope_numa_memory_total_bytes"),
+    # free memory per NUMA node, the lowest over the window (capacity is the worst case)
+    QueryRow("numa-memory-free", "toposcope_numa_memory_free_bytes", reduction="min"),
+    # GPUs ---------------------------------------------------------------------------------
+    # GPU identity and NUMA node from NVML
+    QueryRow("gpu-info", "toposcope_gpu_info"),
+    # GPU NUMA node from sysfs, used when NVML reports none
+    QueryRow("gpu-locality", "toposcope_gpu_locality_info"),
+    # the GPU-to-GPU link matrix (NV#, PIX, PXB, PHB, NODE, SYS)
+    QueryRow("gpu-links", "toposcope_gpu_link_info"),
+    # whether each GPU answers NVML now (lost GPUs are never placement targets)
+    QueryRow("gpu-up", "toposcope_gpu_up"),
+    # mean GPU utilization over the window
+    QueryRow("gpu-utilization", "toposcope_gpu_utilization_ratio", reduction="avg"),
+    # highest GPU utilization sample in the window (idle means even the peak is low)
+    QueryRow("gpu-utilization-max", "toposcope_gpu_utilization_ratio", reduction="max"),
+    # number of utilization samples in the window (too few: cannot decide)
+    QueryRow("gpu-utilization-samples", "toposcope_gpu_utilization_ratio", reduction="count"),
+    # GPU utilization as a range query: which part of the window the samples cover
+    QueryRow("gpu-utilization-history", "toposcope_gpu_utilization_ratio", query_type="range"),
+    # mean framebuffer memory used over the window
+    QueryRow("gpu-memory-used", "toposcope_gpu_memory_used_bytes", reduction="avg"),
+    # framebuffer memory installed per GPU
+    QueryRow("gpu-memory-total", "toposcope_gpu_memory_total_bytes"),
+    # share of the window each clock-event (throttle) reason was active, per GPU; only the
+    # reasons active at some point in the window are asked for: a GPU exports one series per
+    # reason (nine), almost all zero, and node-settings reads only shares above zero (on
+    # 1,000 nodes this cut the answer from 13 MB to what is throttling)
+    QueryRow(
+        "gpu-clock-events", "toposcope_gpu_clock_event_active", reduction="avg", positive_only=True
+    ),
+    # whether each GPU's gres.conf Cores=/Links= match the topology (slurm_gres collector)
+    QueryRow("slurm-gres-match", "toposcope_slurm_gres_config_match"),
+    # the gres.conf line toposcope writes for each GPU (slurm_gres collector)
+    QueryRow("slurm-gres-expected", "toposcope_slurm_gres_expected_info"),
+    # workloads ----------------------------------------------------------------------------
+    # tracked workloads and their identity (pid, cgroup, pod...)
+    QueryRow("workload-info", "toposcope_workload_info"),
+    # cores a workload used per NUMA node over the window (rate of its CPU seconds)
+    QueryRow("workload-cpu", "toposcope_workload_cpu_seconds_total", reduction="rate"),
+    # threads of a workload by the NUMA node they last ran on
+    QueryRow("workload-threads", "toposcope_workload_threads"),
+    # where a workload's memory lives now, per NUMA node
+    QueryRow("workload-memory", "toposcope_workload_memory_bytes"),
+    # the exporter's locality ratios (cpu, memory) averaged over the window (evidence)
+    QueryRow("workload-locality", "toposcope_workload_locality_ratio", reduction="avg"),
+    # GPUs each workload holds open
+    QueryRow("workload-gpus", "toposcope_workload_gpu_info"),
+    # GPU memory a workload's processes use, per GPU
+    QueryRow("workload-gpu-memory", "toposcope_workload_gpu_memory_used_bytes"),
 )
 
 #: the queries a placement (``toposcope place``) needs: topology and GPU state, no workloads
@@ -291,14 +106,26 @@ PLACEMENT_QUERIES: frozenset[str] = frozenset(
     }
 )
 
-for _query in QUERY_TYPES:
-    spec(_query.metric)  # every query reads a catalogue metric; KeyError at import otherwise
+
+def _check_table(rows: Sequence[QueryRow]) -> None:
+    """Refuse, at import, a row whose metric the catalogue lacks or whose name is taken."""
+    names: set[str] = set()
+    for row in rows:
+        spec(row.metric)  # KeyError for a metric that is not in the catalogue
+        if row.name in names:
+            raise ValueError(f"query name {row.name!r} is in the query table more than once")
+        names.add(row.name)
+    if unknown := PLACEMENT_QUERIES - names:
+        raise ValueError(f"placement queries {sorted(unknown)} are not in the query table")
+
+
+_check_table(QUERY_TABLE)
 
 
 def queries(selector: str = "", names: Iterable[str] | None = None) -> list[Query]:
-    """Instances of the query classes (all, or those named), with ``selector`` applied."""
+    """The queries of the table's rows (all, or those named), with ``selector`` applied."""
     wanted = set(names) if names is not None else None
-    return [q(selector) for q in QUERY_TYPES if wanted is None or q.name in wanted]
+    return [row.bind(selector) for row in QUERY_TABLE if wanted is None or row.name in wanted]
 
 
 def load_all(

@@ -11,7 +11,6 @@ from tests.advisor.fakes import FakeServer, Request, ok, vector
 from tests.procs import free_port
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorQueryError
 from toposcope.advisor.loaders import PrometheusLoader, Window, load_all, queries
-from toposcope.advisor.loaders.queries import GpuUtilizationHistoryLoader, WorkloadCpuLoader
 from toposcope.errors import ConfigError
 
 
@@ -59,7 +58,7 @@ def test_warnings_of_partial_responses_are_logged_and_kept(
     answer = ok(vector(({"gpu": "0"}, "1")), warnings=["partial response: store B down"])
     with FakeServer(lambda r: answer).run() as fake, caplog.at_level(logging.WARNING):
         loader = PrometheusLoader(fake.url)
-        data = load_all(loader, Window.parse("5m"), [WorkloadCpuLoader()])
+        data = load_all(loader, Window.parse("5m"), queries(names=["workload-cpu"]))
     assert data.results["workload-cpu"].warnings == ("partial response: store B down",)
     assert data.notes == ("workload-cpu: partial response: store B down",)
     assert "partial response: store B down" in caplog.text
@@ -157,7 +156,8 @@ def test_range_query_returns_series_without_nan_points() -> None:
     }
     with FakeServer(lambda r: ok(matrix)).run() as fake:
         window = Window.parse("2m", end=220.0)
-        result = PrometheusLoader(fake.url).load(GpuUtilizationHistoryLoader(), window)
+        (history,) = queries(names=["gpu-utilization-history"])
+        result = PrometheusLoader(fake.url).load(history, window)
     assert fake.requests[0].path == "/api/v1/query_range"
     assert fake.requests[0].params["start"] == "100.000"
     assert fake.requests[0].params["step"] == "2"

@@ -56,13 +56,12 @@ from toposcope.topology.hwloc_document import (
 )
 from toposcope.topology.hwloc_links import nvlinks, pci_path
 from toposcope.topology.model import (
-    PCI_VENDOR_NVIDIA,
     Cpu,
-    Gpu,
     NumaNode,
     Package,
     PciDevice,
     Topology,
+    number_gpus,
 )
 from toposcope.topology.pcie import gpu_links
 
@@ -137,21 +136,7 @@ def _build(document: ET.Element, path: Path) -> Topology:
         for c in sorted(usable)
     )
     pci, gpu_infos = _pci_devices(objects, usable, nodes)
-    gpu_devices = sorted(
-        (d for d in pci if d.is_gpu), key=lambda d: (d.vendor != PCI_VENDOR_NVIDIA, d.bus_id)
-    )
-    gpus = tuple(
-        Gpu(
-            index=i,
-            pci_bus_id=d.bus_id,
-            numa_node=d.numa_node,
-            local_cpus=d.local_cpus,
-            vendor=d.vendor,
-            model=gpu_infos[d.bus_id][0],
-            uuid=gpu_infos[d.bus_id][1],
-        )
-        for i, d in enumerate(gpu_devices)
-    )
+    gpus = number_gpus(pci, gpu_infos)
     gpu_of_bus = {g.pci_bus_id: g.index for g in gpus if g.pci_bus_id is not None}
     nvlinked = nvlinks(document, objects, gpu_of_bus, {g.index: g.model for g in gpus})
     return Topology(

@@ -9,7 +9,7 @@ outside world.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -200,7 +200,9 @@ class PciDevice:
 
 @dataclass(frozen=True)
 class Gpu:
-    """A GPU with its locality; ``index`` follows PCI bus order, as nvidia-smi numbers GPUs."""
+    """A GPU with its locality; ``index`` follows PCI bus order, NVIDIA's first, as nvidia-smi
+    numbers GPUs (:func:`number_gpus`).
+    """
 
     index: int
     pci_bus_id: str | None
@@ -209,6 +211,29 @@ class Gpu:
     vendor: int | None = None
     model: str | None = None
     uuid: str | None = None
+
+
+def number_gpus(
+    devices: Iterable[PciDevice],
+    identities: Mapping[str, tuple[str | None, str | None]] | None = None,
+) -> tuple[Gpu, ...]:
+    """The GPUs among ``devices``, numbered: NVIDIA's first by PCI bus id, then the others by
+    PCI bus id. ``identities`` maps a bus id to the model and UUID the source names, if any.
+
+    nvidia-smi and NVML number NVIDIA GPUs in PCI bus order and list no other vendor's, so a
+    machine's NVIDIA GPU ``N`` is nvidia-smi's GPU ``N`` even beside AMD ones. Every builder
+    numbers GPUs by this one rule, so one machine's GPU ``N`` is the same device whichever
+    source (sysfs, hwloc XML) it was read from.
+    """
+    named = identities or {}
+    ordered = sorted(
+        (d for d in devices if d.is_gpu), key=lambda d: (d.vendor != PCI_VENDOR_NVIDIA, d.bus_id)
+    )
+    gpus: list[Gpu] = []
+    for index, d in enumerate(ordered):
+        model, uuid = named.get(d.bus_id, (None, None))
+        gpus.append(Gpu(index, d.bus_id, d.numa_node, d.local_cpus, d.vendor, model, uuid))
+    return tuple(gpus)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from toposcope.topology.model import Gpu, GpuLink, Topology
+from toposcope.topology.model import PCI_VENDOR_NVIDIA, Gpu, GpuLink, Topology
 
 #: NVML's ``nvmlGpuTopologyLevel_t`` values (``NVML_TOPOLOGY_*``), kept here as plain
 #: numbers so that the core does not import the bindings.
@@ -43,9 +43,6 @@ LEVEL_LABELS: dict[int, str] = {
     NVML_TOPOLOGY_NODE: "NODE",
     NVML_TOPOLOGY_SYSTEM: "SYS",
 }
-
-#: The NVIDIA PCI vendor id, given to GPUs NVML reports but sysfs does not show.
-_NVIDIA = 0x10DE
 
 
 def normalise_pci_bus_id(bus_id: str | bytes) -> str:
@@ -166,7 +163,7 @@ def build_gpu_topology(
             pci_bus_id=r.pci_bus_id,
             numa_node=r.numa_node,
             local_cpus=r.local_cpus,
-            vendor=_NVIDIA,
+            vendor=PCI_VENDOR_NVIDIA,
             model=r.model,
             uuid=r.uuid,
         )

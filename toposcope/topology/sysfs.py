@@ -48,11 +48,11 @@ from toposcope.errors import SourceError
 from toposcope.topology.model import (
     MAX_PACKAGE_ID,
     Cpu,
-    Gpu,
     NumaNode,
     Package,
     PciDevice,
     Topology,
+    number_gpus,
 )
 from toposcope.topology.pcie import gpu_links
 from toposcope.topology.sysfs_files import (
@@ -348,18 +348,7 @@ def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Top
         Package(id=pid, cpus=tuple(sorted(ids))) for pid, ids in sorted(package_cpus.items())
     )
     pci = read_pci_devices(sysfs, node_tuple, online)
-    gpu_devices = [d for d in pci if d.is_gpu]
-    gpu_devices.sort(key=lambda d: (d.vendor != 0x10DE, d.bus_id))
-    gpus = tuple(
-        Gpu(
-            index=i,
-            pci_bus_id=d.bus_id,
-            numa_node=d.numa_node,
-            local_cpus=d.local_cpus,
-            vendor=d.vendor,
-        )
-        for i, d in enumerate(gpu_devices)
-    )
+    gpus = number_gpus(pci)
     return Topology(
         packages=packages_out,
         numa_nodes=node_tuple,

@@ -1,16 +1,19 @@
-"""A fast Prometheus text-format writer for the gauge and counter families toposcope emits.
+"""How every exporter collector writes its families: straight to Prometheus text.
 
-prometheus_client's ``generate_latest`` checks and escapes every label *name* of every
-sample; with thousands of workload series that is about half of a scrape's time. Our label
-names come from the catalogue, which a test checks once, so this writer only escapes label
-values and help text. Its output is byte-identical to ``generate_latest`` for these families
-(also tested); any other family type is handed to ``generate_latest`` unchanged.
+A collector fills one :class:`FamilyWriter` per catalogue family (``add_metric(labels,
+value)``, as on a client_python family) and yields :meth:`FamilyWriter.plain` (or
+:func:`plain_nonempty`): a :class:`RenderedFamily`, text that :func:`render_chunks` serves
+as is. No client_python sample is built. prometheus_client's ``generate_latest`` checks and
+escapes every label *name* of every sample; with thousands of workload series that was about
+half of a scrape's time. Our label names come from the catalogue, which a test checks once,
+so this writer only escapes label values and help text. Its output is byte-identical to
+``generate_latest`` for the same samples (tested); a family of another kind that reaches
+:func:`render_chunks` is handed to ``generate_latest`` unchanged.
 
-Collectors on the scrape path (the NUMA ones) and the workload sampler skip client_python's
-samples altogether: a :class:`FamilyWriter` writes each sample's line as it is added, and
-the family is served as a :class:`RenderedFamily`. For label sets that recur scrape after
-scrape, a :class:`FamilyLayout` keeps each series' ``name{labels} `` text, so that a scrape
-formats only the values it has just read.
+For label sets that recur scrape after scrape (NUMA nodes x modes, GPUs), a collector keeps
+a :class:`FamilyLayout` per family, which remembers each series' ``name{labels} `` text, so
+that a scrape formats only the values it has just read. The workload sampler keeps its
+families compressed (:meth:`FamilyWriter.rendered`), written once per sample.
 """
 
 from __future__ import annotations
@@ -185,12 +188,23 @@ class RenderedFamily(Metric):
     :class:`~toposcope.serving.httpgzip.GzipMember` of it) and served as is: a collector's family of
     this scrape, or a background sampler's, served until its inputs change (its age is
     exported). It keeps no samples. :func:`render_chunks` hands ``data`` on without copying
-    it.
+    it. Its ``name`` and ``type`` are those of the client_python family
+    :meth:`~toposcope.catalogue.model.MetricSpec.family` makes for the row (a counter's name
+    without ``_total``), so that code looking families up by name sees one naming.
     """
 
     def __init__(self, row: MetricSpec, data: bytes) -> None:
-        super().__init__(row.name, row.help, row.type, row.unit)
+        counter = row.type == "counter"
+        name = row.name.removesuffix("_total") if counter else row.name
+        super().__init__(name, row.help, "counter" if counter else "gauge")
         self.data = data
+
+
+def plain_nonempty(writers: Iterable[FamilyWriter]) -> list[RenderedFamily]:
+    """The families of ``writers`` that have samples, each as :meth:`FamilyWriter.plain`: a
+    scrape leaves an empty family out rather than carry a HELP/TYPE block without samples.
+    """
+    return [writer.plain() for writer in writers if writer]
 
 
 def render_chunks(families: Iterable[Metric]) -> list[bytes]:

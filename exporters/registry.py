@@ -20,7 +20,10 @@ from toposcope.exporters.context import CollectorContext
 
 
 class Collector(Protocol):
-    """Anything whose ``collect()`` yields metric families, rebuilt on every scrape."""
+    """Anything whose ``collect()`` yields metric families, rebuilt on every scrape. The
+    collectors of the table write each family through a
+    :class:`~toposcope.exporters.exposition.FamilyWriter` and yield its text.
+    """
 
     def collect(self) -> Iterable[Metric]:
         """Read the sources and yield this scrape's families."""

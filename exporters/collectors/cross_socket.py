@@ -33,6 +33,7 @@ from prometheus_client.core import Metric
 from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, NoDataError, SourceError
 from toposcope.exporters.context import CollectorContext, HostTopology
+from toposcope.exporters.exposition import FamilyWriter
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.host.pcm import PcmClient, PcmLinkTraffic
 from toposcope.host.perf_uncore import (
@@ -214,16 +215,16 @@ class CrossSocketCollector:
         if self._link is None and self._bandwidth is None:
             raise NoDataError(self._reason)
         topology = self._topology.get()
-        info = spec("toposcope_cross_socket_source_info").family()
+        info = FamilyWriter(spec("toposcope_cross_socket_source_info"))
         for name, measured in self.sources:
             info.add_metric([name, "true" if measured else "false"], 1.0)
-        yield info
+        yield info.plain()
         if self._link is not None and len(topology.packages) > 1:
-            traffic = spec("toposcope_cross_socket_bytes_total").family()
+            traffic = FamilyWriter(spec("toposcope_cross_socket_bytes_total"))
             for (package, peer), value in sorted(self._link.read(topology).items()):
                 traffic.add_metric([str(package), str(peer), self._link.name], value)
-            if traffic.samples:
-                yield traffic
+            if traffic:
+                yield traffic.plain()
         if self._bandwidth is not None:
             per_node: dict[tuple[int, str], float] = {}
             for domain, totals in sorted(self._bandwidth.mbm.read().items()):
@@ -242,11 +243,11 @@ class CrossSocketCollector:
                     ("remote", totals.remote_bytes),
                 ):
                     per_node[(node, locality)] = per_node.get((node, locality), 0.0) + value
-            bandwidth = spec("toposcope_numa_memory_bandwidth_bytes_total").family()
+            bandwidth = FamilyWriter(spec("toposcope_numa_memory_bandwidth_bytes_total"))
             for (node, locality), value in sorted(per_node.items()):
                 bandwidth.add_metric([str(node), locality, self._bandwidth.name], value)
-            if bandwidth.samples:
-                yield bandwidth
+            if bandwidth:
+                yield bandwidth.plain()
 
 
 # --------------------------------------------------------------------------- selection

@@ -23,17 +23,19 @@ import os
 import socket
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
-from toposcope.catalogue import GPU_KEYS, nonempty, spec
+from toposcope.catalogue import GPU_KEYS, spec
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import NoDataError
 from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.exposition import FamilyLayout, FamilyWriter, plain_nonempty
 from toposcope.exporters.gpu_source import GpuSource, attach_gpu_source
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.host.nvml import GpuHealth, GpuSnapshot, nvml_bus_id
 
-Families = dict[str, GaugeMetricFamily | CounterMetricFamily]
+#: This scrape's writer of each value family, by catalogue name.
+Families = dict[str, FamilyWriter]
 
 _VALUE_FAMILIES = (
     "toposcope_gpu_up",
@@ -143,12 +145,16 @@ def add_health(values: Families, keys: list[str], health: GpuHealth) -> None:
 class GpuCollector:
     """Publishes every ``toposcope_gpu_*`` family from one snapshot per GPU per scrape.
 
-    ``hostname`` is the ``Hostname`` label (see :func:`node_hostname`).
+    ``hostname`` is the ``Hostname`` label (see :func:`node_hostname`). The families are
+    written straight to text, each series' labels once and its value every scrape (a GPU's
+    label sets recur scrape after scrape).
     """
 
     def __init__(self, source: GpuSource, hostname: str = "") -> None:
         self._source = source
         self._hostname = node_hostname(hostname)
+        self._info = FamilyLayout(spec("toposcope_gpu_info"), remember=True)
+        self._layouts = {name: FamilyLayout(spec(name), remember=True) for name in _VALUE_FAMILIES}
 
     def collect(self) -> Iterator[Metric]:
         """Read each GPU once and yield this scrape's GPU families."""
@@ -161,8 +167,8 @@ class GpuCollector:
         up_indices = {s.index for s in snapshots if s.up}
         links = devices.gpu_links() if up_indices else ()
         driver = devices.driver_version or ""
-        info = spec("toposcope_gpu_info").family()
-        values: Families = {name: spec(name).family() for name in _VALUE_FAMILIES}
+        info = self._info.writer()
+        values: Families = {name: layout.writer() for name, layout in self._layouts.items()}
         for snapshot in snapshots:
             for row in info_labels(snapshot, driver, self._hostname):
                 info.add_metric(row, 1.0)
@@ -187,7 +193,7 @@ class GpuCollector:
                 values["toposcope_gpu_link_info"].add_metric(
                     [*keys[link.gpu], str(link.peer_gpu), link.link], 1.0
                 )
-        yield from nonempty([info, *values.values()])
+        yield from plain_nonempty([info, *values.values()])
 
     def _keys_of(self, keys: dict[int, list[str]], gpu: int) -> list[str]:
         """The join keys of ``gpu``; an index NVML no longer lists keeps ``gpu`` and ``device``."""

@@ -24,9 +24,10 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import Metric
 
-from toposcope.catalogue import nonempty, spec
+from toposcope.catalogue import spec
 from toposcope.errors import NoDataError
 from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.exposition import FamilyWriter, plain_nonempty
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.host.nvml import NvmlNotReady, NvmlUnavailable
 from toposcope.host.podresources.attach import attach_kubelet
@@ -77,9 +78,9 @@ class KubeletCollector:
         by_uuid = self._gpus()
         indices = set(by_uuid.values())
         cpu_node = self._ctx.topology.get().cpu_to_node()
-        devices = spec("toposcope_kubelet_device_allocation_info").family()
-        exclusive = spec("toposcope_kubelet_exclusive_cpus").family()
-        allocatable = spec("toposcope_kubelet_allocatable").family()
+        devices = FamilyWriter(spec("toposcope_kubelet_device_allocation_info"))
+        exclusive = FamilyWriter(spec("toposcope_kubelet_exclusive_cpus"))
+        allocatable = FamilyWriter(spec("toposcope_kubelet_allocatable"))
         for container in answer.containers:
             who = [container.namespace, container.pod, container.container]
             for group in container.devices:
@@ -95,7 +96,7 @@ class KubeletCollector:
                 allocatable.add_metric([resource, nodes], float(count))
             for node, count in sorted(_per_node(node_total.cpu_ids, cpu_node).items()):
                 allocatable.add_metric(["cpu", node], float(count))
-        yield from nonempty([devices, exclusive, allocatable])
+        yield from plain_nonempty([devices, exclusive, allocatable])
 
 
 def _per_node(cpus: Iterable[int], cpu_node: dict[int, int]) -> dict[str, int]:

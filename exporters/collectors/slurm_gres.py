@@ -20,6 +20,7 @@ from prometheus_client.core import Metric
 from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, NoDataError
 from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.exposition import FamilyWriter
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.identity.names import is_node_name
 from toposcope.topology.gresconf import DEFAULT_DEVICE_FILE, expected_gres
@@ -64,12 +65,12 @@ class SlurmGresCollector:
         if not expected:
             raise NoDataError("no GPU in the topology: nothing for gres.conf to declare")
         conf = parse_gres_conf(self._read(), self._names, str(self._path))
-        match = spec("toposcope_slurm_gres_config_match").family()
+        match = FamilyWriter(spec("toposcope_slurm_gres_config_match"))
         for check in check_gres(conf, expected):
             match.add_metric(
                 [str(check.gpu), check.field, check.source], 1.0 if check.match else 0.0
             )
-        info = spec("toposcope_slurm_gres_expected_info").family()
+        info = FamilyWriter(spec("toposcope_slurm_gres_expected_info"))
         for gpu in expected:
             declared = conf.gpus.get(gpu.index)
             line = gpu.line(
@@ -78,7 +79,8 @@ class SlurmGresCollector:
                 gpu_type=declared.gpu_type if declared else None,
             )
             info.add_metric([str(gpu.index), line], 1.0)
-        yield from (match, info)
+        yield match.plain()
+        yield info.plain()
 
 
 ENTRY = CollectorEntry(

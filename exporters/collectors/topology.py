@@ -14,6 +14,7 @@ from prometheus_client.core import Metric
 from toposcope.catalogue import spec
 from toposcope.cpulist import format_cpulist
 from toposcope.exporters.context import HostTopology
+from toposcope.exporters.exposition import FamilyWriter
 from toposcope.exporters.registry import CollectorEntry
 
 #: PCI base classes worth publishing: mass storage, network, display, bridges are skipped
@@ -35,9 +36,9 @@ class TopologyCollector:
     def collect(self) -> Iterator[Metric]:
         """Yield node, distance, package, CPU-count, PCI and GPU locality families."""
         topo = self._topology.get()
-        node_info = spec("toposcope_numa_node_info").family()
-        distance = spec("toposcope_numa_distance").family()
-        online = spec("toposcope_cpus_online").family()
+        node_info = FamilyWriter(spec("toposcope_numa_node_info"))
+        distance = FamilyWriter(spec("toposcope_numa_distance"))
+        online = FamilyWriter(spec("toposcope_cpus_online"))
         for node in topo.numa_nodes:
             node_info.add_metric(
                 [str(node.id), _label(node.package), format_cpulist(node.cpus)], 1.0
@@ -45,10 +46,10 @@ class TopologyCollector:
             online.add_metric([str(node.id)], float(len(node.cpus)))
             for peer, value in sorted(node.distances.items()):
                 distance.add_metric([str(node.id), str(peer)], float(value))
-        package_info = spec("toposcope_package_info").family()
+        package_info = FamilyWriter(spec("toposcope_package_info"))
         for pkg in topo.packages:
             package_info.add_metric([str(pkg.id), format_cpulist(pkg.cpus)], 1.0)
-        pci_info = spec("toposcope_pci_device_info").family()
+        pci_info = FamilyWriter(spec("toposcope_pci_device_info"))
         for device in topo.pci_devices:
             if (
                 device.class_id >> 8 not in _PUBLISHED_PCI_BASE_CLASSES
@@ -67,7 +68,7 @@ class TopologyCollector:
                 1.0,
             )
         node_package = topo.node_to_package()
-        gpu_info = spec("toposcope_gpu_locality_info").family()
+        gpu_info = FamilyWriter(spec("toposcope_gpu_locality_info"))
         for gpu in topo.gpus:
             package = node_package.get(gpu.numa_node) if gpu.numa_node is not None else None
             gpu_info.add_metric(
@@ -80,7 +81,8 @@ class TopologyCollector:
                 ],
                 1.0,
             )
-        yield from (node_info, distance, online, package_info, pci_info, gpu_info)
+        for family in (node_info, distance, online, package_info, pci_info, gpu_info):
+            yield family.plain()
 
 
 ENTRY = CollectorEntry(

@@ -129,13 +129,13 @@ class WorkloadsCollector:
 
     def collect(self) -> Iterator[Metric]:
         """Yield the ``toposcope_workload*`` families of the last sample (or of a read now)."""
-        age = spec("toposcope_workload_sample_age_seconds").family()
+        age = FamilyWriter(spec("toposcope_workload_sample_age_seconds"))
         if self.sampler is None:
             with self._lock:
-                families = workload_families(self._snapshotter.take())
+                families = plain_workload_families(self._snapshotter.take())
             age.add_metric([], 0.0)
             yield from families
-            yield age
+            yield age.plain()
             return
         self.start()
         sample: Sample[list[RenderedFamily]] | None = self.sampler.latest()
@@ -143,7 +143,7 @@ class WorkloadsCollector:
             raise RuntimeError("no workload sample yet: the first one failed (see the log)")
         age.add_metric([], self.sampler.age(sample))
         yield from sample.value
-        yield age
+        yield age.plain()
 
 
 #: The workload families in exposition order; the dropped counter (last) is always written.
@@ -160,8 +160,10 @@ FAMILIES = (
 
 
 class FamilySink(Protocol):
-    """Where one family's samples go: a client_python family or a
-    :class:`~toposcope.exporters.exposition.FamilyWriter`.
+    """Where one family's samples go: a
+    :class:`~toposcope.exporters.exposition.FamilyWriter` (what the collector serves), or a
+    client_python family (:func:`workload_families`, the reference the text is tested and
+    benchmarked against).
     """
 
     def add_metric(self, labels: Sequence[str], value: float) -> None:
@@ -174,18 +176,31 @@ S = TypeVar("S", bound=FamilySink)
 
 def workload_families(snapshot: WorkloadSnapshot) -> list[Metric]:
     """The ``toposcope_workload*`` families of one snapshot as client_python families (only
-    families with samples, and the dropped counter always).
+    families with samples, and the dropped counter always): not served, the reference that
+    the written text is compared with in tests and ``bench/exporter_host.py``.
     """
     families = fill_workload_families(snapshot, MetricSpec.family)
     return [*(f for f in families[:-1] if f.samples), families[-1]]
 
 
-def rendered_workload_families(snapshot: WorkloadSnapshot) -> list[RenderedFamily]:
-    """The same families written straight to bytes, without client_python samples (what the
-    background sampler keeps: one bytes object per family).
-    """
+def _workload_writers(snapshot: WorkloadSnapshot) -> list[FamilyWriter]:
+    """The families of :func:`workload_families`, written straight to text."""
     writers = fill_workload_families(snapshot, FamilyWriter)
-    return [w.rendered() for w in [*(w for w in writers[:-1] if w), writers[-1]]]
+    return [*(w for w in writers[:-1] if w), writers[-1]]
+
+
+def plain_workload_families(snapshot: WorkloadSnapshot) -> list[RenderedFamily]:
+    """The same families written straight to text, uncompressed (what a scrape serves when
+    it reads the host itself: a sample interval of 0).
+    """
+    return [w.plain() for w in _workload_writers(snapshot)]
+
+
+def rendered_workload_families(snapshot: WorkloadSnapshot) -> list[RenderedFamily]:
+    """The same families written straight to bytes and compressed (what the background
+    sampler keeps: one gzip member per family).
+    """
+    return [w.rendered() for w in _workload_writers(snapshot)]
 
 
 def fill_workload_families(snapshot: WorkloadSnapshot, make: Callable[[MetricSpec], S]) -> list[S]:

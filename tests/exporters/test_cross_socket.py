@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.exporters.text_registry import parsed, text_registry
 from tests.helpers import FIXTURES
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError, NoDataError, SourceError
@@ -133,9 +134,7 @@ def context(
 
 
 def registry_of(collector: CrossSocketCollector) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    registry.register(collector)
-    return registry
+    return text_registry(collector)
 
 
 def pair(package: int, peer: int, source: str) -> dict[str, str]:
@@ -152,8 +151,7 @@ def write(path: Path, text: str) -> None:
 
 def test_entry_factory_builds_the_collector(hwloc_root: Callable[[str], Path]) -> None:
     collector = ENTRY.factory(context(hwloc_root("32intel64-2p8co2t+8ve")))
-    registry = CollectorRegistry()
-    registry.register(collector)
+    registry = text_registry(collector)
     assert registry.get_sample_value(INFO, {"source": "estimate", "measured": "false"}) == 1.0
 
 
@@ -212,7 +210,7 @@ def test_estimate_on_a_4_socket_8_node_opteron(hwloc_root: Callable[[str], Path]
 
 def test_single_package_publishes_only_the_source(hwloc_root: Callable[[str], Path]) -> None:
     collector = build_cross_socket(context(hwloc_root("20em64t-hybrid-1p6c2t+2ca4co1t")))
-    families = {f.name: f for f in collector.collect()}
+    families = {f.name: f for f in parsed(collector.collect())}
     assert list(families) == ["toposcope_cross_socket_source_info"]
     assert families["toposcope_cross_socket_source_info"].samples[0].labels == {
         "source": "estimate",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.exporters.text_registry import parsed
 from toposcope.cli import main
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError
@@ -58,7 +59,7 @@ def scrape(sysfs: Path, gres_conf: Path, hostname: str = "gpu1") -> dict[str, fl
     )
     runner = build_runner(config, default_table().select(["slurm_gres"]))
     found: dict[str, float] = {}
-    for family in runner.collect():
+    for family in parsed(runner.collect()):
         for sample in family.samples:
             labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
             found[f"{sample.name}{{{labels}}}"] = sample.value

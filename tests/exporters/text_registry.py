@@ -1,15 +1,15 @@
 """Our exposition text next to client_python's.
 
-The NUMA collectors write their families straight to text (no client_python samples), so a
-test looks their samples up the way a scraper sees them: the text parsed by client_python's
-own parser, behind a registry whose ``get_sample_value`` collects again on every call. And
-:func:`client_python_text` is client_python's own rendering, the reference our text is
-compared with.
+The collectors write their families straight to text (no client_python samples), so a test
+looks their samples up the way a scraper sees them: the text parsed by client_python's own
+parser (:func:`parsed`), behind a registry whose ``get_sample_value`` collects again on
+every call (:func:`text_registry`). And :func:`client_python_text` is client_python's own
+rendering, the reference our text is compared with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
@@ -17,6 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope.exporters.exposition import render_families
 from toposcope.exporters.registry import Collector
+
+
+def parsed(families: Iterable[Metric]) -> list[Metric]:
+    """``families`` rendered to text and parsed back by client_python, with their samples."""
+    return list(text_string_to_metric_families(render_families(families).decode("utf-8")))
 
 
 class Parsed:
@@ -27,8 +32,7 @@ class Parsed:
 
     def collect(self) -> list[Metric]:
         """Collect, render and parse once."""
-        text = render_families(self.collector.collect()).decode("utf-8")
-        return list(text_string_to_metric_families(text))
+        return parsed(self.collector.collect())
 
 
 def text_registry(collector: Collector) -> CollectorRegistry:

@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
+from tests.exporters.text_registry import parsed
 from toposcope.exporters.collectors.gpu import GpuCollector
 from toposcope.exporters.gpu_source import GpuSource, open_gpu_source
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
@@ -46,10 +47,12 @@ class ScrapeRegistry(CollectorRegistry):
 
 
 def scrape(*collectors: tuple[str, Any]) -> ScrapeRegistry:
-    """Run the collectors once through the runner and return a fresh registry holding it."""
+    """Run the collectors once through the runner and return a fresh registry holding it,
+    its samples as a scraper reads them from the text.
+    """
     runner = ScrapeRunner([NamedCollector(name, c) for name, c in collectors])
     registry = ScrapeRegistry(auto_describe=False)
-    registry.register(Frozen(runner.collect()))
+    registry.register(Frozen(parsed(runner.collect())))
     return registry
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
+from tests.exporters.text_registry import parsed
 from tests.helpers import FIXTURES
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
 from toposcope.exporters.collectors import workloads
@@ -50,10 +51,11 @@ def scrape(collector: Collector) -> CollectorRegistry:
     """Collect once and return a registry serving that one result.
 
     ``get_sample_value`` runs ``collect()`` on every call; freezing keeps a test's reads
-    on a single scrape (the collector keeps counters across scrapes).
+    on a single scrape (the collector keeps counters across scrapes). The samples are read
+    from the text, as a scraper reads them.
     """
     registry = CollectorRegistry()
-    registry.register(_Frozen(list(collector.collect())))
+    registry.register(_Frozen(parsed(collector.collect())))
     return registry
 
 

@@ -13,6 +13,7 @@ from toposcope.exporters.app import ExporterServer, make_wsgi_app
 from toposcope.exporters.collectors import workloads
 from toposcope.exporters.collectors.workloads import (
     WorkloadsCollector,
+    plain_workload_families,
     rendered_workload_families,
     workload_families,
 )
@@ -35,9 +36,10 @@ def _snapshot(root: Path) -> WorkloadSnapshot:
 def test_bytes_writer_matches_the_client_python_families_byte_for_byte() -> None:
     snapshot = _snapshot(V2HOST)
     assert snapshot.workloads
-    written = rendered_workload_families(snapshot)
-    assert all(isinstance(f, RenderedFamily) for f in written)
-    assert render_families(written) == render_families(workload_families(snapshot))
+    reference = render_families(workload_families(snapshot))
+    for written in (rendered_workload_families(snapshot), plain_workload_families(snapshot)):
+        assert all(isinstance(f, RenderedFamily) for f in written)
+        assert render_families(written) == reference
 
 
 def test_bytes_writer_escapes_label_values_as_client_python_does() -> None:
@@ -56,6 +58,7 @@ def test_bytes_writer_escapes_label_values_as_client_python_does() -> None:
     changed = WorkloadSnapshot([odd], {3: 0}, dropped_total=7)
     text = render_families(rendered_workload_families(changed))
     assert text == render_families(workload_families(changed))
+    assert render_families(plain_workload_families(changed)) == text
     assert b'comm="we\\"ird\\\\name\\nx"' in text and b"+Inf" in text
 
 

@@ -50,7 +50,7 @@ from toposcope.exporters.collectors.workloads import (  # noqa: E402
 )
 from toposcope.exporters.context import HostTopology  # noqa: E402
 from toposcope.exporters.exposition import render_families  # noqa: E402
-from toposcope.host.workload_snapshot import WorkloadSnapshotter  # noqa: E402
+from toposcope.exporters.workload_snapshot import WorkloadSnapshotter  # noqa: E402
 from toposcope.procs import free_port, stop, wait_http  # noqa: E402
 from toposcope.sim.fsgen import write_workload_tree  # noqa: E402
 

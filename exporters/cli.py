@@ -21,9 +21,9 @@ from toposcope.exporters.collectors import default_table
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.gpu_source import NVML_MODES_HELP, attach_gpu_source, close_gpu_source
 from toposcope.exporters.heap import tune_for_serving
+from toposcope.exporters.kubelet_attach import attach_kubelet, close_kubelet
 from toposcope.exporters.nrt_publisher import add_nrt_arguments, nrt_settings, open_publisher
 from toposcope.exporters.runner import ScrapeRunner
-from toposcope.host.podresources.attach import attach_kubelet, close_kubelet
 from toposcope.host.podresources.options import add_pod_naming_arguments
 from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 from toposcope.topology.gresconf_file import DEFAULT_GRES_CONF

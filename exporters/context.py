@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from toposcope.config import ExporterConfig
+from toposcope.host.nvml.records import GpuProcessSource
 from toposcope.host.procfs import read_or_none
 from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
@@ -55,15 +56,6 @@ class HostTopology:
             return self._topology
 
 
-@dataclass(frozen=True)
-class GpuProcess:
-    """A process holding GPU memory, as the GPU driver (NVML) reports it."""
-
-    pid: int
-    gpu: int
-    used_bytes: int | None
-
-
 class BackgroundWork(Protocol):
     """A collector's own thread (a sampler), started when the exporter serves and stopped
     when it exits.
@@ -78,14 +70,6 @@ class BackgroundWork(Protocol):
         ...
 
 
-class GpuProcessSource(Protocol):
-    """Lists processes using GPUs: the NVML source provides it, the workloads collector reads it."""
-
-    def gpu_processes(self) -> list[GpuProcess]:
-        """Processes on every healthy GPU; empty when there is no GPU."""
-        ...
-
-
 @dataclass
 class CollectorContext:
     """Configuration plus the shared sources handed to every collector factory.
@@ -94,7 +78,7 @@ class CollectorContext:
     can attribute GPU memory to workloads without importing NVML itself. ``nvml`` is the
     shared NVML layer that ``attach_gpu_source`` (``toposcope.exporters.gpu_source``) puts
     there for the ``gpu`` collector. ``kubelet`` is the link to the kubelet's pod-resources
-    API that ``attach_kubelet`` (``toposcope.host.podresources.attach``) puts
+    API that ``attach_kubelet`` (``toposcope.exporters.kubelet_attach``) puts
     there for the workloads and ``kubelet`` collectors. ``background`` lists the threads
     collectors own (the workload sampler), which :meth:`start_background` and
     :meth:`stop_background` start and stop together.

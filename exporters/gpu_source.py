@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toposcope.errors import ConfigError, NoDataError
-from toposcope.exporters.context import CollectorContext, GpuProcess
+from toposcope.exporters.context import CollectorContext
 from toposcope.host.nvml import NvmlNotReady, NvmlUnavailable
+from toposcope.host.nvml.records import GpuProcess
 from toposcope.topology.model import Topology
 from toposcope.topology.nvml import merge_nvml_gpus
 

@@ -28,9 +28,9 @@ from toposcope.catalogue import spec
 from toposcope.errors import NoDataError
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.exposition import FamilyWriter, plain_nonempty
+from toposcope.exporters.kubelet_attach import attach_kubelet
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.host.nvml import NvmlNotReady, NvmlUnavailable
-from toposcope.host.podresources.attach import attach_kubelet
 from toposcope.host.podresources.records import DeviceAllocation
 from toposcope.host.podresources.source import KubeletSource
 

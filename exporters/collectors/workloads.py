@@ -67,18 +67,17 @@ from toposcope.catalogue.model import MetricSpec
 from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.exporters.context import (
     CollectorContext,
-    GpuProcess,
-    GpuProcessSource,
     HostTopology,
 )
 from toposcope.exporters.exposition import FamilyWriter, RenderedFamily
 from toposcope.exporters.heap import release_free_memory
+from toposcope.exporters.kubelet_attach import workload_mapper
 from toposcope.exporters.registry import CollectorEntry
+from toposcope.exporters.workload_snapshot import WorkloadSnapshot, WorkloadSnapshotter
 from toposcope.host.kube_owners import PodDirectory, open_pod_directory
-from toposcope.host.podresources.attach import workload_mapper
+from toposcope.host.nvml.records import GpuProcess, GpuProcessSource
 from toposcope.host.sampler import PeriodicSampler, Sample
 from toposcope.host.workload_identity import WorkloadMapper
-from toposcope.host.workload_snapshot import WorkloadSnapshot, WorkloadSnapshotter
 
 
 class WorkloadsCollector:

@@ -20,8 +20,8 @@ from toposcope.cli import main
 from toposcope.config import ExporterConfig, HostPaths
 from toposcope.errors import ConfigError
 from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.kubelet_attach import attach_kubelet
 from toposcope.exporters.nrt_publisher import NrtSettings, open_publisher
-from toposcope.host.podresources.attach import attach_kubelet
 from toposcope.host.podresources.source import KubeletSource
 
 

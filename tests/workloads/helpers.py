@@ -13,8 +13,9 @@ from tests.exporters.text_registry import parsed
 from tests.helpers import FIXTURES
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
 from toposcope.exporters.collectors import workloads
-from toposcope.exporters.context import CollectorContext, GpuProcess
+from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.registry import Collector
+from toposcope.host.nvml.records import GpuProcess
 
 WORKLOAD_FIXTURES = FIXTURES / "workloads"
 V2HOST = WORKLOAD_FIXTURES / "v2host"

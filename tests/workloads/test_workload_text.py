@@ -20,7 +20,7 @@ from toposcope.exporters.collectors.workloads import (
 from toposcope.exporters.context import CollectorContext, HostTopology
 from toposcope.exporters.exposition import RenderedFamily, render_families
 from toposcope.exporters.runner import NamedCollector, ScrapeRunner
-from toposcope.host.workload_snapshot import (
+from toposcope.exporters.workload_snapshot import (
     WorkloadFigures,
     WorkloadSnapshot,
     WorkloadSnapshotter,

@@ -32,7 +32,8 @@ from toposcope.errors import NoDataError
 from toposcope.exporters.collectors import default_table
 from toposcope.exporters.collectors.workloads import ENTRY as workloads_entry
 from toposcope.exporters.collectors.workloads import WorkloadsCollector
-from toposcope.exporters.context import CollectorContext, GpuProcess, HostTopology
+from toposcope.exporters.context import CollectorContext, HostTopology
+from toposcope.host.nvml.records import GpuProcess
 from toposcope.host.workload_identity import PathMapper, with_names
 from toposcope.identity.workload import WorkloadIdentity
 from toposcope.sim.proc_text import stat_line

@@ -10,9 +10,8 @@ from typing import Any
 
 import pynvml
 
-from toposcope.exporters.context import GpuProcess
 from toposcope.host.nvml.errors import DeviceUnhealthy, NvmlNotReady, NvmlUnavailable
-from toposcope.host.nvml.records import GpuDevice, bus_id_of
+from toposcope.host.nvml.records import GpuDevice, GpuProcess, bus_id_of
 from toposcope.host.nvml.snapshots import SnapshotReader
 from toposcope.topology.model import Gpu, GpuLink
 from toposcope.topology.nvml import NvLinkRemote, NvmlGpuRecord, build_gpu_topology

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from toposcope.cpulist import bits_to_cpus
 from toposcope.topology.nvml import normalise_pci_bus_id
@@ -170,3 +170,20 @@ class GpuSnapshot:
     ecc_errors: tuple[tuple[str, str, int], ...] = ()
     nvlink_up: tuple[tuple[int, bool], ...] = ()
     health: GpuHealth = field(default_factory=GpuHealth)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding GPU memory, as the GPU driver (NVML) reports it."""
+
+    pid: int
+    gpu: int
+    used_bytes: int | None
+
+
+class GpuProcessSource(Protocol):
+    """Lists processes using GPUs: the NVML source provides it, the workloads collector reads it."""
+
+    def gpu_processes(self) -> list[GpuProcess]:
+        """Processes on every healthy GPU; empty when there is no GPU."""
+        ...

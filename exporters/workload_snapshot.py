@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toposcope.config import HostPaths, WorkloadSettings
-from toposcope.exporters.context import GpuProcessSource
 from toposcope.host.kube_owners import PodDirectory
+from toposcope.host.nvml.records import GpuProcessSource
 from toposcope.host.workload_identity import WorkloadMapper
 from toposcope.host.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
 from toposcope.identity.workload import WorkloadIdentity

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from advisor_history import History
 
-from toposcope.procs import (
+from toposcope.devtools.procs import (
     PROMETHEUS,
     VICTORIA_METRICS,
     LocalServer,
@@ -32,8 +32,8 @@ from toposcope.procs import (
     http_get,
     instant_query,
     prometheus_config,
-    wait_until,
 )
+from toposcope.waiting import wait_until
 
 #: how long a loaded server may take to answer for every node (opening 1,000 nodes' blocks)
 READY_DEADLINE_S = 300.0

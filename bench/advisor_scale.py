@@ -42,8 +42,9 @@ import advisor_backends
 import advisor_history
 import advisor_standin
 
+from toposcope.devtools.procs import MissingBinaryError
 from toposcope.errors import ConfigError
-from toposcope.procs import MissingBinaryError, NotReadyError
+from toposcope.waiting import NotReadyError
 
 TARGET_ANALYSIS_S = 3.0
 TARGET_END_TO_END_S = 15.0

@@ -57,6 +57,13 @@ from pathlib import Path
 from typing import Any
 
 import closed_loop_slurm
+from judge_loop import (
+    LoopOptions,
+    aggregate,
+    applied_costs,
+    counted_jobs,
+    run_rounds,
+)
 
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
@@ -71,13 +78,6 @@ from toposcope.sim.judge import (
     horizon_total,
     job_horizon,
     ratios,
-)
-from toposcope.sim.judge_loop import (
-    LoopOptions,
-    aggregate,
-    applied_costs,
-    counted_jobs,
-    run_rounds,
 )
 from toposcope.sim.oracle import OracleResult, knapsack_bound, solve
 from toposcope.sim.scenarios import Scenario, build_cluster, builtin_scenarios, load_scenario

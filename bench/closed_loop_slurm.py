@@ -35,10 +35,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from toposcope.procs import NotReadyError, wait_until
+from judge_loop import aggregate, counted_jobs, prometheus, serve, truth
+
 from toposcope.sim.clock import SimClock
 from toposcope.sim.judge import fallen, ratios
-from toposcope.sim.judge_loop import aggregate, counted_jobs, prometheus, serve, truth
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import Scenario, load_scenario
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
@@ -48,6 +48,7 @@ from toposcope.sim.slurm_mode import build_mirrored
 from toposcope.slurm.clusterfiles import ClusterLayout
 from toposcope.slurm.localcluster import LocalCluster
 from toposcope.slurm.standalone import spec_from_description
+from toposcope.waiting import NotReadyError, wait_until
 
 #: Seconds a round waits at most for Slurm to run its moved and steered jobs.
 SETTLE_S = 150.0

@@ -31,14 +31,8 @@ from toposcope.dashboards.app import queries as q
 from toposcope.dashboards.app.cluster_data import load_cluster
 from toposcope.dashboards.app.cluster_page import render_cluster
 from toposcope.dashboards.app.promclient import PromClient, PrometheusError
-from toposcope.procs import (
-    MissingBinaryError,
-    NotReadyError,
-    Prometheus,
-    free_port,
-    running,
-    wait_until,
-)
+from toposcope.devtools.procs import MissingBinaryError, Prometheus, free_port, running
+from toposcope.waiting import NotReadyError, wait_until
 
 TARGET_SECONDS = 3.0
 

@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.helpers import HWLOC_LINUX, extract_snapshot  # noqa: E402
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings  # noqa: E402
+from toposcope.devtools.procs import free_port, stop, wait_http  # noqa: E402
 from toposcope.exporters.collectors.workloads import (  # noqa: E402
     rendered_workload_families,
     workload_families,
@@ -51,7 +52,6 @@ from toposcope.exporters.collectors.workloads import (  # noqa: E402
 from toposcope.exporters.context import HostTopology  # noqa: E402
 from toposcope.exporters.exposition import render_families  # noqa: E402
 from toposcope.exporters.workload_snapshot import WorkloadSnapshotter  # noqa: E402
-from toposcope.procs import free_port, stop, wait_http  # noqa: E402
 from toposcope.sim.fsgen import write_workload_tree  # noqa: E402
 
 FIXTURE = "64amd64-4s2n4ca2co"

@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO))
 
 from tests.helpers import HWLOC_LINUX, extract_snapshot  # noqa: E402
 from toposcope.config import ExporterConfig, HostPaths  # noqa: E402
+from toposcope.devtools.procs import free_port, stop, wait_http  # noqa: E402
 from toposcope.exporters.app import ExporterServer, build_runner, make_wsgi_app  # noqa: E402
 from toposcope.exporters.collectors import default_table  # noqa: E402
-from toposcope.procs import free_port, stop, wait_http  # noqa: E402
 from toposcope.serving.livewebconfig import LiveWebConfig  # noqa: E402
 
 FIXTURE = "16amd64-8n2c"

@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toposcope.procs import free_port, http_get, wait_until
+from toposcope.devtools.procs import free_port, http_get
+from toposcope.waiting import wait_until
 
 TEMPLATES = ("dgx-a100", "pcie-8gpu-2sw", "pcie-4gpu", "xeon-2s")
 #: name -> (nodes per template, workloads or None for the default 4 per node)

@@ -47,18 +47,17 @@ from pathlib import Path
 import bcrypt
 
 from toposcope.auth.tokens import ensure_token_file, write_secret
-from toposcope.procs import (
+from toposcope.devtools.procs import (
     ALERTMANAGER,
     PROMETHEUS,
     MissingBinaryError,
-    NotReadyError,
     ServerKind,
     pick_port,
     prometheus_config,
     wait_http,
-    wait_until,
 )
 from toposcope.serving import devcerts
+from toposcope.waiting import NotReadyError, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 #: Where configuration, data, logs and PID files go (``TOPOSCOPE_RUN_DIR`` overrides, for tests).

@@ -1,6 +1,6 @@
 """Process tools of the local Slurm cluster: requirements, waiting, pids, cgroup directories.
 
-The core's process toolkit (:mod:`toposcope.procs`) does the waiting; the rest is Slurm's own.
+The core's waiting loop (:mod:`toposcope.waiting`) does the waiting; the rest is Slurm's own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from toposcope.procs import NotReadyError, wait_until
+from toposcope.waiting import NotReadyError, wait_until
 
 T = TypeVar("T")
 
@@ -44,7 +44,7 @@ def missing_requirements() -> list[str]:
 def wait_for(check: Callable[[], T | None], what: str, timeout_s: float) -> T:
     """Poll ``check`` until it returns something truthy; the value.
 
-    The core's :func:`toposcope.procs.wait_until`, with :class:`ClusterError` naming
+    The core's :func:`toposcope.waiting.wait_until`, with :class:`ClusterError` naming
     ``what`` when ``timeout_s`` passes first.
     """
     try:

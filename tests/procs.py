@@ -1,7 +1,7 @@
 """Real services (Prometheus, exporters, webhooks) on loopback for integration tests.
 
 Ports, readiness and the Prometheus-like servers come from the core's toolkit
-(:mod:`toposcope.procs`), shared with the benchmarks and the local stack; this module adds
+(:mod:`toposcope.devtools.procs`), shared with the benchmarks and the local stack; this module adds
 what only tests need: a missing program fails the test (``make test`` installs it), a
 condition not met in time fails it, and a webhook receiver collects Alertmanager's posts.
 """
@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from toposcope.procs import (
+from toposcope.devtools.procs import (
     Alertmanager,
     MissingBinaryError,
-    NotReadyError,
     Prometheus,
     VictoriaMetrics,
     find_binary,
@@ -28,8 +27,8 @@ from toposcope.procs import (
     http_get,
     instant_query,
     running,
-    wait_until,
 )
+from toposcope.waiting import NotReadyError, wait_until
 
 __all__ = [
     "Alertmanager",
@@ -63,7 +62,7 @@ def poll(
 ) -> Any:
     """Call ``check`` until it returns a truthy value or the deadline passes (then fail).
 
-    ``errors`` raised by ``check`` count as "not yet" (see :func:`toposcope.procs.wait_until`).
+    ``errors`` raised by ``check`` count as "not yet" (see :func:`toposcope.waiting.wait_until`).
     """
     try:
         return wait_until(check, deadline_s, interval_s=interval_s, what=what, errors=errors)

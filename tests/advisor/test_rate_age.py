@@ -21,7 +21,7 @@ from tests.helpers import REPO
 from tests.procs import require_binary
 from toposcope.advisor.loaders import PrometheusLoader, Window, load_all, queries
 from toposcope.advisor.loaders.base import AGE_POINTS
-from toposcope.procs import instant_query
+from toposcope.devtools.procs import instant_query
 
 sys.path.insert(0, str(REPO / "bench"))
 

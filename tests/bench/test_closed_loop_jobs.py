@@ -5,9 +5,9 @@ oracle's solution, with its efficiency in each.
 from __future__ import annotations
 
 import closed_loop
+from judge_loop import counted_jobs, truth
 
 from toposcope.sim.clock import SimClock
-from toposcope.sim.judge_loop import counted_jobs, truth
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import build_cluster, load_scenario
 

@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "kube": set(),
 }
 PARTS = set(ALLOWED) - {"toposcope"}
+#: the development toolkit: in the source tree, not in the wheel
+DEVELOPMENT_ONLY = Path("toposcope/devtools")
 #: files allowed to name any part in a string (the subcommand table)
 DISPATCHERS = {Path("toposcope/cli.py")}
 _PART_STRING = re.compile(rf"\btoposcope\.({'|'.join(sorted(PARTS))})\b")
@@ -102,6 +104,27 @@ def _violations(folder: str) -> list[str]:
 @pytest.mark.parametrize("folder", sorted(ALLOWED))
 def test_imports_follow_the_layering(folder: str) -> None:
     assert _violations(folder) == []
+
+
+@pytest.mark.parametrize("folder", sorted(ALLOWED))
+def test_no_shipped_module_imports_the_development_toolkit(folder: str) -> None:
+    """``toposcope.devtools`` is not in the wheel, so nothing that is may import it."""
+    found = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        if DEVELOPMENT_ONLY in path.relative_to(ROOT).parents:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            if any(n == "toposcope.devtools" or n.startswith("toposcope.devtools.") for n in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
 
 
 def test_the_checker_catches_what_gets_round_it(tmp_path: Path) -> None:

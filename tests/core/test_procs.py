@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from toposcope.procs import (
+from toposcope.devtools.procs import (
     ALERTMANAGER,
     PROMETHEUS,
     VICTORIA_METRICS,
     MissingBinaryError,
-    NotReadyError,
     find_binary,
     free_port,
     pick_port,
@@ -27,8 +26,8 @@ from toposcope.procs import (
     prometheus_config,
     running,
     wait_http,
-    wait_until,
 )
+from toposcope.waiting import NotReadyError, wait_until
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from tests.exporters.text_registry import parsed, text_registry
 from tests.helpers import FIXTURES
 from toposcope.config import ExporterConfig, HostPaths
+from toposcope.devtools.procs import free_port
 from toposcope.errors import ConfigError, NoDataError, SourceError
 from toposcope.exporters.collectors.cross_socket import (
     ENTRY,
@@ -48,7 +49,6 @@ from toposcope.host.uncore_pmus import (
     parse_format,
     read_cpu_model,
 )
-from toposcope.procs import free_port
 from toposcope.topology.sysfs import build_from_sysfs
 
 PAGE = 4096

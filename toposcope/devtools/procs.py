@@ -16,8 +16,9 @@ the same way:
   detached servers of the local stack and the block-scoped :class:`LocalServer` of tests
   and benchmarks build the same command line.
 
-Nothing here imports a part of toposcope: every part, and scripts outside the package, may
-use it.
+This package is the development toolkit: it is not in the distribution (the wheel), and no
+shipped module imports it (tests/core/test_layering.py). Shipped code that waits for a process
+uses :mod:`toposcope.waiting`, which this module builds on.
 """
 
 from __future__ import annotations
@@ -27,24 +28,19 @@ import json
 import shutil
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self
+
+from toposcope.waiting import NotReadyError, wait_until
 
 #: the address every toolkit server listens on
 LOOPBACK = "127.0.0.1"
-
-T = TypeVar("T")
-
-
-class NotReadyError(TimeoutError):
-    """A condition or a server was not ready by its deadline; the message says which."""
 
 
 class MissingBinaryError(RuntimeError):
@@ -110,34 +106,6 @@ def instant_query(base: str, expr: str, at: float | None = None) -> list[dict[st
         raise ValueError(f"query {expr!r} at {base} failed: {answer!r}")
     result: list[dict[str, Any]] = answer["data"]["result"]
     return result
-
-
-def wait_until(
-    check: Callable[[], T],
-    deadline_s: float = 30.0,
-    *,
-    interval_s: float = 0.2,
-    what: str = "condition",
-    errors: tuple[type[BaseException], ...] = (OSError, ValueError),
-) -> T:
-    """Call ``check`` until it returns something truthy, and return that.
-
-    ``errors`` raised by ``check`` count as "not yet" (a refused connection, a half-written
-    file); at the deadline :class:`NotReadyError` names ``what`` and the last such error.
-    """
-    end = time.monotonic() + deadline_s
-    last_error: BaseException | None = None
-    while True:
-        try:
-            value = check()
-        except errors as exc:
-            last_error = exc
-        else:
-            if value:
-                return value
-        if time.monotonic() >= end:
-            raise NotReadyError(f"{what} not met within {deadline_s}s (last error: {last_error})")
-        time.sleep(interval_s)
 
 
 def answers(url: str, ready: Sequence[int] = (200,), timeout: float = 2.0) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toposcope.procs import Prometheus, wait_until
+from toposcope.devtools.procs import Prometheus
 from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
 from toposcope.rm.api import make_api_app
 from toposcope.sim.clock import SimClock
@@ -29,6 +29,7 @@ from toposcope.sim.cluster import DONE, SimCluster
 from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
+from toposcope.waiting import wait_until
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from judge_loop import round_actions
 
 from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
@@ -23,7 +24,6 @@ from toposcope.sim.judge import (
     ratios,
     useless,
 )
-from toposcope.sim.judge_loop import round_actions
 from toposcope.sim.model import evaluate
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import build_cluster, load_scenario

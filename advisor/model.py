@@ -139,6 +139,8 @@ class WorkloadModel:
     when ``cpu_cumulative`` (the scraper cannot take a rate). ``threads_by_numa`` counts
     threads by the NUMA node they last ran on; ``memory_by_numa`` is resident bytes.
     ``locality`` holds the exporter's own ratios (``cpu``, ``memory``) as evidence.
+    ``time_left_seconds`` is how long until the scheduler ends it (its time limit; ``None``:
+    no limit, or no scheduler publishes it).
     """
 
     name: str
@@ -156,6 +158,7 @@ class WorkloadModel:
     locality: Mapping[str, float] = field(default_factory=dict)
     gpus: tuple[int, ...] = ()
     gpu_memory_bytes: Mapping[int, float] = field(default_factory=dict)
+    time_left_seconds: float | None = None
 
     @property
     def key(self) -> str:

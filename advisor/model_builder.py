@@ -189,6 +189,19 @@ class _Builder:
                 draft.setdefault("gpus", set()).add(gpu)
                 draft.setdefault("gpu_memory_bytes", {})[gpu] = s.value
 
+    def time_left(self) -> None:
+        """Each job's time left, from the scheduler's series, onto the job's workload on
+        every node it runs on (the series names the job, not a node; the shortest wins).
+        """
+        left: dict[str, float] = {}
+        for s in self.data.samples("workload-time-left"):
+            name = s.labels.get("workload", "")
+            if name:
+                left[name] = min(s.value, left.get(name, s.value))
+        for (_, name), draft in self.workloads.items():
+            if name in left:
+                draft["time_left_seconds"] = max(0.0, left[name])
+
     def node_models(self) -> dict[str, NodeModel]:
         names = set(self.numa) | set(self.gpus) | set(self.links)
         names |= {node for node, _ in self.workloads}
@@ -232,6 +245,7 @@ def build_model(
     builder.topology()
     builder.gpu_state()
     builder.workload_state()
+    builder.time_left()
     return ClusterModel(
         nodes=builder.node_models(),
         workloads=builder.workload_models(),

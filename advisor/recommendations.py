@@ -35,6 +35,7 @@ __all__ = [
     "SEVERITY_THRESHOLDS",
     "START_VALUE",
     "canonical_json",
+    "conflict_order",
     "conflict_value",
     "cost_seconds",
     "filter_min_gain",
@@ -170,14 +171,36 @@ def conflict_value(rec: Recommendation, calibration: Mapping[str, float] | None 
     return value(rec.kind, rec.estimated_gain, rec.confidence, cost, factor)
 
 
+def conflict_order(
+    rec: Recommendation, calibration: Mapping[str, float] | None = None
+) -> tuple[bool, float, float, str]:
+    """Where ``rec`` stands when recommendations compete for a claim (lowest first): every
+    ``release-idle`` first, then by :func:`conflict_value`, higher gain, id.
+
+    Releasing an idle workload's GPUs wins over moving or pinning it whatever their values:
+    a move's or pin's gain is a speed-up of work that an idle workload does not do, and
+    releasing costs no checkpoint.
+    """
+    return (
+        rec.kind != RecommendationKind.RELEASE_IDLE,
+        -conflict_value(rec, calibration),
+        -rec.estimated_gain,
+        rec.id,
+    )
+
+
 def _clash_note(rec: Recommendation, winner: Recommendation, shared: Iterable[str]) -> Note:
+    why = (
+        "kept the release (an idle workload is released, not moved or pinned)"
+        if winner.kind == RecommendationKind.RELEASE_IDLE
+        else "kept the higher value (gain x confidence net of cost)"
+    )
     return Note(
         rec.policy,
         rec.target.label(),
         f"{rec.id} (gain {rec.estimated_gain:.1%}, confidence {rec.confidence:.2f}) conflicts "
         f"with {winner.id} (gain {winner.estimated_gain:.1%}, confidence "
-        f"{winner.confidence:.2f}) over {', '.join(shared)}; kept the higher value "
-        "(gain x confidence net of cost)",
+        f"{winner.confidence:.2f}) over {', '.join(shared)}; {why}",
     )
 
 
@@ -310,19 +333,17 @@ def resolve_conflicts(
 
     A loser is only left out of this round: policies evaluate again every round, so a fix
     that lost is issued again (same id) once what beat it is done.
-    Recommendations are taken in order of :func:`conflict_value` (ties: higher gain, then
-    id); each one whose claims overlap an already kept one's is dropped with a note naming
-    the winner, and (with a ``ledger``) each one that would leave a pending job whose start
-    is worth more no free GPU set is dropped with a note naming the job (:class:`_Waiting`).
-    Then, in the same order, each kept recommendation's claims must fit the
-    ledger's capacity after the round (what the others take away counted); one that does not
+    Recommendations are taken in :func:`conflict_order`: every ``release-idle`` first (an
+    idle workload is released, never moved or pinned), then by :func:`conflict_value` (ties:
+    higher gain, then id); each one whose claims overlap an already kept one's is dropped
+    with a note naming the winner, and (with a ``ledger``) each one that would leave a
+    pending job whose start is worth more no free GPU set is dropped with a note naming the
+    job (:class:`_Waiting`). Then, in the same order, each kept recommendation's claims must
+    fit the ledger's capacity after the round (what the others take away counted); one that does not
     fit is dropped with a note, its claims freed and its cores counted where they are, and
     the round is resolved again.
     """
-    ordered = sorted(
-        recommendations,
-        key=lambda r: (-conflict_value(r, calibration), -r.estimated_gain, r.id),
-    )
+    ordered = sorted(recommendations, key=lambda r: conflict_order(r, calibration))
     refused: dict[str, str] = {}
     while True:
         kept, notes = _by_claims(ordered, refused, ledger, calibration)

@@ -89,6 +89,8 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
     QueryRow("workload-gpus", "toposcope_workload_gpu_info"),
     # GPU memory a workload's processes use, per GPU
     QueryRow("workload-gpu-memory", "toposcope_workload_gpu_memory_used_bytes"),
+    # seconds until the scheduler ends each running job (optional: a scheduler publishes it)
+    QueryRow("workload-time-left", "toposcope_queue_job_time_left_seconds"),
 )
 
 #: the queries a placement (``toposcope place``) needs: topology and GPU state, no workloads

@@ -15,6 +15,11 @@ Gain model. Step time scales with the worst link by gpu-placement's ``LINK_FACTO
 more than ``checkpoint_restore_seconds`` is the move recommended (otherwise a note says why
 not). Nothing in the metrics tells a job's remaining time, hence the setting.
 
+Left alone: a job idle by idle-release's rule (:mod:`~toposcope.advisor.idleness`) is
+released, not moved, nor moved out of another's way; a job whose scheduler ends it within
+``min_time_left_seconds`` (``toposcope_queue_job_time_left_seconds``, when published) is not
+moved either: the checkpoint-restore would cost more than its little run left could gain.
+
 Defragmentation (Gandiva, HiveD). When a busy job's set, or the best free set for a pending
 job, is worse than the best its size could have on some node, and a better set would be free
 if smaller jobs moved to other free GPUs without getting a worse link
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 from toposcope.advisor.defragment import DefragPlan, DefragValue, best_plan, plan_value
 from toposcope.advisor.gpu_search import GpuSetSearch, worst_rank
 from toposcope.advisor.gpu_sets import Placement, first_fit, gpu_claims, rank_sets
+from toposcope.advisor.idleness import IdleRule
 from toposcope.advisor.model import ClusterModel, PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.policies.migration_recommendations import (
@@ -84,6 +90,14 @@ class JobMigrationSettings(PolicySettings):
     pin_to_gpu_numa: bool = setting(
         True, help="also restrict a moved job's CPUs and memory to its new GPUs' NUMA node"
     )
+    min_time_left_seconds: float = setting(
+        1800.0,
+        ge=0,
+        le=7 * 86400.0,
+        help="leave a job alone (plain move, defragmentation, moved out of the way) whose "
+        "scheduler says it ends sooner than this (toposcope_queue_job_time_left_seconds; "
+        "without the series every job counts as having time)",
+    )
     move_between_pcie_tiers: bool = setting(
         False,
         help="also move a job whose worst link only goes from one PCIe path of a socket to "
@@ -115,6 +129,7 @@ class _Run:
     terms: MigrationTerms
     taken: set[str] = field(default_factory=set)
     moved: set[str] = field(default_factory=set)
+    stay: dict[str, str] = field(default_factory=dict)
     recs: list[Recommendation] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
 
@@ -193,11 +208,38 @@ class JobMigration(Policy[JobMigrationSettings]):
         missing = self.missing_note(model)
         if missing:
             run.notes.append(missing)
+        self._hold(run)
+        for key in sorted({m.workload.key for m in movers} | {j.key for j in jobs}):
+            if key in run.stay:
+                run.notes.append(self.note(key, run.stay[key]))
+        movers = [m for m in movers if m.workload.key not in run.stay]
+        jobs = [j for j in jobs if j.key not in run.stay]
         self._separate(run, movers)
         self._replace(run, jobs)
         for pending in sorted(model.pending, key=lambda j: (-j.gpus_requested, j.name)):
             self._place_pending(run, pending)
         return Evaluation(tuple(run.recs), tuple(run.notes))
+
+    # jobs that stay where they are -------------------------------------------------------
+    def _hold(self, run: _Run) -> None:
+        """Mark, with the reason, the GPU holders no decision of this run may move: those
+        idle by idle-release's rule (:mod:`~toposcope.advisor.idleness`: released, not
+        moved) and those whose scheduler ends them within ``min_time_left_seconds``.
+        """
+        s, rule = self.settings, IdleRule()
+        for workload in run.model.workloads:
+            if not workload.gpus:
+                continue
+            left = workload.time_left_seconds
+            if left is not None and left < s.min_time_left_seconds:
+                run.stay[workload.key] = (
+                    f"ends in {left:.0f}s, sooner than min_time_left_seconds "
+                    f"{s.min_time_left_seconds:.0f}s: not moved"
+                )
+                continue
+            found = rule.judge(run.model, workload)
+            if found.quiet:
+                run.stay[workload.key] = rule.why_left(run.model, found)
 
     # phase 1: separating workloads that share GPUs -----------------------------------------
     def _separate(self, run: _Run, movers: list[SharedGpu]) -> None:
@@ -405,7 +447,7 @@ class JobMigration(Policy[JobMigrationSettings]):
             count,
             job,
             taken=run.taken,
-            moved=run.moved,
+            moved=run.moved | set(run.stay),
             must_beat=must_beat,
             sensitivity=self.settings.sensitivity,
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toposcope.advisor.idleness import IdleRule
 from toposcope.advisor.locality import (
     CRI_RM_PENALTY,
     GIB,
@@ -89,6 +90,7 @@ class MemoryMigration(Policy[MemoryMigrationSettings]):
         recs: list[Recommendation] = []
         notes: list[Note] = []
         planned: dict[tuple[str, int], float] = {}
+        rule = IdleRule()
         for workload in model.workloads:
             node = model.node(workload.node)
             if node is None or len(node.numa_nodes) < 2:
@@ -103,6 +105,9 @@ class MemoryMigration(Policy[MemoryMigrationSettings]):
             gpu_nodes = gpu_numa_nodes(node, workload)
             if gpu_nodes and home not in gpu_nodes:
                 continue  # numa-pinning moves it next to its GPUs instead
+            if workload.gpus and (idleness := rule.judge(model, workload)).quiet:
+                notes.append(self.note(workload.key, rule.why_left(model, idleness)))
+                continue
             moved = sum(v for n, v in workload.memory_by_numa.items() if n != home)
             home_numa = node.numa(home)
             free = home_numa.memory_free_bytes if home_numa is not None else None

@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from toposcope.advisor.idleness import IdleRule
 from toposcope.advisor.locality import (
     CRI_RM_PENALTY,
     GIB,
@@ -146,11 +147,19 @@ class NumaPinning(Policy[NumaPinningSettings]):
         return Evaluation(tuple(recs), tuple(notes))
 
     def _candidates(
-        self, node: NodeModel, workloads: list[WorkloadModel], notes: list[Note]
+        self,
+        model: ClusterModel,
+        node: NodeModel,
+        workloads: list[WorkloadModel],
+        notes: list[Note],
     ) -> list[PinCandidate]:
+        """The node's workloads worth pinning, with their targets and gains (a workload
+        holding GPUs that idle-release's rule finds quiet is left alone, with a note).
+        """
         s = self.settings
         found: list[PinCandidate] = []
         crowd = crowding(workloads)
+        rule = IdleRule()
         for workload in workloads:
             cpu, memory = workload.cpu_shares(), workload.memory_shares()
             if not cpu and not memory:
@@ -163,6 +172,9 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 continue  # nearly idle: nothing to speed up (no CPU at all: judged by threads)
             targets = self._targets(node, workload, cpu, memory, notes, crowd)
             if not targets:
+                continue
+            if workload.gpus and (idleness := rule.judge(model, workload)).quiet:
+                notes.append(self.note(workload.key, rule.why_left(model, idleness)))
                 continue
             first = targets[0]
             remote = remote_share(cpu, memory, first)
@@ -256,7 +268,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
         """
         s = self.settings
         candidates = sorted(
-            self._candidates(node, workloads, notes), key=lambda c: (-c.gain, c.workload.key)
+            self._candidates(model, node, workloads, notes), key=lambda c: (-c.gain, c.workload.key)
         )
         if not candidates:
             return []

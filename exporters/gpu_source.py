@@ -14,18 +14,18 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toposcope.errors import ConfigError, NoDataError
 from toposcope.exporters.context import CollectorContext
 from toposcope.host.nvml import NvmlNotReady, NvmlUnavailable
-from toposcope.host.nvml.records import GpuProcess
+from toposcope.host.nvml.records import GpuActivity, GpuDevice, GpuProcess
 from toposcope.topology.model import Topology
 from toposcope.topology.nvml import merge_nvml_gpus
 
 if TYPE_CHECKING:
-    from toposcope.host.nvml import NvmlDevices, PcieSampler, XidWatcher
+    from toposcope.host.nvml import ActivityReader, NvmlDevices, PcieSampler, XidWatcher
 
 LOG = logging.getLogger("toposcope.exporter.nvml")
 
@@ -87,9 +87,12 @@ def open_backend(mode: str, clock: Callable[[], float] | None = None) -> Any:
 class GpuSource:
     """The shared NVML layer (or the reason there is none) and its background threads.
 
-    Implements the context's ``GpuProcessSource`` for the workloads collector. The threads
-    (PCIe sampler, XID watcher) start with :meth:`start_background`, which the ``gpu``
-    collector calls, and stop with :meth:`close`.
+    Implements the context's ``GpuProcessSource`` and ``GpuActivitySource`` for the
+    workloads collector. The threads (PCIe sampler, XID watcher) start with
+    :meth:`start_background`, which the ``gpu`` collector calls, and stop with
+    :meth:`close`. The activity reader (GPM samples and the byte counters integrated from
+    rates) is made on the first :meth:`read_activity` and read by every scrape of the
+    ``gpu`` collector.
     """
 
     def __init__(
@@ -106,6 +109,7 @@ class GpuSource:
         self.reason = reason
         self.pcie: PcieSampler | None = None
         self.xid: XidWatcher | None = None
+        self.activity: ActivityReader | None = None
         self._pcie_period = pcie_period
         self._xid_wait_ms = xid_wait_ms
 
@@ -120,6 +124,21 @@ class GpuSource:
         if self.devices is None:
             return []
         return self.devices.gpu_processes()
+
+    def read_activity(self, devices: Sequence[GpuDevice]) -> dict[int, GpuActivity]:
+        """Read the throughput and activity of ``devices`` now (the ``gpu`` collector's scrape)."""
+        if self.devices is None:
+            return {}
+        if self.activity is None:
+            # the reader needs the bindings, loaded already when there are devices
+            from toposcope.host.nvml import ActivityReader  # noqa: PLC0415
+
+            self.activity = ActivityReader(self.devices)
+        return self.activity.read(devices, self.pcie)
+
+    def gpu_activity(self) -> dict[int, GpuActivity]:
+        """The last reading of :meth:`read_activity` by GPU index; empty before the first."""
+        return self.activity.latest() if self.activity is not None else {}
 
     def start_background(self) -> None:
         """Start the PCIe sampler and the XID watcher (once; nothing without NVML)."""
@@ -142,8 +161,10 @@ class GpuSource:
         return stopped
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the threads and shut NVML down."""
+        """Stop the threads, free the GPM samples and shut NVML down."""
         self.stop_background(timeout)
+        if self.activity is not None:
+            self.activity.close()
         if self.devices is not None:
             self.devices.close()
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.host.kube_owners import PodDirectory
-from toposcope.host.nvml.records import GpuProcessSource
+from toposcope.host.nvml.records import GpuActivity, GpuActivitySource, GpuProcessSource
 from toposcope.host.workload_identity import WorkloadMapper
 from toposcope.host.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
 from toposcope.identity.workload import WorkloadIdentity
@@ -46,11 +46,16 @@ class WorkloadFigures:
 
 @dataclass(frozen=True)
 class WorkloadSnapshot:
-    """Every kept workload (sorted by name), the GPUs' NUMA nodes and the dropped count."""
+    """Every kept workload (sorted by name), the GPUs' NUMA nodes and the dropped count.
+
+    ``gpu_activity`` is the GPU source's latest throughput and activity reading per GPU
+    (what the ``gpu`` collector read last), attributed to the workloads holding each GPU.
+    """
 
     workloads: list[WorkloadFigures]
     gpu_nodes: dict[int, int | None] = field(default_factory=dict)
     dropped_total: int = 0
+    gpu_activity: dict[int, GpuActivity] = field(default_factory=dict)
 
 
 class WorkloadSnapshotter:
@@ -68,8 +73,10 @@ class WorkloadSnapshotter:
         gpu_processes: GpuProcessSource | None = None,
         mapper: WorkloadMapper | None = None,
         pods: PodDirectory | None = None,
+        gpu_activity: GpuActivitySource | None = None,
     ) -> None:
         self._settings = settings
+        self._gpu_activity = gpu_activity
         self._pods = pods
         self._topology = topology
         self._gpu_processes = gpu_processes
@@ -136,7 +143,8 @@ class WorkloadSnapshotter:
                 )
             )
         gpu_nodes = {g.index: g.numa_node for g in topo.gpus}
-        return WorkloadSnapshot(figures, gpu_nodes, self._dropped)
+        activity = self._gpu_activity.gpu_activity() if self._gpu_activity is not None else {}
+        return WorkloadSnapshot(figures, gpu_nodes, self._dropped, activity)
 
     def _nvml_gpus(self) -> dict[int, dict[int, int | None]]:
         """``{pid: {gpu: bytes used or None}}`` from the GPU source (empty without one)."""

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from toposcope.catalogue import CATALOGUE
-from toposcope.catalogue.dcgm_joins import joins_markdown, labels_markdown
+from toposcope.catalogue.dcgm_joins import equivalents_markdown, joins_markdown, labels_markdown
 
 
 def metrics_markdown() -> str:
@@ -43,6 +43,7 @@ def metrics_markdown() -> str:
             "",
         ]
     lines += joins_markdown()
+    lines += equivalents_markdown()
     return "\n".join(lines)
 
 

@@ -9,6 +9,10 @@ and the rest of the identity (``numa_node``, ``cpu_affinity``, ``driver_version`
 ``mig_mode``, and ``GPU_I_ID`` / ``GPU_I_PROFILE`` on one extra row per MIG instance) are on
 ``toposcope_gpu_info``.
 
+Throughput and activity (PCIe and NVLink bytes, SM, tensor and DRAM activity) come from
+the best source each GPU supports, labelled ``source``; see
+:mod:`~toposcope.exporters.collectors.gpu_activity`.
+
 Health signals (ECC, row remapping, retired pages, NVLink and PCIe replay error counters)
 are published only where the GPU supports them: absent, never zero, otherwise. A reading
 NVML does not have is skipped (never NaN). A GPU that is lost, times out or fails with an
@@ -28,6 +32,7 @@ from prometheus_client.core import Metric
 from toposcope.catalogue import GPU_KEYS, spec
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import NoDataError
+from toposcope.exporters.collectors.gpu_activity import GPU_ACTIVITY_FAMILIES, add_gpu_activity
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.exposition import FamilyLayout, FamilyWriter, plain_nonempty
 from toposcope.exporters.gpu_source import GpuSource, attach_gpu_source
@@ -154,7 +159,10 @@ class GpuCollector:
         self._source = source
         self._hostname = node_hostname(hostname)
         self._info = FamilyLayout(spec("toposcope_gpu_info"), remember=True)
-        self._layouts = {name: FamilyLayout(spec(name), remember=True) for name in _VALUE_FAMILIES}
+        self._layouts = {
+            name: FamilyLayout(spec(name), remember=True)
+            for name in (*_VALUE_FAMILIES, *GPU_ACTIVITY_FAMILIES)
+        }
 
     def collect(self) -> Iterator[Metric]:
         """Read each GPU once and yield this scrape's GPU families."""
@@ -193,6 +201,9 @@ class GpuCollector:
                 values["toposcope_gpu_link_info"].add_metric(
                     [*keys[link.gpu], str(link.peer_gpu), link.link], 1.0
                 )
+        activity = self._source.read_activity([d for d in found if d.index in up_indices])
+        for index in sorted(activity):
+            add_gpu_activity(values, keys[index], activity[index])
         yield from plain_nonempty([info, *values.values()])
 
     def _keys_of(self, keys: dict[int, list[str]], gpu: int) -> list[str]:

@@ -45,6 +45,13 @@ Figures, per workload:
   present, else taken as the index; descriptors are not scanned on hosts whose PCI bus shows
   no GPU) and, with a GPU source, the GPUs NVML lists its pids on.
 * ``toposcope_workload_gpu_memory_used_bytes{gpu}``: NVML's per-process GPU memory, summed.
+* ``toposcope_workload_gpu_{pcie,nvlink}_bytes_total`` and
+  ``toposcope_workload_gpu_{sm_active,sm_occupancy,tensor_active,dram_active}_ratio``: the
+  throughput and activity of each GPU the workload holds, as the ``gpu`` collector last read
+  them (:mod:`~toposcope.exporters.collectors.gpu_activity`), NVLink summed over links;
+  ``shared="true"`` when more than one kept workload holds the GPU, whose figure each then
+  carries whole (a GPU's activity cannot be told apart by process). Nothing without the
+  ``gpu`` collector.
 * ``toposcope_workload_locality_ratio{resource}``: with GPUs whose NUMA node is known, the
   share of its CPU seconds (the cumulative counters above, i.e. since the exporter first saw
   it) and of its memory on the node(s) of those GPUs; without GPUs, the share on its
@@ -65,6 +72,10 @@ from prometheus_client.core import Metric
 from toposcope.catalogue import spec
 from toposcope.catalogue.model import MetricSpec
 from toposcope.config import HostPaths, WorkloadSettings
+from toposcope.exporters.collectors.gpu_activity import (
+    WORKLOAD_ACTIVITY_FAMILIES,
+    add_workload_activity,
+)
 from toposcope.exporters.context import (
     CollectorContext,
     HostTopology,
@@ -75,7 +86,12 @@ from toposcope.exporters.kubelet_attach import workload_mapper
 from toposcope.exporters.registry import CollectorEntry
 from toposcope.exporters.workload_snapshot import WorkloadSnapshot, WorkloadSnapshotter
 from toposcope.host.kube_owners import PodDirectory, open_pod_directory
-from toposcope.host.nvml.records import GpuProcess, GpuProcessSource
+from toposcope.host.nvml.records import (
+    GpuActivity,
+    GpuActivitySource,
+    GpuProcess,
+    GpuProcessSource,
+)
 from toposcope.host.sampler import PeriodicSampler, Sample
 from toposcope.host.workload_identity import WorkloadMapper
 
@@ -98,9 +114,10 @@ class WorkloadsCollector:
         gpu_processes: GpuProcessSource | None = None,
         mapper: WorkloadMapper | None = None,
         pods: PodDirectory | None = None,
+        gpu_activity: GpuActivitySource | None = None,
     ) -> None:
         self._snapshotter = WorkloadSnapshotter(
-            settings, paths, topology.get, gpu_processes, mapper, pods
+            settings, paths, topology.get, gpu_processes, mapper, pods, gpu_activity
         )
         self.sampler: PeriodicSampler[list[RenderedFamily]] | None = None
         if settings.sample_interval > 0:
@@ -154,6 +171,7 @@ FAMILIES = (
     "toposcope_workload_gpu_info",
     "toposcope_workload_gpu_memory_used_bytes",
     "toposcope_workload_locality_ratio",
+    *WORKLOAD_ACTIVITY_FAMILIES,
     "toposcope_workloads_dropped_total",
 )
 
@@ -207,7 +225,13 @@ def fill_workload_families(snapshot: WorkloadSnapshot, make: Callable[[MetricSpe
     builds each from its catalogue row); returns the sinks in that order.
     """
     sinks = [make(spec(name)) for name in FAMILIES]
-    info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality, dropped = sinks
+    info, cpu_seconds, threads, memory, gpu_info, gpu_memory, locality = sinks[:7]
+    dropped = sinks[-1]
+    activity_sinks = dict(zip(FAMILIES, sinks, strict=True))
+    holders: dict[int, int] = {}
+    for workload in snapshot.workloads:
+        for gpu in workload.gpus:
+            holders[gpu] = holders.get(gpu, 0) + 1
     for workload in snapshot.workloads:
         ident = workload.identity
         name = ident.name
@@ -258,6 +282,10 @@ def fill_workload_families(snapshot: WorkloadSnapshot, make: Callable[[MetricSpe
             locality.add_metric([*who, "cpu"], cpu_ratio)
         if memory_ratio is not None:
             locality.add_metric([*who, "memory"], memory_ratio)
+        for gpu in sorted(workload.gpus):
+            reading: GpuActivity | None = snapshot.gpu_activity.get(gpu)
+            if reading is not None:
+                add_workload_activity(activity_sinks, who, reading, holders[gpu] > 1)
     dropped.add_metric([], float(snapshot.dropped_total))
     return sinks
 
@@ -292,8 +320,9 @@ def _dominant_share(values: dict[str, float]) -> float | None:
 
 
 class _ContextGpuProcesses:
-    """Reads ``ctx.gpu_processes`` at scrape time, so that it does not matter whether the GPU
-    source was attached to the context before or after this collector was built.
+    """Reads ``ctx.gpu_processes`` (and ``ctx.nvml``'s activity) at scrape time, so that it
+    does not matter whether the GPU source was attached to the context before or after this
+    collector was built.
     """
 
     def __init__(self, ctx: CollectorContext) -> None:
@@ -304,15 +333,22 @@ class _ContextGpuProcesses:
         source = self._ctx.gpu_processes
         return source.gpu_processes() if source is not None else []
 
+    def gpu_activity(self) -> dict[int, GpuActivity]:
+        """The GPU source's latest activity reading; empty while none is attached."""
+        source = self._ctx.nvml
+        return source.gpu_activity() if source is not None else {}
+
 
 def _build(ctx: CollectorContext) -> WorkloadsCollector:
+    gpus = _ContextGpuProcesses(ctx)
     collector = WorkloadsCollector(
         ctx.config.workloads,
         ctx.config.paths,
         ctx.topology,
-        _ContextGpuProcesses(ctx),
+        gpus,
         mapper=workload_mapper(ctx),
         pods=open_pod_directory(ctx.config.pod_owners),
+        gpu_activity=gpus,
     )
     if collector.sampler is not None:
         ctx.background.append(collector)

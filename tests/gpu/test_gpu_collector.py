@@ -44,8 +44,16 @@ DCGM_GPU_UTIL_LABELS = (
 )
 #: The identity labels toposcope shares with dcgm-exporter on toposcope_gpu_info.
 SHARED_IDENTITY = (*GPU_KEYS, "GPU_I_ID", "GPU_I_PROFILE")
-#: Families a healthy dgx-a100 GPU does not publish: A100s remap rows and retire no pages.
-NOT_ON_A100 = ("toposcope_gpu_retired_pages", "toposcope_gpu_retired_pages_pending")
+#: Families a healthy dgx-a100 GPU does not publish: A100s remap rows and retire no pages,
+#: and have no GPM (Hopper and later), the only source of the activity ratios.
+NOT_ON_A100 = (
+    "toposcope_gpu_retired_pages",
+    "toposcope_gpu_retired_pages_pending",
+    "toposcope_gpu_sm_active_ratio",
+    "toposcope_gpu_sm_occupancy_ratio",
+    "toposcope_gpu_tensor_active_ratio",
+    "toposcope_gpu_dram_active_ratio",
+)
 
 
 def test_every_gpu_family_is_published(collector_for: Machine) -> None:

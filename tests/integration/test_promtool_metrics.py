@@ -38,7 +38,7 @@ DCGM_LABEL_LINT = re.compile(
 )
 
 
-@pytest.mark.parametrize("nvml", ["fake", "fake:pcie-4gpu", "fake:mig"])
+@pytest.mark.parametrize("nvml", ["fake", "fake:pcie-4gpu", "fake:mig", "fake:hgx-h100"])
 def test_fake_gpu_scrape_passes_promtool(
     nvml: str,
     hwloc_root: Callable[[str], Path],

@@ -60,6 +60,96 @@ DCGM_JOINS: tuple[Join, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class Equivalent:
+    """A dcgm-exporter field and the PromQL over toposcope's series giving the same quantity
+    in the same unit; ``metric`` is the catalogue family it reads.
+    """
+
+    dcgm: str
+    promql: str
+    metric: str
+
+
+#: dcgm-exporter's throughput and activity fields (``DCGM_FI_PROF_*``) and toposcope's
+#: equivalents. dcgm-exporter's ``*_BYTES`` fields are rates in bytes per second despite
+#: their names; toposcope publishes counters, so a ``rate()`` gives the same figure.
+DCGM_EQUIVALENTS: tuple[Equivalent, ...] = (
+    Equivalent(
+        "DCGM_FI_PROF_SM_ACTIVE", "toposcope_gpu_sm_active_ratio", "toposcope_gpu_sm_active_ratio"
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "toposcope_gpu_sm_occupancy_ratio",
+        "toposcope_gpu_sm_occupancy_ratio",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "toposcope_gpu_tensor_active_ratio",
+        "toposcope_gpu_tensor_active_ratio",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "toposcope_gpu_dram_active_ratio",
+        "toposcope_gpu_dram_active_ratio",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        'rate(toposcope_gpu_pcie_bytes_total{direction="tx"}[1m])',
+        "toposcope_gpu_pcie_bytes_total",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        'rate(toposcope_gpu_pcie_bytes_total{direction="rx"}[1m])',
+        "toposcope_gpu_pcie_bytes_total",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        'sum without (link) (rate(toposcope_gpu_nvlink_bytes_total{direction="tx"}[1m]))',
+        "toposcope_gpu_nvlink_bytes_total",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        'sum without (link) (rate(toposcope_gpu_nvlink_bytes_total{direction="rx"}[1m]))',
+        "toposcope_gpu_nvlink_bytes_total",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_NVLINK_L<n>_TX_BYTES",
+        'rate(toposcope_gpu_nvlink_bytes_total{link="<n>",direction="tx"}[1m])',
+        "toposcope_gpu_nvlink_bytes_total",
+    ),
+    Equivalent(
+        "DCGM_FI_PROF_NVLINK_L<n>_RX_BYTES",
+        'rate(toposcope_gpu_nvlink_bytes_total{link="<n>",direction="rx"}[1m])',
+        "toposcope_gpu_nvlink_bytes_total",
+    ),
+)
+
+
+def equivalents_markdown() -> list[str]:
+    """The ``docs/metrics.md`` section mapping dcgm-exporter's throughput and activity fields."""
+    lines = [
+        "## dcgm-exporter's throughput and activity fields",
+        "",
+        "toposcope reads these through NVML, from the best source each GPU supports: GPM "
+        "(Hopper and later: every quantity), NVML field values (NVLink and, from driver r550, "
+        "PCIe byte counters) or the sampled PCIe throughput (older parts); the `source` label "
+        "says which, and `toposcope_gpu_activity_source_info` says `none` where a GPU has no "
+        "source for a quantity (which then has no series). The ratios are 0..1 on both sides. "
+        "dcgm-exporter's `*_BYTES` fields are rates (bytes per second) despite their names; "
+        "toposcope's are counters (`_bytes_total`), so a `rate()` gives the same figure. "
+        "`sum without (link)` also covers a GPU whose source gives only the total over its "
+        "links (`link` empty). The `toposcope_workload_gpu_*` families of the same names give "
+        'each workload its GPUs\' figures, with `shared="true"` where several workloads '
+        "hold a GPU.",
+        "",
+        "| dcgm-exporter field | toposcope PromQL |",
+        "|---|---|",
+    ]
+    lines += [f"| `{e.dcgm}` | `{e.promql}` |" for e in DCGM_EQUIVALENTS]
+    return [*lines, ""]
+
+
 def labels_markdown() -> list[str]:
     """The paragraph of ``docs/metrics.md`` that states the label contract."""
     keys = ", ".join(f"`{key}`" for key in GPU_KEYS)

@@ -161,6 +161,66 @@ _IDENTITY = (
     "qos_class",
 )
 
+#: the shared label of a workload's GPU activity series, said once
+_SHARED = (
+    "; shared=true when several workloads hold the GPU (each then carries the whole GPU's "
+    "figure: it is not split)"
+)
+
+#: a workload's GPU throughput and activity: its GPUs' figures (the toposcope_gpu_*
+#: families of the same names), attributed through the GPUs it holds
+WORKLOAD_ACTIVITY_SPECS: tuple[MetricSpec, ...] = (
+    row(
+        "toposcope_workload_gpu_pcie_bytes_total",
+        "counter",
+        ["workload", *_WORKLOAD_WHO, "gpu", "direction", "source", "shared"],
+        "PCIe bytes of a GPU the workload holds (toposcope_gpu_pcie_bytes_total)" + _SHARED + ".",
+        "bytes",
+    ),
+    row(
+        "toposcope_workload_gpu_nvlink_bytes_total",
+        "counter",
+        ["workload", *_WORKLOAD_WHO, "gpu", "direction", "source", "shared"],
+        "NVLink bytes of a GPU the workload holds, summed over its links "
+        "(toposcope_gpu_nvlink_bytes_total)" + _SHARED + ".",
+        "bytes",
+    ),
+    row(
+        "toposcope_workload_gpu_sm_active_ratio",
+        "gauge",
+        ["workload", *_WORKLOAD_WHO, "gpu", "source", "shared"],
+        "SM activity of a GPU the workload holds (toposcope_gpu_sm_active_ratio)" + _SHARED + ".",
+        "ratio",
+    ),
+    row(
+        "toposcope_workload_gpu_sm_occupancy_ratio",
+        "gauge",
+        ["workload", *_WORKLOAD_WHO, "gpu", "source", "shared"],
+        "SM occupancy of a GPU the workload holds (toposcope_gpu_sm_occupancy_ratio)"
+        + _SHARED
+        + ".",
+        "ratio",
+    ),
+    row(
+        "toposcope_workload_gpu_tensor_active_ratio",
+        "gauge",
+        ["workload", *_WORKLOAD_WHO, "gpu", "source", "shared"],
+        "Tensor pipe activity of a GPU the workload holds (toposcope_gpu_tensor_active_ratio)"
+        + _SHARED
+        + ".",
+        "ratio",
+    ),
+    row(
+        "toposcope_workload_gpu_dram_active_ratio",
+        "gauge",
+        ["workload", *_WORKLOAD_WHO, "gpu", "source", "shared"],
+        "DRAM activity of a GPU the workload holds (toposcope_gpu_dram_active_ratio)"
+        + _SHARED
+        + ".",
+        "ratio",
+    ),
+)
+
 #: per-workload placement, and the kubelet's allocations
 WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
     row(
@@ -186,6 +246,7 @@ WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
         ["workload", *_WORKLOAD_WHO, "gpu"],
         "A GPU a workload holds open (/dev/nvidiaN descriptors or NVML), value 1.",
     ),
+    *WORKLOAD_ACTIVITY_SPECS,
     row(
         "toposcope_workload_cpu_seconds_total",
         "counter",

@@ -11,6 +11,70 @@ from toposcope.catalogue.model import MetricSpec, row
 #: the node name), so that PromQL joins them to ``DCGM_FI_*`` series on any of them.
 GPU_KEYS: tuple[str, ...] = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 
+#: Throughput and activity of a GPU, each from the best source it supports (``source``:
+#: ``gpm``, ``field_values`` or ``pcie_throughput``; see :mod:`toposcope.host.nvml.activity`).
+ACTIVITY_SPECS: tuple[MetricSpec, ...] = (
+    row(
+        "toposcope_gpu_activity_source_info",
+        "info",
+        [*GPU_KEYS, "quantity", "source"],
+        "Which source gives each throughput or activity quantity of a GPU (quantity=pcie_bytes, "
+        "nvlink_bytes, sm_active, sm_occupancy, tensor_active, dram_active; source=gpm, "
+        "field_values, pcie_throughput, or none when the GPU supports no source: then the "
+        "quantity has no series), value 1.",
+    ),
+    row(
+        "toposcope_gpu_pcie_bytes_total",
+        "counter",
+        [*GPU_KEYS, "direction", "source"],
+        "Bytes moved over PCIe (direction=tx from the GPU, rx to it): the driver's counter "
+        "(field_values), or rates integrated by the exporter since it started (gpm, "
+        "pcie_throughput: an estimate from 20 ms samples).",
+        "bytes",
+    ),
+    row(
+        "toposcope_gpu_nvlink_bytes_total",
+        "counter",
+        [*GPU_KEYS, "link", "direction", "source"],
+        "Bytes moved over an NVLink (direction=tx or rx; link empty where the source gives the "
+        "total over all links only): the driver's data counter (field_values) or GPM rates "
+        "integrated by the exporter since it started (gpm).",
+        "bytes",
+    ),
+    row(
+        "toposcope_gpu_sm_active_ratio",
+        "gauge",
+        [*GPU_KEYS, "source"],
+        "Share of SMs busy over the last scrape interval (GPM SM_UTIL; dcgm-exporter's "
+        "DCGM_FI_PROF_SM_ACTIVE).",
+        "ratio",
+    ),
+    row(
+        "toposcope_gpu_sm_occupancy_ratio",
+        "gauge",
+        [*GPU_KEYS, "source"],
+        "Resident warps over the SMs' maximum over the last scrape interval (GPM SM_OCCUPANCY; "
+        "DCGM_FI_PROF_SM_OCCUPANCY).",
+        "ratio",
+    ),
+    row(
+        "toposcope_gpu_tensor_active_ratio",
+        "gauge",
+        [*GPU_KEYS, "source"],
+        "Share of time the SMs ran any tensor (matrix) instruction over the last scrape "
+        "interval (GPM ANY_TENSOR_UTIL; DCGM_FI_PROF_PIPE_TENSOR_ACTIVE).",
+        "ratio",
+    ),
+    row(
+        "toposcope_gpu_dram_active_ratio",
+        "gauge",
+        [*GPU_KEYS, "source"],
+        "Device memory bandwidth used over its peak over the last scrape interval (GPM "
+        "DRAM_BW_UTIL; DCGM_FI_PROF_DRAM_ACTIVE).",
+        "ratio",
+    ),
+)
+
 #: GPUs as NVML reports them
 GPU_SPECS: tuple[MetricSpec, ...] = (
     row(
@@ -176,4 +240,5 @@ GPU_SPECS: tuple[MetricSpec, ...] = (
         GPU_KEYS,
         "Times NVML's CPU/NUMA affinity for a GPU disagreed with sysfs (sysfs wins).",
     ),
+    *ACTIVITY_SPECS,
 )

@@ -10,8 +10,10 @@ from ``pynvml`` (``fake.NVML_CLOCK_SM``, ``fake.NVMLError_GpuIsLost``).
 A description file (see ``specs/*.yaml`` in this package) gives the machine: GPUs with model,
 UUID, PCI id, NUMA node and CPU affinity, the PCIe path between every pair, NVLinks (to peers
 or NVSwitches), MIG instances, processes, health signals (row remapping, retired pages,
-NVLink and PCIe replay error counters), and readings as constants, step series over a fake
-clock (``{series: [[t, v], ...], period: p}``) or counters (``{start: s, rate: r}``).
+NVLink and PCIe replay error counters), throughput and activity sources (GPM metrics, the
+NVLink throughput and PCIe byte counter field values), and readings as constants, step
+series over a fake clock (``{series: [[t, v], ...], period: p}``) or counters (``{start: s,
+rate: r}``).
 ``faults`` inject any NVML error by its ``NVML_ERROR_*`` name into a call, per GPU, after N
 good calls, for a number of times or a window of fake time, with an optional delay; ``call:
 "*"`` hits every call on that GPU (a GPU lost mid-run). A malformed file raises
@@ -23,11 +25,13 @@ Where each piece lives:
 
 * :mod:`.values`: readings over the fake clock, and :class:`ManualClock`;
 * :mod:`.spec`: the validated description (:class:`FakeSpec`, :class:`FakeGpu`, ...);
-* :mod:`.fields` and :mod:`.parse`: validating a loaded description;
+* :mod:`.fields`, :mod:`.health_fields`, :mod:`.activity_fields` and :mod:`.parse`:
+  validating a loaded description;
 * :mod:`.files`: the shipped descriptions and ``--nvml fake[:NAME|:FILE]``;
 * :mod:`.faults`: fault injection and gates;
 * :mod:`.base`, :mod:`.device_calls`, :mod:`.topology_calls`, :mod:`.health_calls`,
-  :mod:`.event_calls`, :mod:`.library`: the fake library, one family of NVML calls per module.
+  :mod:`.event_calls`, :mod:`.activity_calls`, :mod:`.library`: the fake library, one family
+  of NVML calls per module (:mod:`.structs` and :mod:`.activity_structs` what they return).
 
 This package exports the names its users need.
 """

@@ -19,6 +19,7 @@ from typing import Any, Concatenate, NoReturn, ParamSpec, TypeVar
 
 import pynvml
 
+from toposcope.fake_nvml.activity_structs import FakeGpmSample
 from toposcope.fake_nvml.faults import FaultInjector, Gate
 from toposcope.fake_nvml.spec import (
     ERROR_CODES,
@@ -66,6 +67,7 @@ class FakeNvmlBase:
         self._injector = FaultInjector(spec.faults)
         self._pending_events = list(spec.events)
         self._event_sets: list[FakeEventSet] = []
+        self._gpm_samples: list[FakeGpmSample] = []
 
     def __getattr__(self, name: str) -> Any:
         """Constants and error classes the fake does not define come from the bindings."""
@@ -125,7 +127,8 @@ class FakeNvmlBase:
         """Change one reading or health signal of a GPU (a :class:`FakeGpu` field name).
 
         Health mappings take the description's shape (``remapped_rows``:
-        ``{"correctable": 3.0}``, ``nvlink_errors_by_link``: ``{3: {"crc_flit": 7.0}}``).
+        ``{"correctable": 3.0}``, ``nvlink_errors_by_link``: ``{3: {"crc_flit": 7.0}}``), and
+        so do the activity sources (``gpm``: ``{"sm_util": 50.0}``, ``None`` for no GPM).
         """
         if name not in FakeGpu.__dataclass_fields__ or name in ("index", "pci_bus_id"):
             raise ValueError(f"not a changeable fake GPU field: {name!r}")
@@ -137,6 +140,11 @@ class FakeNvmlBase:
         """Replace the processes running on a GPU."""
         with self._lock:
             self._gpus[gpu] = replace(self._gpus[gpu], processes=tuple(processes))
+
+    def gpm_samples_held(self) -> int:
+        """GPM samples allocated and not freed yet (a caller that leaks them shows here)."""
+        with self._lock:
+            return sum(1 for sample in self._gpm_samples if not sample.freed)
 
     def emit_xid(self, gpu: int, xid: int) -> None:
         """Deliver an XID critical error event for ``gpu`` to every event set registered."""

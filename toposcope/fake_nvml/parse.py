@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import pynvml
 
 from toposcope.cpulist import parse_cpulist
+from toposcope.fake_nvml.activity_fields import ACTIVITY_FIELDS, parse_activity
 from toposcope.fake_nvml.fields import Fields, read_bus_id
 from toposcope.fake_nvml.health_fields import HEALTH_FIELDS, parse_health
 from toposcope.fake_nvml.library import FakeNvml
@@ -67,6 +68,7 @@ _GPU_FIELDS = (
     "processes",
     "xid_events",
     *HEALTH_FIELDS,
+    *ACTIVITY_FIELDS,
 )
 
 _TOP_FIELDS = (
@@ -225,6 +227,7 @@ def _parse_gpu(fields: Fields, index: int, numa_cpus: Mapping[int, tuple[int, ..
         processes=tuple(processes),
         xid_events=fields.boolean("xid_events", True),
         **parse_health(fields),
+        **parse_activity(fields),
     )
 
 

@@ -69,6 +69,16 @@ class FakeGpu:
     retirement, before Ampere), ``nvlink_errors`` by ``replay``/``recovery``/``crc_flit``/
     ``crc_data`` on every link (``nvlink_errors_by_link`` overrides single links) and the
     ``pcie_replays`` counter.
+
+    Throughput and activity: ``gpm`` (``None``: the GPU has no GPM, as before Hopper) by
+    metric (``sm_util``, ``sm_occupancy``, ``any_tensor_util``, ``dram_bw_util`` in percent;
+    ``pcie_tx_per_sec``, ``pcie_rx_per_sec`` and, per link, ``nvlink_tx_per_sec``,
+    ``nvlink_rx_per_sec`` in MiB/s; ``gpm_by_link`` overrides single links; ``gpm_per_link``
+    false answers the NVLink totals only, as drivers without per-link GPM metrics), the NVLink
+    throughput field values ``nvlink_throughput`` (``data_tx_kib``, ``data_rx_kib`` counters
+    per link; ``nvlink_throughput_by_link`` overrides) and the PCIe byte counter field values
+    ``pcie_counters`` (``tx_bytes``, ``rx_bytes``). A metric or counter left out answers
+    NOT_SUPPORTED.
     """
 
     index: int
@@ -107,6 +117,12 @@ class FakeGpu:
     nvlink_errors: Mapping[str, Value] | None = None
     nvlink_errors_by_link: Mapping[int, Mapping[str, Value]] = field(default_factory=dict)
     pcie_replays: Value | None = None
+    gpm: Mapping[str, Value] | None = None
+    gpm_by_link: Mapping[int, Mapping[str, Value]] = field(default_factory=dict)
+    gpm_per_link: bool = True
+    nvlink_throughput: Mapping[str, Value] | None = None
+    nvlink_throughput_by_link: Mapping[int, Mapping[str, Value]] = field(default_factory=dict)
+    pcie_counters: Mapping[str, Value] | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ process source, the ``toposcope topology`` command and the two background thread
 :class:`PcieSampler` (``nvmlDeviceGetPcieThroughput`` blocks about 20 ms per direction and
 GPU, so it never runs in a scrape) and :class:`XidWatcher` (``nvmlEventSetWait_v2`` on XID
 critical errors). :mod:`.health` reads row remapping, retired pages, NVLink and PCIe replay
-error counters. Readings come back in base units: W, J, Hz, bytes, ratios, Celsius.
+error counters; :mod:`.activity` (:class:`ActivityReader`) reads PCIe and NVLink bytes and
+SM, tensor and DRAM activity from GPM, field values or the PCIe sampler. Readings come back
+in base units: W, J, Hz, bytes, ratios, Celsius.
 Equivalent commands: ``nvidia-smi --query-gpu=...``, ``nvidia-smi topo -m``,
 ``nvidia-smi nvlink -s``, ``nvidia-smi -q -d ECC``.
 
@@ -42,7 +44,10 @@ from typing import TYPE_CHECKING
 
 from toposcope.host.nvml.errors import NvmlNotReady, NvmlUnavailable
 from toposcope.host.nvml.records import (
+    ACTIVITY_QUANTITIES,
     CLOCK_EVENT_REASONS,
+    GpuActivity,
+    GpuActivitySource,
     GpuDevice,
     GpuHealth,
     GpuSnapshot,
@@ -53,12 +58,14 @@ from toposcope.host.nvml.records import (
 )
 
 if TYPE_CHECKING:
+    from toposcope.host.nvml.activity import ActivityReader
     from toposcope.host.nvml.devices import NvmlDevices
     from toposcope.host.nvml.library import Backend
     from toposcope.host.nvml.threads import PcieSample, PcieSampler, XidWatcher
 
 #: the names that need the bindings, with the submodule each lives in
 _NEEDS_BINDINGS = {
+    "ActivityReader": "activity",
     "NvmlDevices": "devices",
     "Backend": "library",
     "PcieSample": "threads",
@@ -67,8 +74,12 @@ _NEEDS_BINDINGS = {
 }
 
 __all__ = [
+    "ACTIVITY_QUANTITIES",
     "CLOCK_EVENT_REASONS",
+    "ActivityReader",
     "Backend",
+    "GpuActivity",
+    "GpuActivitySource",
     "GpuDevice",
     "GpuHealth",
     "GpuSnapshot",

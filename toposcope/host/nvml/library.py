@@ -112,6 +112,37 @@ class NvmlLibrary:
         except pynvml.NVMLError as exc:
             return self._failed(exc, name, gpu=gpu, key=key, generation=generation, quiet=quiet)
 
+    def answered(
+        self,
+        code: int,
+        name: str,
+        *,
+        gpu: int | None = None,
+        field: str | None = None,
+        generation: int | None = None,
+    ) -> bool:
+        """Whether one entry of a batched answer succeeded, mapping its ``nvmlReturn`` code.
+
+        ``nvmlDeviceGetFieldValues`` and ``nvmlGpmMetricsGet`` succeed as a whole and carry
+        one return code per entry; this maps such a code exactly as :meth:`call` maps a
+        raised error (``NotSupported`` absent and remembered under ``field``, ``GpuIsLost``
+        unhealthy, ...). ``False`` means the entry has no value.
+        """
+        if int(code) == int(pynvml.NVML_SUCCESS):
+            return True
+        key = field or name
+        if (gpu, key) in self._unsupported:
+            return False
+        self._failed(
+            pynvml.NVMLError(int(code)),
+            name,
+            gpu=gpu,
+            key=key,
+            generation=generation,
+            quiet=False,
+        )
+        return False
+
     def _failed(
         self,
         exc: Exception,

@@ -172,6 +172,53 @@ class GpuSnapshot:
     health: GpuHealth = field(default_factory=GpuHealth)
 
 
+#: The activity quantities of :class:`GpuActivity`, as published in ``quantity``.
+ACTIVITY_QUANTITIES: tuple[str, ...] = (
+    "pcie_bytes",
+    "nvlink_bytes",
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "dram_active",
+)
+#: The activity quantities that are ratios (0..1) rather than byte counters.
+ACTIVITY_RATIOS: tuple[str, ...] = ("sm_active", "sm_occupancy", "tensor_active", "dram_active")
+
+
+@dataclass(frozen=True)
+class GpuActivity:
+    """One GPU's throughput counters and activity ratios, each from the best source it has.
+
+    ``sources`` gives, for every quantity of :data:`ACTIVITY_QUANTITIES` that is decided,
+    the source its values come from (``gpm``, ``field_values``, ``pcie_throughput``) or
+    ``none`` when the GPU supports no source for it; a quantity left out is not decided yet
+    (GPM needs two samples, so its quantities appear from the second reading on).
+    ``pcie_bytes`` is ``(direction, bytes)``, ``nvlink_bytes`` ``(link, direction, bytes)``
+    with ``link`` ``None`` where the source gives only the total over the GPU's links, and
+    ``ratios`` ``(quantity, 0..1)``. Byte counts are counters: the driver's own where NVML
+    keeps one (field values), else integrated by the exporter from rates (see
+    :mod:`toposcope.host.nvml.activity`).
+    """
+
+    index: int
+    sources: tuple[tuple[str, str], ...] = ()
+    pcie_bytes: tuple[tuple[str, float], ...] = ()
+    nvlink_bytes: tuple[tuple[int | None, str, float], ...] = ()
+    ratios: tuple[tuple[str, float], ...] = ()
+
+    def source(self, quantity: str) -> str | None:
+        """The source of ``quantity``, ``none`` when unsupported, ``None`` when undecided."""
+        return dict(self.sources).get(quantity)
+
+
+class GpuActivitySource(Protocol):
+    """Hands out the latest :class:`GpuActivity` of each GPU (the workloads collector reads it)."""
+
+    def gpu_activity(self) -> dict[int, GpuActivity]:
+        """The latest reading of every GPU by index; empty when there is none."""
+        ...
+
+
 @dataclass(frozen=True)
 class GpuProcess:
     """A process holding GPU memory, as the GPU driver (NVML) reports it."""

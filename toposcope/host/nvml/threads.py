@@ -26,11 +26,17 @@ LOG = logging.getLogger("toposcope.exporter.nvml")
 
 @dataclass(frozen=True)
 class PcieSample:
-    """One background PCIe throughput reading of a GPU (bytes per second) and when it ended."""
+    """One background PCIe throughput reading of a GPU (bytes per second) and when it ended.
+
+    ``tx_bytes_total`` and ``rx_bytes_total`` are the sampler's byte counters for the GPU
+    (see :class:`PcieSampler`), ``None`` for a direction NVML gives no rate for.
+    """
 
     tx_bytes_per_second: float | None
     rx_bytes_per_second: float | None
     taken_at: float
+    tx_bytes_total: float | None = None
+    rx_bytes_total: float | None = None
 
 
 class _Worker(BackgroundLoop):
@@ -63,6 +69,13 @@ class PcieSampler(_Worker):
     The call blocks about 20 ms per direction and GPU, so a scrape never makes it: it reads
     :meth:`latest` and publishes the sample's age; a sample older than ``max_age`` (three
     periods by default) is not served as a rate.
+
+    NVML gives a rate only, so the sampler also keeps a byte counter per GPU and direction
+    from the exporter's start: each sample adds its rate times the time since the previous
+    sample (the 20 ms window stands for the whole period, an estimate). After a gap longer
+    than ``max_age`` or a GPU that stopped answering, counting starts again from the next
+    sample without adding the gap (traffic not seen is not guessed); the counter never
+    goes down.
     """
 
     name = "nvml-pcie-sampler"
@@ -75,6 +88,7 @@ class PcieSampler(_Worker):
         self.period = period
         self.max_age = max_age if max_age is not None else 3 * period
         self._samples: dict[int, PcieSample] = {}
+        self._totals: dict[tuple[int, str], float] = {}
         self._lock = threading.Lock()
         self._round_done = threading.Condition(self._lock)
         self._rounds = 0
@@ -122,15 +136,30 @@ class PcieSampler(_Worker):
                     self._samples.pop(device.index, None)
                 continue
             tx, rx = (int(r) * 1024.0 if r is not None else None for r in rates)
-            sample = PcieSample(tx, rx, taken_at=self.devices.clock())
+            now = self.devices.clock()
             with self._lock:
                 if rates[0] is None and rates[1] is None:
                     self._samples.pop(device.index, None)
-                else:
-                    self._samples[device.index] = sample
+                    continue
+                previous = self._samples.get(device.index)
+                elapsed = now - previous.taken_at if previous is not None else 0.0
+                counted = 0.0 < elapsed <= self.max_age
+                tx_total, rx_total = (
+                    self._count(device.index, direction, rate, elapsed if counted else 0.0)
+                    for direction, rate in (("tx", tx), ("rx", rx))
+                )
+                self._samples[device.index] = PcieSample(tx, rx, now, tx_total, rx_total)
         with self._round_done:
             self._rounds += 1
             self._round_done.notify_all()
+
+    def _count(self, gpu: int, direction: str, rate: float | None, elapsed: float) -> float | None:
+        """Add ``rate`` x ``elapsed`` to a byte counter and return it (caller holds the lock)."""
+        if rate is None:
+            return None
+        total = self._totals.get((gpu, direction), 0.0) + rate * elapsed
+        self._totals[(gpu, direction)] = total
+        return total
 
     def _run(self) -> None:
         delay = self.period

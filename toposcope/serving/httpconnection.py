@@ -10,7 +10,6 @@ client still sending reads the answer instead of a reset connection.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +21,7 @@ from cheroot.server import HTTPConnection, HTTPRequest
 from cheroot.wsgi import Server
 
 from toposcope import __version__
-from toposcope.serving.httplimits import Refusal, RequestLimits, json_error
+from toposcope.serving.httplimits import Refusal, RequestLimits
 
 LOG = logging.getLogger("toposcope.http")
 
@@ -111,20 +110,11 @@ class ToposcopeRequest(HTTPRequest):
     def refuse(self, refusal: Refusal, length: int) -> bool:
         """Answer ``refusal``, drop the unread body when allowed, close the connection."""
         LOG.debug("refused a request: %d %s", refusal.status, refusal.message)
-        body = json_error(refusal.message)
-        headers = [
-            ("Server", SERVER_SOFTWARE),
-            ("Date", email.utils.formatdate(usegmt=True)),
-            ("Connection", "close"),
-            *refusal.header_list(body),
-            *self.server.extra_headers(),
-        ]
-        head = f"{self.server.protocol} {refusal.status_line}\r\n" + "".join(
-            f"{name}: {value}\r\n" for name, value in headers
+        data, body = refusal.raw_answer(
+            self.server.protocol, SERVER_SOFTWARE, self.server.extra_headers()
         )
         self.close_connection = True
         self.sent_headers = True
-        data = head.encode("latin-1") + b"\r\n"
         if getattr(self, "method", b"") != b"HEAD":
             data += body
         try:

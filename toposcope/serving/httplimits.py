@@ -8,8 +8,9 @@ answers 400 and a ``Transfer-Encoding`` (a body of unknown length) 411. Every re
 
 from __future__ import annotations
 
+import email.utils
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from http import HTTPStatus
@@ -48,6 +49,25 @@ class Refusal:
             ("Content-Length", str(len(body))),
             *self.headers,
         ]
+
+    def raw_answer(
+        self, protocol: str, server: str, extra: Sequence[tuple[str, str]] = ()
+    ) -> tuple[bytes, bytes]:
+        """The answer as written straight to a connection, outside WSGI: the status line and
+        headers (``Connection: close``, then ``extra``) ending in the blank line, and the body.
+        """
+        body = json_error(self.message)
+        headers = [
+            ("Server", server),
+            ("Date", email.utils.formatdate(usegmt=True)),
+            ("Connection", "close"),
+            *self.header_list(body),
+            *extra,
+        ]
+        head = f"{protocol} {self.status_line}\r\n" + "".join(
+            f"{name}: {value}\r\n" for name, value in headers
+        )
+        return (head + "\r\n").encode("latin-1"), body
 
     def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         """Answer as a WSGI application would."""

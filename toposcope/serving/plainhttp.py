@@ -13,13 +13,12 @@ does not reset the connection before the client has read the answer.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import socket
 import time
 
 from toposcope.serving.httpconnection import SERVER_SOFTWARE
-from toposcope.serving.httplimits import Refusal, json_error
+from toposcope.serving.httplimits import Refusal
 
 LOG = logging.getLogger("toposcope.http")
 
@@ -45,18 +44,9 @@ def speaks_plain_http(sock: socket.socket) -> bool:
 
 def answer_plain_http(sock: socket.socket) -> None:
     """Answer :data:`PLAIN_HTTP` on ``sock``, let the client read it, and close ``sock``."""
-    body = json_error(PLAIN_HTTP.message)
-    headers = [
-        ("Server", SERVER_SOFTWARE),
-        ("Date", email.utils.formatdate(usegmt=True)),
-        ("Connection", "close"),
-        *PLAIN_HTTP.header_list(body),
-    ]
-    head = f"HTTP/1.1 {PLAIN_HTTP.status_line}\r\n" + "".join(
-        f"{name}: {value}\r\n" for name, value in headers
-    )
+    head, body = PLAIN_HTTP.raw_answer("HTTP/1.1", SERVER_SOFTWARE)
     try:
-        sock.sendall(head.encode("latin-1") + b"\r\n" + body)
+        sock.sendall(head + body)
         sock.shutdown(socket.SHUT_WR)
         _drain(sock)
     except OSError as exc:

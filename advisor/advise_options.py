@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 
 from toposcope.advisor.cliargs import (
+    DeprecatedAlias,
     add_agent_arguments,
     add_analysis_arguments,
     add_source_arguments,
@@ -70,7 +71,19 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
     )
     add_agent_arguments(parser, suppress=suppress)
     parser.add_argument(
-        "--token-file", default=default(None), metavar="FILE", help="bearer token for the API"
+        "--rm-token-file",
+        default=default(None),
+        metavar="FILE",
+        help="bearer token for the resource-manager API (--rm-url)",
+    )
+    parser.add_argument(
+        "--token-file",
+        dest="rm_token_file",
+        action=DeprecatedAlias,
+        replacement="--rm-token-file",
+        default=default(None),
+        metavar="FILE",
+        help="deprecated name of --rm-token-file",
     )
     add_token_file_options(parser, suppress=suppress)
     parser.add_argument(

@@ -79,7 +79,7 @@ MAX_BODY_BYTES = 4096
 REALM = "toposcope-advisor"
 NO_TOKEN_MESSAGE = (
     "applying and reverting are disabled: this service was started without a token; "
-    "configure one with --token-file"
+    "configure one with --api-token-file"
 )
 #: answer schemas only named in responses of other statuses, added to the document
 _EXTRA_SCHEMAS = (InProgress,)
@@ -135,7 +135,7 @@ def _api_app(token: str | None) -> APIFlask:
         spec_path=f"{API_PREFIX}/openapi.json",
         max_body=MAX_BODY_BYTES,
         error_schema=ERROR_SCHEMA,
-        token_description="the token the service was started with (--token-file)",
+        token_description="the token the service was started with (--api-token-file)",
         security_scheme=SECURITY_SCHEME,
         VALIDATION_ERROR_STATUS_CODE=400,
         VALIDATION_ERROR_DESCRIPTION="A body or query the API does not take (the error says why)",

@@ -7,17 +7,18 @@
         [--workload GLOB ...] [--format table|json|yaml|csv|markdown|html] [--width N]
         [--min-gain 0.05] [--output FILE] [--fail-on low|medium|high|critical]
         [--dry-run] [--apply [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL]
-         [--token-file FILE] [--slurm-url URL --slurm-token-file FILE ...]
+         [--rm-token-file FILE] [--slurm-url URL --slurm-token-file FILE ...]
          [--audit-db FILE] [--max-actions N] [--max-actions-per-node N]]
     toposcope advise revert ID --resource-manager sim|agent|local|slurm [--rm-url URL]
-        [--token-file FILE] [--audit-db FILE]
+        [--rm-token-file FILE] [--audit-db FILE]
     toposcope advise log [--audit-db FILE]
 
 Exit codes, as krr, kubent and trivy: 0 when the run worked, with or without
-recommendations; 1 only with ``--fail-on LEVEL`` and a recommendation at least that severe;
-2 on usage, configuration or connection errors (also for ``revert`` when nothing could be
-reverted). Dry-run commands and apply results go to stderr so that stdout carries only the
-report.
+recommendations; 1 with ``--fail-on LEVEL`` and a recommendation at least that severe, or
+when ``--apply`` had a recommendation refused or failed by the resource manager (one summary
+line on stderr names them); 2 on usage, configuration or connection errors (also for
+``revert`` when nothing could be reverted). Dry-run commands and apply results go to stderr,
+one line per recommendation, so that stdout carries only the report.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from toposcope.advisor.advise_options import (
 )
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.applying.applier import REVERT_DONE
-from toposcope.advisor.audit import AuditLog
+from toposcope.advisor.audit import FAILED, RETRY_LATER, UNKNOWN, AuditLog
 from toposcope.advisor.calibration import KindCalibration, calibration_from
 from toposcope.advisor.cliargs import agents_from_args, backend_from_args, selector
 from toposcope.advisor.errors import AdvisorError
@@ -69,6 +70,9 @@ __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "add_arguments", "parse_at"
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+#: apply results that make ``--apply`` exit 1: refused or failed by the resource manager,
+#: refused for now (retry later), or unknown (the resource manager stopped answering)
+APPLY_FAILED = frozenset({FAILED, RETRY_LATER, UNKNOWN})
 
 
 def default_audit_db() -> Path:
@@ -109,7 +113,11 @@ def _audit(args: argparse.Namespace) -> AuditLog:
 
 
 def _manager(args: argparse.Namespace, nodes: list[str], out: TextIO) -> ResourceManager:
-    token = read_token(args.token_file, args.allow_insecure_token_file) if args.token_file else None
+    token = (
+        read_token(args.rm_token_file, args.allow_insecure_token_file)
+        if args.rm_token_file
+        else None
+    )
     return make_resource_manager(
         args.resource_manager,
         url=args.rm_url,
@@ -169,7 +177,10 @@ def _pods(model: ClusterModel) -> dict[str, tuple[str, str]]:
     return {w.key: (w.namespace, w.pod) for w in model.workloads if w.namespace and w.pod}
 
 
-def _apply(args: argparse.Namespace, report: Report, manager: ResourceManager | None) -> None:
+def _apply(args: argparse.Namespace, report: Report, manager: ResourceManager | None) -> bool:
+    """Apply the report's recommendations, one stderr line each; whether none failed
+    (a refusal, a failure or an unreachable resource manager also gets a summary line).
+    """
     if manager is None:
         manager = _manager(args, [], sys.stderr)
     dry = args.resource_manager == "dry-run"
@@ -181,12 +192,21 @@ def _apply(args: argparse.Namespace, report: Report, manager: ResourceManager | 
         max_per_run=args.max_actions,
         max_per_node=args.max_actions_per_node,
     )
-    for outcome in applier.apply(report.recommendations):
+    outcomes = applier.apply(report.recommendations)
+    for outcome in outcomes:
         sys.stderr.write(
             f"apply {outcome.recommendation_id}: {outcome.result}"
             + (f" ({outcome.detail})" if outcome.detail else "")
             + "\n"
         )
+    failed = [o for o in outcomes if o.result in APPLY_FAILED]
+    if failed:
+        listed = ", ".join(f"{o.recommendation_id} ({o.result})" for o in failed)
+        sys.stderr.write(
+            f"toposcope advise: error: {len(failed)} of {len(outcomes)} recommendation(s) "
+            f"not applied: {listed}\n"
+        )
+    return not failed
 
 
 def _calibration(path: str | None) -> dict[str, KindCalibration]:
@@ -222,8 +242,8 @@ def _advise(args: argparse.Namespace) -> int:
     if args.dry_run:
         context = CommandContext(rm_url=args.rm_url, pods=_pods(model))
         sys.stderr.write(render_commands(report, args.resource_manager, context))
-    elif args.apply:
-        _apply(args, report, manager)
+    elif args.apply and not _apply(args, report, manager):
+        return EXIT_FINDINGS
     return EXIT_FINDINGS if fails(report.recommendations, args.fail_on) else EXIT_OK
 
 

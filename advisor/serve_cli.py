@@ -2,7 +2,7 @@
 
     toposcope advisor serve (--prometheus URL | --scrape [NAME=]URL...) [--window 1h]
         [--policy NAME ...] [--set POLICY.SETTING=VALUE ...] [--min-gain 0.05]
-        [--interval 60s] [--listen 127.0.0.1:9849] [--token-file FILE]
+        [--interval 60s] [--listen 127.0.0.1:9849] [--api-token-file FILE]
         [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL] [--rm-token-file FILE]
         [--slurm-url URL --slurm-token-file FILE ...]
         [--audit-db FILE] [--verify-after DURATION] [--harm-threshold 0.1]
@@ -12,7 +12,7 @@
 It analyses every ``--interval`` (the same loaders and policies as ``toposcope advise``),
 serves ``/metrics`` (scrape it as job ``toposcope-advisor``, which the alert rules expect)
 and the JSON API of :mod:`toposcope.advisor.api`, on loopback unless told otherwise.
-Applying and reverting need the bearer token of ``--token-file``; the resource manager is
+Applying and reverting need the bearer token of ``--api-token-file``; the resource manager is
 dry-run unless ``--resource-manager`` names another, and every action goes to the audit log
 (``--audit-db``), which is the truth across restarts. Applied pins and memory migrations are
 verified after ``--verify-after`` (default: the window) and reverted when harmful.
@@ -40,6 +40,7 @@ from toposcope.advisor.api import DEFAULT_LISTEN, advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.cli import default_audit_db, local_actor
 from toposcope.advisor.cliargs import (
+    DeprecatedAlias,
     add_agent_arguments,
     add_analysis_arguments,
     add_source_arguments,
@@ -77,7 +78,7 @@ EXIT_LOST_LEADERSHIP = 1
 EXIT_ERROR = 2
 #: why a web configuration's basic_auth_users cannot apply to the advisor's API
 BEARER_ONLY = (
-    "the API's callers authenticate with a bearer token (--token-file) in the same "
+    "the API's callers authenticate with a bearer token (--api-token-file) in the same "
     "Authorization header; restrict who connects with tls_server_config client certificates"
 )
 
@@ -102,9 +103,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_log_arguments(serve)
     serve.add_argument(
-        "--token-file",
+        "--api-token-file",
         metavar="FILE",
-        help="bearer token that apply and revert requests must carry (without it they answer 403)",
+        help="this service's own API token: apply and revert requests must carry it (without "
+        "it they answer 403); the resource manager's is --rm-token-file",
+    )
+    serve.add_argument(
+        "--token-file",
+        dest="api_token_file",
+        action=DeprecatedAlias,
+        replacement="--api-token-file",
+        metavar="FILE",
+        help="deprecated name of --api-token-file",
     )
     add_token_file_options(serve)
     serve.add_argument(
@@ -227,9 +237,13 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
 
 def api_token(args: argparse.Namespace) -> str | None:
     """The bearer token apply and revert requests must carry (``None``: they are refused)."""
-    token = read_token(args.token_file, args.allow_insecure_token_file) if args.token_file else None
+    token = (
+        read_token(args.api_token_file, args.allow_insecure_token_file)
+        if args.api_token_file
+        else None
+    )
     if token is None:
-        LOG.warning("no --token-file: applying and reverting through the API are disabled")
+        LOG.warning("no --api-token-file: applying and reverting through the API are disabled")
     return token
 
 

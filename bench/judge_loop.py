@@ -103,7 +103,7 @@ def run_advisor(
         sys.executable, "-m", "toposcope.cli", "advise",
         "--prometheus", prom_url, "--window", f"{window_s}s", "--format", "json",
         "--apply", "--resource-manager", "sim", "--rm-url", sim_url,
-        "--token-file", str(token_file), "--audit-db", str(audit_db),
+        "--rm-token-file", str(token_file), "--audit-db", str(audit_db),
         "--max-actions", str(options.max_actions),
         "--max-actions-per-node", str(options.max_actions_per_node),
     ]  # fmt: skip

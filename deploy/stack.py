@@ -199,7 +199,7 @@ def start_advisor(
             str(VENV_BIN / "toposcope"), "advisor", "serve",
             "--prometheus", f"http://127.0.0.1:{ports['prometheus']}",
             "--window", "10m", "--interval", interval,
-            "--listen", f"127.0.0.1:{port}", "--token-file", str(token_file),
+            "--listen", f"127.0.0.1:{port}", "--api-token-file", str(token_file),
             *(rm_args or ["--resource-manager", "sim", "--rm-url",
                           f"{scheme()}://127.0.0.1:{ports['sim']}",
                           "--rm-token-file", str(RUN / "sim" / "token"), *advisor_tls_args()]),

@@ -6,13 +6,16 @@ and the core never imports a part at start-up (imports go one way: parts depend 
 Each module provides ``add_arguments(parser)`` and ``run(args) -> int``.
 
 Exit codes: 0 ok, 1 findings (a command that reports problems found some), 2 usage or
-configuration errors (a malformed file, a root that does not exist).
+configuration errors (a malformed file, a root that does not exist; a usage error prints the
+usage of the subcommand it is in), 141 when whoever reads standard output closed it early
+(``toposcope ... | head``: quiet, as git and coreutils end on SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Protocol, cast
@@ -25,6 +28,8 @@ from toposcope.logformat import add_log_arguments, configure_logging
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+#: 128 + SIGPIPE: what a shell reports for git or coreutils when the reader of a pipe left
+EXIT_BROKEN_PIPE = 141
 
 #: subcommand -> the install extra that brings its libraries (``pip install toposcope[X]``)
 EXTRAS: dict[str, str] = {
@@ -146,7 +151,58 @@ def build_parser(
     return parser, modules
 
 
+def chosen_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The innermost (sub)parser ``args`` went through: ``toposcope advise revert ...``
+    gives the parser of ``advise revert``, so that its usage goes with a usage error.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and action.choices:
+            chosen = getattr(args, action.dest, None)
+            if isinstance(chosen, str) and chosen in action.choices:
+                return chosen_parser(action.choices[chosen], args)
+    return parser
+
+
+def _parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(words)``, but an unknown option is reported, with its usage, by
+    the subcommand it was given to rather than by the top-level parser.
+    """
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that flushing it at exit fails no more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line's subcommand; a closed standard output ends it quietly (141).
+
+    Once here for every subcommand, as the Python documentation advises for a
+    ``BrokenPipeError``: ``toposcope advise --list-policies | head -3`` prints no traceback.
+    """
+    try:
+        try:
+            code = _main(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     """Parse arguments, run the subcommand and map errors to exit codes."""
     words = list(sys.argv[1:] if argv is None else argv)
     command = command_of(words)
@@ -155,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"toposcope: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    args = parser.parse_args(words)
+    args = _parse(parser, words)
     configure_logging(args)
     if not args.command:
         parser.print_help(sys.stderr)

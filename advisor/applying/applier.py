@@ -156,7 +156,7 @@ class Applier:
         for rec in sorted(recommendations, key=lambda r: (-r.estimated_gain, r.id)):
             outcome = self._apply_one(rec, before, run)
             outcomes.append(outcome)
-            LOG.info("recommendation %s: %s %s", rec.id, outcome.result, outcome.detail)
+            LOG.debug("recommendation %s: %s %s", rec.id, outcome.result, outcome.detail)
         return outcomes
 
     def _allocations(self) -> dict[tuple[str, str], Allocation]:

@@ -157,7 +157,9 @@ def test_apply_revert_and_log_against_a_resource_manager(
     audit = tmp_path / "audit.sqlite"
     rm = FakeResourceManager("secret", allocations)
     with FakeServer(rm).run() as server:
-        manager = ["--resource-manager", "sim", "--rm-url", server.url, "--token-file", str(token)]
+        manager = [
+            "--resource-manager", "sim", "--rm-url", server.url, "--rm-token-file", str(token)
+        ]  # fmt: skip
         argv = ["--prometheus", prometheus.url, "--format", "json", "--apply", *manager]
         assert invoke(advise_cli, [*argv, "--audit-db", str(audit)]) == 0
         report = json.loads(capsys.readouterr().out)
@@ -173,7 +175,7 @@ def test_apply_revert_and_log_against_a_resource_manager(
         wrong = tmp_path / "wrong"
         wrong.write_text("nope")
         wrong.chmod(0o600)
-        bad = [*argv, "--token-file", str(wrong), "--audit-db", str(audit)]
+        bad = [*argv, "--rm-token-file", str(wrong), "--audit-db", str(audit)]
         assert invoke(advise_cli, bad) == 2
         assert "refused the token" in capsys.readouterr().err
 

@@ -163,7 +163,7 @@ def test_dry_run_prints_api_calls_and_changes_nothing(
             "sim",
             "--rm-url",
             server.url,
-            "--token-file",
+            "--rm-token-file",
             str(token),
             "--apply",
             "--dry-run",

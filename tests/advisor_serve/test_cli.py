@@ -19,6 +19,7 @@ from tests.agent.conftest import allowed_cpus, cpus_allowed, running_child
 from tests.procs import free_port, http_get, poll
 from toposcope.advisor import serve_cli
 from toposcope.advisor.rmclients import make_resource_manager
+from toposcope.cli import build_parser
 from toposcope.cpulist import format_cpulist
 from toposcope.rm import ResourceManager
 
@@ -44,7 +45,7 @@ def test_defaults_are_loopback_and_dry_run() -> None:
     assert args.listen == "127.0.0.1:9849"
     assert args.resource_manager == "dry-run"
     assert args.interval == "60s"
-    assert args.token_file is None
+    assert args.api_token_file is None
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_defaults_are_loopback_and_dry_run() -> None:
         (["--resource-manager", "sim"], "--rm-url"),
         (["--interval", "0s"], "--interval"),
         (["--window", "an hour"], "duration"),
-        (["--token-file", "/nonexistent/token"], "token file"),
+        (["--api-token-file", "/nonexistent/token"], "token file"),
         (["--harm-threshold", "2"], "harm threshold"),
         (["--listen", "nowhere"], "HOST:PORT"),
     ],
@@ -84,7 +85,7 @@ def test_serves_until_sigterm(bench: Bench, tmp_path: Path) -> None:
         f"127.0.0.1:{port}",
         "--interval",
         "1s",
-        "--token-file",
+        "--api-token-file",
         str(token),
         "--audit-db",
         str(tmp_path / "audit.sqlite"),
@@ -138,3 +139,15 @@ def test_local_resource_manager_pins_a_real_process(bench: Bench) -> None:
             status, _, body = call(revert, "POST", API_TOKEN)
             assert status == 200, json.dumps(body)
         assert cpus_allowed(child.pid) == start
+
+
+def test_the_api_token_option_says_whose_token_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    parser, _ = build_parser(["advisor"])
+    serve = ["advisor", "serve", "--prometheus", "http://prometheus:9090"]
+    assert parser.parse_args([*serve, "--api-token-file", "api.token"]).api_token_file == (
+        "api.token"
+    )
+    assert capsys.readouterr().err == ""
+    assert parser.parse_args([*serve, "--token-file", "api.token"]).api_token_file == "api.token"
+    warning = "toposcope advisor serve: warning: --token-file is deprecated, use --api-token-file"
+    assert warning in capsys.readouterr().err

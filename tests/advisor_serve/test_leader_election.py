@@ -97,7 +97,7 @@ class Cluster:
         argv = [
             sys.executable, "-c", MAIN, "serve",
             "--prometheus", self.prometheus_url, "--window", "10m", "--interval", "60s",
-            "--listen", f"127.0.0.1:{port}", "--token-file", str(token),
+            "--listen", f"127.0.0.1:{port}", "--api-token-file", str(token),
             "--resource-manager", "sim", "--rm-url", self.rm_url, "--rm-token-file", str(rm_token),
             "--audit-db", str(self.tmp / "audit.sqlite"),
             "--leader-elect", *PERIODS, *self.lock_args,

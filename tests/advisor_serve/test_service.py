@@ -105,7 +105,7 @@ def test_reads_are_open_and_changes_need_the_token(bench: Bench) -> None:
     unguarded.analyse_once()
     with serving(unguarded, token=None) as url:
         status, _, body = call(f"{url}{apply}", "POST", token=API_TOKEN)
-    assert status == 403 and "--token-file" in body["error"]
+    assert status == 403 and "--api-token-file" in body["error"]
     assert bench.rm.posts == 0
 
 

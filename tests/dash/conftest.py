@@ -164,7 +164,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             advisor = [
                 *toposcope, "advisor", "serve", "--prometheus", prom.url, "--window", "1m",
                 "--interval", "2s", "--listen", f"127.0.0.1:{advisor_port}",
-                "--token-file", str(advisor_token), "--resource-manager", "sim",
+                "--api-token-file", str(advisor_token), "--resource-manager", "sim",
                 "--rm-url", sim_url, "--rm-token-file", str(sim_token),
                 "--audit-db", str(workdir / "audit.sqlite"),
             ]  # fmt: skip

@@ -624,11 +624,11 @@ def test_advisor_recommends_only_and_reads_its_token_from_a_secret() -> None:
     assert args.resource_manager == "dry-run"
     assert args.rm_url is None and args.rm_token_file is None
     assert args.prometheus.startswith("http")
-    found = _mount_of(pod, _advisor(), args.token_file)
+    found = _mount_of(pod, _advisor(), args.api_token_file)
     secret = found["volume"]["secret"]
     assert secret["secretName"] == "toposcope-advisor-token"
     assert found["mount"]["readOnly"] is True
-    relative = os.path.relpath(args.token_file, found["mount"]["mountPath"])
+    relative = os.path.relpath(args.api_token_file, found["mount"]["mountPath"])
     assert {"key": "token", "path": relative} in secret["items"]
     assert secret["defaultMode"] & 0o007 == 0  # not world-readable
 
@@ -769,7 +769,7 @@ def test_apply_component_points_the_advisor_at_each_nodes_agent() -> None:
     found = _mount_of(deployment["spec"]["template"]["spec"], container, args.rm_token_file)
     (source,) = found["volume"]["projected"]["sources"]
     assert source["serviceAccountToken"]["audience"] == "toposcope-agent"
-    assert args.token_file != args.rm_token_file
+    assert args.api_token_file != args.rm_token_file
     # everything else as in the recommend-only Deployment
     base = _args(_advisor())
     assert _args(container)[: len(base)] == base

@@ -194,7 +194,7 @@ def test_advisor_keeps_its_audit_log_in_the_state_directory() -> None:
     assert args.advisor_command == "serve"
     (state,) = service["StateDirectory"]
     assert Path(args.audit_db).parent == Path("/var/lib") / state == Path(STATE)
-    assert _credential(ADVISOR, args.token_file) == "/etc/toposcope/advisor.token"
+    assert _credential(ADVISOR, args.api_token_file) == "/etc/toposcope/advisor.token"
     assert args.resource_manager == "dry-run"  # recommend-only unless a drop-in says otherwise
     assert args.listen.startswith("127.0.0.1:")
 

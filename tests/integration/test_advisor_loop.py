@@ -53,7 +53,7 @@ def advise(
     argv = [
         sys.executable, "-m", "toposcope.cli", "advise", "--prometheus", prom,
         "--window", f"{WINDOW_S}s", "--at", f"{at:.3f}", "--format", "json", "--apply",
-        "--resource-manager", "sim", "--rm-url", sim, "--token-file", str(token),
+        "--resource-manager", "sim", "--rm-url", sim, "--rm-token-file", str(token),
         "--audit-db", str(audit), "--max-actions-per-node", "5",
     ]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)

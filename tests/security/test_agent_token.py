@@ -60,7 +60,7 @@ def _advise(scrape: Path, token: Path, *extra: str) -> int:
         return main(
             [
                 "--log-level", "error", "advise", "--scrape", scrape.as_uri(),
-                "--resource-manager", "agent", "--token-file", str(token), *extra,
+                "--resource-manager", "agent", "--rm-token-file", str(token), *extra,
             ]
         )  # fmt: skip
 

@@ -138,7 +138,7 @@ def _commands(token: Path, tmp_path: Path) -> dict[str, list[str]]:
             "127.0.0.1:99999",
             "--audit-db",
             audit,
-            "--token-file",
+            "--api-token-file",
             str(token),
         ],
         "advisor serve rm": [
@@ -169,7 +169,7 @@ def _commands(token: Path, tmp_path: Path) -> dict[str, list[str]]:
             audit,
             "revert",
             "no-such-id",
-            "--token-file",
+            "--rm-token-file",
             str(token),
         ],
         "place": [

@@ -20,7 +20,7 @@ from toposcope.advisor.cliargs import (
     add_analysis_arguments,
     add_source_arguments,
 )
-from toposcope.advisor.formatters import FORMATTERS
+from toposcope.advisor.formatters import FORMATTERS, FormatOptions
 from toposcope.advisor.formatters.commands import RENDERERS
 from toposcope.advisor.label_selector import SelectorError, parse_selector
 from toposcope.advisor.policies import POLICIES
@@ -169,7 +169,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--width",
         type=int,
         metavar="COLUMNS",
-        help="wrap the table to this width (default: $COLUMNS, else the terminal's; 0: never)",
+        help="fit the table to this width (default: $COLUMNS, else the terminal's when stdout "
+        "is one, else no limit; 0: no limit)",
+    )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="table: every column (id, severity, risk, summary too) on one line, unwrapped",
+    )
+    parser.add_argument(
+        "--html-standalone",
+        action="store_true",
+        help="html: an interactive plotly chart, with plotly.js inlined (about 5 MB; default: "
+        "a small page with no script)",
     )
     parser.add_argument(
         "--fail-on",
@@ -236,6 +248,11 @@ def workload_filter(args: argparse.Namespace) -> WorkloadFilter:
         selector=selector,
         names=tuple(args.workload),
     )
+
+
+def format_options(args: argparse.Namespace) -> FormatOptions:
+    """How to render the report: :func:`table_width`, ``--wide``, ``--html-standalone``."""
+    return FormatOptions(width=table_width(args), wide=args.wide, standalone=args.html_standalone)
 
 
 def table_width(args: argparse.Namespace) -> int:

@@ -36,8 +36,8 @@ from typing import TextIO
 from toposcope.advisor.advise_options import (
     add_arguments,
     fails,
+    format_options,
     policy_names,
-    table_width,
     workload_filter,
 )
 from toposcope.advisor.applying import Applier
@@ -46,7 +46,7 @@ from toposcope.advisor.audit import FAILED, RETRY_LATER, UNKNOWN, AuditLog
 from toposcope.advisor.calibration import KindCalibration, calibration_from
 from toposcope.advisor.cliargs import agents_from_args, backend_from_args, selector
 from toposcope.advisor.errors import AdvisorError
-from toposcope.advisor.formatters import FormatOptions, find_formatter
+from toposcope.advisor.formatters import find_formatter
 from toposcope.advisor.formatters.commands import RENDERERS, CommandContext, render_commands
 from toposcope.advisor.loaders import Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
@@ -159,7 +159,7 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--resource-manager {args.resource_manager} can only print commands (--dry-run)"
         )
-    if args.at and args.scrape:
+    if args.at and (args.scrape or args.sim):
         raise UsageError("--at needs --prometheus: a scrape sees only the present")
 
 
@@ -227,7 +227,7 @@ def _advise(args: argparse.Namespace) -> int:
     policies = build(policy_names(args), parse_overrides(args.set))
     chosen = workload_filter(args)
     render = find_formatter(args.format)
-    options = FormatOptions(width=table_width(args))
+    options = format_options(args)
     backend = backend_from_args(args)
     model = load_model(backend, window, selector=selector(args), node_label=args.node_label)
     manager: ResourceManager | None = None

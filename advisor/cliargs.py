@@ -13,6 +13,7 @@ from typing import Any
 
 from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLoader, ScrapeTarget
 from toposcope.advisor.loaders.base import check_selector
+from toposcope.advisor.loaders.sim_targets import sim_targets
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import EndpointResolver, read_token, resolver_from_options
 from toposcope.advisor.rmclients.clienttls import add_client_tls_arguments
@@ -45,7 +46,9 @@ class DeprecatedAlias(argparse.Action):
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--prometheus URL | --scrape URL [--scrape URL...]`` and their connection options."""
+    """``--prometheus URL | --scrape URL [--scrape URL...] | --sim URL`` and their connection
+    options.
+    """
     group = parser.add_argument_group("metrics source (one of)")
     group.add_argument(
         "--prometheus",
@@ -59,6 +62,12 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="[NAME=]URL",
         help="read an exporter's /metrics directly (repeatable, one URL each; NAME: the node "
         "name to report)",
+    )
+    group.add_argument(
+        "--sim",
+        metavar="URL",
+        help="scrape every node of a running toposcope sim at this URL "
+        "(e.g. http://127.0.0.1:9850), named as the simulator names them",
     )
     parser.add_argument(
         "--bearer-token-file", metavar="FILE", help="bearer token for the PromQL API"
@@ -113,13 +122,19 @@ def _pairs(items: list[str], sep: str, what: str) -> dict[str, str]:
 
 def backend_from_args(args: argparse.Namespace) -> MetricsBackend:
     """The metrics backend the options ask for (:class:`UsageError` unless exactly one)."""
-    if bool(args.prometheus) == bool(args.scrape):
-        raise UsageError("give exactly one of --prometheus URL or --scrape URL (repeatable)")
+    if [bool(args.prometheus), bool(args.scrape), bool(args.sim)].count(True) != 1:
+        raise UsageError(
+            "give exactly one of --prometheus URL, --scrape URL (repeatable) or --sim URL"
+        )
     if args.timeout <= 0 or args.retries < 0:
         raise UsageError("--timeout must be > 0 and --retries >= 0")
     check_selector(args.selector)
     if args.scrape:
         return ScrapeLoader([ScrapeTarget.parse(t) for t in args.scrape], timeout=args.timeout)
+    if args.sim:
+        targets = sim_targets(args.sim, timeout=args.timeout)
+        source = f"sim:{args.sim} ({len(targets)} nodes)"
+        return ScrapeLoader(targets, timeout=args.timeout, source=source)
     insecure = getattr(args, "allow_insecure_token_file", False)
     token = read_token(Path(args.bearer_token_file), insecure) if args.bearer_token_file else None
     return PrometheusLoader(

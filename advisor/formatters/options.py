@@ -15,9 +15,16 @@ from toposcope.report.recommendation import Report
 
 @dataclass(frozen=True)
 class FormatOptions:
-    """How to render: ``width`` is the line length a table wraps to (0: never wrap)."""
+    """How to render.
+
+    ``width`` is the line length a table fits to (0: no limit); ``wide`` puts every column
+    of a table on one line, unwrapped; ``standalone`` inlines the bundled plotly.js in an
+    HTML report for its interactive chart (default: a small page with no script at all).
+    """
 
     width: int = 0
+    wide: bool = False
+    standalone: bool = False
 
 
 #: the options a formatter gets when its caller gives none

@@ -1,50 +1,64 @@
-"""The table formatter: aligned columns for a terminal, wrapped to its width.
+"""The table formatter: one line per recommendation that fits the terminal, its summary
+under it.
 
-The short columns (id, kind, gain, severity...) keep their width, so an id can be copied
-whole; when a row is longer than :attr:`FormatOptions.width`, the summary, the change and
-the target share what is left and wrap onto continuation lines. A line is longer than the
-width only when the short columns and the narrowest wrapped ones alone already are.
-Control characters in names and notes are shown as escapes (:func:`~.escaping.visible`),
-never written to the terminal.
+Each recommendation is a row of :data:`COMPACT` columns (kind, target, gain, confidence,
+change: what a person scans for), then its id, severity, risk and summary, indented and
+wrapped to :attr:`FormatOptions.width` at spaces (:func:`~.wrapping.wrap`: a name is never
+split inside a word). The target and the change share what the fixed columns leave; a cell
+that does not fit is cut with an ellipsis and then written whole on an indented line of its
+own, so nothing is lost; when the change column would be too narrow to say anything, each
+change is written under its row instead. With :attr:`FormatOptions.wide` every column
+(:data:`~.cells.COLUMNS`) is on one line, unwrapped, for ``grep`` or a wide screen. Control
+characters in names and notes are shown as escapes (:func:`~.escaping.visible`), never
+written to the terminal.
 """
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, action_text, cells, header
+from toposcope.advisor.formatters.cells import COLUMNS, NUMERIC, cells, change_text, header
 from toposcope.advisor.formatters.escaping import visible
 from toposcope.advisor.formatters.options import DEFAULT_OPTIONS, FormatOptions
-from toposcope.report.recommendation import Report
+from toposcope.advisor.formatters.wrapping import shorten, wrap
+from toposcope.report.recommendation import Recommendation, Report
 
-#: the columns that wrap, with their share of the width left by the others
-WRAPPING = {"SUMMARY": 3, "CHANGE": 2, "TARGET": 2}
-#: the narrowest a wrapping column becomes
-MIN_WRAP = 8
+#: the columns of a recommendation's line (the default, compact table)
+COMPACT = ("KIND", "TARGET", "GAIN", "CONF", "CHANGE")
+#: the columns that give up width when a line is too long, with their share of what is left
+#: (a name whole matters more: a change cut short is written whole under its row)
+SHARES: Mapping[str, int] = {"TARGET": 4, "CHANGE": 1}
+#: a change column narrower than this says nothing: it is left out, each change written below
+MIN_CHANGE = 16
+#: the narrowest a sharing column becomes
+MIN_SHARE = 8
 #: the space between columns
 GAP = "  "
+#: the indent of the lines under a recommendation's row
+INDENT = "    "
 
 
-def fit_widths(natural: Sequence[int], names: Sequence[str], width: int) -> list[int]:
+def fit_widths(
+    natural: Sequence[int], names: Sequence[str], width: int, shares: Mapping[str, int] = SHARES
+) -> list[int]:
     """Column widths no wider than ``natural`` whose total (gaps included) fits ``width``
-    when it can: the other columns keep their width and the :data:`WRAPPING` columns share
-    what is left by weight, a column that needs less than its share giving the rest to
-    the others (none narrower than :data:`MIN_WRAP`).
+    when it can: the other columns keep their width and the ``shares`` columns share what
+    is left by weight, a column that needs less than its share giving the rest to the
+    others (none narrower than :data:`MIN_SHARE`).
     """
     widths = list(natural)
     if width <= 0 or sum(widths) + len(GAP) * (len(widths) - 1) <= width:
         return widths
-    wrapping = [i for i, name in enumerate(names) if name in WRAPPING]
+    sharing = [i for i, name in enumerate(names) if name in shares]
     budget = width - len(GAP) * (len(widths) - 1)
-    budget -= sum(w for i, w in enumerate(widths) if i not in wrapping)
-    left = list(wrapping)
+    budget -= sum(w for i, w in enumerate(widths) if i not in sharing)
+    left = list(sharing)
     while left:
-        unit = budget / sum(WRAPPING[names[i]] for i in left)
-        fits = [i for i in left if natural[i] <= unit * WRAPPING[names[i]]]
+        unit = budget / sum(shares[names[i]] for i in left)
+        fits = [i for i in left if natural[i] <= unit * shares[names[i]]]
         if not fits:
             for i in left:
-                widths[i] = max(MIN_WRAP, int(unit * WRAPPING[names[i]]))
+                widths[i] = max(MIN_SHARE, int(unit * shares[names[i]]))
             break
         for i in fits:
             budget -= natural[i]
@@ -52,58 +66,67 @@ def fit_widths(natural: Sequence[int], names: Sequence[str], width: int) -> list
     return widths
 
 
-def _lines(cell: str, width: int) -> list[str]:
-    lines: list[str] = []
-    for part in cell.split("\n"):
-        lines += [part] if len(part) <= width else textwrap.wrap(part, width) or [""]
+def aligned(names: Sequence[str], row: Sequence[str], widths: Sequence[int]) -> str:
+    """One line of ``row`` in columns of ``widths`` (numbers right-aligned), no trailing space."""
+    parts = [
+        cell.rjust(w) if name in NUMERIC else cell.ljust(w)
+        for name, cell, w in zip(names, row, widths, strict=True)
+    ]
+    return GAP.join(parts).rstrip()
+
+
+def _wide(recs: Sequence[Recommendation]) -> list[str]:
+    rows = [[visible(cells(rec)[c]) for c in COLUMNS] for rec in recs]
+    widths = [max(len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(COLUMNS)]
+    return [aligned(COLUMNS, row, widths) for row in [list(COLUMNS), *rows]]
+
+
+def _compact_row(rec: Recommendation) -> list[str]:
+    row = {**cells(rec), "CHANGE": change_text(rec, brief=True)}
+    return [visible(row[c]) for c in COMPACT]
+
+
+def _compact(recs: Sequence[Recommendation], width: int) -> list[str]:
+    rows = [_compact_row(rec) for rec in recs]
+    natural = [max(len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(COMPACT)]
+    widths = fit_widths(natural, COMPACT, width)
+    names = list(COMPACT)
+    if widths[-1] < min(MIN_CHANGE, natural[-1]):
+        names, rows = names[:-1], [row[:-1] for row in rows]
+        widths = fit_widths(natural[:-1], names, width)
+    lines = [aligned(names, names, widths)]
+    for rec, row in zip(recs, rows, strict=True):
+        shown = [
+            shorten(cell, w, middle=name == "TARGET")
+            for name, cell, w in zip(names, row, widths, strict=True)
+        ]
+        lines.append(aligned(names, shown, widths))
+        about = f"{rec.id} ({rec.severity}, {rec.risk} risk): {rec.summary}"
+        lines += wrap(visible(about), width, INDENT)
+        for name, cell, cut in zip(names, row, shown, strict=True):
+            if cut != cell:
+                lines += wrap(f"{name.lower()}: {cell}", width, INDENT)
+        if "CHANGE" not in names:
+            lines += wrap("change: " + visible(change_text(rec, brief=True)), width, INDENT)
     return lines
 
 
-def render_rows(names: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
-    """``rows`` under the header ``names``, aligned, wrapped to ``width`` (0: no wrapping);
-    a newline in a cell starts a new line within it.
-    """
-    natural = [
-        max(len(n), *(len(line) for r in rows for line in r[i].split("\n")))
-        for i, n in enumerate(names)
-    ]
-    widths = fit_widths(natural, names, width)
-    out = [GAP.join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
-    for row in rows:
-        wrapped = [_lines(cell, w) for cell, w in zip(row, widths, strict=True)]
-        for k in range(max(len(c) for c in wrapped)):
-            parts = []
-            for i, (lines, w) in enumerate(zip(wrapped, widths, strict=True)):
-                text = lines[k] if k < len(lines) else ""
-                parts.append(text.rjust(w) if names[i] in NUMERIC else text.ljust(w))
-            out.append(GAP.join(parts).rstrip())
-    return out
-
-
-def _wrap(text: str, width: int, indent: str = "", more: str = "") -> list[str]:
-    if width <= len(more) + 8:
-        return [indent + text]
-    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=more)
-
-
 def table(report: Report, options: FormatOptions = DEFAULT_OPTIONS) -> str:
-    """Aligned columns sorted by gain (highest first), each action of a recommendation on a
-    line of its own, then the notes; all wrapped to ``options.width``.
+    """The recommendations by gain (highest first), then the notes: compact and fitted to
+    ``options.width`` (0: no limit), or one unwrapped line each with ``options.wide``.
     """
-    lines = _wrap(visible(header(report)), options.width)
-    rows = []
-    for rec in report.by_gain():
-        row = {name: visible(cell) for name, cell in cells(rec).items()}
-        row["CHANGE"] = "\n".join(visible(action_text(a)) for a in rec.actions) or "-"
-        rows.append([row[c] for c in COLUMNS])
-    if rows:
-        lines.append("")
-        lines += render_rows(COLUMNS, rows, options.width)
-    else:
+    width = 0 if options.wide else options.width
+    lines = wrap(visible(header(report)), width)
+    recs = report.by_gain()
+    lines.append("")
+    if not recs:
         lines.append("nothing to do")
+    elif options.wide:
+        lines += _wide(recs)
+    else:
+        lines += _compact(recs, width)
     if report.notes:
         lines += ["", "notes:"]
         for n in report.notes:
-            note = visible(f"[{n.policy}] {n.target}: {n.reason}")
-            lines += _wrap(note, options.width, "  ", "    ")
+            lines += wrap(visible(f"[{n.policy}] {n.target}: {n.reason}"), width, "  ")
     return "\n".join(lines) + "\n"

@@ -103,22 +103,27 @@ class _Scraped:
 class ScrapeLoader:
     """Read each target once (on the first query) and answer queries from that snapshot.
 
-    Targets that cannot be told apart are refused (:func:`check_targets`).
+    Targets that cannot be told apart are refused (:func:`check_targets`). ``source`` names
+    them in reports when they were found rather than listed (a simulator's URL); by default
+    the report lists the scraped URLs.
     """
 
-    def __init__(self, targets: Sequence[ScrapeTarget], *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, targets: Sequence[ScrapeTarget], *, timeout: float = 10.0, source: str = ""
+    ) -> None:
         if not targets:
             raise AdvisorConnectionError("no scrape targets given")
         check_targets(targets)
         self.targets = tuple(targets)
         self.timeout = timeout
+        self._source = source
         self._snapshot: list[_Scraped] | None = None
         self._failures: list[str] = []
 
     @property
     def source(self) -> str:
-        """The scraped URLs, for reports."""
-        return "scrape:" + ",".join(t.url for t in self.targets)
+        """What was scraped, for reports: ``source`` if given, else the scraped URLs."""
+        return self._source or "scrape:" + ",".join(t.url for t in self.targets)
 
     def scrape(self) -> list[_Scraped]:
         """Read every target (once); unreachable targets become warnings, all failing an error."""

@@ -5,8 +5,10 @@ same PCIe switch (PIX, then PXB) > same socket (PHB, NODE) > across sockets (SYS
 sum of its pairwise link ranks; (3) fragmentation, buddy-cell style as in HiveD: the GPUs of
 a node form cells (a PCIe switch or NVLink island, then a socket, then the node), and a set
 that breaks fewer fully free cells, and then leaves fewer free GPUs stranded in the cells it
-touches, keeps larger well-connected blocks for later jobs; (4) the GPU indexes
-(deterministic). :func:`rank_sets` ranks the sets of one node, :func:`place` across nodes
+touches, keeps larger well-connected blocks for later jobs; (4) NUMA locality: a set whose
+GPUs sit on fewer NUMA nodes (one, ideally: the job's CPUs and memory can then be pinned next
+to all of them) before one that spans more, and a set of unknown NUMA nodes last; (5) the GPU
+indexes (deterministic). :func:`rank_sets` ranks the sets of one node, :func:`place` across nodes
 (``toposcope place --gpus N``), :func:`first_fit` is what a topology-blind scheduler would
 pick. A multi-GPU job's step time scales with its worst link by :data:`LINK_FACTOR`
 (Gandiva-anchored; see the gpu-placement policy). GPU claims (``gpu:NODE/INDEX``,
@@ -39,6 +41,8 @@ LINK_FACTOR: dict[LinkType | None, float] = {
 }
 #: most candidate sets enumerated per node before falling back to a greedy search
 MAX_COMBINATIONS = 20000
+#: the NUMA span ranked for a set whose GPUs' NUMA nodes are unknown: after any known span
+UNKNOWN_NUMA_SPAN = 1 << 16
 
 
 def link_factor(worst: LinkType | None, sensitivity: float = 1.0) -> float:
@@ -54,10 +58,23 @@ def link_factor(worst: LinkType | None, sensitivity: float = 1.0) -> float:
 class Placement(GpuSet):
     """A candidate GPU set on one node with its ranking terms (lower is better)."""
 
-    def score(self) -> tuple[int, int, int, int, tuple[int, ...]]:
-        """The ranking key: worst link, link sum, broken cells, stranded GPUs, indexes."""
+    def score(self) -> tuple[int, int, int, int, int, tuple[int, ...]]:
+        """The ranking key: worst link, link sum, broken cells, stranded GPUs, NUMA span
+        (:meth:`numa_span`), indexes.
+        """
         worst = self.worst_link.rank if self.worst_link is not None else -1
-        return (worst, self.link_sum, self.broken_cells, self.stranded, self.gpus)
+        return (
+            worst,
+            self.link_sum,
+            self.broken_cells,
+            self.stranded,
+            self.numa_span(),
+            self.gpus,
+        )
+
+    def numa_span(self) -> int:
+        """How many NUMA nodes the set's GPUs sit on (:data:`UNKNOWN_NUMA_SPAN` if unknown)."""
+        return len(self.numa_nodes) or UNKNOWN_NUMA_SPAN
 
     def factor(self, sensitivity: float = 1.0) -> float:
         """The step-time factor of this set (see :data:`LINK_FACTOR`)."""

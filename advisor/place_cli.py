@@ -4,11 +4,13 @@
         [--top 5] [--format table|json] [--fail-on no-placement]
 
 Free GPUs are those up and held by no workload. Sets are ranked by worst link (NVLink >
-same PCIe switch > same socket > across sockets), then link sum, then fragmentation (see
-docs/policies.md, gpu-placement). Exit codes: 0 the ranking was made (also when no node has N
-free GPUs: that is an answer, said on standard error), 1 no node has N free GPUs and
-``--fail-on no-placement`` was given (for scripts that wait for room), 2 usage, configuration
-or connection errors.
+same PCIe switch > same socket > across sockets), then link sum, then fragmentation, then NUMA
+locality (a set on one NUMA node first), then GPU index (see docs/policies.md, gpu-placement;
+the table's columns are explained under it and in ``--help``). Exit codes: 0 the ranking
+was made (also when no node has N free GPUs: that is an answer, said on standard error, with
+how many GPUs the node has free; an unknown ``--node`` is a usage error), 1 no node has N
+free GPUs and ``--fail-on no-placement`` was given (for scripts that wait for room), 2 usage,
+configuration or connection errors.
 """
 
 from __future__ import annotations
@@ -16,18 +18,59 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 
 from toposcope.advisor.cliargs import add_source_arguments, backend_from_args, selector
 from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.gpu_sets import Placement, link_factor, place
 from toposcope.advisor.loaders import PLACEMENT_QUERIES, Window, queries
+from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.runner import load_model
 from toposcope.auth.tokens import add_token_file_options
 from toposcope.errors import ConfigError, UsageError
 
+#: what each column of the table means, under the table and in ``--help``
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("RANK", "1 is the best set; the order is the columns from WORST LINK to NUMA"),
+    (
+        "WORST LINK",
+        "the slowest link between two GPUs of the set: NV# (NVLink) > PIX, PXB (one PCIe "
+        "switch) > PHB, NODE (one socket) > SYS (across sockets); - for one GPU",
+    ),
+    ("FACTOR", "step time of a communication-bound job on that link, against PIX = 1.00"),
+    ("LINK SUM", "the ranks of all the set's GPU pairs added up: lower is better connected"),
+    (
+        "BROKEN",
+        "fully free cells (a PCIe switch or NVLink island, a socket) the set breaks up; "
+        "fewer keeps whole blocks for later jobs",
+    ),
+    ("STRANDED", "free GPUs the set leaves alone in the cells it takes GPUs from"),
+    ("NUMA", "the NUMA nodes of the set's GPUs; among equal sets, fewer comes first"),
+)
+
+
+def legend(width: int = 88) -> str:
+    """The columns explained, one wrapped entry each (:data:`COLUMNS`)."""
+    indent = " " * (max(len(name) for name, _ in COLUMNS) + 2)
+    return "\n".join(
+        textwrap.fill(
+            meaning, width, initial_indent=f"{name:<{len(indent)}}", subsequent_indent=indent
+        )
+        for name, meaning in COLUMNS
+    )
+
+
+EXAMPLES = """\
+  toposcope place --gpus 2 --prometheus http://prometheus:9090
+  toposcope place --gpus 4 --node gpu-01 --scrape gpu-01=http://gpu-01:9847/metrics
+  toposcope place --gpus 8 --format json --fail-on no-placement --prometheus http://prom:9090\
+"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``--gpus``, ``--node``, ``--top``, ``--format`` and the metrics source."""
+    parser.epilog = f"columns:\n{textwrap.indent(legend(), '  ')}\n\nExamples:\n{EXAMPLES}"
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs wanted")
     parser.add_argument("--node", metavar="NAME", help="only this node")
     parser.add_argument("--top", type=int, default=5, help="placements to show (default 5)")
@@ -71,7 +114,7 @@ def _table(options: list[Placement], count: int) -> str:
     lines = [f"best placements for {count} GPU(s):", ""]
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + legend() + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.node and args.node not in model.nodes:
             known = ", ".join(sorted(model.nodes)) or "none"
-            raise UsageError(f"node {args.node!r} has no GPU series (known nodes: {known})")
+            raise UsageError(f"unknown node {args.node!r}: not in the metrics (known: {known})")
         options = place(model, args.gpus, args.node, top=args.top)
     except (UsageError, ConfigError, AdvisorError) as exc:
         print(f"toposcope place: error: {exc}", file=sys.stderr)
@@ -98,7 +141,22 @@ def run(args: argparse.Namespace) -> int:
     elif options:
         sys.stdout.write(_table(options, args.gpus))
     if not options:
-        where = f"node {args.node}" if args.node else "any node"
-        print(f"toposcope place: no {args.gpus} free GPU(s) on {where}", file=sys.stderr)
+        print(f"toposcope place: {_no_room(model, args.gpus, args.node)}", file=sys.stderr)
         return 1 if args.fail_on == "no-placement" else 0
     return 0
+
+
+def _no_room(model: ClusterModel, count: int, node: str | None) -> str:
+    """Why no set of ``count`` GPUs was found: how many GPUs ``node`` (or the node with
+    the most free ones) has, and how many of them are free.
+    """
+    names = [node] if node else sorted(model.nodes)
+    if not names:
+        return f"no {count} free GPU(s): the metrics name no node"
+    free = {name: len(model.free_gpus(name)) for name in names}
+    best = min(names, key=lambda name: (-free[name], name))
+    gpus = len(model.nodes[best].gpus)
+    held = f"{best} has {free[best]} of its {gpus} GPU(s) free"
+    if node:
+        return f"no {count} free GPU(s) on node {node}: {held}"
+    return f"no {count} free GPU(s) on any node (the most: {held})"

@@ -74,7 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs wanted")
     parser.add_argument("--node", metavar="NAME", help="only this node")
     parser.add_argument("--top", type=int, default=5, help="placements to show (default 5)")
-    parser.add_argument("--format", choices=["table", "json"], default="table")
+    parser.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table (default, with its columns explained under it) or json",
+    )
     parser.add_argument(
         "--fail-on",
         choices=["no-placement"],

@@ -32,7 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--path.sysfs", dest="path_sysfs", metavar="DIR", help="sysfs root")
     parser.add_argument("--path.procfs", dest="path_procfs", metavar="DIR", help="procfs root")
-    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default: a tree to read) or json (the topology model, for scripts)",
+    )
     parser.add_argument(
         "--nvml",
         default="auto",

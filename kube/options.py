@@ -41,7 +41,11 @@ def add_manager_options(parser: argparse.ArgumentParser, *, suppress: bool = Fal
         "~/.kube/config)",
     )
     group.add_argument(
-        "--kube-context", dest="kubernetes_context", default=default(None), metavar="NAME"
+        "--kube-context",
+        dest="kubernetes_context",
+        default=default(None),
+        metavar="NAME",
+        help="kubeconfig context to use (default: the kubeconfig's current context)",
     )
     group.add_argument(
         "--kube-timeout",

@@ -72,7 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"device path of GPU {{index}} (default: {DEFAULT_DEVICE_FILE})",
     )
     show = actions.add_parser("show", help="print Slurm's nodes, running and pending jobs")
-    show.add_argument("--format", choices=["text", "json"], default="text")
+    show.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default: a table per node and job) or json",
+    )
     add_slurm_options(show)
     exporter = actions.add_parser(
         "exporter", help="serve Slurm's queue and fairness metrics on /metrics"

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol, cast
 
 from toposcope import __version__
+from toposcope.cli_help import finish_help
 from toposcope.errors import ConfigError, SourceError, UsageError
 from toposcope.extras import load_with_extra
 from toposcope.logformat import add_log_arguments, configure_logging
@@ -30,6 +31,12 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 #: 128 + SIGPIPE: what a shell reports for git or coreutils when the reader of a pipe left
 EXIT_BROKEN_PIPE = 141
+
+#: what ``toposcope --help`` says the command is
+DESCRIPTION = (
+    "topology-aware observability and tuning for GPU/NUMA clusters: exporters, an advisor "
+    "(report, service, placement), a simulated cluster, dashboards and alert rules"
+)
 
 #: subcommand -> the install extra that brings its libraries (``pip install toposcope[X]``)
 EXTRAS: dict[str, str] = {
@@ -131,7 +138,7 @@ def build_parser(
     subcommands are still listed (with their one-line help) so ``--help`` shows them all.
     """
     wanted = set(SUBCOMMANDS) if commands is None else set(commands)
-    parser = _Parser(prog="toposcope", description=__doc__.splitlines()[0] if __doc__ else "")
+    parser = _Parser(prog="toposcope", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"toposcope {__version__}")
     parser.add_argument(
         "--log-level",
@@ -147,7 +154,9 @@ def build_parser(
         if name in wanted:
             module = _import_subcommand(name, module_name)
             module.add_arguments(sub_parser)
+            finish_help(sub_parser, name)
             modules[name] = module
+    finish_help(parser, "")
     return parser, modules
 
 

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "dashboards_command",
         "write the dashboards' JSON files into DIR",
-        __doc__.splitlines()[0] if __doc__ else None,
+        "write the Grafana dashboards' JSON files into DIR",
     )
 
 

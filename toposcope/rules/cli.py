@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "rules_command",
         "write the rule files (or a PrometheusRule) into DIR",
-        __doc__.splitlines()[0] if __doc__ else None,
+        "write the alert rules, rendered with a configuration (--config), into DIR",
     )
     export.add_argument(
         "--config",

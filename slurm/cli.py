@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=["text", "json"],
         default="text",
-        help="text (default: a table per node and job) or json",
+        help="text (default: one line per node and per job) or json",
     )
     add_slurm_options(show)
     exporter = actions.add_parser(

@@ -173,6 +173,22 @@ def _time_limit_s(fields: _Fields) -> int | None:
     return None if minutes is None or minutes in _INFINITE else minutes * 60
 
 
+def _time_left_s(fields: _Fields, start: float, limit: int | None, now: float) -> float | None:
+    """Seconds until Slurm ends a running job: its ``end_time`` minus ``now``, at least 0.
+
+    ``end_time`` is where slurmctld will end the job: start plus limit, moved on by the time
+    it spent suspended and by ``scontrol update TimeLimit``. A record without one (0) falls
+    back to start plus limit. ``None`` without a limit: Slurm then still writes an end time
+    (a year on), which is no deadline.
+    """
+    if limit is None:
+        return None
+    end = float(fields.integer("end_time"))
+    if end <= start:
+        end = start + limit
+    return max(0.0, end - now)
+
+
 def _identity(fields: _Fields) -> dict[str, str]:
     """The fields that say whose job it is and where it runs: name, user, account, partition."""
     return {
@@ -195,7 +211,7 @@ def decode_running(raw: object, nodes: Mapping[str, SlurmNode], now: float) -> R
         allocations=_allocations(fields, expand_hostlist(fields.text("nodes")), nodes),
         start_time=start,
         time_limit_s=limit,
-        time_left_s=None if limit is None else max(0.0, start + limit - now),
+        time_left_s=_time_left_s(fields, start, limit, now),
         comment=fields.text("comment"),
         restarts=fields.integer("restart_cnt"),
         requeue=fields.flag("requeue"),

@@ -28,6 +28,10 @@ Definitions (``docs/slurm.md`` shows them with examples):
   :func:`~toposcope.queue.accounts.account_labels` after their figures and fair shares are
   computed under Slurm's own names: at most ``max_accounts`` per partition keep their label,
   the others are summed under ``(other)``.
+- A running job's **time left** is how long until Slurm ends it (its end time minus the
+  moment of the read), published per job under the workload name the node exporters give
+  its cgroup (``slurm-job-<id>``), so the advisor can tell a job about to end. Only running
+  jobs with a time limit have one: one series per such job, gone when it ends.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ from toposcope.queue.accounts import (
 )
 from toposcope.queue.fairshare import fair_shares
 from toposcope.slurm.queue_reasons import categorize
-from toposcope.slurm.records import ClusterState, PendingJob, SlurmNode
+from toposcope.slurm.records import ClusterState, PendingJob, RunningJob, SlurmNode
+from toposcope.slurm.views import workload_name
 
 #: node states in which a node takes no jobs
 UNAVAILABLE_STATES = frozenset({"down", "unknown", "future", "error"})
@@ -109,16 +114,27 @@ class AccountUsage:
 
 
 @dataclass(frozen=True)
+class JobTimeLeft:
+    """How long until Slurm ends one running job, under its partition and workload labels."""
+
+    partition: str
+    workload: str
+    seconds: float
+
+
+@dataclass(frozen=True)
 class QueueSnapshot:
     """Every partition's queue and every account's usage at one moment.
 
     ``account_labels`` says, per partition, which label each of Slurm's account names is
     published under (the priority factors follow it), and how many were folded.
+    ``time_left`` has one entry per running job with a time limit.
     """
 
     partitions: tuple[PartitionQueue, ...]
     accounts: tuple[AccountUsage, ...]
     account_labels: Mapping[str, AccountLabels] = field(default_factory=dict)
+    time_left: tuple[JobTimeLeft, ...] = ()
 
     def account_label(self, partition: str, account: str) -> str:
         """The label of Slurm's ``account`` in ``partition`` (a partition label)."""
@@ -268,6 +284,20 @@ def _accounts(
     return accounts, labels
 
 
+def time_left(running: Iterable[RunningJob]) -> tuple[JobTimeLeft, ...]:
+    """The time left of every job of ``running`` that has a time limit, by job id.
+
+    The workload is :func:`~toposcope.slurm.views.workload_name` of the job id, the name the
+    node exporters give the job's cgroup; the partition passes
+    :func:`~toposcope.identity.workload.bounded_label_value` like every queue label.
+    """
+    return tuple(
+        JobTimeLeft(bounded_label_value(job.partition), workload_name(job.job_id), job.time_left_s)
+        for job in sorted(running, key=lambda j: j.job_id)
+        if job.time_left_s is not None
+    )
+
+
 def queue_snapshot(
     state: ClusterState,
     weights: Mapping[str, float] | None = None,
@@ -297,4 +327,5 @@ def queue_snapshot(
         partitions=tuple(partitions[name] for name in sorted(partitions)),
         accounts=tuple(accounts),
         account_labels=labels,
+        time_left=time_left(state.running),
     )

@@ -7,6 +7,11 @@ waits. Wait-time families are gauges of the jobs still waiting (their oldest and
 a wait histogram's ``_count`` and ``_sum`` would have to be counters, which waits of jobs
 still pending are not.
 
+``toposcope_queue_job_time_left_seconds`` has one series per running job with a time limit
+(its ``workload`` label is the node exporters' name of the job), so its cardinality follows
+the running jobs, as the node exporters' per-workload series do; pending, suspended and
+finished jobs and jobs without a limit have none.
+
 Account labels are bounded (:mod:`toposcope.queue.accounts`): the snapshot has folded the
 accounts beyond the limit into ``(other)``, and ``toposcope_queue_accounts_folded`` says how
 many, per partition. sshare's ratios cannot be summed into a bucket, so the accounts beyond
@@ -46,6 +51,7 @@ QUEUE_FAMILIES = (
     "toposcope_queue_account_pending_gpus",
     "toposcope_queue_account_oldest_wait_seconds",
     "toposcope_queue_account_fair_share_gpus",
+    "toposcope_queue_job_time_left_seconds",
 )
 PRIORITY_FAMILIES = (
     "toposcope_queue_priority_jobs",
@@ -116,6 +122,10 @@ def queue_families(snapshot: QueueSnapshot) -> list[Metric]:
             out["toposcope_queue_account_oldest_wait_seconds"].add_metric(
                 labels, usage.oldest_wait_s
             )
+    for left in snapshot.time_left:
+        out["toposcope_queue_job_time_left_seconds"].add_metric(
+            [SCHEDULER, left.partition, left.workload], left.seconds
+        )
     return nonempty(out.values())
 
 

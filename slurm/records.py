@@ -67,7 +67,8 @@ class JobAllocation:
 class RunningJob:
     """A running job with its exact allocation on every node it runs on.
 
-    ``time_left_s`` is ``None`` when the job has no time limit; ``time_limit_s`` likewise.
+    ``time_left_s`` is how long until Slurm ends it (its ``end_time`` minus the moment of the
+    read, at least 0), ``None`` when the job has no time limit; ``time_limit_s`` likewise.
     ``restarts`` is how often Slurm requeued it (``restart_cnt``), ``requeue`` whether it may
     be requeued at all (batch jobs without ``--no-requeue`` where ``JobRequeue=1``).
     """

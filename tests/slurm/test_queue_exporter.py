@@ -20,13 +20,15 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.slurm.conftest import wait_running
+from toposcope.host.processes import ProcFs
+from toposcope.host.workload_identity import classify_cgroup
 from toposcope.serving.httpserver import HttpServer
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.daemons import wait_for
 from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app
 from toposcope.slurm.jwt import parse_jwt
 from toposcope.slurm.localcluster import LocalCluster
-from toposcope.slurm.reader import RestReader
+from toposcope.slurm.reader import CommandReader, RestReader
 from toposcope.slurm.rest import SlurmRestClient
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -165,3 +167,39 @@ def parse_text(collector: QueueCollector) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     return generate_latest(registry).decode()
+
+
+def test_a_real_jobs_time_left_is_published_under_its_cgroups_workload_name(
+    slurm: LocalCluster,
+) -> None:
+    limited = slurm.sbatch("-t", "30", "--wrap", "sleep 600")
+    unlimited = slurm.sbatch("--wrap", "sleep 600")
+    wait_running(slurm, limited, unlimited)
+    collector = QueueCollector(CommandReader(SlurmCommands(slurm.layout.slurm_conf)), None)
+    samples = parse(parse_text(collector))
+    left = {
+        dict(labels)["workload"]: v
+        for (name, labels), v in samples.items()
+        if name == "toposcope_queue_job_time_left_seconds"
+    }
+    assert set(left) == {f"slurm-job-{limited}"}  # the UNLIMITED job has none
+    assert 1800 - 120 < left[f"slurm-job-{limited}"] <= 1800
+    # where Slurm tracks jobs in cgroups, the node exporter's namer reads the same name off
+    # the job's processes
+    pids = [
+        int(pid)
+        for directory in slurm.cgroup_dirs()
+        for procs in directory.glob(f"uid_*/job_{limited}/**/cgroup.procs")
+        for pid in procs.read_text().split()
+    ]
+    named = {classify_cgroup(path).name for pid in pids for path in _job_cgroups(pid)}
+    assert named == ({f"slurm-job-{limited}"} if slurm.cgroups else set())
+
+
+def _job_cgroups(pid: int) -> list[str]:
+    """The Slurm job cgroup paths of ``pid`` in ``/proc/PID/cgroup`` (none once it exited)."""
+    try:
+        lines = ProcFs().cgroups(pid)
+    except FileNotFoundError:
+        return []
+    return [line.path for line in lines if "/job_" in line.path]

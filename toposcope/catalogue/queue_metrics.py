@@ -84,10 +84,12 @@ QUEUE_SPECS: tuple[MetricSpec, ...] = (
         "toposcope_queue_job_time_left_seconds",
         "gauge",
         ["scheduler", "partition", "workload"],
-        "Seconds until the scheduler ends a running job (its end time: start plus time "
-        "limit, minus now), the job named by the workload label the node exporters give it "
-        "(slurm-job-<id>); no series for a job without a time limit. The advisor does not "
-        "move a job with less time left than job-migration's min_time_left_seconds.",
+        "Seconds until the scheduler ends a running job (its end time, start plus time "
+        "limit moved on by suspension or a changed limit, minus now; 0 once past it), the "
+        "job named by the workload label the node exporters give it (slurm-job-<id>). One "
+        "series per running job with a time limit; none for pending jobs or jobs without a "
+        "limit. The advisor does not move a job with less time left than job-migration's "
+        "min_time_left_seconds.",
         "seconds",
         part=_PART,
     ),

@@ -5,7 +5,8 @@ once (slurmrestd or the commands, as ``toposcope slurm show`` does) and yields t
 ``toposcope_queue_*`` families of the catalogue, with ``toposcope_scrape_collector_success``
 and ``..._duration_seconds`` for each of its two collectors, as node_exporter does:
 
-- ``slurm_queue``: pending jobs, wait times, GPUs per partition, fragmentation, accounts;
+- ``slurm_queue``: pending jobs, wait times, GPUs per partition, fragmentation, accounts,
+  and each running job's time left (one series per running job with a time limit);
 - ``slurm_fairshare``: ``sshare``'s figures, only where accounting is configured (see
   :mod:`toposcope.slurm.accounting`); otherwise it is left out and the reason logged once;
 - ``slurm_priority``: ``sprio``'s weighted priority factors per partition and account

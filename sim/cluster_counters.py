@@ -1,6 +1,7 @@
 """Counters of a simulated node integrated over time: job progress, CPU seconds per CPU,
-numastat pages and GPU energy (:class:`~toposcope.sim.cluster.SimCluster` calls
-:func:`integrate` whenever a node is read or changes).
+numastat pages, GPU energy, and GPU traffic and activity
+(:class:`~toposcope.sim.cluster.SimCluster` calls :func:`integrate` whenever a node is read or
+changes).
 
 Between two events every job runs at a constant speed, so the integrals are exact; a
 workload's pause (checkpoint-restore) cuts the interval where it ends. Counters advance in
@@ -14,6 +15,7 @@ from itertools import pairwise
 
 from toposcope.sim.cluster_state import MEMORY_CHURN_PER_SECOND, PAGE, SimNode, SimWorkload
 from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts
+from toposcope.sim.gpu_traffic import GpuCounters, gpu_flows
 from toposcope.sim.model import placement
 from toposcope.sim.placement import Footprint, memory_layout
 
@@ -66,7 +68,7 @@ def integrate(
         if spec.memory_bytes and not perf.stalled:
             pages = spec.memory_bytes / PAGE * MEMORY_CHURN_PER_SECOND * active * scale
             _count_pages(node, layout[name], pages)
-    _integrate_energy(node, workloads, start, until, scale)
+    _integrate_gpus(node, workloads, start, until, scale)
     node.last_time = until
 
 
@@ -84,24 +86,31 @@ def _count_pages(node: SimNode, flows: dict[tuple[int, int], float], pages: floa
             node.numastat[source]["foreign"] += amount
 
 
-def _integrate_energy(
+def _integrate_gpus(
     node: SimNode, workloads: Mapping[str, SimWorkload], start: float, until: float, scale: float
 ) -> None:
-    """Add each GPU's energy from ``start`` to ``until``: its power
-    (:func:`~toposcope.sim.gpu_activity.gpu_watts`) is constant between the ends of the
-    workloads' pauses, so the integral is exact.
+    """Add each GPU's energy, traffic and activity from ``start`` to ``until``: its power
+    (:func:`~toposcope.sim.gpu_activity.gpu_watts`) and flows
+    (:func:`~toposcope.sim.gpu_traffic.gpu_flows`) are constant between the ends of the
+    workloads' pauses, so the integrals are exact.
     """
-    if not node.template.gpus:
+    template = node.template
+    if not template.gpus:
         return
     running = [
-        (w.allocation.gpus, w.perf.gpu_busy, w.perf.gpu_compute, w.paused_until)
+        (w.spec, w.allocation.gpus, w.perf, w.paused_until)
         for w in (workloads[n] for n in sorted(node.workloads))
         if w.perf is not None and w.allocation is not None
     ]
     cuts = sorted({start, until, *(p for *_, p in running if start < p < until)})
     for begin, end in pairwise(cuts):
-        loads = gpu_loads((gpus, b, c) for gpus, b, c, paused in running if paused <= begin)
-        for gpu in node.template.gpus:
-            watts = gpu_watts(node.template, loads.get(gpu.index, GpuLoad()))
+        active = [(spec, gpus, perf) for spec, gpus, perf, paused in running if paused <= begin]
+        loads = gpu_loads((gpus, perf.gpu_busy, perf.gpu_compute) for _, gpus, perf in active)
+        flows = gpu_flows(template, active)
+        seconds = (end - begin) * scale
+        for gpu in template.gpus:
+            watts = gpu_watts(template, loads.get(gpu.index, GpuLoad()))
             energy = node.gpu_energy.get(gpu.index, 0.0) + watts * (end - begin) * scale
             node.gpu_energy[gpu.index] = energy
+        for index, flow in flows.items():
+            node.gpu_counters.setdefault(index, GpuCounters()).add(flow, seconds)

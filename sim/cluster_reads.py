@@ -80,6 +80,7 @@ class SimClusterReads(SimClusterCore):
                 numastat={n: dict(v) for n, v in node.numastat.items()},
                 counter_time=self.clock.counter_time(),
                 gpu_energy=dict(node.gpu_energy),
+                gpu_counters={i: c.copy() for i, c in node.gpu_counters.items()},
             )
 
     def best_throughput(self, workload: str) -> float:

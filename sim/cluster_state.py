@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from toposcope.rm import Allocation, NodeView, WorkloadState
+from toposcope.sim.gpu_traffic import GpuCounters
 from toposcope.sim.jobs import GIB, JobSpec
 from toposcope.sim.model import Performance, memory_flows, thread_shares
 from toposcope.sim.nodetemplate import NodeTemplate
@@ -48,6 +49,7 @@ class SimNode:
     cpu_busy: dict[int, float] = field(default_factory=dict)
     numastat: dict[int, dict[str, float]] = field(default_factory=dict)
     gpu_energy: dict[int, float] = field(default_factory=dict)
+    gpu_counters: dict[int, GpuCounters] = field(default_factory=dict)
     next_pid: int = FIRST_PID
     version: int = 0
     view: NodeView | None = None
@@ -91,7 +93,8 @@ class WorkloadSnapshot:
 class NodeSnapshot:
     """A node's state at simulated time ``now`` (for its metrics tree and fake NVML).
 
-    ``cpu_busy``, ``numastat``, ``gpu_energy`` (joules per GPU index) and the workloads'
+    ``cpu_busy``, ``numastat``, ``gpu_energy`` (joules per GPU index), ``gpu_counters``
+    (traffic and activity per GPU index that has run a job) and the workloads'
     ``cpu_seconds`` are counters in the clock's counter time, ``counter_time``
     (:meth:`~toposcope.sim.clock.SimClock.counter_time`: wall-clock seconds when the
     simulation runs at a speed), which the uptime they are compared with must follow too.
@@ -106,6 +109,7 @@ class NodeSnapshot:
     numastat: dict[int, dict[str, float]]
     counter_time: float = 0.0
     gpu_energy: dict[int, float] = field(default_factory=dict)
+    gpu_counters: dict[int, GpuCounters] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

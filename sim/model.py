@@ -74,6 +74,7 @@ __all__ = [
     "Performance",
     "cross_node_slowdown",
     "evaluate",
+    "exchange_rate",
     "footprints",
     "job_memory_flows",
     "link_class_of",
@@ -146,6 +147,24 @@ def _link_factor(job: JobSpec, bandwidth: float) -> float:
         return 1.0 - c + c * reference / b
 
     return step(bandwidth) / step(t.link_bandwidth("nvswitch"))
+
+
+def exchange_rate(job: JobSpec, slowdown: float) -> float:
+    """GB/s each GPU of a multi-GPU job sends (and receives), averaged over its run at
+    ``slowdown``: ``c B_pcie-switch / (step(B_nvswitch) x slowdown)``.
+
+    The link factor's step spends ``c B_pcie-switch / B`` exchanging gradients at ``B`` (the
+    truth's bandwidths are nccl-tests bus bandwidths, what each GPU's link carries), so a
+    step moves ``c B_pcie-switch`` whatever the link; a job slowed down (by its link or
+    anything else) runs fewer steps per second and so moves fewer bytes per second.
+    """
+    if math.isinf(slowdown) or job.gpus < 2:
+        return 0.0
+    t = truth()
+    c = job.comm_intensity
+    reference = t.link_bandwidth("pcie-switch")
+    best = 1.0 - c + c * reference / t.link_bandwidth("nvswitch")
+    return c * reference / (best * slowdown)
 
 
 # -- the model ------------------------------------------------------------------------------------

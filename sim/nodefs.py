@@ -8,7 +8,10 @@ Every simulated node gets what a real node's exporter reads:
 * a fake NVML (:class:`~toposcope.fake_nvml.FakeNvml`) built from the
   template's GPUs (:func:`~toposcope.sim.nvml_descriptions.fake_nvml_description`), whose
   utilization, memory, power, temperature, energy and process list follow the jobs on each
-  GPU;
+  GPU, and whose PCIe and NVLink bytes and SM, occupancy, tensor and DRAM activity are the
+  cluster's integrals of each GPU's flows (:mod:`toposcope.sim.gpu_traffic`, answered as GPM
+  or field values by :mod:`toposcope.sim.nvml_activity`); the GPU source reads the fake on
+  the clock's counter time, so GPM's intervals are the counters' own;
 * the exporter's collectors, unchanged, with ``hostname`` set to the node's name
   (:class:`NodeExporter`). The topology is built once per template from the generated
   sysfs, exactly as the exporter would build it, and shared.
@@ -44,9 +47,11 @@ from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRu
 from toposcope.fake_nvml import FakeNvml, FakeProcess, Ramp, parse_spec
 from toposcope.sim.cluster import NodeSnapshot, SimCluster
 from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts
+from toposcope.sim.gpu_traffic import GpuCounters, GpuFlow, gpu_flows
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.nodetree import NodeTree
-from toposcope.sim.nvml_descriptions import fake_nvml_description
+from toposcope.sim.nvml_activity import field_value_readings, gpm_readings
+from toposcope.sim.nvml_descriptions import fake_nvml_description, has_gpm, nvlink_lanes
 from toposcope.sim.paths import UnsafePathError, contained
 from toposcope.topology.model import Topology
 from toposcope.topology.sysfs import build_from_sysfs
@@ -97,11 +102,16 @@ class NodeExporter:
         self.context = CollectorContext(config)
         self.context.topology = _FixedTopology(config, self.topology)
         self.fake: FakeNvml | None = None
+        self.gpm = has_gpm(template.gpu_model)
+        self.lanes: dict[int, dict[int, tuple[int, ...]]] = {}
         if template.gpus:
             self.fake = FakeNvml(
                 parse_spec(fake_nvml_description(template), f"sim:{name}"), clock=clock
             )
-            source = open_gpu_source("fake", topology=lambda: self.topology, backend=self.fake)
+            self.lanes = nvlink_lanes(template)
+            source = open_gpu_source(
+                "fake", topology=lambda: self.topology, backend=self.fake, clock=clock
+            )
         else:
             source = GpuSource("off", None, "no GPU on this node")
         install_gpu_source(self.context, source)
@@ -122,6 +132,12 @@ class NodeExporter:
             collectors.append(NamedCollector(entry.name, built))
         self.runner = ScrapeRunner(collectors)
         self._gpu_state: dict[int, tuple[object, ...]] = {}
+        #: counter time and counters of the last update that set the GPM readings
+        self._gpm_mark: tuple[float, dict[int, GpuCounters]] = (0.0, {})
+        #: GPUs whose GPM readings are the idle ones already
+        self._gpm_idle: set[int] = set()
+        #: the byte counters last given to the fake's field values, per GPU
+        self._published: dict[int, GpuCounters] = {}
 
     def update(self, snap: NodeSnapshot) -> None:
         """Bring the tree and the fake NVML to the snapshot (hold :attr:`lock`)."""
@@ -146,21 +162,22 @@ class NodeExporter:
                 procs.setdefault(held, []).append(
                     FakeProcess(workload.pid, workload.spec.gpu_memory_bytes)
                 )
-        loads = gpu_loads(
-            (w.allocation.gpus, w.perf.gpu_busy, w.perf.gpu_compute)
-            for w in snap.workloads
-            if not w.paused
-        )
+        running = [w for w in snap.workloads if not w.paused]
+        loads = gpu_loads((w.allocation.gpus, w.perf.gpu_busy, w.perf.gpu_compute) for w in running)
+        flows = gpu_flows(template, ((w.spec, w.allocation.gpus, w.perf) for w in running))
         now = fake.now()
         for gpu in template.gpus:
             index = gpu.index
             load = loads.get(index, GpuLoad())
+            flow = flows.get(index, GpuFlow())
             watts = gpu_watts(template, load)
             energy_mj = snap.gpu_energy.get(index, 0.0) * 1000
             fake.set_value(index, "energy_mj", Ramp(energy_mj - watts * 1000 * now, watts * 1000))
             used = min(memory.get(index, 0), template.gpu_memory_bytes)
             plist = tuple(sorted(procs.get(index, []), key=lambda p: p.pid))
-            state = (round(load.busy, 4), round(load.compute, 4), used, plist)
+            # host <-> GPU traffic, in NVML's KB/s
+            pcie = (round(flow.pcie_tx / 1000), round(flow.pcie_rx / 1000))
+            state = (round(load.busy, 4), round(load.compute, 4), used, plist, pcie)
             if self._gpu_state.get(index) == state:
                 continue
             self._gpu_state[index] = state
@@ -170,10 +187,43 @@ class NodeExporter:
             fake.set_value(index, "memory_used_bytes", float(used))
             fake.set_value(index, "power_mw", watts * 1000)
             fake.set_value(index, "temperature_c", round(30 + 45 * compute))
-            # host <-> GPU traffic of the input pipeline, in NVML's KB/s
-            fake.set_value(index, "pcie_rx_kbps", round(compute * 12_000_000))
-            fake.set_value(index, "pcie_tx_kbps", round(compute * 3_000_000))
+            fake.set_value(index, "pcie_tx_kbps", pcie[0])
+            fake.set_value(index, "pcie_rx_kbps", pcie[1])
             fake.set_processes(index, list(plist))
+        self._publish_counters(fake, snap)
+
+    def _publish_counters(self, fake: FakeNvml, snap: NodeSnapshot) -> None:
+        """Give the fake each GPU's traffic and activity counters (see
+        :mod:`toposcope.sim.nvml_activity`): GPM means since the last update with counter
+        time between them, or the field values' byte counters; a GPU that never ran a job
+        keeps its idle readings.
+        """
+        counters = snap.gpu_counters
+        if self.gpm:
+            since, before = self._gpm_mark
+            seconds = snap.counter_time - since
+            if seconds <= 0:
+                return
+            self._gpm_mark = (snap.counter_time, counters)
+            for index, now in counters.items():
+                previous = before.get(index, GpuCounters())
+                idle = now == previous
+                if idle and index in self._gpm_idle:
+                    continue
+                readings = gpm_readings(now, previous, seconds, self.lanes.get(index, {}))
+                for name, value in readings.items():
+                    fake.set_value(index, name, value)
+                if idle:
+                    self._gpm_idle.add(index)
+                else:
+                    self._gpm_idle.discard(index)
+            return
+        for index, now in counters.items():
+            if self._published.get(index) == now:
+                continue
+            for name, value in field_value_readings(now, self.lanes.get(index, {})).items():
+                fake.set_value(index, name, value)
+            self._published[index] = now
 
     def render(self) -> bytes:
         """Run the collectors once (hold :attr:`lock`)."""

@@ -6,11 +6,15 @@
   and NVLinks, so that a simulated node and the fake NVML an exporter runs against never
   disagree;
 * :func:`fake_nvml_description`: the description a simulated node's fake NVML is built
-  from, made from its template (idle readings; the simulator sets them from its jobs).
+  from, made from its template (idle readings; the simulator sets them from its jobs),
+  with the throughput and activity sources a GPU of its model has: GPM on Hopper and later
+  (:func:`has_gpm`), else the PCIe and NVLink byte counters of the field values;
+* :func:`nvlink_lanes`: which of a GPU's NVLinks carry its traffic to each NVLinked peer.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +27,24 @@ from toposcope.topology.nvml import level_label
 _SAME_SWITCH_LABELS = ("PIX", "PXB")
 #: NVLinks of an NVSwitched GPU, two to each of the baseboard's six NVSwitches (A100)
 NVSWITCH_LINKS = 12
+#: The driver of the simulated nodes: r550, the first with the PCIe byte counter field values
+DRIVER_VERSION = "550.90.07"
+CUDA_DRIVER_VERSION = 12040
+#: GPU names of Hopper and later, the GPUs with GPM (``nvmlGpmQueryDeviceSupport``)
+_GPM_MODEL = re.compile(r"(?:^|[\s-])(?:G?H(?:100|200|800|20)|G?B(?:100|200|300))(?:$|[\s-])")
+#: Idle readings of the throughput and activity sources
+_IDLE_GPM = {
+    "sm_util": 0,
+    "sm_occupancy": 0,
+    "any_tensor_util": 0,
+    "dram_bw_util": 0,
+    "pcie_tx_per_sec": 0,
+    "pcie_rx_per_sec": 0,
+    "nvlink_tx_per_sec": 0,
+    "nvlink_rx_per_sec": 0,
+}
+_IDLE_NVLINK_THROUGHPUT = {"data_tx_kib": 0, "data_rx_kib": 0}
+_IDLE_PCIE_COUNTERS = {"tx_bytes": 0, "rx_bytes": 0}
 
 
 @dataclass(frozen=True)
@@ -125,6 +147,36 @@ def _nvlinks(template: NodeTemplate, gpu: GpuSpec, switches: list[str]) -> list[
     return links
 
 
+def has_gpm(model: str) -> bool:
+    """Whether a GPU of this NVML name has GPM (Hopper and later: H100, H200, H800, H20,
+    GH200, B100, B200, B300, GB200, GB300).
+    """
+    return _GPM_MODEL.search(model) is not None
+
+
+def nvlink_lanes(template: NodeTemplate) -> dict[int, dict[int, tuple[int, ...]]]:
+    """Per GPU, per NVLinked peer, the indices of the GPU's NVLinks (as the fake NVML lists
+    them) that carry its traffic to that peer: every link for an NVSwitched GPU (the
+    switches spread it), the direct links to the peer otherwise.
+    """
+    switches = [f"sw{i}" for i in range(NVSWITCH_LINKS // 2)] if _nvswitched(template) else []
+    lanes: dict[int, dict[int, tuple[int, ...]]] = {}
+    for gpu in template.gpus:
+        links = _nvlinks(template, gpu, switches)
+        mine: dict[int, tuple[int, ...]] = {}
+        for peer in template.gpus:
+            if peer.index == gpu.index:
+                continue
+            tier = template.link_tier(gpu.index, peer.index)[0]
+            if tier == TIER_NVSWITCH:
+                mine[peer.index] = tuple(range(len(links)))
+            elif tier == TIER_NVLINK:
+                remote = _nvml_bus_id(peer)
+                mine[peer.index] = tuple(i for i, r in enumerate(links) if r == remote)
+        lanes[gpu.index] = mine
+    return lanes
+
+
 def _nvswitched(template: NodeTemplate) -> bool:
     """Whether any GPU pair of the template talks through NVSwitches."""
     return any(
@@ -138,6 +190,8 @@ def _nvswitched(template: NodeTemplate) -> bool:
 def fake_nvml_description(template: NodeTemplate) -> dict[str, Any]:
     """The fake NVML description (as in ``fake_nvml/specs``) of a template's GPUs, idle.
 
+    A GPU with GPM (:func:`has_gpm`) has idle GPM readings, any other the idle PCIe and
+    NVLink byte counters of the field values (the simulator sets both from its jobs).
     NVSwitched GPUs reach six NVSwitches over twelve links (an A100 baseboard); GPUs with
     direct NVLinks (an imported POWER8 or DGX-1 machine) list their peers, so that the
     exporter's link matrix shows ``NV#`` pairs and no NVSwitch, as on the real machine.
@@ -164,9 +218,17 @@ def fake_nvml_description(template: NodeTemplate) -> dict[str, Any]:
             entry["nvlinks"] = nvlinks
         gpus.append(entry)
     matrix = [[template.pcie_label(a.index, b.index) for b in template.gpus] for a in template.gpus]
+    activity: dict[str, Any] = (
+        {"gpm": dict(_IDLE_GPM)}
+        if has_gpm(template.gpu_model)
+        else {
+            "nvlink_throughput": dict(_IDLE_NVLINK_THROUGHPUT),
+            "pcie_counters": dict(_IDLE_PCIE_COUNTERS),
+        }
+    )
     return {
-        "driver_version": "535.129.03",
-        "cuda_driver_version": 12020,
+        "driver_version": DRIVER_VERSION,
+        "cuda_driver_version": CUDA_DRIVER_VERSION,
         "numa_nodes": numa,
         "nvswitches": switches,
         "defaults": {
@@ -193,6 +255,7 @@ def fake_nvml_description(template: NodeTemplate) -> dict[str, Any]:
             "pcie_tx_kbps": 0,
             "pcie_rx_kbps": 0,
             "mig": {"mode": "disabled"},
+            **activity,
         },
         "gpus": gpus,
         "topology": {"matrix": matrix},

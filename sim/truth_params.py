@@ -2,7 +2,8 @@
 
 The performance model (:mod:`toposcope.sim.model`) reads its figures only from here, never
 from the advisor: link bandwidths per tier, remote/local memory bandwidth ratios by SLIT
-distance, the formulas' global weights, and per job class the ranges each job draws its
+distance, the formulas' global weights, what a GPU's activity and traffic counters show
+(:data:`GPU_PARAMETERS`), and per job class the ranges each job draws its
 NUMA sensitivity, communication fraction, input-pipeline weight and GPU-sharing overhead
 from. Every parameter carries its default, its range, whether it is ``measured`` (a cited
 publication) or ``assumed``, and its source. A bad file is a :class:`ConfigError` naming
@@ -39,6 +40,18 @@ LINK_TIERS = (
 CLASS_PARAMETERS = ("numa_sensitivity", "comm_fraction", "input_weight", "sharing_overhead")
 #: the global weights of the model
 MODEL_PARAMETERS = ("thread_spread", "input_threads", "input_memory")
+#: what a GPU's counters show while a job runs (:mod:`toposcope.sim.gpu_traffic`)
+GPU_PARAMETERS = (
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "dram_active",
+    "collective_sm_share",
+    "host_to_gpu",
+    "gpu_to_host",
+)
+#: the GPU parameters that are shares of a whole (at most 1)
+GPU_SHARES = GPU_PARAMETERS[:5]
 KINDS = ("measured", "assumed")
 #: the job classes (the values of :class:`~toposcope.sim.jobs.JobKind`)
 CLASS_NAMES = ("cpu-train", "gpu-train", "inference", "notebook")
@@ -63,6 +76,7 @@ class Truth:
     numa_bandwidth: tuple[tuple[int, Parameter], ...]
     model: dict[str, Parameter]
     classes: dict[str, dict[str, Parameter]]
+    gpu: dict[str, Parameter]
 
     def link_bandwidth(self, tier: str) -> float:
         """Effective GB/s of a link tier."""
@@ -85,6 +99,10 @@ class Truth:
     def weight(self, name: str) -> float:
         """A global weight of the model (:data:`MODEL_PARAMETERS`)."""
         return self.model[name].value
+
+    def gpu_figure(self, name: str) -> float:
+        """A figure of what a GPU's counters show (:data:`GPU_PARAMETERS`)."""
+        return self.gpu[name].value
 
 
 class _Checker:
@@ -159,7 +177,7 @@ def load_truth(path: Path | str = TRUTH_FILE) -> Truth:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if root is None:
         raise ConfigError(f"{path}: empty truth file")
-    top = check.mapping(root, "truth", ("links", "numa_bandwidth", "model", "classes"))
+    top = check.mapping(root, "truth", ("links", "numa_bandwidth", "model", "gpu", "classes"))
     links = check.mapping(top["links"], "links", LINK_TIERS)
     points_node = top["numa_bandwidth"]
     if not isinstance(points_node, yaml.SequenceNode) or not points_node.value:
@@ -176,6 +194,12 @@ def load_truth(path: Path | str = TRUTH_FILE) -> Truth:
             raise check.fail(parts["ratio"], f"{field}.ratio", "remote/local must be <= 1")
         points.append((int(distance), ratio))
     weights = check.mapping(top["model"], "model", MODEL_PARAMETERS)
+    gpu_nodes = check.mapping(top["gpu"], "gpu", GPU_PARAMETERS)
+    gpu: dict[str, Parameter] = {}
+    for name in GPU_PARAMETERS:
+        gpu[name] = check.parameter(gpu_nodes[name], f"gpu.{name}")
+        if name in GPU_SHARES and gpu[name].high > 1:
+            raise check.fail(gpu_nodes[name], f"gpu.{name}", "a share must be <= 1")
     classes = check.mapping(
         top["classes"], "classes", ("cpu-train", "gpu-train", "inference", "notebook")
     )
@@ -190,6 +214,7 @@ def load_truth(path: Path | str = TRUTH_FILE) -> Truth:
             }
             for name, node in classes.items()
         },
+        gpu=gpu,
     )
 
 

@@ -7,12 +7,14 @@ not told, to judge advice on machines whose behaviour nobody tuned for.
   GPU-sharing overhead) by a factor drawn per job and parameter from ``[1 - F, 1 + F]``
   (:func:`perturb_scenario`), and
 * every global figure of the truth (each link tier's bandwidth, each remote/local memory
-  ratio, each model weight) by a factor drawn once per run (:func:`perturb_truth`),
+  ratio, each model weight, each figure of a GPU's activity and traffic) by a factor drawn
+  once per run (:func:`perturb_truth`),
   put in place with :func:`toposcope.sim.truth_params.truth_in_effect`.
 
 Draws are seeded by the run's seed, the job's name and the parameter's name, so a run is
 reproducible. Fractions stay within their meaning: a communication fraction or input weight
-at most 1, a remote/local memory ratio at most 1, everything at least 0.
+at most 1, a remote/local memory ratio at most 1, a GPU activity share at most 1, everything
+at least 0.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import replace
 
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.scenarios import Scenario
-from toposcope.sim.truth_params import Parameter, Truth
+from toposcope.sim.truth_params import GPU_SHARES, Parameter, Truth
 
 #: the largest perturbation accepted (a factor of 0 or below would invert a parameter)
 MAX_FRACTION = 0.9
@@ -74,6 +76,14 @@ def perturb_truth(base: Truth, fraction: float, seed: int) -> Truth:
         model={
             name: _scaled(p, factor(seed, "model", name, fraction=fraction))
             for name, p in base.model.items()
+        },
+        gpu={
+            name: _scaled(
+                p,
+                factor(seed, "gpu", name, fraction=fraction),
+                ceiling=1.0 if name in GPU_SHARES else None,
+            )
+            for name, p in base.gpu.items()
         },
     )
 

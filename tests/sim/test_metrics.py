@@ -16,7 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from toposcope.catalogue import CATALOGUE
-from toposcope.exporters.collectors.gpu_activity import GPU_ACTIVITY_FAMILIES
+from toposcope.exporters.collectors.gpu_activity import (
+    GPU_ACTIVITY_FAMILIES,
+    WORKLOAD_ACTIVITY_FAMILIES,
+)
 from toposcope.rm import ActionKind, ActionRequest
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.nodefs import SimExporters
@@ -79,14 +82,21 @@ def test_node_metrics_have_the_exporters_families_and_labels(
     # shipped DGX A100 fake NVML description
     reference = exporter_print(exporters.state_dir / "nodes" / "dgx-01", "fake:dgx-a100")
     ref_labels, sim_labels = label_names(reference), label_names(sim)
-    # NVML's process list: the shipped description's pids are not the simulated processes
-    assert set(sim_labels) - set(ref_labels) <= {"toposcope_workload_gpu_memory_used_bytes"}
-    # the CLI runs the GPU background sampler; the simulator does not at scale, and its GPU
-    # descriptions do not drive the throughput and activity sources (yet)
+    # NVML's process list: the shipped description's pids are not the simulated processes;
+    # the shipped DGX A100 (driver 535) counts PCIe bytes only from the background sampler,
+    # which has no sample yet in one --print scrape; the simulated one (driver 550) has the
+    # PCIe byte counter field values
+    assert set(sim_labels) - set(ref_labels) <= {
+        "toposcope_workload_gpu_memory_used_bytes",
+        "toposcope_gpu_pcie_bytes_total",
+        *WORKLOAD_ACTIVITY_FAMILIES,
+    }
+    # the CLI runs the GPU background sampler (toposcope_gpu_pcie_bytes_per_second, ...); the
+    # simulator does not at scale
     only_ref = {
         n
         for n in set(ref_labels) - set(sim_labels)
-        if "_pcie_" not in n and n not in GPU_ACTIVITY_FAMILIES
+        if "_pcie_" not in n or n in GPU_ACTIVITY_FAMILIES
     }
     assert only_ref == set()
     for name, labels in sim_labels.items():
@@ -112,6 +122,10 @@ def test_node_metrics_have_the_exporters_families_and_labels(
         "toposcope_gpu_memory_used_bytes",
         "toposcope_gpu_link_info",
         "toposcope_exporter_build_info",
+        # an A100's throughput counters (field values; no SM activity before Hopper)
+        "toposcope_gpu_activity_source_info",
+        "toposcope_gpu_pcie_bytes_total",
+        "toposcope_gpu_nvlink_bytes_total",
     }
     assert core <= set(sim)
     success = by(sim, "toposcope_scrape_collector_success", "collector")

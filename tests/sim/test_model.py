@@ -307,9 +307,10 @@ def test_each_job_draws_its_own_values_from_its_class_range() -> None:
 
 
 def _sim_modules_of_the_model() -> list[Path]:
-    """sim/model.py and the simulator modules it imports, transitively."""
+    """sim/model.py, the GPU traffic and activity model and how the fake NVML answers it, and
+    the simulator modules they import, transitively."""
     seen: dict[str, Path] = {}
-    todo = ["model"]
+    todo = ["model", "gpu_activity", "gpu_traffic", "nvml_activity"]
     while todo:
         name = todo.pop()
         if name in seen:
@@ -334,7 +335,7 @@ def test_the_simulator_imports_nothing_from_the_advisor_and_shares_no_constant()
     }
     assert {0.5776, 1.4, 2.0} <= beliefs
     modules = _sim_modules_of_the_model()
-    assert SIM / "truth_params.py" in modules
+    assert {SIM / "truth_params.py", SIM / "gpu_traffic.py"} <= set(modules)
     for path in modules:
         text = path.read_text()
         assert "advisor" not in text.replace("the advisor", "").replace("advisor's", ""), path
@@ -350,6 +351,7 @@ def test_the_simulator_imports_nothing_from_the_advisor_and_shares_no_constant()
         *(p.value for _, p in t.numa_bandwidth),
         *(p.value for p in t.model.values()),
         *(p.value for c in t.classes.values() for p in c.values()),
+        *(p.value for p in t.gpu.values()),
     }
     assert not figures & beliefs
     assert not any(advisor in p.parents for p in modules)

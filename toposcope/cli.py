@@ -56,6 +56,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "toposcope.exporters.topology_cli",
         "show this machine's (or a snapshot's) topology",
     ),
+    "fabric": (
+        "toposcope.fabric.cli",
+        "show the network between nodes: switches, blocks, rails (topology.conf, ibnetdiscover)",
+    ),
     "exporter": ("toposcope.exporters.cli", "serve /metrics (NUMA, cross-socket, workloads, GPUs)"),
     "advise": ("toposcope.advisor.cli", "recommend (and apply) topology fixes from the metrics"),
     "place": ("toposcope.advisor.place_cli", "best GPU set for a job of N GPUs"),

@@ -23,6 +23,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "toposcope topology --format json --nvml off",
         "nvidia-smi topo -m | toposcope topology --nvidia-smi-topo -",
     ),
+    "fabric": (
+        "toposcope fabric show --slurm-topology /etc/slurm/topology.conf",
+        "toposcope fabric show --ibnetdiscover ibnetdiscover.out --format json",
+    ),
+    "fabric show": (
+        "toposcope fabric show --slurm-topology /etc/slurm/topology.conf",
+        "toposcope fabric show --ibnetdiscover ibnetdiscover.out --format json",
+        "toposcope fabric show --file fabric.yaml",
+    ),
     "exporter": (
         "toposcope exporter",
         "toposcope exporter --web.listen-address :9847 --web.config.file web.yml",

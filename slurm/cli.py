@@ -3,6 +3,9 @@
 * ``toposcope slurm gres-conf [--path.sysfs DIR | --root DIR | --hwloc-xml FILE]
   [--nvidia-smi-topo FILE] [--node NAME]`` prints the gres.conf lines of a node from its
   topology (``Cores=`` of each GPU, ``Links=`` from the NVLink matrix);
+* ``toposcope slurm topology-conf (--slurm-topology FILE | --ibnetdiscover FILE | --file
+  FILE)`` writes Slurm's ``topology.conf`` from a fabric (:mod:`toposcope.fabric`): the
+  switch tree, then the blocks and ``BlockSizes``;
 * ``toposcope slurm show [--format text|json]`` prints the nodes, running jobs (CPU ids, GPU
   indices) and pending jobs, read from slurmrestd (``--slurm-url`` and a JWT) or from the
   Slurm commands;
@@ -27,6 +30,8 @@ from prometheus_client import generate_latest
 
 from toposcope.config import HostPaths
 from toposcope.errors import ConfigError, UsageError
+from toposcope.fabric.slurmconf import write_topology_conf
+from toposcope.fabric.sources import add_source_arguments, load_fabric
 from toposcope.identity.names import is_node_name
 from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS, MAX_MAX_ACCOUNTS, OTHER_ACCOUNT
 from toposcope.serving.httpserver import HttpServer
@@ -51,7 +56,7 @@ DEFAULT_LISTEN = "127.0.0.1:9852"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the ``gres-conf`` and ``show`` actions and their options."""
+    """Declare the ``gres-conf``, ``topology-conf``, ``show`` and ``exporter`` actions."""
     actions = parser.add_subparsers(dest="slurm_action", metavar="ACTION")
     gres = actions.add_parser("gres-conf", help="print a node's gres.conf lines from its topology")
     source = gres.add_mutually_exclusive_group()
@@ -71,6 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TEMPLATE",
         help=f"device path of GPU {{index}} (default: {DEFAULT_DEVICE_FILE})",
     )
+    topology_conf = actions.add_parser(
+        "topology-conf",
+        help="write Slurm's topology.conf (tree and block forms) from a fabric source",
+    )
+    add_source_arguments(topology_conf)
     show = actions.add_parser("show", help="print Slurm's nodes, running and pending jobs")
     show.add_argument(
         "--format",
@@ -147,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
         )
         print("\n".join(lines))
         return 0
+    if args.slurm_action == "topology-conf":
+        fabric = load_fabric(args)
+        source = args.slurm_topology or args.ibnetdiscover or args.fabric_file
+        sys.stdout.write(write_topology_conf(fabric, note=f"written by toposcope from {source}"))
+        return 0
     if args.slurm_action == "show":
         state = open_reader(settings_from_args(args, os.environ)).read()
         if args.format == "json":
@@ -157,7 +172,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.slurm_action == "exporter":
         return serve_exporter(args)
-    raise UsageError("choose an action: toposcope slurm gres-conf | show | exporter (see --help)")
+    raise UsageError(
+        "choose an action: toposcope slurm gres-conf | topology-conf | show | exporter (see --help)"
+    )
 
 
 def serve_exporter(args: argparse.Namespace) -> int:

@@ -99,6 +99,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "toposcope slurm gres-conf --node gpu-01",
         "toposcope slurm gres-conf --hwloc-xml gpu-01.xml --node gpu-01 --type a100",
     ),
+    "slurm topology-conf": (
+        "toposcope slurm topology-conf --slurm-topology /etc/slurm/topology.conf",
+        "toposcope slurm topology-conf --ibnetdiscover ibnetdiscover.out",
+        "toposcope slurm topology-conf --file fabric.yaml",
+    ),
     "slurm show": (
         "toposcope slurm show --slurm-url http://slurmrestd:6820 --slurm-token-file slurm.jwt",
         "toposcope slurm show --format json --slurm-url http://slurmrestd:6820 \\\n"

@@ -74,3 +74,14 @@ def test_each_mistake_is_named(text: str, line: int, words: str) -> None:
 def test_an_empty_file_is_refused() -> None:
     with pytest.raises(FabricError, match="empty"):
         parse_fabric_yaml("", "f.yaml")
+
+
+def test_json_is_read_fast_and_a_refusal_still_names_its_line() -> None:
+    good = '{"switches": [{"name": "leaf", "nodes": ["n1"]}], "nodes": [{"name": "n1"}]}'
+    assert parse_fabric_yaml(good, "f.json").switch("leaf").nodes == ("n1",)
+    bad = '{\n  "switches": [\n    {"name": "leaf",\n     "level": 1.5}\n  ]\n}\n'
+    with pytest.raises(FabricError, match=r"^f\.json:4: switches\[0\]\.level: must be a whole"):
+        parse_fabric_yaml(bad, "f.json")
+    twice = '{\n  "block_sizes": [2],\n  "block_sizes": [4]\n}\n'
+    with pytest.raises(FabricError, match=r"^f\.json:3: block_sizes: duplicate key"):
+        parse_fabric_yaml(twice, "f.json")

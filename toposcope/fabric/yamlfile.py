@@ -21,6 +21,7 @@ keys, wrong types, duplicate keys and every rule of the model are refused as
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,8 @@ _NULL = "tag:yaml.org,2002:null"
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
 
 
 class _Reader:
@@ -84,14 +87,13 @@ class _Reader:
         entries: dict[str, Any] = {}
         for key_node, value in node.value:
             key = str(key_node.value)
+            where = key if field == "(top level)" else f"{field}.{key}"
             if not isinstance(key_node, self.yaml.ScalarNode) or key_node.tag != _STR:
                 raise self.error(key_node, field, "keys must be strings")
             if key not in known:
-                raise self.error(
-                    key_node, f"{field}.{key}", f"unknown key (known: {', '.join(known)})"
-                )
+                raise self.error(key_node, where, f"unknown key (known: {', '.join(known)})")
             if key in entries:
-                raise self.error(key_node, f"{field}.{key}", "duplicate key")
+                raise self.error(key_node, where, "duplicate key")
             entries[key] = value
         return entries
 
@@ -188,18 +190,85 @@ def _node(reader: _Reader, node: yaml.Node, field: str) -> Node:
     return Node(name, tuple(ports))
 
 
-def parse_fabric_yaml(text: str, source: str = "fabric.yaml") -> Fabric:
-    """The fabric of YAML (or JSON) ``text``; ``source`` names it in errors."""
+def _json_nodes(text: str) -> yaml.Node | None:
+    """The JSON ``text`` as the YAML nodes composing it would give, without line numbers
+    (``None`` when it is not JSON). :func:`json.loads` is some fifty times faster than
+    composing: a 10,000-node fabric with every port reads in a fraction of a second.
+    """
     import yaml  # noqa: PLC0415  (PyYAML only when a fabric file is read)
 
-    lines = Lines(source)
+    nowhere = yaml.Mark("json", 0, -1, -1, None, 0)
+
+    scalars: dict[tuple[str, str], yaml.Node] = {}
+
+    def scalar(tag: str, value: str) -> yaml.Node:
+        # the reader only reads nodes, so one node serves every repeat of a key or value
+        found = scalars.get((tag, value))
+        if found is None:
+            found = yaml.ScalarNode(f"tag:yaml.org,2002:{tag}", value, nowhere, nowhere)
+            scalars[(tag, value)] = found
+        return found
+
+    def node(value: Any) -> yaml.Node:
+        if isinstance(value, yaml.Node):
+            return value
+        if isinstance(value, list):
+            return yaml.SequenceNode(_SEQ, [node(item) for item in value], nowhere, nowhere)
+        if value is None:
+            return scalar("null", "null")
+        if isinstance(value, bool):
+            return scalar("bool", "true" if value else "false")
+        if isinstance(value, int):
+            return scalar("int", str(value))
+        if isinstance(value, float):
+            return scalar("float", repr(value))
+        return scalar("str", str(value))
+
+    def mapping(pairs: list[tuple[str, Any]]) -> yaml.Node:
+        # duplicate keys are kept, so the reader refuses them as it does in YAML
+        entries = [(scalar("str", key), node(value)) for key, value in pairs]
+        return yaml.MappingNode(_MAP, entries, nowhere, nowhere)
+
+    if not text.lstrip().startswith("{"):
+        return None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        return node(json.loads(text, object_pairs_hook=mapping))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _compose(text: str, lines: Lines) -> yaml.Node:
+    import yaml  # noqa: PLC0415  (PyYAML only when a fabric file is read)
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        root = yaml.compose(text, Loader=loader)
     except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         raise lines.error(mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
     if root is None:
         raise lines.error(None, "empty: a fabric needs switches, blocks or nodes")
+    return root
+
+
+def parse_fabric_yaml(text: str, source: str = "fabric.yaml") -> Fabric:
+    """The fabric of YAML (or JSON) ``text``; ``source`` names it in errors.
+
+    JSON is read by the fast JSON parser first; only when something in it is refused is the
+    text composed as YAML again, for the line of the refusal.
+    """
+    fast = _json_nodes(text)
+    if fast is not None:
+        try:
+            return _read(fast, Lines(source))
+        except FabricError:
+            pass  # read again below, with line numbers, for the message
+    lines = Lines(source)
+    return _read(_compose(text, lines), lines)
+
+
+def _read(root: yaml.Node, lines: Lines) -> Fabric:
+    """The fabric of the composed document ``root``."""
     reader = _Reader(lines)
     top = reader.mapping(root, "(top level)", _TOP)
 

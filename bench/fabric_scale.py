@@ -1,0 +1,154 @@
+"""How long ``toposcope fabric show`` takes on a generated 10,000-node, three-level fabric.
+
+The fabric is rail-optimised, as large GPU clusters are built: units of 32 nodes with 8 NICs
+each, leaf k of a unit reached by NIC k of each of its nodes (8 leaves per unit, 313 units),
+pods of 16 units whose leaves all reach the pod's 8 spines, and 16 cores above every spine;
+400 Gb/s links, leaves 1:1. It is written in each format ``fabric show`` reads (a fabric
+JSON file with every port, Slurm's ``topology.conf``, ``ibnetdiscover`` output) and each is
+shown by the real command in a fresh interpreter, start-up included; the wall time of each is
+printed. Run it from the repository root::
+
+    .venv/bin/python bench/fabric_scale.py [--nodes 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from toposcope.fabric.jsonform import fabric_to_json
+from toposcope.fabric.model import Fabric, Node, Port, Switch, assemble
+from toposcope.fabric.slurmconf import write_topology_conf
+
+NODES_PER_UNIT = 32
+RAILS = 8
+UNITS_PER_POD = 16
+SPINES_PER_POD = 8
+CORES = 16
+GBPS = 400.0
+
+
+def generate(total: int) -> Fabric:
+    """A rail-optimised three-level fabric of ``total`` nodes (see the module docstring)."""
+    nodes = [f"gpu{index:05d}" for index in range(total)]
+    units = [nodes[i : i + NODES_PER_UNIT] for i in range(0, total, NODES_PER_UNIT)]
+    switches: list[Switch] = []
+    ports: dict[str, list[Port]] = {name: [] for name in nodes}
+    spines: list[str] = []
+    for pod in range(0, len(units), UNITS_PER_POD):
+        pod_leaves: list[str] = []
+        for unit_index in range(pod, min(pod + UNITS_PER_POD, len(units))):
+            for rail in range(RAILS):
+                leaf = f"leaf-u{unit_index:03d}-r{rail}"
+                members = units[unit_index]
+                switches.append(
+                    Switch(
+                        leaf,
+                        0,
+                        nodes=tuple(members),
+                        uplink_gbps=SPINES_PER_POD * 4 * GBPS,
+                        downlink_gbps=len(members) * GBPS,
+                    )
+                )
+                pod_leaves.append(leaf)
+                for name in members:
+                    ports[name].append(Port(f"mlx5_{rail}", leaf, GBPS))
+        for spine in range(SPINES_PER_POD):
+            name = f"spine-p{pod // UNITS_PER_POD:02d}-{spine}"
+            spines.append(name)
+            switches.append(
+                Switch(
+                    name,
+                    1,
+                    switches=tuple(pod_leaves),
+                    uplink_gbps=CORES * 2 * GBPS,
+                    downlink_gbps=len(pod_leaves) * 4 * GBPS / SPINES_PER_POD,
+                )
+            )
+    for core in range(CORES):
+        switches.append(Switch(f"core-{core:02d}", 2, switches=tuple(spines)))
+    return assemble(switches, (), [Node(name, tuple(ports[name])) for name in nodes])
+
+
+def ibnetdiscover_text(fabric: Fabric) -> str:
+    """``fabric`` as ``ibnetdiscover`` would print it (switches, then one CA per NIC)."""
+    guid = {s.name: f"S-{index + 1:016x}" for index, s in enumerate(fabric.switches)}
+    parents: dict[str, list[str]] = {}
+    for switch in fabric.switches:
+        for child in switch.switches:
+            parents.setdefault(child, []).append(switch.name)
+    cas: list[tuple[str, str, str, int]] = []  # (guid, host, nic, leaf port)
+    attached: dict[str, list[int]] = {}
+    for node in fabric.nodes:
+        for port in node.ports:
+            attached.setdefault(port.switch, []).append(len(cas))
+            cas.append((f"H-{len(cas) + 1:016x}", node.name, port.nic, 0))
+    out: list[str] = []
+    for switch in fabric.switches:
+        lines = [f'Switch\t128 "{guid[switch.name]}"\t\t# "MF0;{switch.name}:MQM9790/U1" lid 1']
+        number = 0
+        for ca in attached.get(switch.name, []):
+            number += 1
+            cas[ca] = (*cas[ca][:3], number)
+            lines.append(f'[{number}]\t"{cas[ca][0]}"[1]\t\t# "{cas[ca][1]} {cas[ca][2]}" 4xNDR')
+        for child in switch.switches:
+            number += 1
+            lines.append(f'[{number}]\t"{guid[child]}"[1]\t\t# "MF0;{child}:M/U1" 4xNDR')
+        for parent in parents.get(switch.name, []):
+            number += 1
+            lines.append(f'[{number}]\t"{guid[parent]}"[1]\t\t# "MF0;{parent}:M/U1" 4xNDR')
+        out.append("\n".join(lines))
+    owner = {index: s for s, indices in attached.items() for index in indices}
+    for index, (ca_guid, host, nic, number) in enumerate(cas):
+        out.append(
+            f'Ca\t1 "{ca_guid}"\t\t# "{host} {nic}"\n'
+            f'[1]\t"{guid[owner[index]]}"[{number}]\t\t# lid 2 lmc 0 "x" lid 1 4xNDR'
+        )
+    return "\n\n".join(out) + "\n"
+
+
+def timed_show(option: str, path: Path) -> float:
+    """Seconds ``toposcope fabric show OPTION PATH`` takes, start-up included."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "toposcope.cli", "fabric", "show", option, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"fabric show {option} failed: {done.stderr.strip()}")
+    return elapsed
+
+
+def main() -> int:
+    """Generate the fabric, write each format, time ``fabric show`` on each."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000, help="nodes (default 10,000)")
+    args = parser.parse_args()
+    fabric = generate(args.nodes)
+    levels = len({s.level for s in fabric.switches})
+    shape = f"{len(fabric.switches):,} switches, {levels} levels"
+    print(f"fabric: {len(fabric.nodes):,} nodes, {shape}")
+    with tempfile.TemporaryDirectory() as folder:
+        files = {
+            "--slurm-topology": (Path(folder) / "topology.conf", write_topology_conf(fabric)),
+            "--file": (Path(folder) / "fabric.json", json.dumps(fabric_to_json(fabric))),
+            "--ibnetdiscover": (Path(folder) / "ibnetdiscover.out", ibnetdiscover_text(fabric)),
+        }
+        for option, (path, text) in files.items():
+            path.write_text(text)
+            seconds = timed_show(option, path)
+            size = len(text.encode()) / 1e6
+            print(f"fabric show {option:<17} {size:6.1f} MB  {seconds:6.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

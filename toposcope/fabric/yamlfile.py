@@ -37,6 +37,7 @@ from toposcope.fabric.model import (
     levels_from_children,
 )
 from toposcope.hostlist import HostlistError, expand_hostlist
+from toposcope.yamlnodes import STR, YamlNodes
 
 if TYPE_CHECKING:
     import yaml
@@ -58,76 +59,22 @@ _SWITCH = (
 _BLOCK = ("name", "nodes", "block_sizes")
 _NODE = ("name", "ports")
 _PORT = ("nic", "switch", "gbps")
-_NULL = "tag:yaml.org,2002:null"
-_STR = "tag:yaml.org,2002:str"
-_INT = "tag:yaml.org,2002:int"
-_FLOAT = "tag:yaml.org,2002:float"
 _SEQ = "tag:yaml.org,2002:seq"
 _MAP = "tag:yaml.org,2002:map"
 
 
-class _Reader:
-    """Checks composed YAML nodes; errors say ``source:line: field: problem``."""
+class _Reader(YamlNodes):
+    """The checks of :class:`~toposcope.yamlnodes.YamlNodes`, refusals located by ``lines``,
+    and Slurm host lists where a list of names is expected.
+    """
 
     def __init__(self, lines: Lines) -> None:
-        import yaml  # noqa: PLC0415  (PyYAML only when a fabric file is read)
-
+        super().__init__(lines.error)
         self.lines = lines
-        self.yaml = yaml
-
-    def error(self, node: yaml.Node, field: str, problem: str) -> FabricError:
-        return self.lines.error(node.start_mark.line + 1, f"{field}: {problem}")
-
-    def line(self, node: yaml.Node) -> int:
-        return int(node.start_mark.line) + 1
-
-    def mapping(self, node: yaml.Node, field: str, known: tuple[str, ...]) -> dict[str, Any]:
-        if not isinstance(node, self.yaml.MappingNode):
-            raise self.error(node, field, "must be a mapping")
-        entries: dict[str, Any] = {}
-        for key_node, value in node.value:
-            key = str(key_node.value)
-            where = key if field == "(top level)" else f"{field}.{key}"
-            if not isinstance(key_node, self.yaml.ScalarNode) or key_node.tag != _STR:
-                raise self.error(key_node, field, "keys must be strings")
-            if key not in known:
-                raise self.error(key_node, where, f"unknown key (known: {', '.join(known)})")
-            if key in entries:
-                raise self.error(key_node, where, "duplicate key")
-            entries[key] = value
-        return entries
-
-    def sequence(self, node: yaml.Node, field: str) -> list[Any]:
-        if isinstance(node, self.yaml.ScalarNode) and node.tag == _NULL:
-            return []
-        if not isinstance(node, self.yaml.SequenceNode):
-            raise self.error(node, field, "must be a list")
-        return list(node.value)
-
-    def text(self, node: yaml.Node, field: str) -> str:
-        if not isinstance(node, self.yaml.ScalarNode) or node.tag != _STR:
-            raise self.error(node, field, "must be a string")
-        return str(node.value)
-
-    def whole(self, node: yaml.Node, field: str) -> int:
-        if not isinstance(node, self.yaml.ScalarNode) or node.tag != _INT:
-            raise self.error(node, field, "must be a whole number")
-        try:
-            return int(str(node.value), 0)
-        except ValueError:
-            raise self.error(node, field, "must be a whole number") from None
-
-    def number(self, node: yaml.Node, field: str) -> float:
-        if not isinstance(node, self.yaml.ScalarNode) or node.tag not in (_INT, _FLOAT):
-            raise self.error(node, field, "must be a number")
-        try:
-            return float(str(node.value).replace("_", ""))
-        except ValueError:
-            raise self.error(node, field, "must be a number") from None
 
     def names(self, node: yaml.Node, field: str) -> tuple[str, ...]:
         """A list of names, or one Slurm host list string."""
-        if isinstance(node, self.yaml.ScalarNode) and node.tag == _STR:
+        if isinstance(node, self._scalar) and node.tag == STR:
             try:
                 return expand_hostlist(str(node.value))
             except HostlistError as exc:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from toposcope.errors import ConfigError
 from toposcope.identity.names import USER_NAME_RULE, is_user_name
 from toposcope.serving.tlsconfig import CLIENT_AUTH_TYPES, TLS_KEYS, TLS_VERSIONS, TlsSettings
+from toposcope.yamlnodes import YamlNodes
 
 if TYPE_CHECKING:
     import yaml
@@ -62,11 +63,6 @@ BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}
 #: bcrypt reads at most this many bytes of a password; longer ones are refused
 MAX_PASSWORD_BYTES = 72
 CACHE_SIZE = 256
-
-_STR = "tag:yaml.org,2002:str"
-_NULL = "tag:yaml.org,2002:null"
-_BOOL = "tag:yaml.org,2002:bool"
-_TRUE = frozenset({"true", "yes", "on"})
 
 
 class WebConfig:
@@ -176,7 +172,10 @@ def parse_web_config(text: str, source: str, folder: Path | None = None) -> WebC
         mark = getattr(exc, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{source}{at}: not valid YAML: {exc}") from exc
-    reader = _Reader(source)
+    reader = YamlNodes(
+        lambda line, problem: ConfigError(f"{source}:{line}: {problem}"),
+        null_mapping_is_empty=True,
+    )
     if root is None:
         return WebConfig(source)
     top = reader.mapping(root, "(top level)", TOP_KEYS)
@@ -214,7 +213,7 @@ def parse_web_config(text: str, source: str, folder: Path | None = None) -> WebC
     return WebConfig(source, users, headers, settings)
 
 
-def _tls(reader: _Reader, node: yaml.Node, folder: Path) -> TlsSettings:
+def _tls(reader: YamlNodes, node: yaml.Node, folder: Path) -> TlsSettings:
     """The ``tls_server_config`` mapping, checked like exporter-toolkit checks it."""
     entries = reader.mapping(node, "tls_server_config", TLS_KEYS)
     values: dict[str, str] = {}
@@ -244,58 +243,3 @@ def _tls(reader: _Reader, node: yaml.Node, folder: Path) -> TlsSettings:
         )
     except ValueError as exc:
         raise reader.error(node, "tls_server_config", str(exc)) from exc
-
-
-class _Reader:
-    """Checks composed YAML nodes; errors say ``source:line: field: problem``."""
-
-    def __init__(self, source: str) -> None:
-        # built by parse_web_config, which has loaded PyYAML already
-        import yaml  # noqa: PLC0415
-
-        self.source = source
-        self._scalar = yaml.ScalarNode
-        self._mapping = yaml.MappingNode
-        self._sequence = yaml.SequenceNode
-
-    def empty(self, node: yaml.Node) -> bool:
-        """Whether ``node`` is null or an empty mapping or sequence."""
-        if isinstance(node, self._scalar):
-            return node.tag == _NULL
-        return isinstance(node, self._mapping | self._sequence) and not node.value
-
-    def error(self, node: yaml.Node, field: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.source}:{node.start_mark.line + 1}: {field}: {problem}")
-
-    def mapping(
-        self, node: yaml.Node, field: str, known: tuple[str, ...] | None = None
-    ) -> dict[str, yaml.Node]:
-        """The entries of a mapping node by key (a null node is an empty mapping)."""
-        if isinstance(node, self._scalar) and node.tag == _NULL:
-            return {}
-        if not isinstance(node, self._mapping):
-            raise self.error(node, field, "must be a mapping")
-        entries: dict[str, yaml.Node] = {}
-        for key_node, value in node.value:
-            if not isinstance(key_node, self._scalar) or key_node.tag != _STR:
-                raise self.error(key_node, field, "keys must be strings")
-            key = str(key_node.value)
-            where = key if field == "(top level)" else f"{field}.{key}"
-            if known is not None and key not in known:
-                raise self.error(key_node, where, f"unknown key (known: {', '.join(known)})")
-            if key in entries:
-                raise self.error(key_node, where, "duplicate key")
-            entries[key] = value
-        return entries
-
-    def text(self, node: yaml.Node, field: str) -> str:
-        """A string scalar's value."""
-        if not isinstance(node, self._scalar) or node.tag != _STR:
-            raise self.error(node, field, "must be a string")
-        return str(node.value)
-
-    def boolean(self, node: yaml.Node, field: str) -> bool:
-        """A boolean scalar's value."""
-        if not isinstance(node, self._scalar) or node.tag != _BOOL:
-            raise self.error(node, field, "must be true or false")
-        return str(node.value).lower() in _TRUE

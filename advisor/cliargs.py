@@ -13,6 +13,7 @@ from typing import Any
 
 from toposcope.advisor.loaders import MetricsBackend, PrometheusLoader, ScrapeLoader, ScrapeTarget
 from toposcope.advisor.loaders.base import check_selector
+from toposcope.advisor.loaders.dcgm import GPU_METRICS_SOURCES, with_gpu_metrics_source
 from toposcope.advisor.loaders.sim_targets import sim_targets
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import EndpointResolver, read_token, resolver_from_options
@@ -46,8 +47,8 @@ class DeprecatedAlias(argparse.Action):
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--prometheus URL | --scrape URL [--scrape URL...] | --sim URL`` and their connection
-    options.
+    """``--prometheus URL | --scrape URL [--scrape URL...] | --sim URL``, their connection
+    options, and ``--gpu-metrics-source`` (whose series give GPU traffic and activity).
     """
     group = parser.add_argument_group("metrics source (one of)")
     group.add_argument(
@@ -101,6 +102,13 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MATCHERS",
         help="deprecated name of --prometheus-selector",
     )
+    parser.add_argument(
+        "--gpu-metrics-source",
+        choices=GPU_METRICS_SOURCES,
+        default="toposcope",
+        help="where GPU traffic and SM activity come from: toposcope's series (default) or "
+        "dcgm-exporter's DCGM_FI_PROF_* series, joined to toposcope's GPUs by UUID",
+    )
     add_node_label_argument(parser)
     parser.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per HTTP request (default 10)"
@@ -129,6 +137,11 @@ def backend_from_args(args: argparse.Namespace) -> MetricsBackend:
     if args.timeout <= 0 or args.retries < 0:
         raise UsageError("--timeout must be > 0 and --retries >= 0")
     check_selector(args.selector)
+    return with_gpu_metrics_source(_backend(args), args.gpu_metrics_source)
+
+
+def _backend(args: argparse.Namespace) -> MetricsBackend:
+    """The backend of the validated source options (``--prometheus``, ``--scrape``, ``--sim``)."""
     if args.scrape:
         return ScrapeLoader([ScrapeTarget.parse(t) for t in args.scrape], timeout=args.timeout)
     if args.sim:

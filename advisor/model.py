@@ -54,6 +54,13 @@ class GpuState:
     (``cores``, ``links``) to whether the node's gres.conf matches the topology for this GPU,
     ``gres_line`` is the line toposcope writes for it (both from the ``slurm_gres``
     collector; empty without it).
+
+    Measured activity over the window (``None`` where the GPU publishes no such series, or
+    where only counter totals are known: a single scrape has no rate):
+    ``pcie_bytes_per_second`` and ``nvlink_bytes_per_second`` are the mean bytes per second
+    sent plus received over PCIe and over all NVLinks; ``sm_active``, ``sm_occupancy``,
+    ``tensor_active`` and ``dram_active`` the mean ratios (dcgm-exporter's
+    ``DCGM_FI_PROF_*`` fields).
     """
 
     index: int
@@ -71,6 +78,12 @@ class GpuState:
     clock_events: Mapping[str, float] = field(default_factory=dict)
     gres_match: Mapping[str, bool] = field(default_factory=dict)
     gres_line: str = ""
+    pcie_bytes_per_second: float | None = None
+    nvlink_bytes_per_second: float | None = None
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +154,11 @@ class WorkloadModel:
     ``locality`` holds the exporter's own ratios (``cpu``, ``memory``) as evidence.
     ``time_left_seconds`` is how long until the scheduler ends it (its time limit; ``None``:
     no limit, or no scheduler publishes it).
+
+    ``gpu_pcie_bytes_per_second``, ``gpu_nvlink_bytes_per_second`` and ``gpu_sm_active`` map
+    each of its GPUs to that GPU's measured traffic and SM activity over the window, from the
+    exporter's per-workload families (empty where not published); ``gpus_shared`` is true
+    when another workload holds one of them too (the figures are then the whole GPU's).
     """
 
     name: str
@@ -159,6 +177,10 @@ class WorkloadModel:
     gpus: tuple[int, ...] = ()
     gpu_memory_bytes: Mapping[int, float] = field(default_factory=dict)
     time_left_seconds: float | None = None
+    gpu_pcie_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
+    gpu_nvlink_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
+    gpu_sm_active: Mapping[int, float] = field(default_factory=dict)
+    gpus_shared: bool = False
 
     @property
     def key(self) -> str:
@@ -243,6 +265,8 @@ class ClusterModel:
     ``present`` names the catalogue metrics that had series (policies report missing ones as
     "cannot decide"); ``notes`` carries loader warnings into the report;
     ``dropped_series`` counts by reason the series the loaders left out for a bad name.
+    ``gpu_activity_source`` names where the GPU traffic and activity figures came from
+    (``toposcope`` or ``dcgm``: see ``--gpu-metrics-source``).
     """
 
     nodes: Mapping[str, NodeModel]
@@ -254,6 +278,7 @@ class ClusterModel:
     notes: tuple[str, ...] = ()
     pending: tuple[PendingWorkload, ...] = ()
     dropped_series: Mapping[str, int] = field(default_factory=dict)
+    gpu_activity_source: str = "toposcope"
 
     def node(self, name: str) -> NodeModel | None:
         """The node called ``name`` or ``None``."""

@@ -65,8 +65,30 @@ WORKLOAD_BY_NUMA: dict[str, tuple[str, Reader]] = {
     "workload-threads": ("threads_by_numa", int),
     "workload-memory": ("memory_by_numa", float),
 }
+#: GPU activity queries: query -> (field, whether series add up). Byte rates add up over
+#: directions and links; a ratio in several series (its source changed in the window) is
+#: their mean.
+GPU_ACTIVITY: dict[str, tuple[str, bool]] = {
+    "gpu-pcie-rate": ("pcie_bytes_per_second", True),
+    "gpu-nvlink-rate": ("nvlink_bytes_per_second", True),
+    "gpu-sm-active": ("sm_active", False),
+    "gpu-sm-occupancy": ("sm_occupancy", False),
+    "gpu-tensor-active": ("tensor_active", False),
+    "gpu-dram-active": ("dram_active", False),
+}
+#: a workload's activity per GPU it holds: query -> (field, whether series add up)
+WORKLOAD_ACTIVITY: dict[str, tuple[str, bool]] = {
+    "workload-gpu-pcie-rate": ("gpu_pcie_bytes_per_second", True),
+    "workload-gpu-nvlink-rate": ("gpu_nvlink_bytes_per_second", True),
+    "workload-gpu-sm-active": ("gpu_sm_active", False),
+}
 #: labels of ``toposcope_workload_info`` copied to the workload's fields of the same name
 WORKLOAD_IDENTITY = ("pid", "comm", "cgroup", "pod", "namespace", "container")
+
+
+def _combined(values: list[float], add: bool) -> float:
+    """Several series' values of one quantity as one: their sum, or their mean."""
+    return sum(values) if add else sum(values) / len(values)
 
 
 def _int(text: str | None) -> int | None:
@@ -165,6 +187,71 @@ class _Builder:
             if a is not None and b is not None and a != b:
                 self.links[self.namer(s.labels)][(a, b)] = s.labels.get("link", "")
 
+    def _usable(self, query: str) -> bool:
+        """Whether ``query``'s answer can fill a per-second figure: not counter totals
+        (a scrape answers a rate query with each counter's total since it started).
+        """
+        result = self.data.results.get(query)
+        return result is not None and not result.cumulative
+
+    def activity_gpu(
+        self, labels: Mapping[str, str], known: Mapping[str, tuple[str, int]]
+    ) -> tuple[str, int] | None:
+        """The known GPU an activity series is about: by ``UUID`` when it has one, else by
+        ``Hostname`` and ``pci_bus_id`` (dcgm-exporter's join keys) when it has both, else
+        by node and ``gpu`` index; ``None`` for a MIG instance's series or a GPU no topology
+        series named.
+        """
+        if labels.get("GPU_I_ID"):
+            return None
+        if uuid := labels.get("UUID", ""):
+            return known.get(uuid)
+        host, bus = labels.get("Hostname", ""), labels.get("pci_bus_id", "").lower()
+        if host and bus:
+            return known.get(f"{host}/{bus}")
+        node, index = self.namer(labels), _int(labels.get("gpu"))
+        if index is not None and index in self.gpus.get(node, {}):
+            return node, index
+        return None
+
+    def gpu_activity(self) -> None:
+        """Traffic and activity onto the GPUs the topology series named (series of other
+        GPUs, such as dcgm-exporter's for a GPU outside the run's selector, are left out).
+        """
+        known: dict[str, tuple[str, int]] = {}
+        for node, drafts in self.gpus.items():
+            for index, draft in drafts.items():
+                if draft.get("uuid"):
+                    known[draft["uuid"]] = (node, index)
+                if draft.get("pci_bus_id"):
+                    known[f"{node}/{str(draft['pci_bus_id']).lower()}"] = (node, index)
+        for query, (name, add) in GPU_ACTIVITY.items():
+            if not self._usable(query):
+                continue
+            values: dict[tuple[str, int], list[float]] = defaultdict(list)
+            for s in self.data.samples(query):
+                if (gpu := self.activity_gpu(s.labels, known)) is not None:
+                    values[gpu].append(s.value)
+            for (node, index), found in values.items():
+                self.gpus[node][index][name] = _combined(found, add)
+
+    def workload_activity(self) -> None:
+        """Each workload's GPUs' traffic and activity, and whether another holds them too."""
+        for query, (name, add) in WORKLOAD_ACTIVITY.items():
+            if not self._usable(query):
+                continue
+            values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+            for s in self.data.samples(query):
+                gpu = _int(s.labels.get("gpu"))
+                if (draft := self.workload_draft(s.labels)) is None or gpu is None:
+                    continue
+                values[(draft["node"], draft["name"], gpu)].append(s.value)
+                if s.labels.get("shared") == "true":
+                    draft["gpus_shared"] = True
+            for (node, workload, gpu), found in values.items():
+                draft = self.workloads[(node, workload)]
+                draft.setdefault(name, {})[gpu] = _combined(found, add)
+
     def workload_state(self) -> None:
         for s in self.data.samples("workload-info"):
             if (draft := self.workload_draft(s.labels)) is not None:
@@ -244,7 +331,9 @@ def build_model(
     builder = _Builder(data, node_label)
     builder.topology()
     builder.gpu_state()
+    builder.gpu_activity()
     builder.workload_state()
+    builder.workload_activity()
     builder.time_left()
     return ClusterModel(
         nodes=builder.node_models(),
@@ -256,4 +345,15 @@ def build_model(
         notes=data.notes,
         pending=tuple(pending),
         dropped_series=data.dropped_series,
+        gpu_activity_source=_activity_source(data),
     )
+
+
+def _activity_source(data: LoadedData) -> str:
+    """``dcgm`` when the GPU activity answers came from dcgm-exporter's fields."""
+    dcgm = any(
+        result.metric.startswith("DCGM_")
+        for query, result in data.results.items()
+        if query in GPU_ACTIVITY
+    )
+    return "dcgm" if dcgm else "toposcope"

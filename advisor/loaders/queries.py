@@ -70,6 +70,14 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
     QueryRow(
         "gpu-clock-events", "toposcope_gpu_clock_event_active", reduction="avg", positive_only=True
     ),
+    # bytes per second over PCIe and over each NVLink, per direction (rates of the counters)
+    QueryRow("gpu-pcie-rate", "toposcope_gpu_pcie_bytes_total", reduction="rate"),
+    QueryRow("gpu-nvlink-rate", "toposcope_gpu_nvlink_bytes_total", reduction="rate"),
+    # mean SM activity, occupancy, tensor and DRAM activity (dcgm-exporter's PROF fields)
+    QueryRow("gpu-sm-active", "toposcope_gpu_sm_active_ratio", reduction="avg"),
+    QueryRow("gpu-sm-occupancy", "toposcope_gpu_sm_occupancy_ratio", reduction="avg"),
+    QueryRow("gpu-tensor-active", "toposcope_gpu_tensor_active_ratio", reduction="avg"),
+    QueryRow("gpu-dram-active", "toposcope_gpu_dram_active_ratio", reduction="avg"),
     # whether each GPU's gres.conf Cores=/Links= match the topology (slurm_gres collector)
     QueryRow("slurm-gres-match", "toposcope_slurm_gres_config_match"),
     # the gres.conf line toposcope writes for each GPU (slurm_gres collector)
@@ -89,6 +97,13 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
     QueryRow("workload-gpus", "toposcope_workload_gpu_info"),
     # GPU memory a workload's processes use, per GPU
     QueryRow("workload-gpu-memory", "toposcope_workload_gpu_memory_used_bytes"),
+    # each workload's GPUs' traffic (bytes per second) and SM activity, with shared="true"
+    # where another workload holds the GPU too
+    QueryRow("workload-gpu-pcie-rate", "toposcope_workload_gpu_pcie_bytes_total", reduction="rate"),
+    QueryRow(
+        "workload-gpu-nvlink-rate", "toposcope_workload_gpu_nvlink_bytes_total", reduction="rate"
+    ),
+    QueryRow("workload-gpu-sm-active", "toposcope_workload_gpu_sm_active_ratio", reduction="avg"),
     # seconds until the scheduler ends each running job (optional: a scheduler publishes it)
     QueryRow("workload-time-left", "toposcope_queue_job_time_left_seconds"),
 )

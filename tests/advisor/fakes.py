@@ -122,7 +122,8 @@ def vector(*items: tuple[dict[str, str], str]) -> dict[str, Any]:
     }
 
 
-_METRIC_RE = re.compile(r"toposcope_[a-z0-9_]+")
+#: the metric a query names: toposcope's, or dcgm-exporter's (``--gpu-metrics-source dcgm``)
+_METRIC_RE = re.compile(r"toposcope_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+")
 
 
 class ExpositionPrometheus:

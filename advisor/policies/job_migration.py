@@ -202,7 +202,11 @@ class JobMigration(Policy[JobMigrationSettings]):
         if not jobs and not movers and not model.pending:
             return Evaluation()
         terms = MigrationTerms(
-            self.name, s.remaining_seconds, s.checkpoint_restore_seconds, s.pin_to_gpu_numa
+            self.name,
+            s.remaining_seconds,
+            s.checkpoint_restore_seconds,
+            s.pin_to_gpu_numa,
+            s.sensitivity,
         )
         run = _Run(model, GpuSetSearch(model, cross_node=s.allow_cross_node), terms)
         missing = self.missing_note(model)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toposcope.advisor.capacity_ledger import RATE_SLACK
+from toposcope.advisor.comm_share import measured_share
 from toposcope.advisor.defragment import DefragPlan, DefragValue
 from toposcope.advisor.gpu_sets import Placement, gpu_claims
 from toposcope.advisor.model import ClusterModel, WorkloadModel
@@ -40,6 +41,22 @@ class MigrationTerms:
     remaining_seconds: float
     checkpoint_restore_seconds: float
     pin: bool
+    sensitivity: float = 1.0
+
+    def share_terms(
+        self, model: ClusterModel, job: WorkloadModel
+    ) -> tuple[list[Evidence], str, dict[str, object]]:
+        """What ``job``'s measured communication share adds to its recommendation: evidence,
+        a gain model clause and a ``current`` entry, each saying that the estimate used the
+        prior (``sensitivity``) and what was measured, if anything.
+        """
+        prior = f"estimate from the prior (sensitivity {self.sensitivity:g})"
+        state: dict[str, object] = {"estimate": "prior", "sensitivity": self.sensitivity}
+        measured = measured_share(model, job)
+        if measured is None:
+            return [], f"{prior}; no measured link traffic", {**state, "measured": None}
+        state["measured"] = measured.to_dict()
+        return measured.evidence(job), f"{prior}; {measured.text()}", state
 
 
 def gpu_numa_pin(
@@ -137,6 +154,8 @@ def move_recommendation(
                     gpu.utilization,
                 )
             )
+    share_evidence, share_text, share_state = terms.share_terms(model, job)
+    evidence += share_evidence
     cross = best.node != job.node
     why = (
         f"shares its GPUs with {', '.join(peers)}" if peers else f"worst link {current.worst_link}"
@@ -153,13 +172,14 @@ def move_recommendation(
             "node": job.node,
             "gpus": list(job.gpus),
             "worst_link": str(current.worst_link),
+            "communication_share": share_state,
         },
         proposed=_proposed(best, cpus, mems, saved),
         evidence=evidence,
         estimated_gain=gain,
         gain_model=(
             f"{model_text}; saves {saved:.0f}s of {terms.remaining_seconds:.0f}s remaining vs "
-            f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore"
+            f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore; {share_text}"
         ),
         confidence=0.5 if cross else 0.6,
         risk=Risk.HIGH if cross else Risk.MEDIUM,
@@ -227,14 +247,19 @@ def defrag_recommendation(
         f"{m.target.node} GPUs {list(m.target.gpus)})"
         for m in plan.moves
     )
+    gain_model = value.model_text
     if job is not None:
         where = f"{job.name} from {job.node} GPUs {list(job.gpus)}"
         worst_now = str(current.worst_link) if current is not None else "none"
         summary_now = f" (worst link {worst_now})"
+        share_evidence, share_text, share_state = terms.share_terms(model, job)
+        evidence += share_evidence
+        gain_model = f"{gain_model}; {share_text}"
         current_state: dict[str, object] = {
             "node": job.node,
             "gpus": list(job.gpus),
             "worst_link": worst_now,
+            "communication_share": share_state,
         }
         rec_kind = RecommendationKind.MIGRATE_JOB
         target = Target(job.node, job.name, tuple(job.gpus))
@@ -263,7 +288,7 @@ def defrag_recommendation(
         proposed={**_proposed(best, cpus, mems, value.net_seconds), "defragment": moves},
         evidence=evidence,
         estimated_gain=value.gain,
-        gain_model=value.model_text,
+        gain_model=gain_model,
         confidence=0.45 if cross else 0.55,
         risk=Risk.HIGH if cross else Risk.MEDIUM,
         actions=actions,

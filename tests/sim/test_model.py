@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from toposcope.advisor.comm_share import (
+    BOUND_LINK_UTILISATION,
+    BOUND_SM_ACTIVE,
+    NVLINK_GBPS,
+    PCIE_CAPACITY_GBPS,
+)
 from toposcope.advisor.gpu_sets import LINK_FACTOR
 from toposcope.advisor.locality import CRI_RM_PENALTY
 from toposcope.advisor.policies.numa_pinning import NumaPinningSettings
@@ -332,6 +338,10 @@ def test_the_simulator_imports_nothing_from_the_advisor_and_shares_no_constant()
         CRI_RM_PENALTY,
         *(v for v in LINK_FACTOR.values() if v != 1.0),
         *(v for v in (NumaPinningSettings().numa_penalty, NumaPinningSettings().gpu_job_share)),
+        *PCIE_CAPACITY_GBPS.values(),
+        NVLINK_GBPS,
+        BOUND_LINK_UTILISATION,
+        BOUND_SM_ACTIVE,
     }
     assert {0.5776, 1.4, 2.0} <= beliefs
     modules = _sim_modules_of_the_model()

@@ -6,8 +6,8 @@ answered ``in_progress`` at once, without waiting or sending anything), one reco
 per call, the audit log as the truth (none
 in a dry run, where calls are only written out), the person who asked recorded as
 ``USER via <service actor>``, and the results counted for ``toposcope_advisor_actions_total``.
-An applied pin or memory migration starts its verification; a revert that undid everything
-a recommendation applied settles it.
+An applied recommendation of a verified kind (every kind but ``config``) starts its
+verification; a revert that undid everything a recommendation applied settles it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from toposcope.advisor.audit import (
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, baseline
+from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.rmclients import DryRunResourceManager
 from toposcope.errors import ConfigError
 from toposcope.report.advisor_api import Verdict
@@ -81,7 +82,8 @@ class Acting:
     the audit log; ``dry-run`` records nothing); ``known_nodes`` lists the nodes the latest
     model knows; ``clock`` gives Unix seconds; ``wait_seconds`` bounds how long a revert
     waits for running actions. ``counts`` holds the results per (recommendation kind,
-    result), for ``toposcope_advisor_actions_total``.
+    result), for ``toposcope_advisor_actions_total``. ``probe`` reads a moved job's progress
+    signals for its verification's baseline.
     """
 
     manager_factory: ManagerFactory
@@ -92,6 +94,7 @@ class Acting:
     known_nodes: Callable[[], Iterable[str]]
     clock: Callable[[], float]
     wait_seconds: float = DEFAULT_WAIT_SECONDS
+    probe: ProgressProbe | None = None
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _applying: set[str] = field(default_factory=set, repr=False)
@@ -153,7 +156,8 @@ class Acting:
     ) -> tuple[Outcome, str]:
         """Apply ``rec`` (made from ``model``); the outcome and any dry-run calls.
 
-        ``user`` is who asked. An applied pin or memory migration starts its verification.
+        ``user`` is who asked. An applied recommendation of a verified kind starts its
+        verification.
         While an earlier apply of ``rec`` is under way the outcome is ``in_progress`` and
         nothing is sent (not ``skipped`` once the earlier one is done: the caller learns that
         its call did nothing).
@@ -183,7 +187,7 @@ class Acting:
             finally:
                 self._count(applier)
             if outcome.result == "applied" and rec.kind in VERIFIED_KINDS and rec.target.workload:
-                self.outcomes.start(rec, baseline(rec, model), self.clock())
+                self.outcomes.start(rec, baseline(rec, model, self.probe), self.clock())
         LOG.info("apply %s: %s %s", rec.id, outcome.result, outcome.detail)
         return outcome, out.getvalue()
 
@@ -219,9 +223,14 @@ class Acting:
             detail = reason or "reverted by request"
             self.outcomes.settle(rec_id, Verdict.REVERTED, None, detail, self.clock())
 
-    def revert_harmful(self, rec_id: str, kind: str, detail: str) -> str:
-        """Revert a change judged harmful; the verdict's detail, saying how the revert went."""
+    def revert_harmful(self, rec_id: str, kind: str, detail: str, revert: bool = True) -> str:
+        """Count a change judged harmful and revert it unless ``revert`` is false (a kind or
+        action that cannot be undone); the verdict's detail, saying how the revert went.
+        """
         self.counts[(kind, "harmful")] += 1
+        if not revert:
+            LOG.warning("harmful %s is not reverted: it cannot be undone", rec_id)
+            return f"{detail}; not reverted: this {kind} cannot be undone automatically"
         try:
             outcomes = self.revert(rec_id, reason=f"harmful: {detail}")
         except (ServiceError, ResourceManagerError, AdvisorConnectionError) as exc:

@@ -78,13 +78,17 @@ def calibration_from(
     outcomes: OutcomeLog, prior_weight: float = PRIOR_WEIGHT
 ) -> dict[str, KindCalibration]:
     """Per kind, the calibration of the settled verifications of ``outcomes`` that hold an
-    estimate and a measured gain (kinds without any are left out: their factor is 1).
+    estimate and a measured gain (the one the verdict rests on, such as a job move's
+    progress, else the throughput proxy's change; kinds without any are left out: their
+    factor is 1).
     """
     pairs: dict[str, list[tuple[float, float]]] = {}
     for item in outcomes.all():
         if item.verdict not in SETTLED or item.measured is None or item.estimated_gain is None:
             continue
-        gain = measured_gain(item.baseline, item.measured)
+        gain = item.measured_gain
+        if gain is None:
+            gain = measured_gain(item.baseline, item.measured)
         if gain is not None and item.estimated_gain > 0:
             pairs.setdefault(item.kind, []).append((item.estimated_gain, gain))
     return {kind: shrunk_factor(found, prior_weight) for kind, found in sorted(pairs.items())}

@@ -5,41 +5,63 @@ Both are kept in the audit log's SQLite file, beside its ``actions`` table, so t
 restarted service carries on: ages keep counting from the first sighting, and applied
 changes still waiting for a verdict are still checked.
 
-Verification rule (also in docs/policies.md, "Verifying applied recommendations"). It covers
-``pin`` and ``migrate-memory`` recommendations, whose effect shows in the workload's own
-series; other kinds are not verified. At apply time the service records a *baseline*:
+Verification rule (also in docs/policies.md, "Verifying applied recommendations"). Every
+kind but ``config`` is verified. At apply time the service records a *baseline*:
 
-* the remote share the recommendation was made from (its ``current`` shares on the target
-  NUMA node: ``1 - c*m`` for a pin, ``1 - m`` for a memory migration);
+* for a ``pin`` or ``migrate-memory``, the remote share the recommendation was made from
+  (its ``current`` shares on the target NUMA node: ``1 - c*m`` for a pin, ``1 - m`` for a
+  memory migration);
 * the CPU cores the workload kept busy and the mean utilization of its GPUs, from the
-  analysis the recommendation came from (throughput proxies: toposcope sees no job's
-  progress, but a CPU-starved or input-starved job uses fewer cores or less GPU).
+  analysis the recommendation came from (throughput proxies: a CPU-starved or input-starved
+  job uses fewer cores or less GPU);
+* for a ``migrate-job``, also its progress signals (:mod:`toposcope.advisor.progress_probe`):
+  the share of SMs busy, the PCIe and NVLink bytes per second of its GPUs and, where a
+  ``--progress-metric`` applies, the job's own progress rate;
+* nothing for a ``place`` (the job was pending) or a ``release-idle``.
 
 From ``verify_after`` seconds after applying (default: the analysis window, so that the
 window holds only samples taken after the change), every analysis measures the same figures
-and decides, with ``h`` the harm threshold (0.10) and ``e`` the effective share (0.5):
+(a moved or placed job where it went) and decides, with ``h`` the harm threshold (0.10) and
+``e`` the effective share (0.5):
 
-* **harmful** when the cores used fell below ``(1 - h)`` of the baseline (baseline at least
-  ``min_cores``), or the GPU utilization fell below ``(1 - h)`` of it (baseline at least
-  0.05), or the remote share rose by more than ``h``. The service reverts the change.
-* **effective** when the remote share fell to ``(1 - e)`` of the baseline or less;
-* **ineffective** otherwise (the change stays; the policy's model was too optimistic);
+* ``pin``, ``migrate-memory``: **harmful** when the cores used fell below ``(1 - h)`` of the
+  baseline (baseline at least ``min_cores``), or the GPU utilization fell below ``(1 - h)``
+  of it (baseline at least 0.05), or the remote share rose by more than ``h``; **effective**
+  when the remote share fell to ``(1 - e)`` of the baseline or less; **ineffective**
+  otherwise (the change stays; the policy's model was too optimistic).
+* ``migrate-job``: the progress signal is the job's progress metric when one applies, else
+  the SM-active share, else the GPU utilization; its relative change is the *measured gain*.
+  **harmful** when it fell by more than ``h`` or, without a progress metric, the link bytes
+  per second fell by more than ``h`` too; **effective** when the gain is positive and at
+  least ``e`` of the estimated gain; **ineffective** otherwise.
+* ``place``: **effective** once the job runs where it was placed and advances (progress
+  above zero, or SMs or GPU busy at least 5%); **ineffective** when it runs idle.
+* ``release-idle``: **effective** when the released GPUs are free of the workload and
+  another workload holds one of them; **ineffective** when they are free but nobody took one
+  within ``reuse_window`` seconds after ``verify_after``; never harmful (a release cannot
+  slow the job that was idle); pending while the workload still holds them.
 * **pending** while the workload has no series yet; **unverifiable** when it still has none
-  ``give_up`` seconds after applying (the workload ended, or is no longer exported);
+  (or a release is still unsettled) ``give_up`` seconds after applying (the workload ended,
+  or is no longer exported);
 * **reverted** when a person reverted the change before a verdict.
+
+A harmful change is reverted by the service when its kind can be undone (pin, memory
+migration, job move, placement) and its resource manager did not call it irreversible; the
+others keep the verdict, with the reason they were not reverted.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from toposcope.advisor.locality import remote_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
+from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
 from toposcope.report.advisor_api import Measurement, Verdict, Verification
@@ -66,10 +88,23 @@ CREATE TABLE IF NOT EXISTS verifications (
 );
 """
 #: columns added after the first release, with their type (added to older files on open)
-ADDED_COLUMNS = {"estimated_gain": "REAL"}
+ADDED_COLUMNS = {
+    "estimated_gain": "REAL",
+    "target_node": "TEXT NOT NULL DEFAULT ''",
+    "gpus_json": "TEXT NOT NULL DEFAULT '[]'",
+    "measured_gain": "REAL",
+}
+#: ``target_numa`` of a kind that moves no memory (the column is NOT NULL)
+NO_NUMA = -1
 
 #: recommendation kinds whose effect the service measures after applying them
-VERIFIED_KINDS = frozenset({RecommendationKind.PIN, RecommendationKind.MIGRATE_MEMORY})
+VERIFIED_KINDS = frozenset(k for k in RecommendationKind if k != RecommendationKind.CONFIG)
+#: kinds judged by the workload's locality on a target NUMA node
+NUMA_KINDS = frozenset({RecommendationKind.PIN, RecommendationKind.MIGRATE_MEMORY})
+#: kinds that put a job on other GPUs, judged by its progress where it went
+JOB_KINDS = frozenset({RecommendationKind.MIGRATE_JOB, RecommendationKind.PLACE})
+#: kinds the service can undo when judged harmful (a release gave its GPUs back to the pool)
+REVERSIBLE_KINDS = frozenset({*NUMA_KINDS, *JOB_KINDS})
 
 #: GPU utilization below which a fall says nothing about a slow-down
 MIN_GPU_UTILIZATION = 0.05
@@ -84,6 +119,7 @@ class VerificationRule:
     effective_share: float = 0.5
     min_cores: float = 0.05
     give_up_seconds: float = 86400.0
+    reuse_window_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -95,6 +131,8 @@ class VerificationRule:
             problems.append("effective share must be in (0, 1]")
         if self.min_cores < 0:
             problems.append("min cores must be >= 0")
+        if self.reuse_window_seconds < 0:
+            problems.append("reuse window must be >= 0")
         if self.give_up_seconds < self.verify_after_seconds:
             problems.append("give-up time must not be shorter than verify-after")
         if problems:
@@ -108,6 +146,20 @@ def target_numa(rec: Recommendation) -> int | None:
         return int(mems[0])
     numa = rec.proposed.get("numa_node")
     return int(numa) if numa is not None else None
+
+
+def destination(rec: Recommendation) -> tuple[str, tuple[int, ...]]:
+    """Where ``rec`` puts its workload (node and GPUs: a move's or placement's ``proposed``),
+    or, for a release, the node and the GPUs it gives back.
+    """
+    if rec.kind in JOB_KINDS:
+        node = rec.proposed.get("node") or rec.target.node
+        gpus = rec.proposed.get("gpus", rec.target.gpus)
+    elif rec.kind == RecommendationKind.RELEASE_IDLE:
+        node, gpus = rec.target.node, rec.proposed.get("released") or rec.target.gpus
+    else:
+        node, gpus = rec.target.node, rec.target.gpus
+    return str(node), tuple(int(g) for g in gpus) if isinstance(gpus, list | tuple) else ()
 
 
 def _shares(data: Any) -> dict[int, float]:
@@ -131,8 +183,16 @@ def find_workload(model: ClusterModel, node: str, name: str) -> WorkloadModel | 
     return next((w for w in model.workloads if w.node == node and w.name == name), None)
 
 
-def measure(model: ClusterModel, kind: str, workload: WorkloadModel, numa: int) -> Measurement:
-    """The workload's figures in ``model`` (see :class:`Measurement`)."""
+def measure(
+    model: ClusterModel,
+    kind: str,
+    workload: WorkloadModel,
+    numa: int | None,
+    probe: ProgressProbe | None = None,
+) -> Measurement:
+    """The workload's figures in ``model`` (see :class:`Measurement`); for a job move or
+    placement also its progress signals, read by ``probe``.
+    """
     node = model.node(workload.node)
     utilizations = []
     if node is not None:
@@ -140,16 +200,52 @@ def measure(model: ClusterModel, kind: str, workload: WorkloadModel, numa: int) 
             gpu = node.gpu(index)
             if gpu is not None and gpu.utilization is not None:
                 utilizations.append(gpu.utilization)
-    return Measurement(
-        remote_share=_remote(kind, workload.cpu_shares(), workload.memory_shares(), numa),
+    figures = Measurement(
+        remote_share=(
+            _remote(kind, workload.cpu_shares(), workload.memory_shares(), numa)
+            if numa is not None
+            else None
+        ),
         cores=workload.cores_used(),
         gpu_utilization=sum(utilizations) / len(utilizations) if utilizations else None,
     )
+    if kind not in JOB_KINDS or probe is None:
+        return figures
+    progress = probe.measure(workload.node, workload.name, workload.gpus)
+    return replace(
+        figures,
+        sm_active=progress.sm_active,
+        link_bytes_per_second=progress.link_bytes_per_second,
+        progress=progress.progress,
+    )
 
 
-def baseline(rec: Recommendation, model: ClusterModel | None) -> Measurement:
-    """The figures before applying ``rec``: its own shares, and the model's cores and GPUs."""
-    numa = target_numa(rec)
+def measure_release(
+    model: ClusterModel, node: str, workload: str, gpus: Sequence[int]
+) -> Measurement | None:
+    """How many of the released ``gpus`` of ``node`` are free of ``workload`` and how many
+    another workload holds (``None``: the model has none of those GPUs).
+    """
+    state = model.node(node)
+    known = [g for g in gpus if state is not None and state.gpu(g) is not None]
+    if not known:
+        return None
+    holders = model.gpu_holders(node)
+    free = sum(1 for g in known if workload not in holders.get(g, []))
+    reused = sum(1 for g in known if any(h != workload for h in holders.get(g, [])))
+    return Measurement(gpus_free=float(free), gpus_reused=float(reused))
+
+
+def baseline(
+    rec: Recommendation, model: ClusterModel | None, probe: ProgressProbe | None = None
+) -> Measurement:
+    """The figures before applying ``rec``: its own shares, and the model's cores and GPUs
+    (a job move's progress signals too, read by ``probe``; nothing for a placement or a
+    release).
+    """
+    if rec.kind in (RecommendationKind.PLACE, RecommendationKind.RELEASE_IDLE):
+        return Measurement()
+    numa = target_numa(rec) if rec.kind in NUMA_KINDS else None
     cpu = _shares(rec.current.get("cpu_share_by_numa"))
     memory = _shares(rec.current.get("memory_share_by_numa"))
     remote = _remote(str(rec.kind), cpu, memory, numa) if numa is not None else None
@@ -158,10 +254,10 @@ def baseline(rec: Recommendation, model: ClusterModel | None) -> Measurement:
         if model is not None and rec.target.workload
         else None
     )
-    if workload is None or model is None or numa is None:
+    if workload is None or model is None or (numa is None and rec.kind in NUMA_KINDS):
         return Measurement(remote_share=remote)
-    now = measure(model, str(rec.kind), workload, numa)
-    return Measurement(remote, now.cores, now.gpu_utilization)
+    now = measure(model, str(rec.kind), workload, numa, probe)
+    return replace(now, remote_share=remote)
 
 
 def judge(rule: VerificationRule, before: Measurement, after: Measurement) -> tuple[Verdict, str]:
@@ -200,6 +296,93 @@ def judge(rule: VerificationRule, before: Measurement, after: Measurement) -> tu
     if after.remote_share <= before.remote_share * (1 - rule.effective_share):
         return Verdict.EFFECTIVE, change
     return Verdict.INEFFECTIVE, f"{change}: less than {rule.effective_share:.0%} of it removed"
+
+
+#: a judgement: the verdict, why, and the measured gain it rests on (``None``: none)
+Judgement = tuple[Verdict, str, float | None]
+
+#: the progress signals of a job, most trusted first: (field of Measurement, its name)
+PROGRESS_SIGNALS = (
+    ("progress", "progress metric"),
+    ("sm_active", "SM active"),
+    ("gpu_utilization", "GPU utilization"),
+)
+
+
+def _signal(before: Measurement, after: Measurement) -> tuple[str, float, float] | None:
+    """The most trusted progress signal measured both times (before it above zero)."""
+    for name, label in PROGRESS_SIGNALS:
+        old, new = getattr(before, name), getattr(after, name)
+        if old is not None and new is not None and old > 0:
+            return label, old, new
+    return None
+
+
+def _shown(label: str, value: float) -> str:
+    return f"{value:.3g}/s" if label == "progress metric" else f"{value:.0%}"
+
+
+def judge_move(
+    rule: VerificationRule, before: Measurement, after: Measurement, estimated: float | None
+) -> Judgement:
+    """The verdict on a job move from its progress before and after (module docstring)."""
+    signal = _signal(before, after)
+    if signal is None:
+        return Verdict.PENDING, "no progress signal measured before and after yet", None
+    label, old, new = signal
+    gain = new / old - 1.0
+    change = f"{label} {_shown(label, old)} -> {_shown(label, new)} ({gain:+.0%})"
+    h = rule.harm_threshold
+    harms = [change] if gain < -h else []
+    links_old, links_new = before.link_bytes_per_second, after.link_bytes_per_second
+    if (
+        label != "progress metric"
+        and links_old is not None
+        and links_new is not None
+        and links_old > 0
+        and links_new < links_old * (1 - h)
+    ):
+        harms.append(f"link traffic fell from {links_old:.3g} to {links_new:.3g} B/s")
+    if harms:
+        return Verdict.HARMFUL, "; ".join(harms), gain
+    wanted = rule.effective_share * max(estimated or 0.0, 0.0)
+    if gain > 0 and gain >= wanted:
+        return Verdict.EFFECTIVE, change, gain
+    return Verdict.INEFFECTIVE, f"{change}: less than {wanted:.0%} gained", gain
+
+
+def judge_placement(after: Measurement) -> Judgement:
+    """The verdict on a placement from the placed job's progress (module docstring)."""
+    for name, label in PROGRESS_SIGNALS:
+        value = getattr(after, name)
+        if value is None:
+            continue
+        floor = 0.0 if name == "progress" else MIN_GPU_UTILIZATION
+        shown = f"{label} {_shown(label, value)}"
+        if value > floor:
+            return Verdict.EFFECTIVE, f"running where placed: {shown}", None
+        return Verdict.INEFFECTIVE, f"running where placed but idle: {shown}", None
+    return Verdict.PENDING, "no progress signal for the placed job yet", None
+
+
+def judge_release(
+    rule: VerificationRule, after: Measurement | None, waited: float, gpus: Sequence[int]
+) -> Judgement:
+    """The verdict on a release from who holds the released GPUs now (module docstring)."""
+    if after is None or after.gpus_free is None:
+        return Verdict.PENDING, f"no series for GPUs {list(gpus)} in this analysis", None
+    if after.gpus_free < len(gpus):
+        return Verdict.PENDING, f"GPUs {list(gpus)} are still held by the workload", None
+    if after.gpus_reused:
+        reused = int(after.gpus_reused)
+        return Verdict.EFFECTIVE, f"GPUs {list(gpus)} freed; {reused} reused by others", None
+    if waited >= rule.verify_after_seconds + rule.reuse_window_seconds:
+        return (
+            Verdict.INEFFECTIVE,
+            f"GPUs {list(gpus)} freed but not reused within {rule.reuse_window_seconds:g}s",
+            None,
+        )
+    return Verdict.PENDING, f"GPUs {list(gpus)} freed; waiting for another workload", None
 
 
 class OutcomeLog(SqliteStore):
@@ -242,24 +425,28 @@ class OutcomeLog(SqliteStore):
 
     def start(self, rec: Recommendation, before: Measurement, applied_at: float) -> None:
         """Record that ``rec`` was applied, with its baseline (a verification restarts)."""
-        numa = target_numa(rec)
-        if numa is None or not rec.target.workload:
+        numa = target_numa(rec) if rec.kind in NUMA_KINDS else None
+        if (numa is None and rec.kind in NUMA_KINDS) or not rec.target.workload:
             raise ConfigError(f"{rec.id}: no target NUMA node or workload to verify")
+        node, gpus = destination(rec)
         with self._connect() as db:
             db.execute(
                 "INSERT OR REPLACE INTO verifications (recommendation_id, kind, node, workload,"
                 " target_numa, applied_at, baseline_json, verdict, measured_json, verified_at,"
-                " detail, estimated_gain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '', ?)",
+                " detail, estimated_gain, target_node, gpus_json, measured_gain)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '', ?, ?, ?, NULL)",
                 (
                     rec.id,
                     str(rec.kind),
                     rec.target.node,
                     rec.target.workload,
-                    numa,
+                    NO_NUMA if numa is None else numa,
                     applied_at,
                     json.dumps(before.to_dict(), sort_keys=True),
                     str(Verdict.PENDING),
                     rec.estimated_gain,
+                    node,
+                    json.dumps(list(gpus)),
                 ),
             )
 
@@ -270,17 +457,21 @@ class OutcomeLog(SqliteStore):
         measured: Measurement | None,
         detail: str,
         now: float,
+        measured_gain: float | None = None,
     ) -> None:
-        """Write a verdict (``pending`` too: the latest measurement and why it is pending)."""
+        """Write a verdict (``pending`` too: the latest measurement and why it is pending)
+        with the gain it measured, if any.
+        """
         with self._connect() as db:
             db.execute(
                 "UPDATE verifications SET verdict = ?, measured_json = ?, verified_at = ?,"
-                " detail = ? WHERE recommendation_id = ?",
+                " detail = ?, measured_gain = ? WHERE recommendation_id = ?",
                 (
                     str(verdict),
                     json.dumps(measured.to_dict(), sort_keys=True) if measured else None,
                     now,
                     detail,
+                    measured_gain,
                     rec_id,
                 ),
             )
@@ -311,7 +502,7 @@ def _verification(row: sqlite3.Row) -> Verification:
         kind=str(row["kind"]),
         node=str(row["node"]),
         workload=str(row["workload"]),
-        target_numa=int(row["target_numa"]),
+        target_numa=None if int(row["target_numa"]) == NO_NUMA else int(row["target_numa"]),
         applied_at=float(row["applied_at"]),
         baseline=Measurement.from_dict(json.loads(row["baseline_json"])) or Measurement(),
         verdict=Verdict(row["verdict"]),
@@ -321,4 +512,7 @@ def _verification(row: sqlite3.Row) -> Verification:
         estimated_gain=(
             float(row["estimated_gain"]) if row["estimated_gain"] is not None else None
         ),
+        target_node=str(row["target_node"] or row["node"]),
+        gpus=tuple(int(g) for g in json.loads(row["gpus_json"] or "[]")),
+        measured_gain=(float(row["measured_gain"]) if row["measured_gain"] is not None else None),
     )

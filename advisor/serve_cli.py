@@ -6,7 +6,8 @@
         [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL] [--rm-token-file FILE]
         [--slurm-url URL --slurm-token-file FILE ...]
         [--audit-db FILE] [--verify-after DURATION] [--harm-threshold 0.1]
-        [--effective-share 0.5]
+        [--effective-share 0.5] [--reuse-window DURATION]
+        [--progress-metric 'NAME_REGEX=PROMQL with {workload}' ...]
         [--leader-elect [--leader-elect-resource-lock auto|leases|file] ...]
 
 It analyses every ``--interval`` (the same loaders and policies as ``toposcope advise``),
@@ -14,8 +15,10 @@ serves ``/metrics`` (scrape it as job ``toposcope-advisor``, which the alert rul
 and the JSON API of :mod:`toposcope.advisor.api`, on loopback unless told otherwise.
 Applying and reverting need the bearer token of ``--api-token-file``; the resource manager is
 dry-run unless ``--resource-manager`` names another, and every action goes to the audit log
-(``--audit-db``), which is the truth across restarts. Applied pins and memory migrations are
-verified after ``--verify-after`` (default: the window) and reverted when harmful.
+(``--audit-db``), which is the truth across restarts. Applied recommendations are verified
+after ``--verify-after`` (default: the window) and reverted when harmful and undoable; a
+moved or placed job is judged by its progress (``--progress-metric`` where a job class
+publishes its own), a release by its GPUs being freed and reused within ``--reuse-window``.
 
 With ``--leader-elect`` several replicas share the audit log and one of them acts
 (:mod:`toposcope.advisor.leader_flags`): the others answer reads and refuse changes with 503
@@ -54,6 +57,7 @@ from toposcope.advisor.leader_flags import Election, add_leader_arguments, elect
 from toposcope.advisor.loaders.base import Window, parse_duration
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build, parse_overrides
+from toposcope.advisor.progress_metrics import parse_progress_metric
 from toposcope.advisor.rmclients import (
     add_backend_options,
     backend_names,
@@ -158,6 +162,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.5,
         help="effective when at least this share of the remote share is gone (default 0.5)",
     )
+    serve.add_argument(
+        "--reuse-window",
+        metavar="DURATION",
+        default="1h",
+        help="a release whose GPUs nobody took within this long (after --verify-after) is "
+        "ineffective (default 1h)",
+    )
+    serve.add_argument(
+        "--progress-metric",
+        action="append",
+        default=[],
+        metavar="NAME_REGEX=PROMQL",
+        help="judge moved and placed jobs whose name matches NAME_REGEX by this PromQL (a "
+        "rate, higher is faster), {workload} standing for the job's name as a label value: "
+        "'train-.*=sum(rate(steps_total{job={workload}}[5m]))' (repeatable; first match wins)",
+    )
     add_leader_arguments(serve)
 
 
@@ -216,11 +236,17 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
     verify_after = _duration("--verify-after", args.verify_after) if args.verify_after else None
     if verify_after is None:
         verify_after = window.seconds
+    reuse_window = _duration("--reuse-window", args.reuse_window)
+    try:
+        progress_metrics = [parse_progress_metric(text) for text in args.progress_metric]
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc
     rule = VerificationRule(
         verify_after_seconds=verify_after,
         harm_threshold=args.harm_threshold,
         effective_share=args.effective_share,
-        give_up_seconds=max(86400.0, verify_after),
+        give_up_seconds=max(86400.0, verify_after + reuse_window),
+        reuse_window_seconds=reuse_window,
     )
     return AdvisorService(
         backend,
@@ -232,6 +258,7 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
         outcomes=OutcomeLog(path),
         rule=rule,
         actor=local_actor(),
+        progress_metrics=progress_metrics,
     )
 
 

@@ -41,6 +41,8 @@ from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import Policy
+from toposcope.advisor.progress_metrics import ProgressMetric
+from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.runner import advise, load_model
 from toposcope.advisor.service_metrics import ServiceFigures, exposition
 from toposcope.advisor.verifier import Verifier
@@ -78,6 +80,8 @@ class AdvisorService:
     ``manager_factory`` builds the resource manager for a call (``backend_name`` names it in
     the audit log; ``dry-run`` records nothing). ``clock`` gives Unix seconds (tests pass
     their own). ``wait_seconds`` bounds how long a revert waits for running actions.
+    ``progress_metrics`` are the ``--progress-metric`` settings moved and placed jobs are
+    judged by.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class AdvisorService:
         actor: str,
         clock: Callable[[], float] = time.time,
         wait_seconds: float = DEFAULT_WAIT_SECONDS,
+        progress_metrics: Sequence[ProgressMetric] = (),
     ) -> None:
         self.backend = backend
         self.policies = list(policies)
@@ -101,6 +106,13 @@ class AdvisorService:
         self.audit = audit
         self.outcomes = outcomes
         self.clock = clock
+        probe = ProgressProbe(
+            backend,
+            settings.window,
+            selector=settings.selector,
+            node_label=settings.node_label,
+            metrics=progress_metrics,
+        )
         self.acting = Acting(
             manager_factory=manager_factory,
             backend_name=backend_name,
@@ -110,8 +122,9 @@ class AdvisorService:
             known_nodes=self._model_nodes,
             clock=clock,
             wait_seconds=wait_seconds,
+            probe=probe,
         )
-        self.verifier = Verifier(audit, outcomes, rule, self.acting.revert_harmful)
+        self.verifier = Verifier(audit, outcomes, rule, self.acting.revert_harmful, probe)
         self._state_lock = threading.Lock()
         self.report: Report | None = None
         self.model: ClusterModel | None = None
@@ -214,8 +227,8 @@ class AdvisorService:
     def apply(self, rec_id: str, user: str | None = None) -> tuple[Outcome, str]:
         """Apply one recommendation of the latest report; the outcome and any dry-run calls.
 
-        ``user`` is who asked (recorded in the audit log). An applied pin or memory
-        migration starts its verification.
+        ``user`` is who asked (recorded in the audit log). An applied recommendation of a
+        verified kind starts its verification.
         """
         self._require_leading()
         rec = self.recommendation(rec_id)
@@ -356,7 +369,7 @@ class AdvisorService:
             last_duration=last_duration,
             analyses=analyses,
             actions=dict(self.acting.counts),
-            verdicts=[v.verdict for v in self.outcomes.all()],
+            verdicts=[(v.kind, v.verdict) for v in self.outcomes.all()],
             series_dropped=dropped,
             leader=self.leading,
         )

@@ -18,6 +18,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
 from toposcope.advisor.loaders.screen import DROP_REASONS
+from toposcope.advisor.outcomes import VERIFIED_KINDS
 from toposcope.catalogue import spec
 from toposcope.report.advisor_api import Verdict
 from toposcope.report.recommendation import RecommendationKind, Report, Severity
@@ -31,7 +32,7 @@ class ServiceFigures:
     """The service's figures at ``now`` (Unix seconds).
 
     ``actions`` counts results per (recommendation kind, result); ``analyses`` counts
-    ``success`` and ``failure``; ``verdicts`` holds one entry per verification;
+    ``success`` and ``failure``; ``verdicts`` holds one (kind, verdict) per verification;
     ``series_dropped`` counts the series left out for a bad name since the start, by reason;
     ``leader`` says whether this replica acts (the leader, or the only replica).
     """
@@ -43,7 +44,7 @@ class ServiceFigures:
     last_duration: float | None
     analyses: Mapping[str, int]
     actions: Mapping[tuple[str, str], int]
-    verdicts: Sequence[Verdict]
+    verdicts: Sequence[tuple[str, Verdict]]
     series_dropped: Mapping[str, int] = field(default_factory=dict)
     leader: bool = True
 
@@ -75,9 +76,10 @@ def families(figures: ServiceFigures) -> list[Metric]:
     for (kind_text, result), value in sorted(counts.items()):
         actions.add_metric([kind_text, result], value)
     verdicts = spec("toposcope_advisor_verifications").family()
-    by_verdict = Counter(figures.verdicts)
-    for verdict in Verdict:
-        verdicts.add_metric([str(verdict)], by_verdict[verdict])
+    by_verdict = Counter((str(kind), verdict) for kind, verdict in figures.verdicts)
+    for kind in sorted(VERIFIED_KINDS):
+        for verdict in Verdict:
+            verdicts.add_metric([str(kind), str(verdict)], by_verdict[(str(kind), verdict)])
     runs = spec("toposcope_advisor_analyses_total").family()
     for result in ("success", "failure"):
         runs.add_metric([result], figures.analyses.get(result, 0))

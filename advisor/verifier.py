@@ -4,7 +4,11 @@
 table of verifications; :class:`Verifier` applies the rule to every verification still
 pending against the model an analysis just built, settles each one whose wait is over, and
 hands the harmful ones to a revert (the advisor service's; see the rule in
-docs/policies.md, "Verifying applied recommendations").
+docs/policies.md, "Verifying applied recommendations"). A moved or placed job is looked for
+where it went, with its progress signals read by a
+:class:`~toposcope.advisor.progress_probe.ProgressProbe`; a release is judged by who holds
+the GPUs it gave back. Only a kind that can be undone, whose resource manager did not call
+the change irreversible, is reverted; another harmful one keeps its verdict, saying so.
 """
 
 from __future__ import annotations
@@ -15,24 +19,34 @@ from collections.abc import Callable
 from toposcope.advisor.audit import REVERTED, AuditLog, recommendation_state
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import (
+    JOB_KINDS,
+    REVERSIBLE_KINDS,
+    Judgement,
     OutcomeLog,
     VerificationRule,
     find_workload,
     judge,
+    judge_move,
+    judge_placement,
+    judge_release,
     measure,
+    measure_release,
 )
-from toposcope.report.advisor_api import Verdict, Verification
+from toposcope.advisor.progress_probe import ProgressProbe
+from toposcope.report.advisor_api import Measurement, Verdict, Verification
+from toposcope.report.recommendation import RecommendationKind
 
 LOG = logging.getLogger("toposcope.advisor.verifier")
 
-#: reverts a harmful recommendation: (recommendation id, kind, verdict detail) -> the detail
-#: to record, saying whether the revert worked
-RevertHarmful = Callable[[str, str, str], str]
+#: handles a harmful recommendation: (recommendation id, kind, verdict detail, whether to
+#: revert it) -> the detail to record, saying whether it was reverted and how that went
+RevertHarmful = Callable[[str, str, str, bool], str]
 
 
 class Verifier:
     """Settles the pending verifications of ``outcomes`` (the audit log tells which changes a
-    person reverted first); ``revert_harmful`` undoes a change judged harmful.
+    person reverted first); ``revert_harmful`` undoes a change judged harmful; ``probe``
+    reads the progress of moved and placed jobs (``None``: the model's figures only).
     """
 
     def __init__(
@@ -41,11 +55,13 @@ class Verifier:
         outcomes: OutcomeLog,
         rule: VerificationRule,
         revert_harmful: RevertHarmful,
+        probe: ProgressProbe | None = None,
     ) -> None:
         self.audit = audit
         self.outcomes = outcomes
         self.rule = rule
         self.revert_harmful = revert_harmful
+        self.probe = probe
 
     def verify(self, model: ClusterModel, now: float) -> None:
         """Judge applied recommendations whose wait is over; revert the harmful ones."""
@@ -60,20 +76,41 @@ class Verifier:
         waited = now - item.applied_at
         if waited < self.rule.verify_after_seconds:
             return
-        workload = find_workload(model, item.node, item.workload)
-        if workload is None:
-            if waited >= self.rule.give_up_seconds:
-                detail = "the workload has had no series since it was changed"
-                self.outcomes.settle(rec_id, Verdict.UNVERIFIABLE, None, detail, now)
-            else:
-                detail = "the workload has no series in this analysis"
-                self.outcomes.settle(rec_id, Verdict.PENDING, None, detail, now)
-            return
-        measured = measure(model, item.kind, workload, item.target_numa)
-        verdict, detail = judge(self.rule, item.baseline, measured)
+        if item.kind == RecommendationKind.RELEASE_IDLE:
+            measured = measure_release(model, item.target_node, item.workload, item.gpus)
+            verdict, detail, gain = judge_release(self.rule, measured, waited, item.gpus)
+        else:
+            node = item.target_node if item.kind in JOB_KINDS else item.node
+            workload = find_workload(model, node or item.node, item.workload)
+            if workload is None:
+                if waited >= self.rule.give_up_seconds:
+                    detail = "the workload has had no series since it was changed"
+                    self.outcomes.settle(rec_id, Verdict.UNVERIFIABLE, None, detail, now)
+                else:
+                    detail = "the workload has no series in this analysis"
+                    self.outcomes.settle(rec_id, Verdict.PENDING, None, detail, now)
+                return
+            measured = measure(model, item.kind, workload, item.target_numa, self.probe)
+            verdict, detail, gain = self._judge(item, measured)
         if verdict == Verdict.PENDING and waited >= self.rule.give_up_seconds:
             verdict = Verdict.UNVERIFIABLE
         if verdict == Verdict.HARMFUL:
-            detail = self.revert_harmful(rec_id, item.kind, detail)
-        self.outcomes.settle(rec_id, verdict, measured, detail, now)
+            detail = self.revert_harmful(rec_id, item.kind, detail, self._reversible(item))
+        self.outcomes.settle(rec_id, verdict, measured, detail, now, gain)
         LOG.info("verification of %s: %s (%s)", rec_id, verdict, detail)
+
+    def _judge(self, item: Verification, measured: Measurement) -> Judgement:
+        if item.kind == RecommendationKind.MIGRATE_JOB:
+            return judge_move(self.rule, item.baseline, measured, item.estimated_gain)
+        if item.kind == RecommendationKind.PLACE:
+            return judge_placement(measured)
+        verdict, detail = judge(self.rule, item.baseline, measured)
+        return verdict, detail, None
+
+    def _reversible(self, item: Verification) -> bool:
+        """Whether the service may undo ``item``'s change: a kind that can be undone, none of
+        whose actions its resource manager called irreversible.
+        """
+        if item.kind not in REVERSIBLE_KINDS:
+            return False
+        return not any(e.irreversible for e in self.audit.entries(item.recommendation_id))

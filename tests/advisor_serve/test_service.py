@@ -69,7 +69,7 @@ def test_metrics_parse_and_pass_promtool(bench: Bench) -> None:
     assert value(text, "toposcope_advisor_last_success_timestamp_seconds") == bench.clock.now - 90
     duration = value(text, "toposcope_advisor_analysis_duration_seconds")
     assert duration is not None and duration >= 0
-    assert value(text, "toposcope_advisor_verifications", verdict="pending") == 0
+    assert value(text, "toposcope_advisor_verifications", kind="pin", verdict="pending") == 0
     rss = value(text, "process_resident_memory_bytes")
     assert rss is not None and rss > 0
     assert any(name == "toposcope_build_info" for name, _ in samples(text))
@@ -135,7 +135,7 @@ def test_apply_records_the_audit_and_is_idempotent(bench: Bench) -> None:
         text = call(f"{url}/metrics")[2]
     assert bench.rm.posts == 2
     assert value(text, "toposcope_advisor_actions_total", kind="pin", result="applied") == 1
-    assert value(text, "toposcope_advisor_verifications", verdict="pending") == 1
+    assert value(text, "toposcope_advisor_verifications", kind="pin", verdict="pending") == 1
 
 
 def test_revert_through_the_api(bench: Bench) -> None:
@@ -254,7 +254,7 @@ def test_verification_after_apply(bench: Bench, after: Placement, verdict: Verdi
     judged = service.outcomes.get(rec_id)
     assert judged is not None and judged.verdict == verdict, judged
     text = service.metrics_text().decode()
-    assert value(text, "toposcope_advisor_verifications", verdict=str(verdict)) == 1
+    assert value(text, "toposcope_advisor_verifications", kind="pin", verdict=str(verdict)) == 1
     harmful = value(text, "toposcope_advisor_actions_total", kind="pin", result="harmful")
     if verdict == Verdict.HARMFUL:
         assert "cores used fell from 4.00 to 2.00" in judged.detail

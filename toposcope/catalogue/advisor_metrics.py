@@ -40,9 +40,10 @@ ADVISOR_SPECS: tuple[MetricSpec, ...] = (
     row(
         "toposcope_advisor_verifications",
         "gauge",
-        ["verdict"],
-        "Recommendations the advisor service applied, by the verdict of their verification: "
-        "pending, effective, ineffective, harmful (reverted), unverifiable, reverted.",
+        ["kind", "verdict"],
+        "Recommendations the advisor service applied, by recommendation kind and the verdict "
+        "of their verification: pending, effective, ineffective, harmful (reverted where the "
+        "kind can be undone), unverifiable, reverted.",
         part="advisor",
     ),
     row(

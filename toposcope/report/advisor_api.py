@@ -99,12 +99,21 @@ class Measurement:
     """The figures a verdict compares (``None``: no series).
 
     ``remote_share`` is a ratio (0 = all local), ``cores`` the CPU cores kept busy over the
-    window, ``gpu_utilization`` the mean utilization (ratio) of the workload's GPUs.
+    window, ``gpu_utilization`` the mean utilization (ratio) of the workload's GPUs,
+    ``sm_active`` the mean share of their SMs busy, ``link_bytes_per_second`` their PCIe and
+    NVLink traffic, ``progress`` the value of the job's own progress metric (a rate, from
+    ``--progress-metric``). For a release, ``gpus_free`` counts the released GPUs no longer
+    held by the workload and ``gpus_reused`` those now held by another one.
     """
 
     remote_share: float | None = None
     cores: float | None = None
     gpu_utilization: float | None = None
+    sm_active: float | None = None
+    link_bytes_per_second: float | None = None
+    progress: float | None = None
+    gpus_free: float | None = None
+    gpus_reused: float | None = None
 
     def to_dict(self) -> dict[str, float | None]:
         """A JSON-ready dict (rounded)."""
@@ -115,11 +124,7 @@ class Measurement:
         """The inverse of :meth:`to_dict` (``None`` stays ``None``)."""
         if data is None:
             return None
-        return cls(
-            remote_share=_float(data.get("remote_share")),
-            cores=_float(data.get("cores")),
-            gpu_utilization=_float(data.get("gpu_utilization")),
-        )
+        return cls(**{f.name: _float(data.get(f.name)) for f in fields(cls)})
 
 
 def _float(value: Any) -> float | None:
@@ -128,13 +133,20 @@ def _float(value: Any) -> float | None:
 
 @dataclass(frozen=True)
 class Verification:
-    """One row of the ``verifications`` table (times are Unix seconds)."""
+    """One row of the ``verifications`` table (times are Unix seconds).
+
+    ``node`` is where the workload was when the change was made, ``target_node`` and
+    ``gpus`` where it went (a move or placement) or what was released; ``target_numa`` is the
+    NUMA node a pin or memory migration moved it to (``None`` for other kinds).
+    ``measured_gain`` is the change of the job's progress signal a move was judged by
+    (0.2: 20% faster), when one was measured.
+    """
 
     recommendation_id: str
     kind: str
     node: str
     workload: str
-    target_numa: int
+    target_numa: int | None
     applied_at: float
     baseline: Measurement
     verdict: Verdict
@@ -142,6 +154,9 @@ class Verification:
     verified_at: float | None
     detail: str
     estimated_gain: float | None = None
+    target_node: str = ""
+    gpus: tuple[int, ...] = ()
+    measured_gain: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -149,6 +164,7 @@ class Verification:
         data["verdict"] = str(self.verdict)
         data["baseline"] = self.baseline.to_dict()
         data["measured"] = self.measured.to_dict() if self.measured else None
+        data["gpus"] = list(self.gpus)
         return data
 
 

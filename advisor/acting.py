@@ -83,7 +83,7 @@ class Acting:
     model knows; ``clock`` gives Unix seconds; ``wait_seconds`` bounds how long a revert
     waits for running actions. ``counts`` holds the results per (recommendation kind,
     result), for ``toposcope_advisor_actions_total``. ``probe`` reads a moved job's progress
-    signals for its verification's baseline.
+    metric for its verification's baseline.
     """
 
     manager_factory: ManagerFactory

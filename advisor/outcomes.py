@@ -14,9 +14,10 @@ kind but ``config`` is verified. At apply time the service records a *baseline*:
 * the CPU cores the workload kept busy and the mean utilization of its GPUs, from the
   analysis the recommendation came from (throughput proxies: a CPU-starved or input-starved
   job uses fewer cores or less GPU);
-* for a ``migrate-job``, also its progress signals (:mod:`toposcope.advisor.progress_probe`):
-  the share of SMs busy, the PCIe and NVLink bytes per second of its GPUs and, where a
-  ``--progress-metric`` applies, the job's own progress rate;
+* for a ``migrate-job``, also its progress signals: the mean share of SMs busy and the PCIe
+  and NVLink bytes per second of its GPUs (the model's per-workload figures, else its GPUs')
+  and, where a ``--progress-metric`` applies, the job's own progress rate
+  (:mod:`toposcope.advisor.progress_probe`);
 * nothing for a ``place`` (the job was pending) or a ``release-idle``.
 
 From ``verify_after`` seconds after applying (default: the analysis window, so that the
@@ -191,7 +192,7 @@ def measure(
     probe: ProgressProbe | None = None,
 ) -> Measurement:
     """The workload's figures in ``model`` (see :class:`Measurement`); for a job move or
-    placement also its progress signals, read by ``probe``.
+    placement also its GPUs' activity and traffic, and its progress metric read by ``probe``.
     """
     node = model.node(workload.node)
     utilizations = []
@@ -209,14 +210,27 @@ def measure(
         cores=workload.cores_used(),
         gpu_utilization=sum(utilizations) / len(utilizations) if utilizations else None,
     )
-    if kind not in JOB_KINDS or probe is None:
+    if kind not in JOB_KINDS:
         return figures
-    progress = probe.measure(workload.node, workload.name, workload.gpus)
+    sm_active, links = [], []
+    for index in workload.gpus:
+        gpu = node.gpu(index) if node is not None else None
+        sm = workload.gpu_sm_active.get(index, gpu.sm_active if gpu is not None else None)
+        if sm is not None:
+            sm_active.append(sm)
+        pcie = workload.gpu_pcie_bytes_per_second.get(
+            index, gpu.pcie_bytes_per_second if gpu is not None else None
+        )
+        nvlink = workload.gpu_nvlink_bytes_per_second.get(
+            index, gpu.nvlink_bytes_per_second if gpu is not None else None
+        )
+        if pcie is not None or nvlink is not None:
+            links.append((pcie or 0.0) + (nvlink or 0.0))
     return replace(
         figures,
-        sm_active=progress.sm_active,
-        link_bytes_per_second=progress.link_bytes_per_second,
-        progress=progress.progress,
+        sm_active=sum(sm_active) / len(sm_active) if sm_active else None,
+        link_bytes_per_second=sum(links) if links else None,
+        progress=probe.progress(workload.name) if probe is not None else None,
     )
 
 

@@ -106,13 +106,7 @@ class AdvisorService:
         self.audit = audit
         self.outcomes = outcomes
         self.clock = clock
-        probe = ProgressProbe(
-            backend,
-            settings.window,
-            selector=settings.selector,
-            node_label=settings.node_label,
-            metrics=progress_metrics,
-        )
+        probe = ProgressProbe(backend, settings.window, progress_metrics)
         self.acting = Acting(
             manager_factory=manager_factory,
             backend_name=backend_name,

@@ -5,7 +5,7 @@ table of verifications; :class:`Verifier` applies the rule to every verification
 pending against the model an analysis just built, settles each one whose wait is over, and
 hands the harmful ones to a revert (the advisor service's; see the rule in
 docs/policies.md, "Verifying applied recommendations"). A moved or placed job is looked for
-where it went, with its progress signals read by a
+where it went, its own progress metric read by a
 :class:`~toposcope.advisor.progress_probe.ProgressProbe`; a release is judged by who holds
 the GPUs it gave back. Only a kind that can be undone, whose resource manager did not call
 the change irreversible, is reverted; another harmful one keeps its verdict, saying so.
@@ -46,7 +46,7 @@ RevertHarmful = Callable[[str, str, str, bool], str]
 class Verifier:
     """Settles the pending verifications of ``outcomes`` (the audit log tells which changes a
     person reverted first); ``revert_harmful`` undoes a change judged harmful; ``probe``
-    reads the progress of moved and placed jobs (``None``: the model's figures only).
+    reads the progress metric of moved and placed jobs (``None``: the model's figures only).
     """
 
     def __init__(

@@ -57,6 +57,9 @@ def test_defaults_are_loopback_and_dry_run() -> None:
         (["--api-token-file", "/nonexistent/token"], "token file"),
         (["--harm-threshold", "2"], "harm threshold"),
         (["--listen", "nowhere"], "HOST:PORT"),
+        (["--progress-metric", 'train-.*=up{job=~"x"}'], "names no {workload}"),
+        (["--progress-metric", "train=up{job={workload}} or {workload}"], "label-matcher"),
+        (["--reuse-window", "soon"], "--reuse-window"),
     ],
 )
 def test_start_up_errors_exit_2(

@@ -7,6 +7,7 @@ GPUs being freed and reused, and a ``--progress-metric`` template fed a hostile 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,15 @@ from toposcope.advisor.progress_metrics import parse_progress_metric
 from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService, AnalysisSettings
 from toposcope.errors import ConfigError
-from toposcope.rm import Allocation, ResourceManager, WorkloadState, WorkloadView
+from toposcope.rm import (
+    ActionKind,
+    ActionRequest,
+    ActionState,
+    Allocation,
+    ResourceManager,
+    WorkloadState,
+    WorkloadView,
+)
 
 #: GPU k on NUMA node k // 2; 0-1 and 2-3 share a PCIe switch, pairs across are SYS
 LINKS = {(0, 1): "PIX", (2, 3): "PIX"}
@@ -99,6 +108,16 @@ def gpu_text(
     return "\n".join(lines) + "\n"
 
 
+class OneWayRM(FakeResourceManager):
+    """The fake resource manager, answering that its job moves cannot be undone (as a
+    backend that restarted the job from a checkpoint elsewhere would).
+    """
+
+    def _carry_out(self, request: ActionRequest) -> ActionState:
+        state = super()._carry_out(request)
+        return replace(state, irreversible=request.kind == ActionKind.MIGRATE)
+
+
 class QueueingRM(FakeResourceManager):
     """The fake resource manager, with ``queued`` workloads pending (waiting for GPUs)."""
 
@@ -141,10 +160,10 @@ def service_for(
 
 
 def gpu_bench(
-    tmp_path: Path, allocations: dict[str, Allocation], queued: set[str]
+    tmp_path: Path, allocations: dict[str, Allocation], queued: set[str], one_way: bool = False
 ) -> Iterator[Bench]:
     promql = PromQL(host_text({"train": SPREAD}))
-    rm = QueueingRM(RM_TOKEN, allocations, queued)
+    rm = OneWayRM(RM_TOKEN, allocations) if one_way else QueueingRM(RM_TOKEN, allocations, queued)
     with FakeServer(promql).run() as prometheus, FakeServer(rm).run() as rm_server:
         yield Bench(promql, prometheus, rm, rm_server, tmp_path / "audit.sqlite", Clock())
 
@@ -217,6 +236,31 @@ def test_a_job_move_is_judged_by_its_progress(mover: Bench, after_sm: float, pai
     assert listed["verdict"] == verdict and listed["kind"] == "migrate-job"
     assert listed["measured_gain"] == pytest.approx(judged.measured_gain)
     assert listed["gpus"] == moved_to and listed["target_numa"] is None
+
+
+def test_a_harmful_move_the_resource_manager_cannot_undo_is_not_reverted(
+    tmp_path: Path,
+) -> None:
+    allocations = {"train": Allocation("n1", list(range(16)), [0, 1], [0, 2])}
+    for bench in gpu_bench(tmp_path, allocations, set(), one_way=True):
+        bench.promql.text = workloads_text(["train"]) + gpu_text({"train": (0, 2)}, {"train": 0.4})
+        service = service_for(bench, ["job-migration"])
+        service.analyse_once()
+        rec_id = the_one(service, "migrate-job")
+        assert service.apply(rec_id)[0].result == "applied"
+        moved_to = bench.rm.allocations["train"].gpus
+        bench.promql.text = workloads_text(["train"]) + gpu_text(
+            {"train": tuple(moved_to)}, {"train": 0.2}
+        )
+        bench.clock.now += bench.verify_after + 1
+        service.analyse_once()
+        judged = service.outcomes.get(rec_id)
+        assert judged is not None and judged.verdict == "harmful", judged
+        assert "not reverted: this migrate-job cannot be undone" in judged.detail
+        assert bench.rm.allocations["train"].gpus == moved_to  # left where it is
+        text = service.metrics_text().decode()
+        assert 'toposcope_advisor_actions_total{kind="migrate-job",result="harmful"} 1.0' in text
+        assert 'toposcope_advisor_actions_total{kind="migrate-job",result="reverted"}' not in text
 
 
 def test_a_progress_metric_template_escapes_a_hostile_name(tmp_path: Path) -> None:
@@ -293,6 +337,27 @@ def test_a_placement_is_verified_by_the_placed_job_running(tmp_path: Path) -> No
         judged = service.outcomes.get(rec_id)
         assert judged is not None and judged.verdict == "effective", judged
         assert "running where placed: SM active 70%" in judged.detail
+
+
+def test_a_release_nobody_reused_is_neutral(tmp_path: Path) -> None:
+    allocations = {"idle": Allocation("n1", list(range(16)), [0, 1], [3])}
+    for bench in gpu_bench(tmp_path, allocations, set()):
+        text = workloads_text([], idle=["idle"]) + gpu_text({"idle": (3,)}, {"idle": 0.0})
+        bench.promql.text = text.replace(
+            'toposcope_gpu_utilization_ratio{gpu="3"} 0.9',
+            'toposcope_gpu_utilization_ratio{gpu="3"} 0',
+        )
+        service = service_for(bench, ["idle-release"])
+        service.analyse_once()
+        rec_id = the_one(service, "release-idle")
+        assert service.apply(rec_id)[0].result == "applied"
+        bench.promql.text = workloads_text([], idle=["idle"]) + gpu_text({}, {})
+        bench.clock.now += bench.verify_after + service.verifier.rule.reuse_window_seconds
+        service.analyse_once()
+        judged = service.outcomes.get(rec_id)
+        assert judged is not None and judged.verdict == "ineffective", judged
+        assert "freed but not reused within 600s" in judged.detail
+        assert judged.measured is not None and judged.measured.gpus_free == 1
 
 
 def test_a_release_that_freed_gpus_others_reused_paid(tmp_path: Path) -> None:

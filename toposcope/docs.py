@@ -12,6 +12,7 @@ from pathlib import Path
 
 from toposcope.catalogue import CATALOGUE
 from toposcope.catalogue.dcgm_joins import equivalents_markdown, joins_markdown, labels_markdown
+from toposcope.catalogue.node_exporter_equivalents import infiniband_markdown
 
 
 def metrics_markdown() -> str:
@@ -44,6 +45,7 @@ def metrics_markdown() -> str:
         ]
     lines += joins_markdown()
     lines += equivalents_markdown()
+    lines += infiniband_markdown()
     return "\n".join(lines)
 
 

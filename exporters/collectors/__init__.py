@@ -5,6 +5,7 @@ from __future__ import annotations
 from toposcope.exporters.collectors import (
     cross_socket,
     gpu,
+    infiniband,
     kubelet,
     numa_cpu,
     numa_memory,
@@ -27,5 +28,6 @@ def default_table() -> CollectorTable:
             gpu.ENTRY,
             kubelet.ENTRY,
             slurm_gres.ENTRY,
+            infiniband.ENTRY,
         ]
     )

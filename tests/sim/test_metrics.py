@@ -131,6 +131,8 @@ def test_node_metrics_have_the_exporters_families_and_labels(
     success = by(sim, "toposcope_scrape_collector_success", "collector")
     # a simulated node runs no kubelet: no data, as on a real node without one
     assert success.pop("kubelet") == 0
+    # nor an RDMA NIC (no class/infiniband): no data, as on a real node without one
+    assert success.pop("infiniband") == 0
     assert [name for name, value in success.items() if value != 1] == []
 
 

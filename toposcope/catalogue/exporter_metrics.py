@@ -138,6 +138,72 @@ HOST_SPECS: tuple[MetricSpec, ...] = (
         "Which cross-socket traffic source this host uses and whether it is a measurement "
         "(measured=true) or an estimate (measured=false), value 1.",
     ),
+    # RDMA NIC ports (InfiniBand, RoCE), from /sys/class/infiniband
+    row(
+        "toposcope_nic_info",
+        "info",
+        ["device", "board_id", "firmware_version", "hca_type"],
+        "An RDMA device (InfiniBand HCA or RoCE NIC) and its board, firmware and HCA type "
+        "(empty when the driver does not say), value 1.",
+    ),
+    row(
+        "toposcope_nic_port_info",
+        "info",
+        ["device", "port", "link_layer", "state", "phys_state"],
+        "An RDMA port, its link layer (InfiniBand, Ethernet for RoCE) and the names of its "
+        "logical and physical states (ACTIVE, DOWN; LinkUp, Disabled), value 1.",
+    ),
+    row(
+        "toposcope_nic_port_state_id",
+        "gauge",
+        ["device", "port"],
+        "Logical state of an RDMA port (1 down, 2 init, 3 armed, 4 active, 5 active defer).",
+    ),
+    row(
+        "toposcope_nic_port_physical_state_id",
+        "gauge",
+        ["device", "port"],
+        "Physical state of an RDMA port (1 sleep, 2 polling, 3 disabled, 4 port configuration "
+        "training, 5 link up, 6 link error recovery, 7 phy test).",
+    ),
+    row(
+        "toposcope_nic_port_rate_bytes_per_second",
+        "gauge",
+        ["device", "port"],
+        "Signalling rate of an RDMA port (the rate file's Gb/s x 125,000,000).",
+        "bytes",
+    ),
+    row(
+        "toposcope_nic_port_bytes_total",
+        "counter",
+        ["device", "port", "direction"],
+        "Bytes an RDMA port sent (tx) or received (rx): port_xmit_data / port_rcv_data x 4, "
+        "from the 64-bit counters_ext where present.",
+        "bytes",
+    ),
+    row(
+        "toposcope_nic_port_packets_total",
+        "counter",
+        ["device", "port", "direction"],
+        "Packets an RDMA port sent (tx) or received (rx), from the 64-bit counters_ext where "
+        "present.",
+    ),
+    row(
+        "toposcope_nic_port_errors_total",
+        "counter",
+        ["device", "port", "counter"],
+        "Errors of an RDMA port by counter file: counters/ (symbol_error, port_rcv_errors, "
+        "link_downed, port_xmit_discards, ...) and hw_counters/ (out_of_buffer, "
+        "packet_seq_err, local_ack_timeout_err, ...).",
+    ),
+    row(
+        "toposcope_nic_port_counter_saturated",
+        "gauge",
+        ["device", "port", "counter"],
+        "1 when a fixed-width counter behind an RDMA port's figures stands at its maximum "
+        "(a 32-bit port_xmit_data at 4294967295, a 16-bit symbol_error at 65535) and has "
+        "stopped counting, else 0; rates computed from it are then wrong.",
+    ),
 )
 
 #: who a workload is, on every workload series: dcgm-exporter's pod label names, filled in on

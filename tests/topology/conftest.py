@@ -5,8 +5,8 @@ descriptions, memory blocks, device trees). Unpacking only the files below keeps
 agreement test, which unpacks about 30 snapshots, fast on slow disks: creating a file costs
 about a millisecond on some CI disks, and ``256ppc-8n8s4t`` alone has 16,000 entries.
 
-The list follows :mod:`toposcope.topology.sysfs`; a file it starts reading must be added
-here, or the agreement test will show the difference.
+The list follows :mod:`toposcope.topology.sysfs` and :mod:`toposcope.topology.sysfs_nics`;
+a file they start reading must be added here, or the agreement test will show the difference.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ BUILDER_READS = re.compile(
     r"|sys/devices/system/node/online"
     r"|sys/devices/system/node/node\d+(?:/(?:cpulist|cpumap|meminfo|distance))?"
     r"|sys/.*/(?:vendor|device|class|numa_node|local_cpulist|local_cpus)"
+    r"|sys/class/(?:net|infiniband)(?:/[^/]+)?"
+    r"|sys/.*/net/[^/]+/(?:type|operstate|speed|dev_port)"
+    r"|sys/.*/infiniband/[^/]+/ports/\d+/(?:state|rate|link_layer)"
     r"))/?$"
 )
 

@@ -246,7 +246,16 @@ def test_offline_cpus_are_absent() -> None:
 
 def test_json_contract_keys() -> None:
     data = build_from_hwloc_xml(HWLOC_XML / "24em64t-2n6c2t-pci.xml").to_dict()
-    assert list(data) == ["packages", "numa_nodes", "pci_devices", "gpus", "gpu_links"]
+    # the original keys first, in their order; NICs were added after them
+    assert list(data) == [
+        "packages",
+        "numa_nodes",
+        "pci_devices",
+        "gpus",
+        "gpu_links",
+        "nics",
+        "gpu_nic_links",
+    ]
     # three NVIDIA GPUs: two behind root ports of package 1's host bridge, one in package 0
     assert {(link["gpu"], link["peer_gpu"]): link["link"] for link in data["gpu_links"]} == {
         (0, 1): "SYS",

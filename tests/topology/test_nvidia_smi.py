@@ -107,7 +107,17 @@ def test_text_around_the_matrix_is_ignored() -> None:
 
 def test_json_contract() -> None:
     data = _load("no-legend-no-nic.txt").to_dict()
-    assert list(data) == ["packages", "numa_nodes", "pci_devices", "gpus", "gpu_links"]
+    # the original keys first, in their order; NICs were added after them (none here)
+    assert list(data) == [
+        "packages",
+        "numa_nodes",
+        "pci_devices",
+        "gpus",
+        "gpu_links",
+        "nics",
+        "gpu_nic_links",
+    ]
+    assert data["nics"] == [] and data["gpu_nic_links"] == []
     assert data["gpus"][0] == {
         "index": 0,
         "pci_bus_id": None,

@@ -19,6 +19,8 @@ KEYS = {
     "pci_devices": {"bus_id", "vendor", "device", "class", "numa_node", "local_cpus"},
     "gpus": {"index", "pci_bus_id", "numa_node", "local_cpus"},
     "gpu_links": {"gpu", "peer_gpu", "link"},
+    "nics": {"name", "pci_bus_id", "kind", "numa_nodes", "cpus", "interfaces", "ports"},
+    "gpu_nic_links": {"gpu", "nic", "link"},
 }
 
 

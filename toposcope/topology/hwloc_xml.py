@@ -25,7 +25,9 @@ same model either way:
 * only online CPUs count (``cpuset`` intersected with ``online_cpuset`` where present);
 * a PCI function's locality is the cpuset of its nearest non-I/O ancestor, and its
   ``numa_node`` is the single node whose CPUs contain that cpuset, else the single node of
-  the ancestor's ``nodeset``, else ``None``.
+  the ancestor's ``nodeset``, else ``None``;
+* NICs are the OpenFabrics and Network OS devices of PCI functions
+  (:mod:`toposcope.topology.hwloc_nics`), with the same labels to each GPU.
 
 Disallowed CPUs (``allowed_cpuset``) are kept: the model describes the machine, not what the
 process that ran ``lstopo`` was allowed to use. Any I/O error or malformed content raises
@@ -55,6 +57,7 @@ from toposcope.topology.hwloc_document import (
     parse_document,
 )
 from toposcope.topology.hwloc_links import nvlinks, pci_path
+from toposcope.topology.hwloc_nics import hwloc_nics
 from toposcope.topology.model import (
     Cpu,
     NumaNode,
@@ -63,6 +66,7 @@ from toposcope.topology.model import (
     Topology,
     number_gpus,
 )
+from toposcope.topology.nics import gpu_nic_links
 from toposcope.topology.pcie import gpu_links
 
 #: Object types that are not part of the CPU/memory hierarchy (a PCI device's locality is
@@ -139,6 +143,7 @@ def _build(document: ET.Element, path: Path) -> Topology:
     gpus = number_gpus(pci, gpu_infos)
     gpu_of_bus = {g.pci_bus_id: g.index for g in gpus if g.pci_bus_id is not None}
     nvlinked = nvlinks(document, objects, gpu_of_bus, {g.index: g.model for g in gpus})
+    nics = hwloc_nics(document.get("version"), objects, pci, nodes)
     return Topology(
         packages=tuple(packages),
         numa_nodes=tuple(nodes),
@@ -147,6 +152,8 @@ def _build(document: ET.Element, path: Path) -> Topology:
         gpus=gpus,
         gpu_links=gpu_links(gpus, pci, nvlinked),
         source=f"hwloc-xml:{path}",
+        nics=nics,
+        gpu_nic_links=gpu_nic_links(gpus, nics, pci),
     )
 
 

@@ -260,6 +260,63 @@ class GpuLink:
         return (self.gpu, self.peer_gpu)
 
 
+class NicKind(StrEnum):
+    """What a network adapter speaks: InfiniBand, RoCE (RDMA over Ethernet) or plain Ethernet."""
+
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+    ETHERNET = "ethernet"
+
+
+@dataclass(frozen=True)
+class NicPort:
+    """One port of a NIC: its number, state, rate and link layer, each ``None`` when unknown.
+
+    ``state`` is the kernel's word in lower case (InfiniBand ``active``, ``down``, ``init``,
+    ``armed``; Ethernet's ``operstate`` ``up``, ``down``); ``rate_gbps`` is the signalling
+    rate in Gb/s (InfiniBand ``rate``, Ethernet ``speed``); ``link_layer`` is
+    ``InfiniBand`` or ``Ethernet``.
+    """
+
+    number: int
+    state: str | None = None
+    rate_gbps: float | None = None
+    link_layer: str | None = None
+
+
+@dataclass(frozen=True)
+class Nic:
+    """A network adapter: an RDMA device (``mlx5_0``) or a PCI network interface (``eth0``).
+
+    ``numa_nodes`` is its locality as hwloc computes it, from its local CPUs (the nodes they
+    touch), which may differ from the firmware's ``numa_node``; ``cpus`` are those local
+    CPUs. ``pci_bus_id`` and ``kind`` are ``None`` when the source does not say
+    (``nvidia-smi topo -m``), and ``interfaces`` names its network interfaces (``ib0``).
+    """
+
+    name: str
+    pci_bus_id: str | None
+    kind: NicKind | None
+    numa_nodes: tuple[int, ...] = ()
+    cpus: tuple[int, ...] = ()
+    ports: tuple[NicPort, ...] = ()
+    interfaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuNicLink:
+    """How a GPU reaches a NIC, in the GPU pairs' PCIe labels (PIX, PXB, PHB, NODE, SYS)."""
+
+    gpu: int
+    nic: str
+    link: str
+
+    @property
+    def type(self) -> LinkType:
+        """The link's class, for ranking (PIX best, SYS worst)."""
+        return link_type(self.link)
+
+
 @dataclass(frozen=True)
 class Topology:
     """A whole machine's topology as one immutable value.
@@ -275,6 +332,8 @@ class Topology:
     gpus: tuple[Gpu, ...] = ()
     gpu_links: tuple[GpuLink, ...] = ()
     source: str = ""
+    nics: tuple[Nic, ...] = ()
+    gpu_nic_links: tuple[GpuNicLink, ...] = ()
 
     def numa_node(self, node_id: int) -> NumaNode | None:
         """Return the NUMA node with OS index ``node_id``, or ``None``."""
@@ -309,7 +368,9 @@ class Topology:
         (``distances`` is the row ordered like ``numa_nodes``; empty when unknown),
         ``pci_devices[{bus_id,vendor,device,class,numa_node,local_cpus}]`` (ids as ``0x``
         hexadecimal strings), ``gpus[{index,pci_bus_id,numa_node,local_cpus}]`` and
-        ``gpu_links[{gpu,peer_gpu,link}]``.
+        ``gpu_links[{gpu,peer_gpu,link}]``, ``nics[{name,pci_bus_id,kind,numa_nodes,cpus,
+        interfaces,ports[{port,state,rate,link_layer}]}]`` (``rate`` in Gb/s) and
+        ``gpu_nic_links[{gpu,nic,link}]``.
         """
         node_ids = [n.id for n in self.numa_nodes]
         return {
@@ -349,6 +410,29 @@ class Topology:
             "gpu_links": [
                 {"gpu": link.gpu, "peer_gpu": link.peer_gpu, "link": link.link}
                 for link in self.gpu_links
+            ],
+            "nics": [
+                {
+                    "name": nic.name,
+                    "pci_bus_id": nic.pci_bus_id,
+                    "kind": None if nic.kind is None else nic.kind.value,
+                    "numa_nodes": list(nic.numa_nodes),
+                    "cpus": list(nic.cpus),
+                    "interfaces": list(nic.interfaces),
+                    "ports": [
+                        {
+                            "port": port.number,
+                            "state": port.state,
+                            "rate": port.rate_gbps,
+                            "link_layer": port.link_layer,
+                        }
+                        for port in nic.ports
+                    ],
+                }
+                for nic in self.nics
+            ],
+            "gpu_nic_links": [
+                {"gpu": link.gpu, "nic": link.nic, "link": link.link} for link in self.gpu_nic_links
             ],
         }
 
@@ -396,4 +480,32 @@ class Topology:
         others = [d for d in self.pci_devices if not d.is_gpu]
         if others:
             lines.append(f"Other PCI devices: {len(others)}")
+        lines.extend(self._nic_lines())
         return "\n".join(lines)
+
+    def _nic_lines(self) -> list[str]:
+        """The NICs and the GPU-to-NIC matrix, after everything else (none without NICs)."""
+        lines: list[str] = []
+        for nic in self.nics:
+            nodes = ",".join(str(n) for n in nic.numa_nodes) or "-"
+            ports = ", ".join(
+                f"port {p.number} {p.state or '?'}"
+                + (f" {p.rate_gbps:g} Gb/s" if p.rate_gbps is not None else "")
+                for p in nic.ports
+                if p.state is not None or p.rate_gbps is not None
+            )
+            lines.append(
+                f"NIC {nic.name}: {nic.pci_bus_id or '?'} {nic.kind or 'unknown kind'}, "
+                f"NUMA node {nodes}, cpus {format_cpulist(nic.cpus) or '-'}"
+                + (f" ({ports})" if ports else "")
+            )
+        if self.gpu_nic_links:
+            cells = {(link.gpu, link.nic): link.link for link in self.gpu_nic_links}
+            names = [nic.name for nic in self.nics if any(n == nic.name for _, n in cells)]
+            width = max(7, *(len(name) + 2 for name in names))
+            lines.append("GPU-NIC links:")
+            lines.append("        " + "".join(f"{name:>{width}}" for name in names))
+            for gpu_index in sorted({gpu for gpu, _ in cells}):
+                row = "".join(f"{cells.get((gpu_index, n), '-'):>{width}}" for n in names)
+                lines.append(f"  GPU{gpu_index:<3} " + row)
+        return lines

@@ -27,9 +27,14 @@ What is read:
   whose affinity spans several nodes, ``0-1``, gets none);
   ``GPU NUMA ID`` (R535+, the node holding the GPU's own memory on Grace Hopper, else
   ``N/A``) adds a memory-only NUMA node;
-* NIC rows and columns (``NIC0``, or ``mlx5_0`` on older drivers) are skipped: they are not
-  GPUs, and without a PCI address they cannot become PCI devices;
-* the legends are ignored, and so are lines whose first non-blank character is ``#``
+* NIC columns (``NIC0``, or ``mlx5_0`` on older drivers) become NICs, named as the ``NIC
+  Legend`` below the matrix names them (``NIC0: mlx5_0``, newer drivers), else by their column, and
+  each GPU's cell in a NIC column a :class:`~toposcope.topology.model.GpuNicLink`. nvidia-smi
+  lists RDMA devices without their PCI address or link layer, so a NIC's ``pci_bus_id`` and
+  ``kind`` are unknown; its NUMA node is the one node of the GPUs it reaches without
+  crossing NUMA nodes (PIX, PXB, PHB or NODE), when they name one. NIC-to-NIC cells are
+  checked but not kept;
+* the other legend lines are ignored, and so are lines whose first non-blank character is ``#``
   (nvidia-smi never prints one; saved samples cite their source in such comment lines, and
   they may stand anywhere, even between matrix rows).
 
@@ -53,7 +58,16 @@ from dataclasses import dataclass
 
 from toposcope.cpulist import parse_cpulist
 from toposcope.errors import ConfigError
-from toposcope.topology.model import Gpu, GpuLink, NumaNode, Topology, link_type
+from toposcope.topology.model import (
+    Gpu,
+    GpuLink,
+    GpuNicLink,
+    LinkType,
+    Nic,
+    NumaNode,
+    Topology,
+    link_type,
+)
 
 #: GPU numbers must be below this (a host with more GPUs does not exist).
 GPU_LIMIT = 256
@@ -67,6 +81,8 @@ _GPU_RE = re.compile(r"GPU([0-9]+)")
 #: ``NV<n>``: n bonded NVLinks (nvidia-smi's ``NV#``).
 _NVLINK_RE = re.compile(r"NV[0-9]{1,3}")
 _AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+#: A NIC legend line, ``  NIC0: mlx5_0``.
+_NIC_LEGEND_RE = re.compile(r"^\s*(NIC[0-9]{1,4})\s*:\s*(\S{1,64})\s*$")
 _NOT_AVAILABLE = {"N/A", "NA", "-", ""}
 
 
@@ -236,6 +252,42 @@ def _check_symmetric(rows: dict[str, tuple[int, list[str]]], header: _Header, so
                 )
 
 
+def _nic_names(lines: list[str], header: _Header, source: str) -> dict[str, str]:
+    """Each NIC column's name: the ``NIC Legend``'s (``NIC0`` -> ``mlx5_0``), else its own.
+
+    Refuses a legend that gives two columns the same name, or a name that is a column.
+    """
+    columns = [name for name in header.links if name not in header.gpus]
+    named: dict[str, str] = {}
+    for number in range(header.line + 1, len(lines) + 1):
+        match = _NIC_LEGEND_RE.match(lines[number - 1])
+        if match is None or match.group(1) not in columns:
+            continue
+        column, name = match.groups()
+        taken = set(named.values()) | (set(header.links) - {column})
+        if name in taken:
+            raise ConfigError(f"{source} line {number}: NIC name {_shown(name)} is used twice")
+        named[column] = name
+    return {column: named.get(column, column) for column in columns}
+
+
+def _nics(names: dict[str, str], gpus: list[Gpu], links: list[GpuNicLink]) -> tuple[Nic, ...]:
+    """The NICs in column order, each placed in the one NUMA node of the GPUs it reaches
+    without crossing NUMA nodes (NODE or better), when there is one."""
+    numa = {gpu.index: gpu.numa_node for gpu in gpus}
+    nics: list[Nic] = []
+    for name in names.values():
+        near = {
+            numa[link.gpu]
+            for link in links
+            if link.nic == name and link.type.rank <= LinkType.NODE.rank
+        }
+        only = near.pop() if len(near) == 1 else None
+        node = () if only is None else (only,)
+        nics.append(Nic(name=name, pci_bus_id=None, kind=None, numa_nodes=node))
+    return tuple(nics)
+
+
 def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topology:
     """Parse ``nvidia-smi topo -m`` output into GPUs, GPU links and inferred NUMA nodes.
 
@@ -253,8 +305,10 @@ def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topolog
     _check_symmetric(rows, header, source)
 
     position = {name: i for i, name in enumerate(header.links)}
+    nic_names = _nic_names(lines, header, source)
     gpus: list[Gpu] = []
     links: list[GpuLink] = []
+    nic_links: list[GpuNicLink] = []
     node_cpus: dict[int, set[int]] = {}
     memory_nodes: set[int] = set()
     for name, index in by_number:
@@ -280,6 +334,10 @@ def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topolog
                 links.append(
                     GpuLink(gpu=index, peer_gpu=peer_index, link=values[position[peer_name]])
                 )
+        nic_links.extend(
+            GpuNicLink(gpu=index, nic=nic, link=values[position[column]])
+            for column, nic in nic_names.items()
+        )
 
     clash = memory_nodes & set(node_cpus)
     if clash:
@@ -295,4 +353,6 @@ def build_from_nvidia_smi_topo(text: str, source: str = "nvidia-smi") -> Topolog
         gpus=tuple(gpus),
         gpu_links=tuple(links),
         source=source,
+        nics=_nics(nic_names, gpus, nic_links),
+        gpu_nic_links=tuple(nic_links),
     )

@@ -22,6 +22,8 @@ tests compare the result with hwloc's own output for its regression corpus):
 * A PCI device's place in the PCIe tree (its bridges and host bridge) is read from the
   ``devices/pciDDDD:BB/...`` path its ``bus/pci/devices`` link points to; the GPU link
   matrix (PIX, PXB, PHB, NODE, SYS) follows from it. NVLinks need NVML (``--nvml``).
+* NICs (RDMA devices and PCI network interfaces) come from ``class/infiniband`` and
+  ``class/net`` (:mod:`toposcope.topology.sysfs_nics`), with the same labels to each GPU.
 * A node's local memory is ``MemTotal`` of its ``meminfo``, hugepages included, as hwloc
   reports it.
 
@@ -54,6 +56,7 @@ from toposcope.topology.model import (
     Topology,
     number_gpus,
 )
+from toposcope.topology.nics import gpu_nic_links
 from toposcope.topology.pcie import gpu_links
 from toposcope.topology.sysfs_files import (
     cpu_dir,
@@ -69,6 +72,7 @@ from toposcope.topology.sysfs_files import (
     read_int,
     read_text,
 )
+from toposcope.topology.sysfs_nics import read_nics
 
 LOG = logging.getLogger(__name__)
 
@@ -349,6 +353,7 @@ def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Top
     )
     pci = read_pci_devices(sysfs, node_tuple, online)
     gpus = number_gpus(pci)
+    nics = read_nics(sysfs, pci, node_tuple)
     return Topology(
         packages=packages_out,
         numa_nodes=node_tuple,
@@ -357,4 +362,6 @@ def build_from_sysfs(sysfs: Path | str, procfs: Path | str | None = None) -> Top
         gpus=gpus,
         gpu_links=gpu_links(gpus, pci),
         source=f"sysfs:{sysfs}",
+        nics=nics,
+        gpu_nic_links=gpu_nic_links(gpus, nics, pci),
     )

@@ -185,6 +185,8 @@ def test_malformed_files_drop_only_their_value(
     (port / "counters" / "port_rcv_errors").write_text(f"{2**64}\n")
     (port / "hw_counters" / "out_of_buffer").write_text("7" * (MAX_FILE_BYTES + 1))
     (port / "rate").write_text("fast\n")
+    # a file nothing is published from is never read (each read queries the HCA)
+    (port / "counters" / "port_xmit_wait").write_text("garbage\n")
     (sysfs / "class" / "infiniband" / "mlx5_1" / "ports" / "2" / "state").write_text("DOWN\n")
     caplog.set_level(logging.WARNING)
     value = registry_for(sysfs).get_sample_value
@@ -198,6 +200,7 @@ def test_malformed_files_drop_only_their_value(
     assert value("toposcope_nic_port_state_id", {"device": "mlx5_0", "port": "1"}) == 4
     warned = caplog.text
     assert "link_downed" in warned and "out_of_buffer" in warned and "rate" in warned
+    assert "port_xmit_wait" not in warned
     assert "symbol_error" not in warned  # "N/A (no PMA)" is the kernel's way of saying none
 
 

@@ -18,11 +18,15 @@ counter directories (``Documentation/ABI/stable/sysfs-class-infiniband``):
 :class:`IbPort`; :func:`port_traffic` turns them into bytes and packets, preferring the
 64-bit counter where both exist.
 
-Reading is bounded: at most :data:`MAX_DEVICES` devices, :data:`MAX_PORTS` ports each and
-:data:`MAX_COUNTERS` files per counter directory are looked at, each file read up to
-:data:`MAX_FILE_BYTES`, and a counter is a decimal of at most 20 digits below 2^64. A file
-that is missing, too long or malformed is left out (warned about once); a port whose
-``state`` cannot be read is left out, never the whole device.
+Only the counters published are read (:data:`ERROR_COUNTERS`, :data:`HW_ERROR_COUNTERS` and
+the traffic counters): each read of a ``counters/`` file sends a management query to the HCA
+and each ``hw_counters/`` read a firmware command, so the rest are not asked for.
+
+Reading is bounded: at most :data:`MAX_DEVICES` devices and :data:`MAX_PORTS` ports each are
+looked at, each file read up to :data:`MAX_FILE_BYTES`, and a counter is a decimal of at
+most 20 digits below 2^64. A file that is missing, too long or malformed is left out
+(warned about once); a port whose ``state`` cannot be read is left out, never the whole
+device.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,8 +47,6 @@ LOG = logging.getLogger(__name__)
 MAX_DEVICES = 64
 #: At most this many ports per device (HCAs have 1 or 2; a switch up to 255).
 MAX_PORTS = 256
-#: At most this many files per counter directory (mlx5's ``hw_counters`` has about 40).
-MAX_COUNTERS = 256
 #: A sysfs attribute file longer than this is not one of these files.
 MAX_FILE_BYTES = 256
 #: The largest counter value (64 bits).
@@ -120,11 +122,14 @@ HW_ERROR_COUNTERS: tuple[str, ...] = (
     "rnr_nak_retry_err",
 )
 
+#: The files read from ``counters/`` and ``counters_ext/``.
+_COUNTERS_READ = (*ERROR_COUNTERS, *(t[0] for t in TRAFFIC_COUNTERS))
+_EXT_READ = tuple(t[1] for t in TRAFFIC_COUNTERS)
+
 #: Octets per unit of the ``*_data`` counters (they count 4-octet words).
 OCTETS_PER_DATA_UNIT = 4
 
 _DEVICE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_COUNTER_NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _COUNTER_RE = re.compile(rb"^\s*([0-9]{1,20})\s*$")
 _STATE_RE = re.compile(rb"^\s*([0-9]{1,3})\s*:\s*([A-Za-z][A-Za-z0-9 _-]{0,31}?)\s*$")
 _RATE_RE = re.compile(rb"^\s*([0-9]{1,6}(?:\.[0-9]{1,6})?) ")
@@ -138,8 +143,8 @@ class IbPort:
 
     ``state``/``phys_state`` are the names after the id (``ACTIVE``, ``LinkUp``);
     ``rate_bytes_per_second`` is ``rate`` in Gb/s times 125,000,000 (node_exporter's
-    conversion), ``None`` when unreadable. The counter maps hold each readable file of
-    ``counters/``, ``counters_ext/`` and ``hw_counters/`` by file name.
+    conversion), ``None`` when unreadable. The counter maps hold the readable files of
+    ``counters/``, ``counters_ext/`` and ``hw_counters/`` this reader asks for, by file name.
     """
 
     device: str
@@ -297,9 +302,9 @@ class InfiniBandClass:
             return None
         return int(gbps * 125_000_000)
 
-    def _counters(self, path: str) -> dict[str, int]:
+    def _counters(self, path: str, names: Iterable[str]) -> dict[str, int]:
         values: dict[str, int] = {}
-        for name in self._listing(path, _COUNTER_NAME_RE, MAX_COUNTERS):
+        for name in names:
             file_path = os.path.join(path, name)
             data = self._read(file_path)
             if data is None:
@@ -331,7 +336,7 @@ class InfiniBandClass:
             phys_state=phys[1] if phys is not None else "",
             rate_bytes_per_second=self._rate(os.path.join(base, "rate")),
             link_layer=layer if _WORD_RE.match(layer) else "",
-            counters=self._counters(os.path.join(base, "counters")),
-            counters_ext=self._counters(os.path.join(base, "counters_ext")),
-            hw_counters=self._counters(os.path.join(base, "hw_counters")),
+            counters=self._counters(os.path.join(base, "counters"), _COUNTERS_READ),
+            counters_ext=self._counters(os.path.join(base, "counters_ext"), _EXT_READ),
+            hw_counters=self._counters(os.path.join(base, "hw_counters"), HW_ERROR_COUNTERS),
         )

@@ -19,8 +19,10 @@ counter directories (``Documentation/ABI/stable/sysfs-class-infiniband``):
 64-bit counter where both exist.
 
 Only the counters published are read (:data:`ERROR_COUNTERS`, :data:`HW_ERROR_COUNTERS` and
-the traffic counters): each read of a ``counters/`` file sends a management query to the HCA
-and each ``hw_counters/`` read a firmware command, so the rest are not asked for.
+the traffic counters): each read of a ``counters/`` file sends a performance-management
+query to the HCA (and a ``hw_counters/`` read refreshes the driver's statistics from the
+firmware once their ``lifespan``, 10 ms by default, has passed), so the rest are not asked
+for.
 
 Reading is bounded: at most :data:`MAX_DEVICES` devices and :data:`MAX_PORTS` ports each are
 looked at, each file read up to :data:`MAX_FILE_BYTES`, and a counter is a decimal of at

@@ -33,8 +33,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,64}$")
 _PORT_RE = re.compile(r"^[0-9]{1,3}$")
 #: ``class/net/IF/type`` of an IPoIB interface (ARPHRD_INFINIBAND)
 _ARPHRD_INFINIBAND = 32
-#: the most entries read from one class directory
-MAX_CLASS_ENTRIES = 4096
+#: the most entries read from one class directory: a Kubernetes node may hold thousands of
+#: virtual interfaces (``cali*``, ``veth*``) beside its NICs, a crafted snapshot millions
+MAX_CLASS_ENTRIES = 65536
 
 
 def _entries(directory: Path) -> list[Path]:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from toposcope.catalogue import spec
+from toposcope.promql.literals import string_literal
 
 #: labels that identify a scrape target (and so a node) in every query answer
 TARGET_LABELS = ("job", "instance", "node")
@@ -57,11 +58,6 @@ WORKLOAD_LOCALITY = metric("toposcope_workload_locality_ratio")
 _BY_TARGET = ", ".join(TARGET_LABELS)
 
 
-def quote(value: str) -> str:
-    """``value`` as a PromQL string literal (double quotes, backslashes escaped)."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
 def selector(targets: Iterable[tuple[str, str]], extra: Mapping[str, str] | None = None) -> str:
     """Label matchers (without braces) for the scrape targets ``(job, instance)`` of a node.
 
@@ -73,13 +69,13 @@ def selector(targets: Iterable[tuple[str, str]], extra: Mapping[str, str] | None
         raise ValueError("a node selector needs at least one scrape target")
     if len(pairs) == 1:
         job, instance = pairs[0]
-        parts = [f"job={quote(job)}", f"instance={quote(instance)}"]
+        parts = [f"job={string_literal(job)}", f"instance={string_literal(instance)}"]
     else:
         jobs = "|".join(re.escape(j) for j in sorted({j for j, _ in pairs}))
         instances = "|".join(re.escape(i) for i in sorted({i for _, i in pairs}))
-        parts = [f"job=~{quote(jobs)}", f"instance=~{quote(instances)}"]
+        parts = [f"job=~{string_literal(jobs)}", f"instance=~{string_literal(instances)}"]
     for name, value in sorted((extra or {}).items()):
-        parts.append(f"{name}={quote(value)}")
+        parts.append(f"{name}={string_literal(value)}")
     return ", ".join(parts)
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from toposcope.host.processes import read_all
 from toposcope.identity.workload import bounded_label_value
+from toposcope.topology.nics import ib_rate_gbps
 
 LOG = logging.getLogger(__name__)
 
@@ -134,7 +135,6 @@ OCTETS_PER_DATA_UNIT = 4
 _DEVICE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _COUNTER_RE = re.compile(rb"^\s*([0-9]{1,20})\s*$")
 _STATE_RE = re.compile(rb"^\s*([0-9]{1,3})\s*:\s*([A-Za-z][A-Za-z0-9 _-]{0,31}?)\s*$")
-_RATE_RE = re.compile(rb"^\s*([0-9]{1,6}(?:\.[0-9]{1,6})?) ")
 _WORD_RE = re.compile(r"^[A-Za-z][A-Za-z0-9 _-]{0,31}$")
 _PORT_RE = re.compile(r"^[0-9]{1,3}$")
 
@@ -297,9 +297,8 @@ class InfiniBandClass:
         data = self._read(path)
         if data is None:
             return None
-        match = _RATE_RE.match(data)
-        gbps = float(match.group(1)) if match is not None else -1.0
-        if not 0.0 <= gbps <= MAX_RATE_GBPS:
+        gbps = ib_rate_gbps(data.decode("ascii", "replace"))
+        if gbps is None or gbps > MAX_RATE_GBPS:
             self._warn_once(path, f"not a rate in Gb/sec: {data[:40]!r}")
             return None
         return int(gbps * 125_000_000)

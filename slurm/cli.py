@@ -31,7 +31,7 @@ from prometheus_client import generate_latest
 from toposcope.config import HostPaths
 from toposcope.errors import ConfigError, UsageError
 from toposcope.fabric.slurmconf import write_topology_conf
-from toposcope.fabric.sources import add_source_arguments, load_fabric
+from toposcope.fabric.sources import add_source_arguments, describe_source, load_fabric
 from toposcope.identity.names import is_node_name
 from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS, MAX_MAX_ACCOUNTS, OTHER_ACCOUNT
 from toposcope.serving.httpserver import HttpServer
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.slurm_action == "topology-conf":
         fabric = load_fabric(args)
-        source = args.slurm_topology or args.ibnetdiscover or args.fabric_file
+        source = describe_source(args)
         sys.stdout.write(write_topology_conf(fabric, note=f"written by toposcope from {source}"))
         return 0
     if args.slurm_action == "show":

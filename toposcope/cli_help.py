@@ -31,6 +31,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "toposcope fabric show --slurm-topology /etc/slurm/topology.conf",
         "toposcope fabric show --ibnetdiscover ibnetdiscover.out --format json",
         "toposcope fabric show --file fabric.yaml",
+        "toposcope fabric show --kubernetes-nodes nodes.yaml --kueue-topology topology.yaml",
+        "toposcope fabric show --kubernetes --kueue-topology-name default",
     ),
     "exporter": (
         "toposcope exporter",

@@ -9,8 +9,9 @@ shares; a reader adds the fields of its own schema.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import yaml
@@ -21,6 +22,8 @@ INT = "tag:yaml.org,2002:int"
 FLOAT = "tag:yaml.org,2002:float"
 BOOL = "tag:yaml.org,2002:bool"
 _TRUE = frozenset({"true", "yes", "on"})
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
 
 #: builds the exception for a refusal: (line, "field: problem") -> exception
 Refuse = Callable[[int, str], Exception]
@@ -114,3 +117,60 @@ class YamlNodes:
             return float(str(node.value).replace("_", ""))
         except ValueError:
             raise self.error(node, field, "must be a number") from None
+
+
+def json_nodes(text: str) -> yaml.Node | None:
+    """The JSON object ``text`` as the YAML nodes composing it would give, without line
+    numbers (``None`` when it is not a JSON object). :func:`json.loads` is some fifty times
+    faster than composing, so a reader checks JSON this way first and composes the text as
+    YAML again only when something is refused, for the line of the refusal.
+    """
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        return python_nodes(json.loads(text, object_pairs_hook=_Pairs))
+    except (ValueError, RecursionError):
+        return None
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's entries in order, duplicates kept (so a reader refuses them)."""
+
+
+def python_nodes(value: Any) -> yaml.Node:
+    """Decoded JSON ``value`` (an API server's answer) as YAML nodes without line numbers,
+    so that the checks of :class:`YamlNodes` serve it as they serve a file.
+    """
+    import yaml  # noqa: PLC0415 (PyYAML only when such a document is read)
+
+    nowhere = yaml.Mark("json", 0, -1, -1, None, 0)
+    scalars: dict[tuple[str, str], yaml.Node] = {}
+
+    def scalar(tag: str, text: str) -> yaml.Node:
+        # the readers only read nodes, so one node serves every repeat of a key or value
+        found = scalars.get((tag, text))
+        if found is None:
+            found = yaml.ScalarNode(f"tag:yaml.org,2002:{tag}", text, nowhere, nowhere)
+            scalars[(tag, text)] = found
+        return found
+
+    def node(item: Any) -> yaml.Node:
+        if isinstance(item, _Pairs):
+            entries = [(scalar("str", key), node(value)) for key, value in item]
+            return yaml.MappingNode(_MAP, entries, nowhere, nowhere)
+        if isinstance(item, dict):
+            entries = [(scalar("str", str(key)), node(value)) for key, value in item.items()]
+            return yaml.MappingNode(_MAP, entries, nowhere, nowhere)
+        if isinstance(item, list):
+            return yaml.SequenceNode(_SEQ, [node(entry) for entry in item], nowhere, nowhere)
+        if item is None:
+            return scalar("null", "null")
+        if isinstance(item, bool):
+            return scalar("bool", "true" if item else "false")
+        if isinstance(item, int):
+            return scalar("int", str(item))
+        if isinstance(item, float):
+            return scalar("float", repr(item))
+        return scalar("str", str(item))
+
+    return node(value)

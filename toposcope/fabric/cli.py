@@ -1,9 +1,10 @@
 """``toposcope fabric``: the network between nodes.
 
-* ``toposcope fabric show (--slurm-topology FILE | --ibnetdiscover FILE | --file FILE)
-  [--format text|json]`` prints the switch tree, the nodes per leaf with each leaf's
-  oversubscription where known, the blocks and block sizes, and the rails (which leaves each
-  NIC reaches). A malformed input exits 2 naming its ``file:line``.
+* ``toposcope fabric show (--slurm-topology FILE | --ibnetdiscover FILE | --file FILE |
+  --kubernetes-nodes FILE --kueue-topology FILE | --kubernetes) [--format text|json]`` prints
+  the switch tree, the nodes per leaf with each leaf's oversubscription where known, the
+  blocks and block sizes, and the rails (which leaves each NIC reaches). A malformed input
+  exits 2 naming its ``file:line``.
 """
 
 from __future__ import annotations

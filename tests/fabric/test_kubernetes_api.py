@@ -67,7 +67,7 @@ def test_the_nodes_and_the_only_topology_give_the_fabric(
         "/apis/kueue.x-k8s.io/v1beta1/topologies",
         "/api/v1/nodes",
     ]
-    assert fake.requests[-1].query["limit"] == ["500"]
+    assert fake.requests[-1].query["limit"] == ["100"]
 
 
 def test_only_v1alpha1_served_is_read_in_v1alpha1_and_a_named_topology_by_name(
@@ -84,16 +84,16 @@ def test_only_v1alpha1_served_is_read_in_v1alpha1_and_a_named_topology_by_name(
 def test_the_node_selector_is_sent_and_pages_are_followed(
     config: Path, fake: TopologyApiServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for index in range(1001):
+    for index in range(201):
         fake.add_node(f"cpu{index:04d}", {BLOCK: "b9", RACK: "r9", "pool": "cpu"})
     assert main(show(config, "--node-selector", "pool=cpu", "--format", "json")) == 0
     document = json.loads(capsys.readouterr().out)
-    assert len(document["nodes"]) == 1001
+    assert len(document["nodes"]) == 201
     assert {s["name"] for s in document["switches"]} == {"b9", "r9"}
     lists = [r for r in fake.requests if r.path == "/api/v1/nodes"]
     assert len(lists) == 3
     assert all(r.query["labelSelector"] == ["pool=cpu"] for r in lists)
-    assert "continue" not in lists[0].query and lists[2].query["continue"] == ["cpu0999"]
+    assert "continue" not in lists[0].query and lists[2].query["continue"] == ["cpu0199"]
 
 
 @pytest.mark.parametrize(
@@ -105,6 +105,13 @@ def test_the_node_selector_is_sent_and_pages_are_followed(
         ("none", (), "v1beta1/topologies: no Kueue Topology object"),
         ("bad", (), "answer.items[0].spec.levels[0].nodeLabel: 'Not A Label' is not a label key"),
         ("", ("--node-selector", "pool=none"), "fabric: 0 switches"),
+        (
+            "forbidden",
+            (),
+            'HTTP 403 Forbidden: User "system:serviceaccount:default:toposcope" '
+            "cannot get /api/v1/nodes (toposcope needs list on nodes and get, list on "
+            "topologies.kueue.x-k8s.io",
+        ),
     ],
 )
 def test_missing_or_malformed_objects_exit_2_saying_which(
@@ -121,6 +128,8 @@ def test_missing_or_malformed_objects_exit_2_saying_which(
         fake.add_topology("other", RACK)
     elif change == "none":
         fake.topologies.clear()
+    elif change == "forbidden":
+        fake.forbidden.add("/api/v1/nodes")
     elif change == "bad":
         fake.topologies.clear()
         fake.add_topology("default", "Not A Label")

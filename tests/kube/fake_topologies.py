@@ -54,6 +54,8 @@ class TopologyApiServer(FakeApiServer):
 
     served: tuple[str, ...] = ("v1beta1", "v1alpha1")
     topologies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: paths answered 403 Forbidden, as for a user without the RBAC rule
+    forbidden: set[str] = field(default_factory=set)
 
     def add_topology(self, name: str, *labels: str) -> None:
         """Store a Topology called ``name`` with ``labels`` as its levels, highest first."""
@@ -69,6 +71,12 @@ class TopologyApiServer(FakeApiServer):
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], body: Any
     ) -> tuple[int, Any]:
+        if path in self.forbidden:
+            raise ApiFailure(
+                403,
+                "Forbidden",
+                f'User "system:serviceaccount:default:toposcope" cannot get {path}',
+            )
         if method == "GET" and path == f"/apis/{GROUP}":
             return self._group()
         found = _TOPOLOGY.match(path)

@@ -40,8 +40,9 @@ from toposcope.fabric.model import MAX_NODES, Fabric, FabricError
 from toposcope.kubeapi.client import KubeApi, KubeApiError, KubeApiStatusError, connect
 from toposcope.yamlnodes import python_nodes
 
-#: nodes asked for per request, and the most pages read (enough for the model's node bound)
-NODE_PAGE = 500
+#: nodes asked for per request (a Node with its image list can take some 50 KB, so a page
+#: stays well under the answer bound), and the most pages read (the model's node bound)
+NODE_PAGE = 100
 MAX_NODE_PAGES = MAX_NODES // NODE_PAGE + 1
 #: what the reading needs when the server refuses it (403)
 RBAC_HINT = (

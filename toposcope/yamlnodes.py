@@ -10,7 +10,7 @@ shares; a reader adds the fields of its own schema.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -127,50 +127,63 @@ def json_nodes(text: str) -> yaml.Node | None:
     """
     if not text.lstrip().startswith("{"):
         return None
+    maker = _NodeMaker()
     try:
-        return python_nodes(json.loads(text, object_pairs_hook=_Pairs))
+        # duplicate keys are kept, so the reader refuses them as it does in YAML
+        return maker.node(json.loads(text, object_pairs_hook=maker.mapping))
     except (ValueError, RecursionError):
         return None
-
-
-class _Pairs(list[tuple[str, Any]]):
-    """A JSON object's entries in order, duplicates kept (so a reader refuses them)."""
 
 
 def python_nodes(value: Any) -> yaml.Node:
     """Decoded JSON ``value`` (an API server's answer) as YAML nodes without line numbers,
     so that the checks of :class:`YamlNodes` serve it as they serve a file.
     """
-    import yaml  # noqa: PLC0415 (PyYAML only when such a document is read)
+    return _NodeMaker().node(value)
 
-    nowhere = yaml.Mark("json", 0, -1, -1, None, 0)
-    scalars: dict[tuple[str, str], yaml.Node] = {}
 
-    def scalar(tag: str, text: str) -> yaml.Node:
-        # the readers only read nodes, so one node serves every repeat of a key or value
-        found = scalars.get((tag, text))
+class _NodeMaker:
+    """Builds YAML nodes from JSON values; one node serves every repeat of a scalar (the
+    readers only read nodes).
+    """
+
+    def __init__(self) -> None:
+        import yaml  # noqa: PLC0415 (PyYAML only when such a document is read)
+
+        self._yaml = yaml
+        self._nowhere = yaml.Mark("json", 0, -1, -1, None, 0)
+        self._scalars: dict[tuple[str, str], yaml.Node] = {}
+
+    def scalar(self, tag: str, text: str) -> yaml.Node:
+        """The scalar node of ``text`` tagged ``tag`` (``str``, ``int``...)."""
+        found = self._scalars.get((tag, text))
         if found is None:
-            found = yaml.ScalarNode(f"tag:yaml.org,2002:{tag}", text, nowhere, nowhere)
-            scalars[(tag, text)] = found
+            found = self._yaml.ScalarNode(
+                f"tag:yaml.org,2002:{tag}", text, self._nowhere, self._nowhere
+            )
+            self._scalars[(tag, text)] = found
         return found
 
-    def node(item: Any) -> yaml.Node:
-        if isinstance(item, _Pairs):
-            entries = [(scalar("str", key), node(value)) for key, value in item]
-            return yaml.MappingNode(_MAP, entries, nowhere, nowhere)
-        if isinstance(item, dict):
-            entries = [(scalar("str", str(key)), node(value)) for key, value in item.items()]
-            return yaml.MappingNode(_MAP, entries, nowhere, nowhere)
-        if isinstance(item, list):
-            return yaml.SequenceNode(_SEQ, [node(entry) for entry in item], nowhere, nowhere)
-        if item is None:
-            return scalar("null", "null")
-        if isinstance(item, bool):
-            return scalar("bool", "true" if item else "false")
-        if isinstance(item, int):
-            return scalar("int", str(item))
-        if isinstance(item, float):
-            return scalar("float", repr(item))
-        return scalar("str", str(item))
+    def mapping(self, pairs: Iterable[tuple[object, Any]]) -> yaml.Node:
+        """The mapping node of a JSON object's entries, in order."""
+        entries = [(self.scalar("str", str(key)), self.node(value)) for key, value in pairs]
+        return self._yaml.MappingNode(_MAP, entries, self._nowhere, self._nowhere)
 
-    return node(value)
+    def node(self, value: Any) -> yaml.Node:
+        """The node of one decoded JSON value (a node already made is kept)."""
+        if isinstance(value, self._yaml.Node):
+            return value
+        if isinstance(value, dict):
+            return self.mapping(value.items())
+        if isinstance(value, list):
+            items = [self.node(item) for item in value]
+            return self._yaml.SequenceNode(_SEQ, items, self._nowhere, self._nowhere)
+        if value is None:
+            return self.scalar("null", "null")
+        if isinstance(value, bool):
+            return self.scalar("bool", "true" if value else "false")
+        if isinstance(value, int):
+            return self.scalar("int", str(value))
+        if isinstance(value, float):
+            return self.scalar("float", repr(value))
+        return self.scalar("str", str(value))

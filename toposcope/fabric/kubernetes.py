@@ -34,17 +34,18 @@ key by key with ``file:line`` errors, and the API server
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toposcope.boundedread import read_bounded
 from toposcope.fabric.located import Lines, assemble_at
 from toposcope.fabric.model import Fabric, FabricError, Node, Switch
-from toposcope.yamlnodes import YamlNodes, json_nodes
+from toposcope.yamlnodes import YamlNodes, python_nodes
 
 if TYPE_CHECKING:
     import yaml
@@ -94,9 +95,6 @@ class ObjectReader(YamlNodes):
     """The checks of :class:`~toposcope.yamlnodes.YamlNodes` applied to Kubernetes objects
     (a file's, or an API server's answer made nodes); refusals are ``FabricError``.
     """
-
-    def __init__(self, refuse: Callable[[int, str], Exception]) -> None:
-        super().__init__(refuse)
 
     def objects(self, root: yaml.Node, field: str) -> list[tuple[yaml.Node, str]]:
         """The objects of one document: the items of a ``List`` (any ``...List`` kind), else
@@ -205,8 +203,8 @@ def pick_topology(found: Sequence[Topology], name: str | None, where: str) -> To
     if not found:
         raise FabricError(f"{where}: no Kueue Topology object")
     names = ", ".join(t.name for t in found)
-    raise FabricError(f"{where}: {len(found)} Topology objects ({names}): name one with "
-                      "--kueue-topology-name")  # fmt: skip
+    message = f"{len(found)} Topology objects ({names}): name one with --kueue-topology-name"
+    raise FabricError(f"{where}: {message}")
 
 
 def domain_names(paths: Iterable[tuple[str, ...]]) -> dict[tuple[str, ...], str]:
@@ -305,14 +303,48 @@ def fabric_from_labels(topology: Topology, nodes: Iterable[LabeledNode], lines: 
     return fabric
 
 
-def _documents(text: str, lines: Lines, *, fast: bool) -> list[yaml.Node]:
-    """The documents of ``text``: as JSON without lines when ``fast`` and it is JSON, else
-    composed as YAML (several documents allowed, separated by ``---``).
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's entries; a key given twice fails the fast read (YAML names its line)."""
+    entries = dict(pairs)
+    if len(entries) != len(pairs):
+        raise ValueError("duplicate key")
+    return entries
+
+
+def slim_nodes(value: Any) -> Any:
+    """Decoded Node objects (one, or a ``List`` of them) with only what is read of each:
+    ``apiVersion``, ``kind``, ``metadata.name`` and ``metadata.labels``. A Node's status
+    (its images, conditions) is most of its size, and turning it into nodes to be checked
+    would be most of the time.
     """
-    if fast:
-        found = json_nodes(text)
-        if found is not None:
-            return [found]
+
+    def one(item: Any) -> Any:
+        if not isinstance(item, dict):
+            return item
+        kept = {key: item[key] for key in ("apiVersion", "kind", "metadata") if key in item}
+        meta = kept.get("metadata")
+        if isinstance(meta, dict):
+            kept["metadata"] = {key: meta[key] for key in ("name", "labels") if key in meta}
+        return kept
+
+    if isinstance(value, dict) and isinstance(value.get("items"), list):
+        listed = {key: value[key] for key in ("apiVersion", "kind") if key in value}
+        return {**listed, "items": [one(item) for item in value["items"]]}
+    return one(value)
+
+
+def _documents(text: str, lines: Lines, *, fast: bool, nodes: bool = False) -> list[yaml.Node]:
+    """The documents of ``text``: as JSON without lines when ``fast`` and it is JSON (only
+    what is read of Node objects when ``nodes``), else composed as YAML (several documents
+    allowed, separated by ``---``).
+    """
+    if fast and text.lstrip().startswith("{"):
+        try:
+            value = json.loads(text, object_pairs_hook=_unique)
+        except (ValueError, RecursionError):
+            pass  # composed as YAML below, which names the line of what is wrong
+        else:
+            return [python_nodes(slim_nodes(value) if nodes else value)]
     import yaml  # noqa: PLC0415  (PyYAML only when such a file is read)
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -346,7 +378,7 @@ def _topologies(text: str, lines: Lines, fast: bool) -> list[Topology]:
 
 def _nodes(text: str, lines: Lines, fast: bool) -> list[LabeledNode]:
     reader = ObjectReader(lines.error)
-    documents = _documents(text, lines, fast=fast)
+    documents = _documents(text, lines, fast=fast, nodes=True)
     return [
         reader.node(item, where)
         for number, document in enumerate(documents)

@@ -34,6 +34,7 @@ from toposcope.fabric.kubernetes import (
     Topology,
     fabric_from_labels,
     pick_topology,
+    slim_nodes,
 )
 from toposcope.fabric.located import Lines
 from toposcope.fabric.model import MAX_NODES, Fabric, FabricError
@@ -136,7 +137,7 @@ def list_nodes(api: KubeApi, selector: str | None) -> list[LabeledNode]:
         path = f"/api/v1/nodes?{urllib.parse.urlencode(query)}"
         answer = _get(api, path)
         reader = _reader(f"Kubernetes API {path}")
-        root = _nodes_of(answer, path)
+        root = _nodes_of(slim_nodes(answer), path)
         nodes.extend(reader.node(item, where) for item, where in reader.objects(root, "answer"))
         meta = answer.get("metadata") if isinstance(answer, Mapping) else None
         token = (meta.get("continue") or "") if isinstance(meta, Mapping) else ""

@@ -16,7 +16,11 @@ see :data:`SAMPLED`):
 4. run rounds of the real CLI, ``toposcope advise --apply --resource-manager sim``
    (a subprocess, audit log in SQLite). After each round the clock jumps ahead by the
    longest cost of the round's actions, the truth is read again, and the bench waits one
-   window. Rounds stop when one applies nothing;
+   window. Rounds stop when one applies nothing. With ``--learn`` (the default) the loop
+   verifies each round's applied actions from the metrics as the advisor service does
+   (:mod:`loop_learning`: verdicts and measured gains in the audit log's outcome table,
+   never the truth) and runs the next round with ``--calibrate-from`` that log;
+   ``--no-learn`` runs every round uncalibrated;
 5. judge (:mod:`toposcope.sim.judge`): every counted job whose true throughput fell in a
    round counts as harm (``harmful_actions`` when it was a target of the round's actions,
    ``collateral_harm`` otherwise); each job's value is its efficiency over its horizon
@@ -36,7 +40,9 @@ at its best and 0 while pending). Counted: every running or pending job with a n
 K`` numbers the runs from K) and reports the
 worst and mean ratio and the harm across runs. The calibration table gives, per
 recommendation kind, the mean absolute error of estimated against true gain over every
-applied action. Targets: worst ratio >= 0.85 (0.9 for a single run), mean >= 0.9, 0 harmful
+applied action, and the calibration by round the same per round with the verdicts the loop
+measured (each scenario's rounds also list the calibration factors their advisor ran with).
+Targets: worst ratio >= 0.85 (0.9 for a single run), mean >= 0.9, 0 harmful
 or collateral, calibration within 25%; a missed target prints MISSED (exit status 0:
 benchmarks print figures; 2 for a bad option or scenario). ``--json`` prints JSON only;
 each run's ``jobs`` lists every counted job before, after and in the oracle's solution.
@@ -64,6 +70,7 @@ from judge_loop import (
     counted_jobs,
     run_rounds,
 )
+from loop_learning import verdict_counts
 
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
@@ -177,6 +184,7 @@ def judge_scenario(
         max_actions_per_node=args.max_actions_per_node,
         prometheus_binary=args.prometheus_binary,
         keep_reports=Path(args.keep_reports) if args.keep_reports else None,
+        learn=args.learn,
     )
     before, after, rounds, actions = run_rounds(
         cluster, clock, ideal, options, workdir, f"{scenario.name}-{run}"
@@ -201,6 +209,10 @@ def judge_scenario(
     total_gpus = sum(len(cluster.template_of(n).gpus) for n in cluster.node_names())
     bound = float(knapsack_bound([specs[n].gpus for n in kept], total_gpus))
     scored = ratios(base_total, advisor_total, oracle_total, bound)
+    for entry in rounds:
+        mine = [a for a in actions if a["round"] == entry["round"]]
+        entry["calibration"] = calibration_rows(mine)
+        entry["verdicts"] = verdict_counts(mine) if args.learn else {}
     harmful = sum(len(r["targets_fallen"]) for r in rounds)
     collateral = sum(len(r["collateral"]) for r in rounds)
     return {
@@ -304,10 +316,31 @@ def summarize(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def calibration_table(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per recommendation kind, estimated against true gain over every applied action."""
+    return calibration_rows(a for r in runs for a in r["actions"])
+
+
+def calibration_by_round(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per round and kind, estimated against true gain over the round's applied actions in
+    every run, with the number of calibrated estimates (what learning changed) and the
+    verdicts the loop measured.
+    """
+    actions: dict[int, list[dict[str, Any]]] = {}
+    for run in runs:
+        for action in run["actions"]:
+            actions.setdefault(action["round"], []).append(action)
+    rows = []
+    for number, done in sorted(actions.items()):
+        for row in calibration_rows(done):
+            verdicts = verdict_counts(a for a in done if a["kind"] == row["kind"])
+            rows.append({"round": number, **row, "verdicts": verdicts})
+    return rows
+
+
+def calibration_rows(actions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per recommendation kind, estimated against true gain over ``actions``."""
     pairs = [
         (a["kind"], a["estimated_gain"], a["actual_gain"])
-        for r in runs
-        for a in r["actions"]
+        for a in actions
         if a["actual_gain"] is not None
     ]
     return [
@@ -350,13 +383,34 @@ def print_table(result: dict[str, Any]) -> None:
             f"mean true {c['mean_true_gain']:.3f}  relative {c['relative_error']:.2f}  "
             + ("met" if c["met"] else "MISSED")
         )
+    print(
+        "calibration by round (learning "
+        + ("on: each round calibrated from the verdicts before it" if result["learn"] else "off")
+        + "):"
+    )
+    for c in result["calibration_by_round"]:
+        verdicts = ", ".join(f"{k} {n}" for k, n in c["verdicts"].items())
+        print(
+            f"  r{c['round']} {c['kind']:16} {c['actions']:4d} actions  "
+            f"MAE {c['mean_abs_error']:.3f}  relative {c['relative_error']:.2f}  "
+            + ("met" if c["met"] else "MISSED")
+            + (f"  verdicts: {verdicts}" if result["learn"] else "")
+        )
     for s in result["scenarios"]:
+        for r in s.get("rounds", []):
+            learned = ", ".join(
+                f"{k} x{f['factor']:.2f} ({f['outcomes']})"
+                for k, f in r.get("calibration_in_effect", {}).items()
+            )
+            if learned:
+                print(f"  {s['name']:16} #{s['run']} r{r['round']} calibrated by {learned}")
         for a in s.get("actions", []):
             actual = "n/a" if a["actual_gain"] is None else f"{a['actual_gain']:.1%}"
             flags = ("  HARMFUL" if a["harmful"] else "") + ("  useless" if a["useless"] else "")
             print(
                 f"  {s['name']:16} #{s['run']} r{a['round']} {a['kind']:15} {a['target']:40} "
                 f"est {a['estimated_gain']:7.1%} actual {actual:>7}{flags}"
+                + (f"  verdict {a['verdict']}" if "verdict" in a else "")
             )
 
 
@@ -413,6 +467,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--keep-reports", metavar="DIR", help="write each round's report here")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument(
+        "--learn",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="verify each round's applied actions from the metrics, as the advisor service "
+        "does, and run the next round with --calibrate-from those outcomes (default: on; the "
+        "simulator's loop only)",
+    )
+    parser.add_argument(
         "--rm",
         choices=["sim", "slurm"],
         default="sim",
@@ -463,6 +525,8 @@ def main() -> int:
     result = {
         "summary": summary,
         "calibration": calibration_table(scenarios),
+        "calibration_by_round": calibration_by_round(scenarios),
+        "learn": args.learn,
         "scenarios": scenarios,
         "window_seconds": args.window,
         "perturb": args.perturb,

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loop_learning import CALIBRATED, LoopLearning
+
 from toposcope.devtools.procs import Prometheus
 from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
 from toposcope.rm.api import make_api_app
@@ -35,7 +37,9 @@ from toposcope.waiting import wait_until
 @dataclass(frozen=True)
 class LoopOptions:
     """How the rounds run: the advisor's window (seconds), the most rounds, the advisor's
-    action limits, the Prometheus binary, and where to keep each round's report (if at all).
+    action limits, the Prometheus binary, where to keep each round's report (if at all),
+    and whether each round calibrates from the verified outcomes of the rounds before it
+    (:mod:`loop_learning`).
     """
 
     window: int = 15
@@ -44,6 +48,7 @@ class LoopOptions:
     max_actions_per_node: int = 8
     prometheus_binary: str = "prometheus"
     keep_reports: Path | None = None
+    learn: bool = True
 
 
 @contextmanager
@@ -97,8 +102,11 @@ def run_advisor(
     audit_db: Path,
     window_s: int,
     options: LoopOptions,
+    calibrate_from: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, str], float]:
-    """One ``toposcope advise --apply`` run: (JSON report, outcome by id, seconds)."""
+    """One ``toposcope advise --apply`` run (its estimates calibrated from the outcome log
+    ``calibrate_from`` when given): (JSON report, outcome by id, seconds).
+    """
     argv = [
         sys.executable, "-m", "toposcope.cli", "advise",
         "--prometheus", prom_url, "--window", f"{window_s}s", "--format", "json",
@@ -107,6 +115,8 @@ def run_advisor(
         "--max-actions", str(options.max_actions),
         "--max-actions-per-node", str(options.max_actions_per_node),
     ]  # fmt: skip
+    if calibrate_from is not None:
+        argv += ["--calibrate-from", str(calibrate_from)]
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     seconds = time.perf_counter() - started
@@ -217,7 +227,10 @@ def run_rounds(
     label: str,
 ) -> tuple[dict[str, float], dict[str, float], list[dict[str, Any]], list[dict[str, Any]]]:
     """The advisor's rounds against the served cluster: (truth before, truth after,
-    rounds, actions); every counted job whose truth fell in a round is recorded.
+    rounds, actions); every counted job whose truth fell in a round is recorded. When
+    ``options.learn``, each round's advisor calibrates from the verified outcomes of the
+    rounds before it, each round records the calibration it ran with, and each action
+    its verdict and measured gain (:mod:`loop_learning`).
     """
     server, exporters, token_file, address = serve(cluster, workdir)
     audit_db = workdir / "audit.sqlite"
@@ -234,9 +247,19 @@ def run_rounds(
             time.sleep(window + 2)
             before = truth(cluster)
             current = dict(before)
+            learning = LoopLearning(audit_db, url, window) if options.learn else None
+            applied: set[str] = set()
             for number in range(1, options.rounds + 1):
+                model = learning.observe(time.time()) if learning is not None else None
+                in_effect = learning.factors() if learning is not None else {}
                 report, outcomes, seconds = run_advisor(
-                    url, f"http://{address}", token_file, audit_db, window, options
+                    url,
+                    f"http://{address}",
+                    token_file,
+                    audit_db,
+                    window,
+                    options,
+                    calibrate_from=audit_db if learning is not None else None,
                 )
                 if options.keep_reports is not None:
                     keep = options.keep_reports
@@ -244,6 +267,8 @@ def run_rounds(
                     (keep / f"{label}-round{number}.json").write_text(json.dumps(report, indent=1))
                 applied = {i for i, text in outcomes.items() if text.startswith("applied")}
                 recs = {r["id"]: r for r in report["recommendations"]}
+                if learning is not None and model is not None:
+                    learning.record(report["recommendations"], applied, model, time.time())
                 cluster.advance(action_costs(audit_db, applied, cluster) + 1.0)
                 after_round = truth(cluster)
                 done = round_actions(number, recs, applied, current, after_round)
@@ -258,6 +283,10 @@ def run_rounds(
                         "severities": severities,
                         "applied": len(applied),
                         "advise_seconds": round(seconds, 2),
+                        "calibration_in_effect": in_effect,
+                        "calibrated_recommendations": sum(
+                            1 for r in recs.values() if CALIBRATED in r.get("gain_model", "")
+                        ),
                         "aggregate": round(aggregate(after_round, ideal), 4),
                         "targets_fallen": [n for n in fell if n in targets_hit],
                         "collateral": [n for n in fell if n not in targets_hit],
@@ -268,6 +297,12 @@ def run_rounds(
                     break
                 time.sleep(window + 2)
             after = truth(cluster)
+            if learning is not None:
+                if applied:  # the last round's changes, one window on
+                    learning.observe(time.time())
+                found = learning.verdicts(a["id"] for a in actions)
+                for action in actions:
+                    action.update(found.get(action["id"], {}))
     finally:
         server.shutdown()
         exporters.close()

@@ -11,7 +11,8 @@ status and text. Recommendations and reports are the core's contract
 (:mod:`toposcope.report.recommendation`), decoded and checked by its decoder: a report this version
 of toposcope cannot read is a clear error, not a guess. Audit rows and placements are the
 advisor API's answer types (:mod:`toposcope.report.advisor_api`, the definition the service
-answers with), read leniently so that a newer service's added fields do not break the app.
+answers with), read leniently so that a newer service's added fields do not break the app;
+so are verifications (what an applied recommendation did, :class:`Verification`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from toposcope.report.advisor_api import (
     SERVICE_FIELDS,
     AuditRow,
     RankedPlacement,
+    Verification,
 )
 from toposcope.report.decoder import decode_recommendation, decode_report
 from toposcope.report.recommendation import Recommendation, RecommendationError, Report
@@ -105,6 +107,26 @@ class ActionResult:
     def pending(self) -> bool:
         """True when part of a revert still runs (HTTP 202: revert again later)."""
         return self.status == 202
+
+
+@dataclass(frozen=True)
+class RecommendationDetail:
+    """One recommendation as ``GET /recommendations/{id}`` answers it: the recommendation,
+    its audit rows, oldest first, and the verification of what applying it did (``None``
+    until it is applied).
+    """
+
+    recommendation: Recommendation
+    audit: tuple[AuditRow, ...]
+    verification: Verification | None
+
+
+@dataclass(frozen=True)
+class AuditLog:
+    """What ``GET /audit`` answers: the audit rows, oldest first, and the verifications."""
+
+    actions: tuple[AuditRow, ...]
+    verifications: tuple[Verification, ...]
 
 
 @dataclass(frozen=True)
@@ -201,6 +223,11 @@ class AdvisorClient:
 
     def recommendation(self, rec_id: str) -> tuple[Recommendation, tuple[AuditRow, ...]]:
         """One recommendation of the latest report and its audit rows."""
+        detail = self.recommendation_detail(rec_id)
+        return detail.recommendation, detail.audit
+
+    def recommendation_detail(self, rec_id: str) -> RecommendationDetail:
+        """One recommendation of the latest report, its audit rows and its verification."""
         body = self._get(f"{API}/recommendations/{urllib.parse.quote(rec_id, safe='')}")
         try:
             rec = decode_recommendation(body, extra=ONE_RECOMMENDATION_FIELDS)
@@ -211,13 +238,24 @@ class AdvisorClient:
         audit = body.get("audit")
         if not isinstance(audit, list | None):
             raise AdvisorBadAnswer("the advisor sent audit rows that are not a list")
-        return rec, _audit_rows(audit or ())
+        verification = body.get("verification")
+        return RecommendationDetail(
+            rec,
+            _audit_rows(audit or ()),
+            _verifications([verification])[0] if verification is not None else None,
+        )
 
     def audit(self, rec_id: str | None = None) -> tuple[AuditRow, ...]:
         """The audit log (of one recommendation, when given), oldest first."""
+        return self.audit_log(rec_id).actions
+
+    def audit_log(self, rec_id: str | None = None) -> AuditLog:
+        """The audit log and the verifications (of one recommendation, when given)."""
         query = f"?{urllib.parse.urlencode({'recommendation': rec_id})}" if rec_id else ""
         body = self._get(f"{API}/audit{query}")
-        return _audit_rows(body.get("actions") or ())
+        return AuditLog(
+            _audit_rows(body.get("actions") or ()), _verifications(body.get("verifications") or ())
+        )
 
     def placement(self, gpus: int, node: str | None = None, top: int = 5) -> list[RankedPlacement]:
         """The advisor's best GPU sets for a job of ``gpus`` GPUs (on ``node`` if given)."""
@@ -277,6 +315,16 @@ def _audit_rows(rows: Sequence[Any]) -> tuple[AuditRow, ...]:
         raise AdvisorBadAnswer(f"an audit row the advisor sent is malformed: {exc}") from exc
 
 
+def _verifications(items: Sequence[Any]) -> tuple[Verification, ...]:
+    """The verifications of an answer (:meth:`Verification.from_json`); a malformed one is
+    :class:`AdvisorBadAnswer`.
+    """
+    try:
+        return tuple(Verification.from_json(item) for item in items)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise AdvisorBadAnswer(f"a verification the advisor sent is malformed: {exc}") from exc
+
+
 def _text(raw: bytes, limit: int = 200) -> str:
     """The start of a non-JSON answer, on one line, for a message."""
     text = " ".join(raw.decode("utf-8", "replace").split())
@@ -295,6 +343,9 @@ __all__ = [
     "AdvisorReport",
     "AdvisorTimedOut",
     "AdvisorUnreachable",
+    "AuditLog",
     "AuditRow",
     "RankedPlacement",
+    "RecommendationDetail",
+    "Verification",
 ]

@@ -4,7 +4,7 @@ from the audit log, the table rows, the evidence panel and the audit table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -42,8 +42,15 @@ def status_of(rows: Sequence[AuditRow]) -> str:
     return "failed" if last.result == "failed" else last.result or "unknown"
 
 
-def table_rows(recs: Sequence[Recommendation], audit: Sequence[AuditRow]) -> list[dict[str, Any]]:
-    """The recommendations table: the latest report, plus audited ones no longer in it."""
+def table_rows(
+    recs: Sequence[Recommendation],
+    audit: Sequence[AuditRow],
+    verdicts: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The recommendations table: the latest report, plus audited ones no longer in it;
+    ``verdicts`` (by recommendation id) fills the verdict of the applied ones.
+    """
+    verdicts = verdicts or {}
     by_rec: dict[str, list[AuditRow]] = {}
     for row in audit:
         by_rec.setdefault(row.recommendation_id, []).append(row)
@@ -51,6 +58,7 @@ def table_rows(recs: Sequence[Recommendation], audit: Sequence[AuditRow]) -> lis
         {
             "id": r.id,
             "status": status_of(by_rec.get(r.id, ())),
+            "verdict": verdicts.get(r.id, ""),
             "gain": r.estimated_gain,
             "kind": str(r.kind),
             "severity": str(r.severity),
@@ -70,6 +78,7 @@ def table_rows(recs: Sequence[Recommendation], audit: Sequence[AuditRow]) -> lis
             {
                 "id": rec_id,
                 "status": status_of(actions),
+                "verdict": verdicts.get(rec_id, ""),
                 "gain": None,
                 "kind": first.kind,
                 "severity": "",

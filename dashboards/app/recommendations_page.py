@@ -31,6 +31,7 @@ from toposcope.dashboards.app.advisorclient import (
     AdvisorError,
     AdvisorRefused,
     AdvisorTimedOut,
+    AuditLog,
     AuditRow,
 )
 from toposcope.dashboards.app.components import (
@@ -52,10 +53,12 @@ from toposcope.dashboards.app.sources import (
     Clients,
     advisor_failed,
 )
+from toposcope.dashboards.app.verification_views import verdicts_by_recommendation, what_it_did
 from toposcope.report.recommendation import Recommendation
 
 RECOMMENDATION_COLUMNS: tuple[Any, ...] = (
     {"name": "status", "id": "status"},
+    {"name": "verdict", "id": "verdict"},
     {"name": "gain", "id": "gain", "type": "numeric", "format": {"specifier": ".1%"}},
     {"name": "kind", "id": "kind"},
     {"name": "severity", "id": "severity"},
@@ -64,6 +67,20 @@ RECOMMENDATION_COLUMNS: tuple[Any, ...] = (
     {"name": "confidence", "id": "confidence", "type": "numeric", "format": {"specifier": ".0%"}},
     {"name": "risk", "id": "risk"},
     {"name": "id", "id": "id"},
+)
+
+#: the verdict column's colours: harmful stands out, effective reads as good news
+VERDICT_STYLES: tuple[dict[str, Any], ...] = (
+    {
+        "if": {"filter_query": '{verdict} = "harmful"', "column_id": "verdict"},
+        "backgroundColor": "#fde2e1",
+        "color": "#a4262c",
+        "fontWeight": "bold",
+    },
+    {
+        "if": {"filter_query": '{verdict} = "effective"', "column_id": "verdict"},
+        "color": "#107c10",
+    },
 )
 
 
@@ -130,6 +147,7 @@ def layout(actions_off: str | None, user: str | None = None) -> html.Div:
                         "height": "auto",
                     },
                     style_header={"fontWeight": "bold", "backgroundColor": "#f0f2f5"},
+                    style_data_conditional=list(VERDICT_STYLES),
                 ),
             ),
             row(titled_card("Evidence", "recs-detail"), titled_card("Audit log", "recs-audit")),
@@ -231,11 +249,12 @@ def table_view(
         recs = ()
         messages.append(banner(advisor_failed(exc)))
     try:
-        audit: Sequence[AuditRow] = advisor.audit()
+        log = advisor.audit_log()
     except AdvisorError as exc:
-        audit = ()
+        log = AuditLog((), ())
         messages.append(banner(f"audit log: {advisor_failed(exc)}"))
-    rows = table_rows(recs, audit)
+    audit: Sequence[AuditRow] = log.actions
+    rows = table_rows(recs, audit, verdicts_by_recommendation(log.verifications))
     if not rows and not messages:
         messages.append(
             banner("no recommendations: the advisor found nothing worth changing", "ok")
@@ -267,8 +286,9 @@ def detail_view(
     selected: list[int] | None,
     rows: list[dict[str, Any]] | None,
 ) -> tuple[Any, bool, bool]:
-    """The selected recommendation's evidence, and whether Apply and Revert are disabled:
-    each needs a request that may act and a status it applies to (an apply, a gain too).
+    """The selected recommendation's evidence and what applying it did, and whether Apply
+    and Revert are disabled: each needs a request that may act and a status it applies to
+    (an apply, a gain too).
     """
     rec_id = selected_id(rows, selected)
     if rec_id is None:
@@ -284,7 +304,7 @@ def detail_view(
         and entry["gain"] is not None
     )
     try:
-        rec, _audit = advisor.recommendation(rec_id)
+        found = advisor.recommendation_detail(rec_id)
     except AdvisorError as exc:
         if isinstance(exc, AdvisorRefused) and exc.status == 404:
             return (
@@ -293,7 +313,8 @@ def detail_view(
                 not can_revert,
             )
         return banner(advisor_failed(exc)), not can_apply, not can_revert
-    return evidence(rec), not can_apply, not can_revert
+    shown = html.Div([evidence(found.recommendation), what_it_did(found.verification, found.audit)])
+    return shown, not can_apply, not can_revert
 
 
 def _apply_question(rec_id: str, entry: dict[str, Any]) -> str:

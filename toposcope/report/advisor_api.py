@@ -167,6 +167,33 @@ class Verification:
         data["gpus"] = list(self.gpus)
         return data
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Verification:
+        """One verification of an answer, read leniently like :meth:`AuditRow.from_json`:
+        the id, kind and verdict are required, fields it does not know are ignored.
+
+        Raises ``KeyError``, ``TypeError`` or ``ValueError`` for one it cannot read (an
+        unknown verdict included).
+        """
+        numa = data.get("target_numa")
+        return cls(
+            recommendation_id=str(data["recommendation_id"]),
+            kind=str(data["kind"]),
+            node=str(data.get("node") or ""),
+            workload=str(data.get("workload") or ""),
+            target_numa=None if numa is None else int(numa),
+            applied_at=float(data.get("applied_at") or 0.0),
+            baseline=Measurement.from_dict(data.get("baseline") or {}) or Measurement(),
+            verdict=Verdict(data["verdict"]),
+            measured=Measurement.from_dict(data.get("measured")),
+            verified_at=_float(data.get("verified_at")),
+            detail=str(data.get("detail") or ""),
+            estimated_gain=_float(data.get("estimated_gain")),
+            target_node=str(data.get("target_node") or ""),
+            gpus=tuple(int(g) for g in data.get("gpus") or ()),
+            measured_gain=_float(data.get("measured_gain")),
+        )
+
 
 @dataclass(frozen=True)
 class GpuSet:

@@ -1,0 +1,154 @@
+"""What an applied recommendation did, as the recommendations page shows it: the verdict of
+the advisor's verification (:class:`~toposcope.report.advisor_api.Verification`), the gain it
+measured against the one it estimated, the figures measured before and after the change,
+when it was verified, and whether the change was reverted. Built without I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from dash import html
+
+from toposcope.dashboards.app.advisorclient import AuditRow
+from toposcope.dashboards.app.components import banner
+from toposcope.dashboards.app.recommendation_views import status_of
+from toposcope.report.advisor_api import Measurement, Verdict, Verification
+
+SECTION_TITLE = "What the advice did"
+
+#: the banner colour of each verdict: effective is good news, harmful bad, the rest neutral
+VERDICT_BANNER = {
+    Verdict.EFFECTIVE: "ok",
+    Verdict.HARMFUL: "error",
+}
+
+#: what each verdict says, after the verdict itself
+VERDICT_MEANING = {
+    Verdict.PENDING: "not judged yet: the advisor waits for the change to settle",
+    Verdict.EFFECTIVE: "the change paid off",
+    Verdict.INEFFECTIVE: "the change did not pay off, nor did it hurt",
+    Verdict.HARMFUL: "the change made things worse",
+    Verdict.UNVERIFIABLE: "the advisor could not measure the change",
+    Verdict.REVERTED: "the change was reverted before it was judged",
+}
+
+
+def _share(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _bytes_per_second(value: float) -> str:
+    for unit in ("B/s", "kB/s", "MB/s", "GB/s"):
+        if abs(value) < 1000:
+            return f"{value:.3g} {unit}"
+        value /= 1000
+    return f"{value:.3g} TB/s"
+
+
+#: the measured figures, in the order shown: field of :class:`Measurement`, label, format
+MEASURES: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("progress", "progress signal", _number),
+    ("sm_active", "SM active", _share),
+    ("gpu_utilization", "GPU utilisation", _share),
+    ("link_bytes_per_second", "link traffic (PCIe + NVLink)", _bytes_per_second),
+    ("remote_share", "remote memory share", _share),
+    ("cores", "CPU cores busy", _number),
+    ("gpus_free", "GPUs freed", _number),
+    ("gpus_reused", "GPUs reused by others", _number),
+)
+
+
+def verdicts_by_recommendation(items: Iterable[Verification]) -> dict[str, str]:
+    """Each verified recommendation's verdict, by recommendation id (the table's column)."""
+    return {v.recommendation_id: str(v.verdict) for v in items}
+
+
+def when(seconds: float | None) -> str:
+    """Unix ``seconds`` as a UTC time for the page, or ``not yet``."""
+    if seconds is None or seconds <= 0:
+        return "not yet"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def gain_text(item: Verification) -> str:
+    """The measured gain against the estimated one, saying which is missing."""
+    estimated = (
+        f"an estimated {item.estimated_gain:.1%}"
+        if item.estimated_gain is not None
+        else "no estimate"
+    )
+    if item.measured_gain is None:
+        return f"measured gain: none measured ({estimated})"
+    return f"measured gain {item.measured_gain:+.1%} against {estimated}"
+
+
+def reverted_text(item: Verification, audit: Sequence[AuditRow]) -> str:
+    """Whether the change was reverted, from the audit log and the verdict."""
+    if status_of(audit) == "reverted" or item.verdict == Verdict.REVERTED:
+        return "reverted: yes"
+    if item.verdict == Verdict.HARMFUL:
+        return "reverted: no (the verdict's detail says why)"
+    return "reverted: no"
+
+
+def measurement_rows(before: Measurement, after: Measurement | None) -> list[html.Tr]:
+    """One row per figure measured before or after the change: name, before, after."""
+    rows: list[html.Tr] = []
+    for name, label, shown in MEASURES:
+        old = getattr(before, name)
+        new = getattr(after, name) if after is not None else None
+        if old is None and new is None:
+            continue
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(label),
+                    html.Td("-" if old is None else shown(old)),
+                    html.Td("-" if new is None else shown(new)),
+                ]
+            )
+        )
+    return rows
+
+
+def what_it_did(item: Verification | None, audit: Sequence[AuditRow]) -> html.Div:
+    """The "What the advice did" section of one recommendation: its verdict, gain, figures
+    before and after, when it was verified and whether it was reverted; a line saying it is
+    not applied when there is no verification.
+    """
+    if item is None:
+        body: list[Any] = [banner("not applied: nothing to verify yet", "info")]
+    else:
+        verdict = item.verdict
+        rows = measurement_rows(item.baseline, item.measured)
+        body = [
+            banner(
+                f"{verdict}: {VERDICT_MEANING[verdict]}",
+                VERDICT_BANNER.get(verdict, "info"),
+            ),
+            html.P(gain_text(item), className="verification-gain"),
+            html.Table(
+                [
+                    html.Thead(html.Tr([html.Th("figure"), html.Th("before"), html.Th("after")])),
+                    html.Tbody(rows),
+                ],
+                className="simple",
+            )
+            if rows
+            else banner("nothing was measured", "info"),
+            html.P(f"applied {when(item.applied_at)}; verified {when(item.verified_at)}"),
+            html.P(reverted_text(item, audit), className="verification-reverted"),
+            html.P(item.detail) if item.detail else None,
+        ]
+    return html.Div(
+        [html.H3(SECTION_TITLE), *body],
+        id="recs-verification",
+        className=f"verification {item.verdict if item else 'none'}",
+    )

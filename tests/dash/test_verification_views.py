@@ -1,0 +1,248 @@
+"""The recommendations page's "What the advice did": the verdict of each applied
+recommendation in the table and, in its detail, the verdict, the measured against the
+estimated gain, the figures before and after, when it was verified and whether it was
+reverted; against a fake advisor answering what the service answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.dash.conftest import FakeApi
+from toposcope.advisor.recommendations import make_recommendation
+from toposcope.dashboards.app.access import Access
+from toposcope.dashboards.app.advisorclient import AdvisorBadAnswer, AdvisorClient
+from toposcope.dashboards.app.recommendations_page import detail_view, table_view
+from toposcope.dashboards.app.verification_views import what_it_did
+from toposcope.report.advisor_api import Measurement, Verdict, Verification
+from toposcope.report.recommendation import (
+    Evidence,
+    Recommendation,
+    RecommendationKind,
+    Report,
+    Risk,
+    RunInfo,
+    Target,
+)
+from toposcope.rm import ActionKind, ActionRequest
+
+APPLIED_AT = 1_790_000_000.0
+VERIFIED_AT = APPLIED_AT + 900
+
+
+def recommend(
+    kind: RecommendationKind, action: ActionRequest, proposed: dict[str, Any], gain: float
+) -> Recommendation:
+    return make_recommendation(
+        kind=kind,
+        policy="test",
+        target=Target("n1", action.workload),
+        summary=f"{kind} {action.workload}",
+        current={},
+        proposed=proposed,
+        evidence=[Evidence("toposcope_gpu_info", {"node": "n1"}, 1.0)],
+        estimated_gain=gain,
+        gain_model="test",
+        confidence=0.7,
+        risk=Risk.LOW,
+        actions=[action],
+    )
+
+
+MOVE = recommend(
+    RecommendationKind.MIGRATE_JOB,
+    ActionRequest("", ActionKind.MIGRATE, "train", "n2"),
+    {"node": "n2"},
+    0.25,
+)
+PIN = recommend(
+    RecommendationKind.PIN,
+    ActionRequest("", ActionKind.PIN, "etl", "n1", [1], [0]),
+    {"cpus": [1]},
+    0.4,
+)
+WAITING = recommend(
+    RecommendationKind.PIN,
+    ActionRequest("", ActionKind.PIN, "nb", "n1", [2], [0]),
+    {"cpus": [2]},
+    0.1,
+)
+OPEN = recommend(
+    RecommendationKind.PIN,
+    ActionRequest("", ActionKind.PIN, "idle", "n1", [3], [0]),
+    {"cpus": [3]},
+    0.05,
+)
+
+VERIFICATIONS = {
+    MOVE.id: Verification(
+        MOVE.id, "migrate-job", "n1", "train", None, APPLIED_AT,
+        Measurement(sm_active=0.4, link_bytes_per_second=2e9, progress=100.0),
+        Verdict.EFFECTIVE,
+        Measurement(sm_active=0.6, link_bytes_per_second=3e9, progress=130.0),
+        VERIFIED_AT, "progress rose 30%", 0.25, "n2", (0, 1), 0.3,
+    ),
+    PIN.id: Verification(
+        PIN.id, "pin", "n1", "etl", 1, APPLIED_AT,
+        Measurement(remote_share=0.1, cores=4.0), Verdict.HARMFUL,
+        Measurement(remote_share=0.5, cores=2.0),
+        VERIFIED_AT, "remote share rose; reverted (reverted)", 0.4,
+    ),
+    WAITING.id: Verification(
+        WAITING.id, "pin", "n1", "nb", 0, APPLIED_AT, Measurement(remote_share=0.3),
+        Verdict.PENDING, None, None, "waiting for verify-after", 0.1,
+    ),
+}  # fmt: skip
+
+
+def audit_row(seq: int, rec: Recommendation, **extra: Any) -> dict[str, Any]:
+    return {
+        "seq": seq, "request_id": f"r{seq}", "recommendation_id": rec.id,
+        "kind": str(rec.kind), "workload": rec.target.workload, "node": "n1",
+        "actor": "a", "backend": "sim", "intent_at": "t", "result": "succeeded", **extra,
+    }  # fmt: skip
+
+
+AUDIT = {
+    MOVE.id: [audit_row(1, MOVE)],
+    PIN.id: [audit_row(2, PIN, reverted_by="r3"), audit_row(3, PIN, reverts="r2")],
+    WAITING.id: [audit_row(4, WAITING)],
+    OPEN.id: [],
+}
+RECS = {r.id: r for r in (MOVE, PIN, WAITING, OPEN)}
+
+
+def advisor_api(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+    if path == "/api/v1/recommendations":
+        listed = [{**r.to_dict(), "first_seen": 1.0} for r in RECS.values()]
+        report = Report(RunInfo("t", "http://prometheus:9090", "1h", ("test",), 0.05), (), ())
+        return 200, {
+            **report.to_dict(),
+            "recommendations": listed,
+            "service": {"last_error": None},
+        }
+    if path == "/api/v1/audit":
+        return 200, {
+            "actions": [row for rows in AUDIT.values() for row in rows],
+            "verifications": [v.to_dict() for v in VERIFICATIONS.values()],
+        }
+    rec_id = path.removeprefix("/api/v1/recommendations/")
+    if rec_id in RECS:
+        verification = VERIFICATIONS.get(rec_id)
+        return 200, {
+            **RECS[rec_id].to_dict(),
+            "first_seen": 1.0,
+            "state": "applied",
+            "audit": AUDIT[rec_id],
+            "verification": verification.to_dict() if verification else None,
+        }
+    return 404, {"error": f"no route {method} {path}"}
+
+
+def text_of(component: Any) -> str:
+    """Every string a Dash component tree shows, in order, one per line."""
+    if component is None:
+        return ""
+    if isinstance(component, str | int | float):
+        return str(component)
+    if isinstance(component, list | tuple):
+        return "\n".join(text_of(c) for c in component)
+    return text_of(getattr(component, "children", None))
+
+
+@pytest.fixture(scope="module")
+def advisor() -> Iterator[AdvisorClient]:
+    with FakeApi(advisor_api) as api:
+        yield AdvisorClient(api.url)
+
+
+@pytest.fixture(scope="module")
+def rows(advisor: AdvisorClient) -> list[dict[str, Any]]:
+    table, _selected, messages, _audit = table_view(advisor, None, None, None)
+    assert not messages
+    return list(table)
+
+
+def detail(advisor: AdvisorClient, rows: list[dict[str, Any]], rec_id: str) -> str:
+    [index] = [i for i, r in enumerate(rows) if r["id"] == rec_id]
+    shown, _apply_off, _revert_off = detail_view(advisor, Access(), [index], rows)
+    return text_of(shown)
+
+
+def test_the_table_shows_each_applied_recommendations_verdict(
+    rows: list[dict[str, Any]],
+) -> None:
+    verdicts = {r["id"]: (r["status"], r["verdict"]) for r in rows}
+    assert verdicts == {
+        MOVE.id: ("applied", "effective"),
+        PIN.id: ("reverted", "harmful"),
+        WAITING.id: ("applied", "pending"),
+        OPEN.id: ("open", ""),
+    }
+
+
+def test_an_effective_job_move_shows_its_gain_and_progress(
+    advisor: AdvisorClient, rows: list[dict[str, Any]]
+) -> None:
+    text = detail(advisor, rows, MOVE.id)
+    assert "What the advice did" in text
+    assert "effective: the change paid off" in text
+    assert "measured gain +30.0% against an estimated 25.0%" in text
+    assert "progress signal\n100\n130" in text
+    assert "SM active\n40.0%\n60.0%" in text
+    assert "link traffic (PCIe + NVLink)\n2 GB/s\n3 GB/s" in text
+    assert "verified 2026-09-21 " in text
+    assert "reverted: no" in text and "remote memory share" not in text
+
+
+def test_a_harmful_pin_shows_it_was_reverted(
+    advisor: AdvisorClient, rows: list[dict[str, Any]]
+) -> None:
+    text = detail(advisor, rows, PIN.id)
+    assert "harmful: the change made things worse" in text
+    assert "measured gain: none measured (an estimated 40.0%)" in text
+    assert "remote memory share\n10.0%\n50.0%" in text and "CPU cores busy\n4\n2" in text
+    assert "reverted: yes" in text and "remote share rose; reverted (reverted)" in text
+
+
+def test_a_pending_verification_has_no_after_figures_yet(
+    advisor: AdvisorClient, rows: list[dict[str, Any]]
+) -> None:
+    text = detail(advisor, rows, WAITING.id)
+    assert "pending: not judged yet" in text
+    assert "remote memory share\n30.0%\n-" in text
+    assert "verified not yet" in text and "reverted: no" in text
+
+
+def test_an_open_recommendation_has_nothing_to_verify(
+    advisor: AdvisorClient, rows: list[dict[str, Any]]
+) -> None:
+    text = detail(advisor, rows, OPEN.id)
+    assert "What the advice did" in text and "not applied: nothing to verify yet" in text
+
+
+def test_a_release_shows_the_gpus_it_freed_and_others_reused() -> None:
+    """Read back as the client reads it (a newer service's extra field ignored), then shown."""
+    release = Verification(
+        "rel-1", "release-idle", "n1", "nb", None, APPLIED_AT, Measurement(), Verdict.EFFECTIVE,
+        Measurement(gpus_free=2.0, gpus_reused=1.0), VERIFIED_AT, "freed and reused",
+    )  # fmt: skip
+    assert Verification.from_json(release.to_dict()) == release
+    answer = {**release.to_dict(), "something_newer": 1}
+    assert Verification.from_json(answer) == release
+    text = text_of(what_it_did(Verification.from_json(answer), ()))
+    assert "GPUs freed\n-\n2" in text and "GPUs reused by others\n-\n1" in text
+    assert "effective: the change paid off" in text and "verified 2026-09-21 " in text
+
+
+def test_a_malformed_verification_is_a_bad_answer() -> None:
+    bad = {**VERIFICATIONS[MOVE.id].to_dict(), "verdict": "splendid"}
+
+    def answer(method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+        return 200, {"actions": [], "verifications": [bad]}
+
+    with FakeApi(answer) as api, pytest.raises(AdvisorBadAnswer, match="verification"):
+        AdvisorClient(api.url).audit_log()

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from grafana_foundation_sdk.builders import dashboard as dashboard_builders
+from grafana_foundation_sdk.builders import stat, timeseries
+from grafana_foundation_sdk.models import common as common_models
+from grafana_foundation_sdk.models import dashboard as dashboard_models
+
 from toposcope.dashboards.grafana.common import (
     any_of_variable,
     dashboard,
@@ -31,6 +36,10 @@ ADVISOR_JOB = 'job=~"toposcope-advisor.*"'
 WORKLOADS = 'workload=~"$workload"'
 #: Advisor actions per kind and result in the last hour (a recording rule).
 ACTIONS_1H = "kind_result:toposcope_advisor_actions:increase1h"
+#: Applied recommendations by kind and the verdict of their verification (a gauge).
+VERIFICATIONS = "toposcope_advisor_verifications"
+#: The colour of harmful verdicts, in every panel of the "What the advice did" row.
+HARMFUL_COLOR = "red"
 
 
 def _actions_in_hour(result: str) -> str:
@@ -147,14 +156,113 @@ def _actions_row() -> PanelRow:
     )
 
 
+def _verdicts(verdict: str) -> str:
+    """How many applied recommendations have ``verdict`` now, 0 when none has."""
+    return f'sum({VERIFICATIONS}{{verdict="{verdict}"}}) or vector(0)'
+
+
+def _harmful_stat() -> stat.Panel:
+    """The number of harmful verdicts, on a red background as soon as there is one."""
+    return (
+        value_stat(
+            "Harmful",
+            "Applied recommendations measured to make things worse (their job slowed, its "
+            "traffic fell, memory went remote); reverted where the kind can be undone, the "
+            "audit log says which.",
+            _verdicts("harmful"),
+        )
+        .color_mode(common_models.BigValueColorMode.BACKGROUND)
+        .thresholds(
+            dashboard_builders.ThresholdsConfig()
+            .mode(dashboard_models.ThresholdsMode.ABSOLUTE)
+            .steps(
+                [
+                    dashboard_models.Threshold(value=None, color="green"),
+                    dashboard_models.Threshold(value=1, color=HARMFUL_COLOR),
+                ]
+            )
+        )
+    )
+
+
+def _harmful_in_red(panel: timeseries.Panel) -> timeseries.Panel:
+    """``panel`` with every series whose name ends in ``harmful`` drawn in red."""
+    return panel.override_by_regexp(
+        ".*harmful$",
+        [
+            dashboard_models.DynamicConfigValue(
+                id_val="color", value={"mode": "fixed", "fixedColor": HARMFUL_COLOR}
+            )
+        ],
+    )
+
+
+def _advice_row() -> PanelRow:
+    """What the applied recommendations did: their verdicts now and over time, by kind."""
+    return PanelRow(
+        "What the advice did",
+        (
+            value_stat(
+                "Effective",
+                "Applied recommendations whose measured gain paid off (at least the share of "
+                "the estimate the advisor's verification asks for).",
+                _verdicts("effective"),
+            ),
+            value_stat(
+                "Ineffective",
+                "Applied recommendations that neither paid off nor hurt.",
+                _verdicts("ineffective"),
+            ),
+            _harmful_stat(),
+            value_stat(
+                "Pending",
+                "Applied recommendations the advisor has not judged yet (it waits "
+                "--verify-after for the change to settle).",
+                _verdicts("pending"),
+            ),
+            value_stat(
+                "Unverifiable",
+                "Applied recommendations the advisor gave up measuring (the workload ended or "
+                "lost its series).",
+                _verdicts("unverifiable"),
+            ),
+            value_stat(
+                "Reverted before judged",
+                "Applied recommendations reverted by a person before their verdict.",
+                _verdicts("reverted"),
+            ),
+            _harmful_in_red(
+                timeseries_panel(
+                    "Verdicts by kind",
+                    "Applied recommendations per kind (pin, migrate-memory, migrate-job, "
+                    f"place, release-idle) and verdict ({VERIFICATIONS}); harmful in red.",
+                    [query(f"sum by (kind, verdict) ({VERIFICATIONS})", "{{kind}} {{verdict}}")],
+                    "none",
+                    min_value=0,
+                )
+            ),
+            _harmful_in_red(
+                timeseries_panel(
+                    "Verdicts over time",
+                    "Applied recommendations per verdict, all kinds together: a rising "
+                    "harmful line means the advisor's advice is hurting (in red).",
+                    [query(f"sum by (verdict) ({VERIFICATIONS})", "{{verdict}}")],
+                    "none",
+                    stacked=True,
+                )
+            ),
+        ),
+    )
+
+
 def build() -> dict[str, Any]:
     """The advisor outcomes dashboard's JSON model."""
     builder = dashboard(
         UID,
         TITLE,
         "What the toposcope advisor recommends and what its applied actions did: open "
-        "recommendations by kind and severity, their expected gain and age, and actions "
-        "applied, failed, reverted or measured harmful.",
+        "recommendations by kind and severity, their expected gain and age, actions "
+        "applied, failed, reverted or measured harmful, and the verdicts of what was applied.",
         time_from="now-24h",
     )
     builder = builder.with_variable(
@@ -165,4 +273,5 @@ def build() -> dict[str, Any]:
             "Workloads with open recommendations.",
         )
     )
-    return to_json(with_rows(builder, [_now_row(), _recommendations_row(), _actions_row()]))
+    rows = [_now_row(), _recommendations_row(), _actions_row(), _advice_row()]
+    return to_json(with_rows(builder, rows))

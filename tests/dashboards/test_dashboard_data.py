@@ -62,6 +62,8 @@ NO_DATA: dict[tuple[str, str], str] = {
     ("toposcope-advisor", "Age of open recommendations"): ADVISOR,
     ("toposcope-advisor", "Expected gain of open recommendations"): ADVISOR,
     ("toposcope-advisor", "Actions in the last hour by kind and result"): ADVISOR,
+    ("toposcope-advisor", "Verdicts by kind"): ADVISOR,
+    ("toposcope-advisor", "Verdicts over time"): ADVISOR,
     ("toposcope-node-detail", "GPU XID errors (10 minutes)"): (
         "the fake NVML description raises no XID events"
     ),

@@ -307,14 +307,25 @@ def detail_view(
         found = advisor.recommendation_detail(rec_id)
     except AdvisorError as exc:
         if isinstance(exc, AdvisorRefused) and exc.status == 404:
-            return (
-                banner(f"{rec_id} is no longer in the latest report", "info"),
-                True,
-                not can_revert,
-            )
+            return _gone_view(advisor, rec_id), True, not can_revert
         return banner(advisor_failed(exc)), not can_apply, not can_revert
     shown = html.Div([evidence(found.recommendation), what_it_did(found.verification, found.audit)])
     return shown, not can_apply, not can_revert
+
+
+def _gone_view(advisor: AdvisorClient, rec_id: str) -> html.Div:
+    """A recommendation no longer in the latest report (applying it usually removes it): no
+    evidence, but what applying it did, from the audit log's verification of it.
+    """
+    gone = banner(f"{rec_id} is no longer in the latest report", "info")
+    try:
+        log = advisor.audit_log(rec_id)
+    except AdvisorError as exc:
+        return html.Div([gone, banner(f"audit log: {advisor_failed(exc)}")])
+    if not log.actions:
+        return html.Div([gone])
+    verification = next((v for v in log.verifications if v.recommendation_id == rec_id), None)
+    return html.Div([gone, what_it_did(verification, log.actions)])
 
 
 def _apply_question(rec_id: str, entry: dict[str, Any]) -> str:

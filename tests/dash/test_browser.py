@@ -322,6 +322,9 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack, images: Pa
     wait_until(
         lambda: _row_status(dash_duo, rec["id"]) in ("applied", "in progress"), "row applied"
     )
+    # what the advice did: the advisor took its baseline when it applied the pin
+    dash_duo.wait_for_contains_text("#recs-verification", "What the advice did", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#recs-verification", "reverted: no", timeout=TIMEOUT)
     # the simulator carries the action out in simulated time
     poll(lambda: cpus_of(stack, workload) == sorted(action["cpus"]))
     audit = advisor_json(stack, f"/api/v1/audit?recommendation={rec['id']}")["actions"]
@@ -338,6 +341,7 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack, images: Pa
         "#recs-outcome", f"revert {rec['id']}: reverted", timeout=TIMEOUT
     )
     wait_until(lambda: _row_status(dash_duo, rec["id"]) == "reverted", "row reverted")
+    dash_duo.wait_for_contains_text("#recs-verification", "reverted: yes", timeout=TIMEOUT)
     poll(lambda: cpus_of(stack, workload) == sorted(before["allocation"]["cpus"]))
     audit = advisor_json(stack, f"/api/v1/audit?recommendation={rec['id']}")["actions"]
     assert {a["actor"].split(" ")[0] for a in audit if a["reverts"]} == {USER}

@@ -76,6 +76,13 @@ OPEN = recommend(
     {"cpus": [3]},
     0.05,
 )
+#: applied, effective, and so gone from the latest report
+GONE = recommend(
+    RecommendationKind.MIGRATE_MEMORY,
+    ActionRequest("", ActionKind.MIGRATE_MEMORY, "db", "n1", mems=[1]),
+    {"mems": [1]},
+    0.2,
+)
 
 VERIFICATIONS = {
     MOVE.id: Verification(
@@ -95,6 +102,10 @@ VERIFICATIONS = {
         WAITING.id, "pin", "n1", "nb", 0, APPLIED_AT, Measurement(remote_share=0.3),
         Verdict.PENDING, None, None, "waiting for verify-after", 0.1,
     ),
+    GONE.id: Verification(
+        GONE.id, "migrate-memory", "n1", "db", 1, APPLIED_AT, Measurement(remote_share=0.6),
+        Verdict.EFFECTIVE, Measurement(remote_share=0.1), VERIFIED_AT, "memory is local", 0.2,
+    ),
 }  # fmt: skip
 
 
@@ -111,6 +122,7 @@ AUDIT = {
     PIN.id: [audit_row(2, PIN, reverted_by="r3"), audit_row(3, PIN, reverts="r2")],
     WAITING.id: [audit_row(4, WAITING)],
     OPEN.id: [],
+    GONE.id: [audit_row(5, GONE)],
 }
 RECS = {r.id: r for r in (MOVE, PIN, WAITING, OPEN)}
 
@@ -125,9 +137,14 @@ def advisor_api(method: str, path: str, params: dict[str, str]) -> tuple[int, An
             "service": {"last_error": None},
         }
     if path == "/api/v1/audit":
+        wanted = params.get("recommendation")
         return 200, {
-            "actions": [row for rows in AUDIT.values() for row in rows],
-            "verifications": [v.to_dict() for v in VERIFICATIONS.values()],
+            "actions": [
+                row for rec_id, rows in AUDIT.items() if wanted in (None, rec_id) for row in rows
+            ],
+            "verifications": [
+                v.to_dict() for rec_id, v in VERIFICATIONS.items() if wanted in (None, rec_id)
+            ],
         }
     rec_id = path.removeprefix("/api/v1/recommendations/")
     if rec_id in RECS:
@@ -181,6 +198,7 @@ def test_the_table_shows_each_applied_recommendations_verdict(
         PIN.id: ("reverted", "harmful"),
         WAITING.id: ("applied", "pending"),
         OPEN.id: ("open", ""),
+        GONE.id: ("applied", "effective"),
     }
 
 
@@ -222,6 +240,18 @@ def test_an_open_recommendation_has_nothing_to_verify(
 ) -> None:
     text = detail(advisor, rows, OPEN.id)
     assert "What the advice did" in text and "not applied: nothing to verify yet" in text
+
+
+def test_one_gone_from_the_report_still_shows_what_it_did(
+    advisor: AdvisorClient, rows: list[dict[str, Any]]
+) -> None:
+    """Applying a recommendation usually removes it from the next report: its verification
+    comes from the audit log.
+    """
+    text = detail(advisor, rows, GONE.id)
+    assert "no longer in the latest report" in text
+    assert "effective: the change paid off" in text
+    assert "remote memory share\n60.0%\n10.0%" in text and "reverted: no" in text
 
 
 def test_a_release_shows_the_gpus_it_freed_and_others_reused() -> None:

@@ -134,3 +134,19 @@ def test_a_move_without_traffic_series_says_the_prior_stands_alone() -> None:
     )
     assert rec.current["communication_share"]["measured"] is None
     assert not [e for e in rec.evidence if e.series.startswith("measured_")]
+
+
+def test_a_defragmentation_reports_the_large_jobs_measured_share() -> None:
+    quad = workload("quad", node="n8", gpus=[0, 1, 4, 5])
+    singles = [workload("s2", node="n8", gpus=[2]), workload("s6", node="n8", gpus=[6])]
+    busy = {"pcie_bytes_per_second": 0.25 * PCIE_CAPACITY_GBPS[LinkType.SYS] * GB}
+    node = _with_activity(pcie8(), g0=busy, g2=busy)
+    [rec] = JobMigration().evaluate(cluster([node], [quad, *singles])).recommendations
+    assert rec.proposed["defragment"]  # small jobs move first
+    assert rec.estimated_gain == pytest.approx(2.0 / 1.4 - 1 - 600 / 21600, abs=1e-6)
+    assert "estimate from the prior (sensitivity 1); measured communication share 0.25" in (
+        rec.gain_model
+    )
+    [share] = [e for e in rec.evidence if e.series == "measured_communication_share"]
+    assert share.labels["workload"] == "quad" and share.value == pytest.approx(0.25)
+    assert rec.current["communication_share"]["measured"]["link_utilisation"] == 0.25

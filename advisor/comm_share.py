@@ -89,11 +89,16 @@ class MeasuredShare:
         """One clause for a gain model: the share and its terms."""
         sm = f"SM active {self.sm_active:.2f}" if self.sm_active is not None else "no SM activity"
         worst = str(self.worst_link) if self.worst_link is not None else "one GPU"
+        nvlink = (
+            f", NVLink {self.nvlink_bytes_per_second / GIGA:.1f} of "
+            f"{self.nvlink_capacity_gbps:g} GB/s"
+            if self.nvlink_bytes_per_second > 0 or self.worst_link == LinkType.NVLINK
+            else ""
+        )
         return (
             f"measured communication share {self.share:.2f} (links {self.link_utilisation:.0%} "
             f"busy: PCIe {self.pcie_bytes_per_second / GIGA:.1f} of "
-            f"{self.pcie_capacity_gbps:g} GB/s over {worst}, NVLink "
-            f"{self.nvlink_bytes_per_second / GIGA:.1f} of {self.nvlink_capacity_gbps:g} GB/s; "
+            f"{self.pcie_capacity_gbps:g} GB/s over {worst}{nvlink}; "
             f"{sm}{'; communication-bound' if self.bound else ''}"
             f"{'; GPUs shared, whole-GPU figures' if self.shared else ''}; from {self.source})"
         )

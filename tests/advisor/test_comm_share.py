@@ -82,6 +82,7 @@ def test_nvlink_traffic_counts_against_the_bond_to_a_peer() -> None:
     assert share is not None
     assert share.worst_link == LinkType.NVLINK
     assert share.nvlink_capacity_gbps == 12 * NVLINK_GBPS
+    assert "NVLink 150.0 of 600 GB/s; SM active 0.20" in share.text()
     assert share.link_utilisation == pytest.approx(3 / 12)
 
 
@@ -120,6 +121,7 @@ def test_a_move_reports_the_measured_share_and_that_the_prior_made_the_estimate(
         rec.gain_model
     )
     assert "communication-bound" in rec.gain_model
+    assert "PCIe 12.0 of 24 GB/s over SYS; SM active 0.30" in rec.gain_model  # no NVLink
     state = rec.current["communication_share"]
     assert state["estimate"] == "prior"
     assert state["measured"]["share"] == pytest.approx(0.5) and state["measured"]["bound"]

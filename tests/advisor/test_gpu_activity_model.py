@@ -27,6 +27,9 @@ KEYS1 = (
     'gpu="1",UUID="GPU-bbbb",pci_bus_id="00000000:0B:00.0",device="nvidia1",'
     'modelName="NVIDIA H100",Hostname="n1"'
 )
+#: the labels of workload train's series on GPU 0, and of a shared GPU's GPM reading
+TRAIN = 'workload="train",gpu="0"'
+SHARED = 'source="gpm",shared="true"'
 TOPOSCOPE = f"""\
 # TYPE toposcope_gpu_info gauge
 toposcope_gpu_info{{{KEYS0},numa_node="0"}} 1
@@ -46,30 +49,31 @@ toposcope_gpu_dram_active_ratio{{{KEYS0},source="gpm"}} 0.5
 # TYPE toposcope_workload_gpu_info gauge
 toposcope_workload_gpu_info{{workload="train",gpu="0"}} 1
 # TYPE toposcope_workload_gpu_pcie_bytes_total counter
-toposcope_workload_gpu_pcie_bytes_total{{workload="train",gpu="0",direction="tx",source="gpm",shared="true"}} 3e11
-toposcope_workload_gpu_pcie_bytes_total{{workload="train",gpu="0",direction="rx",source="gpm",shared="true"}} 1e11
+toposcope_workload_gpu_pcie_bytes_total{{{TRAIN},direction="tx",{SHARED}}} 3e11
+toposcope_workload_gpu_pcie_bytes_total{{{TRAIN},direction="rx",{SHARED}}} 1e11
 # TYPE toposcope_workload_gpu_nvlink_bytes_total counter
-toposcope_workload_gpu_nvlink_bytes_total{{workload="train",gpu="0",direction="tx",source="gpm",shared="true"}} 1e12
+toposcope_workload_gpu_nvlink_bytes_total{{{TRAIN},direction="tx",{SHARED}}} 1e12
 # TYPE toposcope_workload_gpu_sm_active_ratio gauge
-toposcope_workload_gpu_sm_active_ratio{{workload="train",gpu="0",source="gpm",shared="true"}} 0.25
+toposcope_workload_gpu_sm_active_ratio{{{TRAIN},{SHARED}}} 0.25
 """
 #: dcgm-exporter's series of the same GPUs (another job, instance and Hostname format), a
 #: MIG instance's row, a GPU joined by Hostname and PCI address only, and a GPU toposcope
 #: does not know
-DCGM = """\
+DCGM0 = 'gpu="0",UUID="GPU-aaaa",pci_bus_id="00000000:07:00.0",Hostname="n1"'
+DCGM = f"""\
 # TYPE DCGM_FI_PROF_PCIE_TX_BYTES gauge
-DCGM_FI_PROF_PCIE_TX_BYTES{gpu="0",UUID="GPU-aaaa",pci_bus_id="00000000:07:00.0",Hostname="n1",dcgm_job="dcgm"} 7e9
-DCGM_FI_PROF_PCIE_TX_BYTES{gpu="0",UUID="GPU-aaaa",GPU_I_ID="1",Hostname="n1"} 1e15
-DCGM_FI_PROF_PCIE_TX_BYTES{gpu="1",pci_bus_id="00000000:0b:00.0",Hostname="n1"} 2e9
-DCGM_FI_PROF_PCIE_TX_BYTES{gpu="0",UUID="GPU-zzzz",Hostname="other"} 9e9
+DCGM_FI_PROF_PCIE_TX_BYTES{{{DCGM0},dcgm_job="dcgm"}} 7e9
+DCGM_FI_PROF_PCIE_TX_BYTES{{gpu="0",UUID="GPU-aaaa",GPU_I_ID="1",Hostname="n1"}} 1e15
+DCGM_FI_PROF_PCIE_TX_BYTES{{gpu="1",pci_bus_id="00000000:0b:00.0",Hostname="n1"}} 2e9
+DCGM_FI_PROF_PCIE_TX_BYTES{{gpu="0",UUID="GPU-zzzz",Hostname="other"}} 9e9
 # TYPE DCGM_FI_PROF_PCIE_RX_BYTES gauge
-DCGM_FI_PROF_PCIE_RX_BYTES{gpu="0",UUID="GPU-aaaa",pci_bus_id="00000000:07:00.0",Hostname="n1"} 1e9
+DCGM_FI_PROF_PCIE_RX_BYTES{{{DCGM0}}} 1e9
 # TYPE DCGM_FI_PROF_NVLINK_TX_BYTES gauge
-DCGM_FI_PROF_NVLINK_TX_BYTES{gpu="0",UUID="GPU-aaaa",Hostname="n1"} 4e10
+DCGM_FI_PROF_NVLINK_TX_BYTES{{gpu="0",UUID="GPU-aaaa",Hostname="n1"}} 4e10
 # TYPE DCGM_FI_PROF_NVLINK_RX_BYTES gauge
-DCGM_FI_PROF_NVLINK_RX_BYTES{gpu="0",UUID="GPU-aaaa",Hostname="n1"} 2e10
+DCGM_FI_PROF_NVLINK_RX_BYTES{{gpu="0",UUID="GPU-aaaa",Hostname="n1"}} 2e10
 # TYPE DCGM_FI_PROF_SM_ACTIVE gauge
-DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-aaaa",Hostname="n1"} 0.125
+DCGM_FI_PROF_SM_ACTIVE{{gpu="0",UUID="GPU-aaaa",Hostname="n1"}} 0.125
 """
 LABELS = {"job": "toposcope", "instance": "n1:9400", "node": "n1"}
 

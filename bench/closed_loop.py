@@ -319,10 +319,9 @@ def calibration_table(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return calibration_rows(a for r in runs for a in r["actions"])
 
 
-def calibration_by_round(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def calibration_by_round(runs: Iterable[dict[str, Any]], learn: bool) -> list[dict[str, Any]]:
     """Per round and kind, estimated against true gain over the round's applied actions in
-    every run, with the number of calibrated estimates (what learning changed) and the
-    verdicts the loop measured.
+    every run, with the verdicts the loop measured when it ``learn``-ed (else none).
     """
     actions: dict[int, list[dict[str, Any]]] = {}
     for run in runs:
@@ -331,7 +330,8 @@ def calibration_by_round(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]
     rows = []
     for number, done in sorted(actions.items()):
         for row in calibration_rows(done):
-            verdicts = verdict_counts(a for a in done if a["kind"] == row["kind"])
+            mine = [a for a in done if a["kind"] == row["kind"]]
+            verdicts = verdict_counts(mine) if learn else {}
             rows.append({"round": number, **row, "verdicts": verdicts})
     return rows
 
@@ -525,7 +525,7 @@ def main() -> int:
     result = {
         "summary": summary,
         "calibration": calibration_table(scenarios),
-        "calibration_by_round": calibration_by_round(scenarios),
+        "calibration_by_round": calibration_by_round(scenarios, args.learn),
         "learn": args.learn,
         "scenarios": scenarios,
         "window_seconds": args.window,

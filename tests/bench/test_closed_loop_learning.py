@@ -94,7 +94,7 @@ def test_each_round_calibrates_from_the_verdicts_of_the_rounds_before(tmp_path: 
     for entry, action in zip(rounds, actions, strict=True):
         assert [c["kind"] for c in entry["calibration"]] == [action["kind"]]
         assert entry["verdicts"] == {action["verdict"]: 1}
-    rows = closed_loop.calibration_by_round([result])
+    rows = closed_loop.calibration_by_round([result], learn=True)
     assert [(r["round"], r["kind"]) for r in rows] == [(a["round"], a["kind"]) for a in actions]
 
 
@@ -110,5 +110,6 @@ def test_without_learning_no_round_is_calibrated(tmp_path: Path) -> None:
     for entry in result["rounds"]:
         assert entry["calibration_in_effect"] == {} and entry["calibrated_recommendations"] == 0
         assert entry["verdicts"] == {}
+        assert [c["actions"] for c in entry["calibration"]] == [entry["applied"]]
     assert all("verdict" not in a for a in result["actions"])
     assert OutcomeLog(workdir / "audit.sqlite").all() == []

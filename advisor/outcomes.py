@@ -32,9 +32,11 @@ window holds only samples taken after the change), every analysis measures the s
   otherwise (the change stays; the policy's model was too optimistic).
 * ``migrate-job``: the progress signal is the job's progress metric when one applies, else
   the SM-active share, else the GPU utilization; its relative change is the *measured gain*.
-  **harmful** when it fell by more than ``h`` or, without a progress metric, the link bytes
-  per second fell by more than ``h`` too; **effective** when the gain is positive and at
-  least ``e`` of the estimated gain; **ineffective** otherwise.
+  **harmful** when it fell by more than ``h`` (only then is the move undone: undoing it is
+  another checkpoint and restart); **effective** when the gain is positive and at least ``e``
+  of the estimated gain; **ineffective** otherwise. Link traffic that fell by more than ``h``
+  is said in the detail but is no harm on its own: it also falls while a restarted job warms
+  up, and when a job's traffic moves off the links a counter sees.
 * ``place``: **effective** once the job runs where it was placed and advances (progress
   above zero, or SMs or GPU busy at least 5%); **ineffective** when it runs idle.
 * ``release-idle``: **effective** when the released GPUs are free of the workload and
@@ -347,18 +349,11 @@ def judge_move(
     gain = new / old - 1.0
     change = f"{label} {_shown(label, old)} -> {_shown(label, new)} ({gain:+.0%})"
     h = rule.harm_threshold
-    harms = [change] if gain < -h else []
     links_old, links_new = before.link_bytes_per_second, after.link_bytes_per_second
-    if (
-        label != "progress metric"
-        and links_old is not None
-        and links_new is not None
-        and links_old > 0
-        and links_new < links_old * (1 - h)
-    ):
-        harms.append(f"link traffic fell from {links_old:.3g} to {links_new:.3g} B/s")
-    if harms:
-        return Verdict.HARMFUL, "; ".join(harms), gain
+    if links_old is not None and links_new is not None and links_new < links_old * (1 - h):
+        change += f"; link traffic fell from {links_old:.3g} to {links_new:.3g} B/s"
+    if gain < -h:
+        return Verdict.HARMFUL, change, gain
     wanted = rule.effective_share * max(estimated or 0.0, 0.0)
     if gain > 0 and gain >= wanted:
         return Verdict.EFFECTIVE, change, gain

@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 from toposcope.errors import ConfigError
 from toposcope.serving.webconfig import WebConfig, load_web_config, parse_web_config
 
-ALICE_HASH = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(rounds=4)).decode()
+#: a fixed salt, so that the hashes (and the test ids built from them) are the same in every
+#: run and every test worker
+SALT = b"$2b$04$toposcopetestsalt....."
+ALICE_HASH = bcrypt.hashpw(b"alice-pw", SALT).decode()
 #: the same hash as htpasswd writes it ($2y$)
-BOB_HASH = "$2y$" + bcrypt.hashpw(b"bob-pw", bcrypt.gensalt(rounds=4)).decode()[4:]
+BOB_HASH = "$2y$" + bcrypt.hashpw(b"bob-pw", SALT).decode()[4:]
 GOOD = f"""\
 # users and headers
 basic_auth_users:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +43,7 @@ __all__ = [
     "poll",
     "require_binary",
     "running",
+    "terminate_cleanly",
 ]
 
 
@@ -50,6 +53,19 @@ def require_binary(name: str) -> str:
         return find_binary(name, "`make test` installs it (deploy/bootstrap.sh)")
     except MissingBinaryError as exc:
         pytest.fail(str(exc))
+
+
+def terminate_cleanly(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """Send SIGTERM and require exit status 0 within ``timeout_s``; a process still running
+    then is killed, so that a failing test leaves nothing behind.
+    """
+    process.send_signal(signal.SIGTERM)
+    try:
+        assert process.wait(timeout=timeout_s) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def poll(

@@ -339,18 +339,27 @@ def test_a_placement_is_verified_by_the_placed_job_running(tmp_path: Path) -> No
         assert "running where placed: SM active 70%" in judged.detail
 
 
+#: an idle workload holding GPU 3 of ``n1``
+IDLE_ON_GPU3 = {"idle": Allocation("n1", list(range(16)), [0, 1], [3])}
+
+
+def released(bench: Bench) -> tuple[AdvisorService, str]:
+    """The service on ``bench`` after it released the idle workload's GPU: (service, id)."""
+    text = workloads_text([], idle=["idle"]) + gpu_text({"idle": (3,)}, {"idle": 0.0})
+    bench.promql.text = text.replace(
+        'toposcope_gpu_utilization_ratio{gpu="3"} 0.9',
+        'toposcope_gpu_utilization_ratio{gpu="3"} 0',
+    )
+    service = service_for(bench, ["idle-release"])
+    service.analyse_once()
+    rec_id = the_one(service, "release-idle")
+    assert service.apply(rec_id)[0].result == "applied"
+    return service, rec_id
+
+
 def test_a_release_nobody_reused_is_neutral(tmp_path: Path) -> None:
-    allocations = {"idle": Allocation("n1", list(range(16)), [0, 1], [3])}
-    for bench in gpu_bench(tmp_path, allocations, set()):
-        text = workloads_text([], idle=["idle"]) + gpu_text({"idle": (3,)}, {"idle": 0.0})
-        bench.promql.text = text.replace(
-            'toposcope_gpu_utilization_ratio{gpu="3"} 0.9',
-            'toposcope_gpu_utilization_ratio{gpu="3"} 0',
-        )
-        service = service_for(bench, ["idle-release"])
-        service.analyse_once()
-        rec_id = the_one(service, "release-idle")
-        assert service.apply(rec_id)[0].result == "applied"
+    for bench in gpu_bench(tmp_path, IDLE_ON_GPU3, set()):
+        service, rec_id = released(bench)
         bench.promql.text = workloads_text([], idle=["idle"]) + gpu_text({}, {})
         bench.clock.now += bench.verify_after + service.verifier.rule.reuse_window_seconds
         service.analyse_once()
@@ -361,17 +370,8 @@ def test_a_release_nobody_reused_is_neutral(tmp_path: Path) -> None:
 
 
 def test_a_release_that_freed_gpus_others_reused_paid(tmp_path: Path) -> None:
-    allocations = {"idle": Allocation("n1", list(range(16)), [0, 1], [3])}
-    for bench in gpu_bench(tmp_path, allocations, set()):
-        text = workloads_text([], idle=["idle"]) + gpu_text({"idle": (3,)}, {"idle": 0.0})
-        bench.promql.text = text.replace(
-            'toposcope_gpu_utilization_ratio{gpu="3"} 0.9',
-            'toposcope_gpu_utilization_ratio{gpu="3"} 0',
-        )
-        service = service_for(bench, ["idle-release"])
-        service.analyse_once()
-        rec_id = the_one(service, "release-idle")
-        assert service.apply(rec_id)[0].result == "applied"
+    for bench in gpu_bench(tmp_path, IDLE_ON_GPU3, set()):
+        service, rec_id = released(bench)
         assert bench.rm.allocations["idle"].gpus == []
         # freed, nobody has taken it yet: still pending
         bench.promql.text = workloads_text([], idle=["idle"]) + gpu_text({}, {})

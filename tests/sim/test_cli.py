@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import free_port, http_get, poll
+from tests.procs import free_port, http_get, poll, terminate_cleanly
 from toposcope.sim.cli import main
 from toposcope.sim.nodefs import PREPARE_MAX_NODES
 
@@ -39,13 +39,7 @@ def test_sim_process_serves_and_stops(tmp_path: Path) -> None:
         truth = http_get(f"http://127.0.0.1:{port}/truth/metrics").decode()
         assert "toposcope_sim_workload_throughput" in truth
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            assert process.wait(timeout=30) == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=10)
+        terminate_cleanly(process)
     assert (state / "nodes" / "xeon-01" / "proc" / "stat").exists()
 
 

@@ -5,13 +5,12 @@ scraped, and the tree it then writes is the one the eager path writes for the sa
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from tests.procs import free_port, http_get, poll
+from tests.procs import free_port, http_get, poll, terminate_cleanly
 from toposcope.sim.clock import SimClock
 from toposcope.sim.nodefs import PREPARE_MAX_NODES, SimExporters
 from toposcope.sim.scenarios import build_cluster, parse_scenario
@@ -108,10 +107,4 @@ def test_the_simulator_serves_a_large_cluster_before_writing_any_tree(tmp_path: 
         assert 'hostname="node-0007"' in body
         assert [p.name for p in (state / "nodes").iterdir()] == ["node-0007"]
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            assert process.wait(timeout=30) == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=10)
+        terminate_cleanly(process)

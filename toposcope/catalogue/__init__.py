@@ -10,7 +10,8 @@ series whose value is always 1.
 The rows live in one module per part that publishes them (:mod:`.exporter_metrics`,
 :mod:`.gpu_metrics`, :mod:`.advisor_metrics`, :mod:`.sim_metrics`,
 :mod:`.daemon_metrics` for what every daemon says about itself, :mod:`.queue_metrics` for
-schedulers' queues, :mod:`.slurm_gres_metrics` for the gres.conf check), in the order
+schedulers' queues, :mod:`.slurm_gres_metrics` for the gres.conf check, :mod:`.fabric_metrics`
+for NICs per workload and multi-node jobs on the fabric), in the order
 ``docs/metrics.md`` lists them; :mod:`.model` defines a row; :data:`GPU_KEYS` are the labels
 every GPU series carries (dcgm-exporter's join keys).
 """
@@ -24,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from toposcope.catalogue.advisor_metrics import ADVISOR_SPECS
 from toposcope.catalogue.daemon_metrics import DAEMON_SPECS
 from toposcope.catalogue.exporter_metrics import HOST_SPECS, WORKLOAD_SPECS
+from toposcope.catalogue.fabric_metrics import JOB_FABRIC_SPECS, NODE_FABRIC_SPECS
 from toposcope.catalogue.gpu_metrics import GPU_KEYS, GPU_SPECS
 from toposcope.catalogue.model import MetricSpec, MetricType
 from toposcope.catalogue.queue_metrics import QUEUE_SPECS
@@ -37,10 +39,12 @@ _SPECS: tuple[MetricSpec, ...] = (
     + GPU_SPECS
     + SLURM_GRES_SPECS
     + WORKLOAD_SPECS
+    + NODE_FABRIC_SPECS
     + ADVISOR_SPECS
     + SIM_SPECS
     + DAEMON_SPECS
     + QUEUE_SPECS
+    + JOB_FABRIC_SPECS
 )
 
 CATALOGUE: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}

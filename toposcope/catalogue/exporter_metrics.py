@@ -216,6 +216,8 @@ _JOB = ("slurm_job_id", "slurm_user", "slurm_account", "slurm_partition")
 
 #: who a workload is, on every per-workload value series
 _WORKLOAD_WHO = (*_WHO, *_JOB)
+#: the same, for the catalogue modules of other parts (the fabric's per-workload NIC families)
+WORKLOAD_WHO: tuple[str, ...] = _WORKLOAD_WHO
 
 #: what a workload is, on its info series only (functions of ``workload``, so they add no
 #: series; join them to the value series with ``group_left``)

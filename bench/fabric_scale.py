@@ -6,24 +6,36 @@ pods of 16 units whose leaves all reach the pod's 8 spines, and 16 cores above e
 400 Gb/s links, leaves 1:1. It is written in each format ``fabric show`` reads (a fabric
 JSON file with every port, Slurm's ``topology.conf``, ``ibnetdiscover`` output) and each is
 shown by the real command in a fresh interpreter, start-up included; the wall time of each is
-printed. Run it from the repository root::
+printed. Then ``--jobs`` running multi-node jobs (default 2,000, 2 to 16 nodes of 8 GPUs each,
+filling the cluster) are placed on it, half packed into as few units as they need and half
+scattered over random nodes, and the per-job spread is computed as ``toposcope slurm
+exporter --fabric-...`` does on a scrape: the index of the fabric (once at start), then every
+job's spread, its metric families and their text exposition (every scrape). Run it from the
+repository root::
 
-    .venv/bin/python bench/fabric_scale.py [--nodes 10000]
+    .venv/bin/python bench/fabric_scale.py [--nodes 10000] [--jobs 2000]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+
+from toposcope.fabric.job_families import fabric_families, job_families
 from toposcope.fabric.jsonform import fabric_to_json
 from toposcope.fabric.model import Fabric, Node, Port, Switch, assemble
 from toposcope.fabric.slurmconf import write_topology_conf
+from toposcope.fabric.spread import FabricIndex, JobPlacement, NodeShare
 
 NODES_PER_UNIT = 32
 RAILS = 8
@@ -127,10 +139,61 @@ def timed_show(option: str, path: Path) -> float:
     return elapsed
 
 
+def place_jobs(fabric: Fabric, count: int, seed: int = 28) -> list[JobPlacement]:
+    """``count`` multi-node jobs of 8 GPUs per node: even ones packed, odd ones scattered."""
+    chooser = random.Random(seed)
+    free = [node.name for node in fabric.nodes]
+    sizes = [chooser.choice((2, 2, 4, 4, 4, 8, 8, 16)) for _ in range(count)]
+    while sum(sizes) > len(free):  # shrink the largest until the jobs fit the cluster
+        sizes[sizes.index(max(sizes))] //= 2
+    packed, scattered = free[: len(free) // 2], free[len(free) // 2 :]
+    chooser.shuffle(scattered)
+    jobs: list[JobPlacement] = []
+    for number, size in enumerate(sizes):
+        pool = packed if number % 2 == 0 and len(packed) >= size else scattered
+        if len(pool) < size:
+            pool = packed if pool is scattered else scattered
+        names, pool[:] = pool[:size], pool[size:]
+        shares = tuple(NodeShare(name, 8, tuple(range(8))) for name in names)
+        jobs.append(JobPlacement("slurm", "gpu", f"slurm-job-{number + 1}", shares))
+    return jobs
+
+
+class _Served(CollectorRegistry):
+    """A registry serving fixed families, so that their exposition can be timed."""
+
+    def __init__(self, metrics: list[Metric]) -> None:
+        super().__init__(auto_describe=False)
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        """The fixed families."""
+        yield from self._metrics
+
+
+def timed_spread(fabric: Fabric, jobs: list[JobPlacement]) -> tuple[float, float, int]:
+    """Seconds to index ``fabric`` and to compute every job's spread and families; the
+    number of jobs spread beyond their need.
+    """
+    start = time.perf_counter()
+    index = FabricIndex(fabric)
+    fabric_families(fabric)
+    indexed = time.perf_counter() - start
+    start = time.perf_counter()
+    spreads = index.spreads(jobs)
+    text = generate_latest(_Served(job_families(spreads)))
+    scrape = time.perf_counter() - start
+    print(f"per-job exposition: {text.count(b'{'):,} series, {len(text) / 1e6:.1f} MB")
+    return indexed, scrape, sum(1 for spread in spreads if spread.spread_beyond_need)
+
+
 def main() -> int:
     """Generate the fabric, write each format, time ``fabric show`` on each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=10_000, help="nodes (default 10,000)")
+    parser.add_argument(
+        "--jobs", type=int, default=2_000, help="running multi-node jobs (default 2,000)"
+    )
     args = parser.parse_args()
     fabric = generate(args.nodes)
     levels = len({s.level for s in fabric.switches})
@@ -147,6 +210,12 @@ def main() -> int:
             seconds = timed_show(option, path)
             size = len(text.encode()) / 1e6
             print(f"fabric show {option:<17} {size:6.1f} MB  {seconds:6.2f} s")
+    jobs = place_jobs(fabric, args.jobs)
+    gpus = sum(share.gpus for job in jobs for share in job.shares)
+    indexed, scrape, beyond = timed_spread(fabric, jobs)
+    print(f"jobs: {len(jobs):,} running on {gpus:,} GPUs, {beyond:,} spread beyond their need")
+    print(f"fabric index (once): {indexed:.2f} s")
+    print(f"spread, families and exposition per scrape: {scrape:.2f} s")
     return 0
 
 

@@ -37,6 +37,7 @@ from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS, MAX_MAX_ACCOUNTS, OTH
 from toposcope.serving.httpserver import HttpServer
 from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app
+from toposcope.slurm.fabric_options import add_fabric_arguments, load_exporter_fabric
 from toposcope.slurm.report import state_to_json, state_to_text
 from toposcope.slurm.settings import (
     add_slurm_options,
@@ -110,6 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"at most {MAX_MAX_ACCOUNTS})",
     )
     add_slurm_options(exporter)
+    add_fabric_arguments(exporter)
 
 
 def _read_text(path: str) -> str:
@@ -187,7 +189,10 @@ def serve_exporter(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, os.environ)
     reader = open_reader(settings)
     collector = QueueCollector(
-        reader, open_commands(settings), max_accounts=args.slurm_max_accounts
+        reader,
+        open_commands(settings),
+        max_accounts=args.slurm_max_accounts,
+        fabric=load_exporter_fabric(args),
     )
     registry = exporter_registry(collector)
     if args.print:

@@ -11,7 +11,10 @@ and ``..._duration_seconds`` for each of its two collectors, as node_exporter do
   :mod:`toposcope.slurm.accounting`); otherwise it is left out and the reason logged once;
 - ``slurm_priority``: ``sprio``'s weighted priority factors per partition and account
   (:mod:`toposcope.slurm.queue_priority`), only where the multifactor priority plugin is
-  configured; otherwise left out with one logged reason, as fair-share.
+  configured; otherwise left out with one logged reason, as fair-share;
+- ``slurm_fabric``: only when a fabric is given (``--fabric-...``): the fabric's switches and
+  nodes, and how far each running multi-node job is spread over it
+  (:mod:`toposcope.fabric.spread`, :mod:`toposcope.slurm.fabric_jobs`).
 
 Account labels are bounded (:mod:`toposcope.queue.accounts`): names that break the label rule
 are ``(invalid)``, and beyond ``max_accounts`` accounts per partition (``--slurm-max-accounts``)
@@ -36,6 +39,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from toposcope import __version__
 from toposcope.catalogue import spec
 from toposcope.errors import SourceError
+from toposcope.fabric.job_families import fabric_families, job_families
+from toposcope.fabric.spread import FabricIndex
 from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS
 from toposcope.serving.selfmetrics import daemon_registry
 from toposcope.slurm.accounting import (
@@ -46,6 +51,7 @@ from toposcope.slurm.accounting import (
     read_fairshare,
 )
 from toposcope.slurm.commands import SlurmCommands
+from toposcope.slurm.fabric_jobs import placements
 from toposcope.slurm.queue import queue_snapshot
 from toposcope.slurm.queue_families import (
     accounting_families,
@@ -54,6 +60,7 @@ from toposcope.slurm.queue_families import (
 )
 from toposcope.slurm.queue_priority import aggregate, read_priorities
 from toposcope.slurm.reader import SlurmReader
+from toposcope.slurm.records import ClusterState
 
 LOG = logging.getLogger("toposcope.slurm.exporter")
 T = TypeVar("T")
@@ -63,6 +70,7 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 QUEUE_COLLECTOR = "slurm_queue"
 FAIRSHARE_COLLECTOR = "slurm_fairshare"
 PRIORITY_COLLECTOR = "slurm_priority"
+FABRIC_COLLECTOR = "slurm_fabric"
 
 
 class QueueCollector:
@@ -70,7 +78,8 @@ class QueueCollector:
 
     ``commands`` run ``scontrol show config``, ``sshare`` and ``sprio``; ``None`` (slurmrestd
     without the client tools) leaves the fair-share figures and priority factors out.
-    ``max_accounts`` is how many accounts per partition keep their own series.
+    ``max_accounts`` is how many accounts per partition keep their own series. ``fabric``,
+    where given, adds the ``slurm_fabric`` collector (the fabric and its multi-node jobs).
     """
 
     def __init__(
@@ -79,6 +88,7 @@ class QueueCollector:
         commands: SlurmCommands | None,
         clock: Callable[[], float] = time.perf_counter,
         max_accounts: int = DEFAULT_MAX_ACCOUNTS,
+        fabric: FabricIndex | None = None,
     ) -> None:
         if max_accounts < 1:
             raise ValueError(f"max_accounts must be at least 1, not {max_accounts}")
@@ -87,6 +97,8 @@ class QueueCollector:
         self.max_accounts = max_accounts
         self._clock = clock
         self._skip_reasons: dict[str, str | None] = {}
+        self.fabric = fabric
+        self._fabric_series = [] if fabric is None else fabric_families(fabric.fabric)
 
     def _skip(self, collector: str, reason: str | None) -> None:
         """Log when the reason for leaving ``collector`` out appears, changes or goes."""
@@ -148,8 +160,10 @@ class QueueCollector:
                 yield from accounting_families(figures, self.max_accounts)
         started = self._clock()
         snapshot = None
+        state = None
         try:
-            snapshot = queue_snapshot(self.reader.read(), weights, self.max_accounts)
+            state = self.reader.read()
+            snapshot = queue_snapshot(state, weights, self.max_accounts)
         except SourceError as exc:
             LOG.error(
                 "collector=%s failed reading %s: %s", QUEUE_COLLECTOR, self.reader.source, exc
@@ -159,6 +173,8 @@ class QueueCollector:
             yield from queue_families(snapshot)
             success.add_metric([QUEUE_COLLECTOR], 1.0)
         duration.add_metric([QUEUE_COLLECTOR], self._clock() - started)
+        if self.fabric is not None:
+            yield from self._fabric_families(state, success, duration)
         if (
             commands is not None
             and snapshot is not None
@@ -171,6 +187,22 @@ class QueueCollector:
                 yield from priority_families(aggregate(rows, snapshot))
         yield success
         yield duration
+
+    def _fabric_families(
+        self,
+        state: ClusterState | None,
+        success: GaugeMetricFamily | CounterMetricFamily,
+        duration: GaugeMetricFamily | CounterMetricFamily,
+    ) -> list[Metric]:
+        """The fabric's series and its multi-node jobs' spread; success 0 without a read."""
+        started = self._clock()
+        fabric = self.fabric
+        out: list[Metric] = []
+        if fabric is not None and state is not None:
+            out = [*self._fabric_series, *job_families(fabric.spreads(placements(state.running)))]
+        success.add_metric([FABRIC_COLLECTOR], 0.0 if state is None else 1.0)
+        duration.add_metric([FABRIC_COLLECTOR], self._clock() - started)
+        return out
 
 
 def exporter_registry(collector: QueueCollector) -> CollectorRegistry:

@@ -11,6 +11,8 @@ Routes of :func:`advisor_app` (the JSON ones in the OpenAPI document, served at
     GET  /api/v1/placement?gpus=N[&node=NAME][&top=K]
                                                 the best GPU sets for a job of N GPUs over the
                                                 latest model (what ``toposcope place`` ranks)
+    GET  /api/v1/auto-apply                     the automatic loop: state, policy, decisions
+    POST /api/v1/auto-apply/stop|resume         its kill switch (bearer token)
     GET  /api/v1/openapi.json                   the OpenAPI document
     GET  /metrics                               toposcope_advisor_* (Prometheus text)
     GET  /-/healthy, /-/ready                   liveness; ready once an analysis finished
@@ -55,6 +57,7 @@ from toposcope.advisor.api_routes import (
     register_operations,
     register_reads,
 )
+from toposcope.advisor.autoapply.api import register_auto_apply
 from toposcope.advisor.service import AdvisorService
 from toposcope.auth.bearer import BearerAuth
 from toposcope.report.advisor_api import InProgress
@@ -145,7 +148,9 @@ def _api_app(token: str | None) -> APIFlask:
     register_error_handlers(app, MAX_BODY_BYTES)
     register_operations(app)
     register_reads(app)
-    register_changes(app, BearerAuth(token, realm=REALM, no_token_message=NO_TOKEN_MESSAGE))
+    auth = BearerAuth(token, realm=REALM, no_token_message=NO_TOKEN_MESSAGE)
+    register_changes(app, auth)
+    register_auto_apply(app, auth)
 
     @app.spec_processor
     def finish_spec(spec: dict[Any, Any] | str) -> dict[Any, Any] | str:

@@ -9,6 +9,7 @@
         [--effective-share 0.5] [--reuse-window DURATION]
         [--progress-metric 'NAME_REGEX=PROMQL with {workload}' ...]
         [--leader-elect [--leader-elect-resource-lock auto|leases|file] ...]
+        [--auto-apply [--auto-apply-config FILE] [--auto-apply-kill-switch FILE] ...]
 
 It analyses every ``--interval`` (the same loaders and policies as ``toposcope advise``),
 serves ``/metrics`` (scrape it as job ``toposcope-advisor``, which the alert rules expect)
@@ -24,6 +25,10 @@ With ``--leader-elect`` several replicas share the audit log and one of them act
 (:mod:`toposcope.advisor.leader_flags`): the others answer reads and refuse changes with 503
 until they take over. A leader that cannot renew its lease exits with status 1 (the
 descheduler and controller-runtime do the same), so that it never acts beside its successor.
+
+With ``--auto-apply`` the leader also applies recommendations on its own after each
+analysis, within the policy of ``--auto-apply-config`` and the limit flags
+(:mod:`toposcope.advisor.autoapply`); without it nothing is applied unless asked.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ from typing import TextIO
 from toposcope.advisor.acting import ManagerFactory
 from toposcope.advisor.api import DEFAULT_LISTEN, advisor_app, service_server
 from toposcope.advisor.audit import AuditLog
+from toposcope.advisor.autoapply.decisions import DecisionLog
+from toposcope.advisor.autoapply.flags import add_auto_apply_arguments, policy_from_args
+from toposcope.advisor.autoapply.loop import AutoApplier
 from toposcope.advisor.cli import default_audit_db, local_actor
 from toposcope.advisor.cliargs import (
     DeprecatedAlias,
@@ -179,6 +187,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "'train-.*=sum(rate(steps_total{job={workload}}[5m]))' (repeatable; first match wins)",
     )
     add_leader_arguments(serve)
+    add_auto_apply_arguments(serve)
 
 
 def _duration(option: str, text: str) -> float:
@@ -248,7 +257,8 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
         give_up_seconds=max(86400.0, verify_after + reuse_window),
         reuse_window_seconds=reuse_window,
     )
-    return AdvisorService(
+    auto_policy = policy_from_args(args)
+    service = AdvisorService(
         backend,
         policies,
         AnalysisSettings(window, selector(args), args.node_label, args.min_gain),
@@ -260,6 +270,11 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
         actor=local_actor(),
         progress_metrics=progress_metrics,
     )
+    if auto_policy is not None:
+        service.auto_apply = AutoApplier(
+            auto_policy, service.acting, DecisionLog(path), service.clock
+        )
+    return service
 
 
 def api_token(args: argparse.Namespace) -> str | None:

@@ -34,6 +34,8 @@ from toposcope.advisor.acting import Acting, ManagerFactory, ServiceError
 from toposcope.advisor.applying import Outcome
 from toposcope.advisor.applying.applier import DEFAULT_WAIT_SECONDS
 from toposcope.advisor.audit import AuditEntry, AuditLog
+from toposcope.advisor.autoapply.loop import AutoApplier
+from toposcope.advisor.autoapply.metrics import auto_exposition
 from toposcope.advisor.calibration import calibration_from
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
 from toposcope.advisor.leader_election import LeaderElector
@@ -133,6 +135,8 @@ class AdvisorService:
         self._leading = threading.Event()
         self._leading.set()
         self.election: LeaderElector | None = None
+        #: the automatic loop (``--auto-apply``), ticked after each analysis on the leader
+        self.auto_apply: AutoApplier | None = None
 
     def _model_nodes(self) -> list[str]:
         with self._state_lock:
@@ -294,6 +298,8 @@ class AdvisorService:
             self.analyses["success"] += 1
         if self.leading:  # a standby neither judges nor reverts: the leader does
             self.verifier.verify(model, self.clock())
+            if self.auto_apply is not None:
+                self.auto_apply.tick(report, model, self.clock())
         LOG.info("analysis: %d recommendation(s) in %.2fs", len(report.recommendations), duration)
         return report
 
@@ -370,4 +376,7 @@ class AdvisorService:
 
     def metrics_text(self) -> bytes:
         """The ``toposcope_advisor_*`` families in the Prometheus text format."""
-        return exposition(self.figures())
+        text = exposition(self.figures())
+        if self.auto_apply is not None:
+            text += auto_exposition(self.auto_apply, self.clock())
+        return text

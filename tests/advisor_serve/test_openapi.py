@@ -58,6 +58,9 @@ def test_the_document_is_versioned_and_describes_every_route() -> None:
         f"{BASE}/{path}"
         for path in (
             "audit",
+            "auto-apply",
+            "auto-apply/resume",
+            "auto-apply/stop",
             "placement",
             "recommendations",
             "recommendations/{rec_id}",
@@ -71,11 +74,15 @@ def test_the_document_is_versioned_and_describes_every_route() -> None:
         for method, operation in item.items()
     }
     changes = {key for key, op in operations.items() if "security" in op}
-    assert changes == {
+    switches = {("post", f"{BASE}/auto-apply/stop"), ("post", f"{BASE}/auto-apply/resume")}
+    assert changes - switches == {
         ("post", f"{BASE}/recommendations/{{rec_id}}/apply"),
         ("post", f"{BASE}/recommendations/{{rec_id}}/revert"),
     }
-    for key in changes:
+    for key in switches:
+        assert operations[key]["security"] == [{"BearerAuth": []}]
+        assert {"400", "401", "403", "404", "413"} <= set(operations[key]["responses"])
+    for key in changes - switches:
         assert operations[key]["security"] == [{"BearerAuth": []}]
         assert {"400", "401", "403", "409", "413", "502"} <= set(operations[key]["responses"])
         assert "requestBody" in operations[key]

@@ -86,4 +86,47 @@ ADVISOR_SPECS: tuple[MetricSpec, ...] = (
         "seconds",
         part="advisor",
     ),
+    row(
+        "toposcope_advisor_auto_decisions_total",
+        "counter",
+        ["kind", "decision"],
+        "Decisions of the advisor service's automatic loop (--auto-apply), by recommendation "
+        "kind and decision: applied, dry-run (rehearsed), would-apply (dry_run_only), skipped "
+        "(see toposcope_advisor_auto_skipped_total), failed. A repeated skip of one "
+        "recommendation for the same reason counts once.",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_auto_skipped_total",
+        "counter",
+        ["reason"],
+        "Recommendations the automatic loop left alone, by reason: kind, irreversible, "
+        "no-actions, unverifiable, confidence, gain, risk, scope, excluded, cooldown, "
+        "limit-hour, limit-node, limit-namespace, applier (the applier skipped it), dry-run "
+        "(the rehearsal refused it).",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_auto_active",
+        "gauge",
+        [],
+        "1 when the automatic loop may apply now, 0 while it is stopped (kill switch) or in a "
+        "blackout window.",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_auto_stopped",
+        "gauge",
+        [],
+        "1 while the automatic loop is stopped by its kill-switch file or through the API.",
+        part="advisor",
+    ),
+    row(
+        "toposcope_advisor_auto_last_tick_timestamp_seconds",
+        "gauge",
+        [],
+        "Unix time of the automatic loop's latest tick (after an analysis, on the leader).",
+        "seconds",
+        part="advisor",
+    ),
 )

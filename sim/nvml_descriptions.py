@@ -44,7 +44,9 @@ _IDLE_GPM = {
     "nvlink_rx_per_sec": 0,
 }
 _IDLE_NVLINK_THROUGHPUT = {"data_tx_kib": 0, "data_rx_kib": 0}
-_IDLE_PCIE_COUNTERS = {"tx_bytes": 0, "rx_bytes": 0}
+#: 64-bit PCIe byte counters: the simulator's exporter reads exact integrals between events,
+#: which a driver's 32-bit counter (the fake's default, as driver 580 answers) would lose
+_IDLE_PCIE_COUNTERS = {"tx_bytes": 0, "rx_bytes": 0, "bits": 64}
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ the second sample's fake time, as if it had held over the interval. A GPU withou
 says it does not support GPM and refuses samples with NOT_SUPPORTED, as a pre-Hopper GPU
 does; with ``gpm_per_link`` false only the NVLink totals answer.
 ``nvmlDeviceGetFieldValues`` answers ``NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES`` from
-``pcie_counters`` and ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX`` per link (the scope id;
-``0xFFFFFFFF`` sums every link) from ``nvlink_throughput``; any other field, or one the
+``pcie_counters`` (as an unsigned int wrapping at 2**32, the way driver 580 answers them on
+an H200, unless the description gives ``bits: 64``) and
+``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX`` per link (the scope id; ``0xFFFFFFFF`` sums every
+link) from ``nvlink_throughput``; any other field, or one the
 description leaves out, answers NOT_SUPPORTED in its entry.
 """
 
@@ -173,15 +175,18 @@ class ActivityCalls(FakeNvmlBase):
         for item in field_ids:
             field_id, scope = item if isinstance(item, tuple) else (item, 0)
             code, value = self._field(gpu, field_id, scope, now)
+            value_type = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            if field_id in _PCIE_FIELDS and gpu.pcie_counter_bits == 32:
+                value_type, value = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, value % 2**32
             answers.append(
                 FakeFieldValue(
                     fieldId=field_id,
                     scopeId=scope,
                     timestamp=int(now * 1e6),
                     latencyUsec=0,
-                    valueType=int(pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG),
+                    valueType=int(value_type),
                     nvmlReturn=code,
-                    value=FakeValue(ullVal=value),
+                    value=FakeValue(ullVal=value, uiVal=value % 2**32),
                 )
             )
         return answers

@@ -5,9 +5,10 @@ pcie_rx_per_sec, nvlink_tx_per_sec, nvlink_rx_per_sec, links: {N: {nvlink_tx_per
 nvlink_rx_per_sec}}, per_link}`` (GPM metrics: percent, MiB/s, NVLink per link; ``per_link:
 false`` answers only the NVLink totals; leaving ``gpm`` out makes the GPU one without GPM),
 ``nvlink_throughput: {data_tx_kib, data_rx_kib, links: {N: {...}}}`` (the NVLink throughput
-field values, KiB counters per link) and ``pcie_counters: {tx_bytes, rx_bytes}`` (the PCIe
-byte counter field values). Each is a reading (a constant, a series or a counter); a metric
-left out answers NOT_SUPPORTED.
+field values, KiB counters per link) and ``pcie_counters: {tx_bytes, rx_bytes, bits}`` (the
+PCIe byte counter field values; ``bits`` 32, the default, answers them as the driver does, an
+unsigned int that wraps at 2**32; 64 as an unsigned long long). Each is a reading (a constant,
+a series or a counter); a metric left out answers NOT_SUPPORTED.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ GPM_LINK_RATES = ("nvlink_tx_per_sec", "nvlink_rx_per_sec")
 NVLINK_COUNTERS = ("data_tx_kib", "data_rx_kib")
 #: PCIe byte counter field values
 PCIE_COUNTERS = ("tx_bytes", "rx_bytes")
+#: the widths a PCIe byte counter can have: 32 as driver 580 answers on an H200
+#: (``tests/fixtures/real-gpu``), 64 for a counter that never wraps in practice
+PCIE_COUNTER_BITS = (32, 64)
 
 
 def _given(
@@ -68,7 +72,11 @@ def parse_activity(fields: Fields) -> dict[str, Any]:
     if links is not None:
         found["nvlink_throughput"] = _given(links, NVLINK_COUNTERS)
         found["nvlink_throughput_by_link"] = _by_link(links, NVLINK_COUNTERS)
-    pcie = fields.child("pcie_counters", PCIE_COUNTERS)
+    pcie = fields.child("pcie_counters", (*PCIE_COUNTERS, "bits"))
     if pcie is not None:
         found["pcie_counters"] = _given(pcie, PCIE_COUNTERS)
+        bits = pcie.integer("bits", 32)
+        if bits not in PCIE_COUNTER_BITS:
+            raise pcie.error(pcie.path_of("bits"), f"must be 32 or 64, got {bits}")
+        found["pcie_counter_bits"] = bits
     return found

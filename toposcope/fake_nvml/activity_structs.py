@@ -55,9 +55,11 @@ class FakeGpmSupport:
 
 @dataclass(frozen=True)
 class FakeValue:
-    """``nvmlValue_t`` as the fake fills it: unsigned 64-bit counters only."""
+    """``nvmlValue_t`` as the fake fills it: unsigned 64-bit and 32-bit counters (the union's
+    members the entry's ``valueType`` names)."""
 
     ullVal: int = 0
+    uiVal: int = 0
 
 
 @dataclass(frozen=True)

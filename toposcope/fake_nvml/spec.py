@@ -77,8 +77,8 @@ class FakeGpu:
     false answers the NVLink totals only, as drivers without per-link GPM metrics), the NVLink
     throughput field values ``nvlink_throughput`` (``data_tx_kib``, ``data_rx_kib`` counters
     per link; ``nvlink_throughput_by_link`` overrides) and the PCIe byte counter field values
-    ``pcie_counters`` (``tx_bytes``, ``rx_bytes``). A metric or counter left out answers
-    NOT_SUPPORTED.
+    ``pcie_counters`` (``tx_bytes``, ``rx_bytes``; ``pcie_counter_bits`` their width, 32 as
+    the driver answers them or 64). A metric or counter left out answers NOT_SUPPORTED.
     """
 
     index: int
@@ -123,6 +123,7 @@ class FakeGpu:
     nvlink_throughput: Mapping[str, Value] | None = None
     nvlink_throughput_by_link: Mapping[int, Mapping[str, Value]] = field(default_factory=dict)
     pcie_counters: Mapping[str, Value] | None = None
+    pcie_counter_bits: int = 32
 
 
 @dataclass(frozen=True)

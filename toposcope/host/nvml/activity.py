@@ -76,7 +76,20 @@ FI_NVLINK_FIELDS: dict[str, int] = {
     "tx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
     "rx": pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
 }
+_PCIE_FIELD_IDS = frozenset(FI_PCIE_FIELDS.values())
 _DIRECTIONS = ("tx", "rx")
+
+
+#: Value types of field values too narrow for a byte counter: driver 580 answers the PCIe
+#: byte counters as 32-bit unsigned ints (``tests/fixtures/real-gpu``), which wrap every
+#: second or so under load, far faster than any scrape interval can follow.
+NARROW_VALUE_TYPES = frozenset(
+    {
+        int(pynvml.NVML_VALUE_TYPE_UNSIGNED_INT),
+        int(pynvml.NVML_VALUE_TYPE_SIGNED_INT),
+        int(pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT),
+    }
+)
 
 
 def gpm_link_metric(link: int, direction: str) -> int:
@@ -320,14 +333,18 @@ class ActivityReader:
         found: dict[tuple[int, int], float] = {}
         for (field_id, scope), entry in zip(wanted, answer or (), strict=False):
             key = _fi_key(field_id, scope)
-            if self._library.answered(
+            if not self._library.answered(
                 entry.nvmlReturn,
                 "nvmlDeviceGetFieldValues",
                 gpu=index,
                 field=key,
                 generation=generation,
             ):
-                found[(field_id, scope)] = field_number(entry)
+                continue
+            if field_id in _PCIE_FIELD_IDS and int(entry.valueType) in NARROW_VALUE_TYPES:
+                self._library.set_unusable(index, key, "a 32-bit counter, it wraps within a scrape")
+                continue
+            found[(field_id, scope)] = field_number(entry)
         return found
 
     def _gpm_supported(self, device: GpuDevice) -> bool:

@@ -184,6 +184,13 @@ class NvmlLibrary:
             self._log_once(logging.WARNING, gpu, key, kind, "failed")
         return None
 
+    def set_unusable(self, gpu: int, key: str, why: str) -> None:
+        """Treat ``key`` on ``gpu`` as unsupported until re-initialisation: the driver answers
+        it, but not in a form the exporter can publish (``why`` is logged once).
+        """
+        self._unsupported.add((gpu, key))
+        self._log_once(logging.INFO, gpu, key, why, "not used")
+
     def _log_once(self, level: int, gpu: int | None, key: str, kind: str, what: str) -> None:
         marker = (gpu, key, kind)
         if marker in self._logged:

@@ -107,7 +107,7 @@ def _gpm_metric_ids(links: list[int]) -> list[int]:
 
 
 def _gpm(
-    backend: Any, handle: Any, links: list[int], interval: float, sleep: Callable[[float], None]
+    backend: Any, handle: Any, links: list[int], interval: float, sleep: Callable[[float], object]
 ) -> Answer:
     """GPM support and the metrics between two samples ``interval`` seconds apart."""
     support = ask(backend, "nvmlGpmQueryDeviceSupport", handle)
@@ -153,7 +153,7 @@ def _gpm(
 
 
 def probe_gpu(
-    backend: Any, index: int, *, gpm_interval: float, sleep: Callable[[float], None]
+    backend: Any, index: int, *, gpm_interval: float, sleep: Callable[[float], object]
 ) -> dict[str, Any]:
     """Every call the exporter makes for GPU ``index``, answered."""
     handle = backend.nvmlDeviceGetHandleByIndex(index)
@@ -239,7 +239,7 @@ def probe_gpu(
 
 
 def probe(
-    backend: Any, *, gpm_interval: float = 1.0, sleep: Callable[[float], None] = time.sleep
+    backend: Any, *, gpm_interval: float = 1.0, sleep: Callable[[float], object] = time.sleep
 ) -> dict[str, Any]:
     """What NVML answers on this machine: the system, every GPU and every GPU pair's path."""
     backend.nvmlInit()

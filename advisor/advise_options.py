@@ -20,8 +20,8 @@ from toposcope.advisor.cliargs import (
     add_analysis_arguments,
     add_source_arguments,
 )
+from toposcope.advisor.dry_run import PRINT_ONLY
 from toposcope.advisor.formatters import FORMATTERS, FormatOptions
-from toposcope.advisor.formatters.commands import RENDERERS
 from toposcope.advisor.label_selector import SelectorError, parse_selector
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import add_backend_options, backend_names
@@ -55,11 +55,11 @@ def _add_manager_arguments(parser: argparse.ArgumentParser, suppress: bool) -> N
     names = backend_names()
     parser.add_argument(
         "--resource-manager",
-        choices=[*names, *sorted(set(RENDERERS) - set(names))],
+        choices=[*names, *PRINT_ONLY],
         default=default("dry-run"),
         help="who applies: dry-run (default: print the calls), sim or agent (HTTP API), "
         "local (this host), slurm (a Slurm cluster: see the --slurm-* options); with "
-        "--dry-run, whose commands to print (kubernetes too)",
+        "--dry-run, whose plan to print (kubernetes, systemd too)",
     )
     parser.add_argument(
         "--rm-url",
@@ -196,8 +196,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="print on stderr the commands that would apply the recommendations through "
-        "--resource-manager (scontrol, curl, kubectl) and change nothing, --apply or not",
+        help="print on stderr, as a shell script, the plan that would apply the "
+        "recommendations through --resource-manager (scontrol, curl, kubectl, systemctl), "
+        "asking the cluster nothing it cannot answer offline; changes nothing, --apply or not",
     )
     _add_manager_arguments(parser, suppress=False)
     parser.add_argument(

@@ -45,11 +45,17 @@ from toposcope.advisor.applying.applier import REVERT_DONE
 from toposcope.advisor.audit import FAILED, RETRY_LATER, UNKNOWN, AuditLog
 from toposcope.advisor.calibration import KindCalibration, calibration_from
 from toposcope.advisor.cliargs import agents_from_args, backend_from_args, selector
+from toposcope.advisor.dry_run import (
+    PRINT_ONLY,
+    dry_run_backends,
+    hints_from,
+    planner_for,
+    render_dry_run,
+)
 from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.formatters import find_formatter
-from toposcope.advisor.formatters.commands import RENDERERS, CommandContext, render_commands
 from toposcope.advisor.loaders import Window
-from toposcope.advisor.model import ClusterModel, PendingWorkload
+from toposcope.advisor.model import PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.advisor.policies import POLICIES, build, parse_overrides, settings_markdown
 from toposcope.advisor.rmclients import (
@@ -149,13 +155,13 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--min-gain must be between 0 and 10, not {args.min_gain}")
     if args.max_actions < 0 or args.max_actions_per_node < 0:
         raise UsageError("--max-actions and --max-actions-per-node must be >= 0")
-    if args.dry_run and args.resource_manager not in RENDERERS:
-        known = ", ".join(sorted(RENDERERS))
+    if args.dry_run and args.resource_manager not in dry_run_backends():
+        known = ", ".join(dry_run_backends())
         raise UsageError(
-            f"--dry-run has no command form for --resource-manager {args.resource_manager} "
+            f"--dry-run has no plan for --resource-manager {args.resource_manager} "
             f"(it has for {known})"
         )
-    if not args.dry_run and args.resource_manager not in backend_names():
+    if not args.dry_run and args.resource_manager in PRINT_ONLY:
         raise UsageError(
             f"--resource-manager {args.resource_manager} can only print commands (--dry-run)"
         )
@@ -171,10 +177,6 @@ def _write(text: str, output: str | None) -> None:
         Path(output).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot write {output}: {exc}") from exc
-
-
-def _pods(model: ClusterModel) -> dict[str, tuple[str, str]]:
-    return {w.key: (w.namespace, w.pod) for w in model.workloads if w.namespace and w.pod}
 
 
 def _apply(args: argparse.Namespace, report: Report, manager: ResourceManager | None) -> bool:
@@ -231,7 +233,8 @@ def _advise(args: argparse.Namespace) -> int:
     backend = backend_from_args(args)
     model = load_model(backend, window, selector=selector(args), node_label=args.node_label)
     manager: ResourceManager | None = None
-    if args.resource_manager in backend_names() and args.resource_manager != "dry-run":
+    live = args.resource_manager in backend_names() and args.resource_manager != "dry-run"
+    if live and not args.dry_run:
         manager = _manager(args, sorted(model.nodes), sys.stderr)
         if any(p.name == "gpu-placement" for p in policies):
             model = replace(model, pending=tuple(_pending(manager)))
@@ -240,8 +243,9 @@ def _advise(args: argparse.Namespace) -> int:
     )
     _write(render(report, options), args.output)
     if args.dry_run:
-        context = CommandContext(rm_url=args.rm_url, pods=_pods(model))
-        sys.stderr.write(render_commands(report, args.resource_manager, context))
+        backend = args.resource_manager
+        planner = planner_for(backend, args.rm_url, backend_options(backend, args))
+        sys.stderr.write(render_dry_run(report, backend, planner, hints_from(model)))
     elif args.apply and not _apply(args, report, manager):
         return EXIT_FINDINGS
     return EXIT_FINDINGS if fails(report.recommendations, args.fail_on) else EXIT_OK

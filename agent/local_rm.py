@@ -71,11 +71,10 @@ from toposcope.rm import (
     WorkloadState,
     WorkloadView,
 )
+from toposcope.rm.plan import AGENT_KINDS, NOT_ON_ONE_HOST
 from toposcope.topology.sysfs import build_from_sysfs
 
 LOG = logging.getLogger("toposcope.agent.local")
-
-NOT_ON_ONE_HOST = "not supported on a single host: use the scheduler"
 
 
 class LocalResourceManager(BaseResourceManager):
@@ -154,7 +153,7 @@ class LocalResourceManager(BaseResourceManager):
         ``request_id``.
         """
         kind = ActionKind(request.kind)
-        if kind not in (ActionKind.PIN, ActionKind.MIGRATE_MEMORY):
+        if kind not in AGENT_KINDS:
             raise ResourceManagerError(f"{kind.value}: {NOT_ON_ONE_HOST}", 400)
         started = time.monotonic()
         self._check_sets(request)

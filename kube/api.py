@@ -35,7 +35,9 @@ from lightkube.types import PatchType
 
 from toposcope.errors import ConfigError as ToposcopeConfigError
 from toposcope.kube.annotations import FIELD_MANAGER
+from toposcope.kube.paths import MERGE_PATCH, parse_path
 from toposcope.rm import ResourceManagerError, RetryLaterError
+from toposcope.rm.plan import HttpStep, Step
 
 #: the Kubeflow notebook custom resource (kubeflow.org/v1 Notebook)
 Notebook = create_namespaced_resource("kubeflow.org", "v1", "Notebook", "notebooks")
@@ -185,6 +187,39 @@ class KubeApi:
                     patch_type=PatchType.MERGE,
                     dry_run=dry,
                 )
+
+    def patch_scale(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+        """A JSON merge patch of an owner's ``scale`` subresource, dry run first."""
+        resource = SCALABLE[kind].Scale
+        for dry in (True, False):
+            with api_errors(f"scale {kind} {namespace}/{name}"):
+                self.client.patch(
+                    resource,
+                    name,
+                    body,
+                    namespace=namespace,
+                    patch_type=PatchType.MERGE,
+                    dry_run=dry,
+                )
+
+    def execute(self, step: Step) -> None:
+        """Send one planned request (:mod:`~toposcope.kube.plans`): a merge patch of a pod, an
+        owner or an owner's scale, or a pod's eviction; anything else is refused unsent.
+        """
+        if not isinstance(step, HttpStep) or step.api != "kubernetes":
+            raise ResourceManagerError(f"not a Kubernetes request: {step}", 422)
+        kind, namespace, name, sub = parse_path(step.url)
+        body = step.body if isinstance(step.body, dict) else {}
+        if step.method == "POST" and sub == "eviction":
+            self.evict(namespace, name)
+        elif step.method == "PATCH" and sub == "scale" and kind in SCALABLE:
+            self.patch_scale(kind, namespace, name, body)
+        elif step.method == "PATCH" and not sub and step.content_type == MERGE_PATCH:
+            self.patch(kind, namespace, name, body)
+        else:
+            raise ResourceManagerError(
+                f"not a request toposcope sends: {step.method} {step.url}", 422
+            )
 
     def scale(self, kind: str, namespace: str, name: str, replicas: int) -> int:
         """Set the replicas through the scale subresource (dry run first); the old count."""

@@ -19,9 +19,10 @@ import signal
 from collections.abc import Sequence
 
 from toposcope.identity.names import check_node_name
+from toposcope.rm.plan import CommandStep, HttpStep, Step
 from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.errors import SlurmError
-from toposcope.slurm.rest import SlurmRestClient
+from toposcope.slurm.rest import API_VERSION, SlurmRestClient
 
 #: the largest job id Slurm hands out (job ids are 32-bit; the top values are reserved)
 MAX_JOB_ID = 0xFFFF_FFF0
@@ -63,50 +64,102 @@ def _nodes(nodes: Sequence[str]) -> str:
 
 
 class SlurmControl:
-    """Changes jobs of one Slurm cluster (see the module docstring)."""
+    """Changes jobs of one Slurm cluster (see the module docstring).
+
+    Each change is first a step of a plan (:mod:`toposcope.rm.plan`), built by the
+    ``*_step`` methods from checked values; :meth:`run` carries out exactly such a step, and
+    ``--dry-run`` prints the same steps.
+    """
 
     def __init__(self, commands: SlurmCommands, rest: SlurmRestClient | None = None) -> None:
         self.commands = commands
         self.rest = rest
         self.changes: list[str] = []
 
-    def _run(self, name: str, *args: str) -> None:
-        self.changes.append(" ".join((name, *args)))
-        self.commands.run(name, *args)
+    def _rest_url(self, path: str) -> str:
+        assert self.rest is not None
+        return f"{self.rest.url}/slurm/{API_VERSION}/{path}"
 
-    def _update(self, job_id: int, rest_body: dict[str, object], *assignments: str) -> None:
-        """Update one job: through slurmrestd when configured, else ``scontrol update``."""
+    def run(self, step: Step) -> None:
+        """Carry out one step of a plan: a ``scontrol``/``scancel`` command, or a request
+        to this cluster's slurmrestd; anything else is refused before Slurm sees it.
+        """
+        if isinstance(step, CommandStep) and step.argv[:1] in (("scontrol",), ("scancel",)):
+            self.changes.append(" ".join(step.argv))
+            self.commands.run(*step.argv)
+            return
+        if isinstance(step, HttpStep) and step.api == "slurmrestd" and self.rest is not None:
+            prefix = self._rest_url("")
+            if step.url.startswith(prefix):
+                path = step.url.removeprefix(prefix)
+                self.changes.append(f"{step.method} {path} {step.body}")
+                self.rest.request(step.method, path, step.body)
+                return
+        raise InvalidChangeError(f"not a change of this Slurm cluster: {step}")
+
+    def _update_step(self, job_id: int, rest_body: dict[str, object], *assignments: str) -> Step:
+        """One job update: through slurmrestd when configured, else ``scontrol update``."""
         job = check_job_id(job_id)
         if self.rest is None:
-            self._run("scontrol", "update", f"JobId={job}", *assignments)
-            return
-        self.changes.append(f"POST job/{job} {rest_body}")
-        self.rest.request("POST", f"job/{job}", rest_body)
+            return CommandStep(("scontrol", "update", f"JobId={job}", *assignments))
+        return HttpStep("POST", self._rest_url(f"job/{job}"), rest_body, api="slurmrestd")
 
-    def set_required_nodes(self, job_id: int, nodes: Sequence[str]) -> None:
+    def required_nodes_step(self, job_id: int, nodes: Sequence[str]) -> Step:
         """Set a pending job's ``ReqNodeList`` (slurmrestd's ``nodelist``); empty clears it."""
         listed = _nodes(nodes)
-        self._update(job_id, {"nodelist": listed}, f"ReqNodeList={listed}")
+        return self._update_step(job_id, {"nodelist": listed}, f"ReqNodeList={listed}")
 
-    def set_time_limit(self, job_id: int, minutes: int) -> None:
+    def time_limit_step(self, job_id: int, minutes: int) -> Step:
         """Set a job's time limit, in minutes (``TimeLimit=``; slurmrestd's ``time_limit``)."""
         limit = check_minutes(minutes)
-        self._update(job_id, {"time_limit": limit}, f"TimeLimit={limit}")
+        return self._update_step(job_id, {"time_limit": limit}, f"TimeLimit={limit}")
 
-    def requeue_hold(self, job_id: int) -> None:
+    @staticmethod
+    def requeue_hold_step(job_id: int) -> Step:
         """``scontrol requeuehold``: end a running job and hold it in the queue."""
-        self._run("scontrol", "requeuehold", check_job_id(job_id))
+        return CommandStep(("scontrol", "requeuehold", check_job_id(job_id)))
 
-    def restart_on(self, job_id: int, node: str) -> None:
+    @staticmethod
+    def restart_on_step(job_id: int, node: str) -> Step:
         """Steer a held, requeued job to ``node`` and let it start as soon as it is released."""
         job = check_job_id(job_id)
         listed = _nodes([node])
-        self._run("scontrol", "update", f"JobId={job}", f"ReqNodeList={listed}", "StartTime=now")
+        return CommandStep(
+            ("scontrol", "update", f"JobId={job}", f"ReqNodeList={listed}", "StartTime=now")
+        )
+
+    @staticmethod
+    def release_step(job_id: int) -> Step:
+        """``scontrol release``: let a held job be scheduled again."""
+        return CommandStep(("scontrol", "release", check_job_id(job_id)))
+
+    @staticmethod
+    def signal_step(job_id: int, name: str) -> Step:
+        """``scancel --full --signal=NAME``: signal the batch script and every step of a job."""
+        return CommandStep(
+            ("scancel", "--full", f"--signal={check_signal(name)}", check_job_id(job_id))
+        )
+
+    def set_required_nodes(self, job_id: int, nodes: Sequence[str]) -> None:
+        """Carry out :meth:`required_nodes_step`."""
+        self.run(self.required_nodes_step(job_id, nodes))
+
+    def set_time_limit(self, job_id: int, minutes: int) -> None:
+        """Carry out :meth:`time_limit_step`."""
+        self.run(self.time_limit_step(job_id, minutes))
+
+    def requeue_hold(self, job_id: int) -> None:
+        """Carry out :meth:`requeue_hold_step`."""
+        self.run(self.requeue_hold_step(job_id))
+
+    def restart_on(self, job_id: int, node: str) -> None:
+        """Carry out :meth:`restart_on_step`."""
+        self.run(self.restart_on_step(job_id, node))
 
     def release(self, job_id: int) -> None:
-        """``scontrol release``: let a held job be scheduled again."""
-        self._run("scontrol", "release", check_job_id(job_id))
+        """Carry out :meth:`release_step`."""
+        self.run(self.release_step(job_id))
 
     def send_signal(self, job_id: int, name: str) -> None:
-        """``scancel --full --signal=NAME``: signal the batch script and every step of a job."""
-        self._run("scancel", "--full", f"--signal={check_signal(name)}", check_job_id(job_id))
+        """Carry out :meth:`signal_step`."""
+        self.run(self.signal_step(job_id, name))

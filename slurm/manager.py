@@ -45,12 +45,14 @@ from toposcope.rm import (
     ResourceManagerError,
     WorkloadView,
 )
+from toposcope.rm.plan import Plan, PlanHints
 from toposcope.slurm.apply_options import ApplySettings, apply_settings_from_args
 from toposcope.slurm.control import SlurmControl
 from toposcope.slurm.migration import Migrations
+from toposcope.slurm.plans import BINDING_ADVICE, SlurmPlanner, shorter_limit
 from toposcope.slurm.reader import CommandReader, RestReader, SlurmReader
-from toposcope.slurm.records import ClusterState, PendingJob, RunningJob
-from toposcope.slurm.refusals import change_job, no_longer, slurm_errors, usable_target
+from toposcope.slurm.records import ClusterState, RunningJob
+from toposcope.slurm.refusals import change_job, slurm_errors
 from toposcope.slurm.settings import open_commands, open_rest_client, settings_from_args
 from toposcope.slurm.views import (
     allocation_of,
@@ -60,14 +62,7 @@ from toposcope.slurm.views import (
     running_view,
 )
 
-#: why pins and memory migrations are refused, and what to do instead
-BINDING_ADVICE = (
-    "Slurm does not change a running job's CPU or memory binding. Submit the job's next run "
-    "with --cpu-bind=cores --mem-bind=local --gres-flags=enforce-binding so that Slurm binds "
-    "its tasks and memory next to its GPUs (gres.conf Cores=); meanwhile the node agent "
-    "(--resource-manager agent) may re-pin its threads and memory within the CPUs Slurm "
-    "allocated to it"
-)
+__all__ = ["BINDING_ADVICE", "SlurmResourceManager", "shorter_limit", "slurm_resource_manager"]
 
 
 class SlurmResourceManager(BaseResourceManager):
@@ -85,6 +80,7 @@ class SlurmResourceManager(BaseResourceManager):
         self.settings = settings or ApplySettings()
         self._ids = itertools.count(1)
         self.migrations = Migrations(self.read, control, self.settings)
+        self.planner = SlurmPlanner(self.read, control, self.settings)
 
     def read(self) -> ClusterState:
         """The cluster now (Slurm's failures as :class:`ResourceManagerError`)."""
@@ -103,21 +99,57 @@ class SlurmResourceManager(BaseResourceManager):
     def _new_id(self) -> str:
         return f"slurm-{next(self._ids):06d}"
 
+    def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
+        """What :meth:`apply` would do for ``request`` now (a refusal as ``Plan.refused``;
+        made from the action alone when Slurm cannot be read): see :mod:`~toposcope.slurm.plans`.
+        """
+        return self.planner.plan(request, hints)
+
     def _carry_out(self, request: ActionRequest) -> ActionState:
-        """Do one checked, new request (see the module docstring for each kind)."""
+        """Plan one checked, new request against the cluster as it is now, then carry out
+        exactly the plan's steps (see the module docstring for each kind).
+        """
         kind = ActionKind(request.kind)
         if kind in (ActionKind.PIN, ActionKind.MIGRATE_MEMORY):
             raise ResourceManagerError(f"{kind.value} is refused: {BINDING_ADVICE}", 400, "kind")
         job_id = job_id_of(request.workload)
         state = self.read()
-        if kind is ActionKind.PLACE:
-            return self._place(request, job_id, state)
         if kind is ActionKind.MIGRATE:
             self._check_migration_room()
-            return self.migrations.start(self._new_id(), request, job_id, state)
-        if request.gpus:
-            return self._release_idle(request, job_id, state)
-        return self._unplace_job(request, job_id, state)
+        plan = self.planner.checked_plan(request, job_id, state)
+        if kind is ActionKind.MIGRATE:
+            job = state.job(job_id)
+            assert isinstance(job, RunningJob)  # checked by the plan
+            return self.migrations.start(self._new_id(), request, job, plan.steps)
+        if kind is ActionKind.PLACE:
+            self._change(job_id, "place", "pending", plan)
+            after = Allocation(request.node or "")
+            return ActionState(self._new_id(), request, ActionStatus.SUCCEEDED, after=after)
+        if request.gpus and kind is ActionKind.RELEASE:
+            job = state.job(job_id)
+            assert isinstance(job, RunningJob)  # checked by the plan
+            held = allocation_of(job, request.node)
+            action = self.settings.idle_action
+            with slurm_errors(f"release job {job_id} ({action.describe() if action else ''})"):
+                for step in plan.steps:
+                    self.control.run(step)
+            return ActionState(
+                self._new_id(), request, ActionStatus.SUCCEEDED, before=held, after=held
+            )
+        return self._unplaced(request, job_id, plan)
+
+    def _change(self, job_id: int, kind: str, wanted: str, plan: Plan) -> None:
+        def run() -> None:
+            for step in plan.steps:
+                self.control.run(step)
+
+        if plan.steps:
+            change_job(job_id, kind, wanted, run, self.read)
+
+    def _unplaced(self, request: ActionRequest, job_id: int, plan: Plan) -> ActionState:
+        self._change(job_id, "release", "pending", plan)
+        before = Allocation(request.node or "")
+        return ActionState(self._new_id(), request, ActionStatus.SUCCEEDED, before=before)
 
     def _current(self, state: ActionState) -> ActionState:
         """A migration stays ``running`` until Slurm runs the job on its target node."""
@@ -142,123 +174,11 @@ class SlurmResourceManager(BaseResourceManager):
             )
             raise ResourceManagerError(f"migrate refused: {why}", 409, "kind")
 
-    # -- place and its undoing ---------------------------------------------------------------
-
-    def _place(self, request: ActionRequest, job_id: int, state: ClusterState) -> ActionState:
-        job = state.job(job_id)
-        if not isinstance(job, PendingJob):
-            raise no_longer(job_id, state, "pending", "place")
-        node = request.node or ""
-        usable_target(state, node, job_id, job.partition)
-        if job.required_nodes:
-            raise ResourceManagerError(
-                f"job {job_id} already asks for nodes {','.join(job.required_nodes)} (its own "
-                "--nodelist, or an earlier placement): toposcope steers only jobs without a "
-                "node list, so that undoing a placement restores the job as it was",
-                409,
-                "node",
-            )
-        if node in job.excluded_nodes:
-            raise ResourceManagerError(f"job {job_id} excludes node {node}", 409, "node")
-        change_job(
-            job_id,
-            "place",
-            "pending",
-            lambda: self.control.set_required_nodes(job_id, [node]),
-            self.read,
-        )
-        return ActionState(
-            self._new_id(), request, ActionStatus.SUCCEEDED, before=None, after=Allocation(node)
-        )
-
     def _unplace(self, request: ActionRequest) -> ActionState:
         """Undo a placement: clear the pending job's node list (see the module docstring)."""
-        return self._unplace_job(request, job_id_of(request.workload), self.read())
-
-    def _unplace_job(self, request: ActionRequest, job_id: int, state: ClusterState) -> ActionState:
-        """Clear the node list a placement gave the pending job (see the module docstring)."""
-        job = state.job(job_id)
-        node = request.node
-        if node is None:
-            raise ResourceManagerError(
-                "undoing a placement needs the node it placed on",
-                400,
-                "node",
-            )
-        if isinstance(job, RunningJob):
-            raise ResourceManagerError(
-                f"job {job_id} already started on {','.join(job.nodes)}: a started job cannot "
-                "be un-placed (cancel or requeue it to run it elsewhere)",
-                409,
-                "workload",
-            )
-        if not isinstance(job, PendingJob):
-            raise no_longer(job_id, state, "pending", "release")
-        if job.required_nodes and job.required_nodes != (node,):
-            raise ResourceManagerError(
-                f"job {job_id} asks for nodes {','.join(job.required_nodes)}, not for {node} "
-                "alone: that is not the placement to undo; left as it is",
-                409,
-                "node",
-            )
-        if job.required_nodes:
-            change_job(
-                job_id,
-                "release",
-                "pending",
-                lambda: self.control.set_required_nodes(job_id, []),
-                self.read,
-            )
-        return ActionState(
-            self._new_id(), request, ActionStatus.SUCCEEDED, before=Allocation(node), after=None
-        )
-
-    # -- idle GPUs ---------------------------------------------------------------------------
-
-    def _release_idle(
-        self, request: ActionRequest, job_id: int, state: ClusterState
-    ) -> ActionState:
-        job = state.job(job_id)
-        if not isinstance(job, RunningJob):
-            raise no_longer(job_id, state, "running", "release")
-        held = allocation_of(job, request.node)
-        if not set(request.gpus) <= set(held.gpus):
-            raise ResourceManagerError(
-                f"job {job_id} holds GPUs {held.gpus} on {held.node}, not {sorted(request.gpus)}"
-                " (the plan is out of date)",
-                409,
-                "gpus",
-            )
-        action = self.settings.idle_action
-        if action is None:
-            raise ResourceManagerError(
-                f"releasing job {job_id}'s idle GPUs is not configured: Slurm cannot take GPUs "
-                "from a running job; choose what to do to it with --slurm-idle-action "
-                "timelimit=MINUTES (let it run at most MINUTES more) or signal=NAME (a signal "
-                "it handles)",
-                409,
-                "kind",
-            )
-        with slurm_errors(f"release job {job_id} ({action.describe()})"):
-            if action.minutes is not None:
-                limit = shorter_limit(job, action.minutes, state.read_at)
-                if limit is not None:
-                    self.control.set_time_limit(job_id, limit)
-            else:
-                assert action.signal is not None
-                self.control.send_signal(job_id, action.signal)
-        return ActionState(self._new_id(), request, ActionStatus.SUCCEEDED, before=held, after=held)
-
-
-def shorter_limit(job: RunningJob, minutes: int, now: float) -> int | None:
-    """The time limit, in whole minutes, that ends ``job`` at most ``minutes`` after ``now``;
-    ``None`` when its own limit ends it no later (a limit is lowered, never raised).
-    """
-    elapsed_s = max(0, int(now - job.start_time))
-    limit = -(-elapsed_s // 60) + minutes
-    if job.time_limit_s is not None and limit * 60 >= job.time_limit_s:
-        return None
-    return limit
+        job_id = job_id_of(request.workload)
+        plan = self.planner.checked_plan(request, job_id, self.read())
+        return self._unplaced(request, job_id, plan)
 
 
 def slurm_resource_manager(**options: object) -> SlurmResourceManager:

@@ -22,10 +22,11 @@ fails saying so.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from toposcope.rm import ActionRequest, ActionState, ActionStatus, ResourceManagerError
+from toposcope.rm.plan import Step, WaitStep
 from toposcope.slurm.apply_options import MIGRATABLE, ApplySettings, opted_in
 from toposcope.slurm.control import SlurmControl
 from toposcope.slurm.errors import SlurmError
@@ -51,6 +52,36 @@ class Move:
     requeued_at: float
 
 
+def check_migration(job_id: int, node: str, state: ClusterState) -> RunningJob:
+    """The job, when it may be moved to ``node``; else the refusal saying why."""
+    job = state.job(job_id)
+    if not isinstance(job, RunningJob):
+        raise no_longer(job_id, state, "running", "migrate")
+    usable_target(state, node, job_id, job.partition)
+    if job.nodes == (node,):
+        raise ResourceManagerError(
+            f"job {job_id} already runs on {node}; inside a node Slurm picks the GPUs "
+            "(gres.conf Cores=), so a requeue onto the same node is no move",
+            409,
+            "node",
+        )
+    if not opted_in(job.comment):
+        raise ResourceManagerError(
+            f"job {job_id} did not opt in to migration: its comment lacks {MIGRATABLE} "
+            f"(a job that checkpoints and resumes is submitted with --comment={MIGRATABLE})",
+            409,
+            "workload",
+        )
+    if not job.requeue:
+        raise ResourceManagerError(
+            f"job {job_id} cannot be requeued (submitted with --no-requeue, or the "
+            "cluster has JobRequeue=0 and the job lacks --requeue)",
+            409,
+            "workload",
+        )
+    return job
+
+
 class Migrations:
     """Starts migrations and follows them (see the module docstring).
 
@@ -70,67 +101,44 @@ class Migrations:
         self.clock = clock
         self.moves: dict[str, Move] = {}
 
-    def check(self, job_id: int, node: str, state: ClusterState) -> RunningJob:
-        """The job, when it may be moved to ``node``; else the refusal saying why."""
-        job = state.job(job_id)
-        if not isinstance(job, RunningJob):
-            raise no_longer(job_id, state, "running", "migrate")
-        usable_target(state, node, job_id, job.partition)
-        if job.nodes == (node,):
-            raise ResourceManagerError(
-                f"job {job_id} already runs on {node}; inside a node Slurm picks the GPUs "
-                "(gres.conf Cores=), so a requeue onto the same node is no move",
-                409,
-                "node",
-            )
-        if not opted_in(job.comment):
-            raise ResourceManagerError(
-                f"job {job_id} did not opt in to migration: its comment lacks {MIGRATABLE} "
-                f"(a job that checkpoints and resumes is submitted with --comment={MIGRATABLE})",
-                409,
-                "workload",
-            )
-        if not job.requeue:
-            raise ResourceManagerError(
-                f"job {job_id} cannot be requeued (submitted with --no-requeue, or the "
-                "cluster has JobRequeue=0 and the job lacks --requeue)",
-                409,
-                "workload",
-            )
-        return job
-
     def start(
-        self, action_id: str, request: ActionRequest, job_id: int, state: ClusterState
+        self,
+        action_id: str,
+        request: ActionRequest,
+        job: RunningJob,
+        steps: Sequence[Step],
     ) -> ActionState:
-        """Requeue, steer and release the job; the ``running`` action (``failed`` when a
-        step after the requeue failed).
+        """Carry out a migration's planned ``steps`` (requeue held, wait, steer, release:
+        :meth:`~toposcope.slurm.plans.SlurmPlanner.migration_steps`); the ``running`` action
+        (``failed`` when a step after the requeue failed: the job is released anyway).
         """
+        requeue, wait, steer, release = steps
         node = request.node or ""
-        job = self.check(job_id, node, state)
         before = allocation_of(job)
         requeued_at = self.clock()
-        change_job(
-            job_id, "migrate", "running", lambda: self.control.requeue_hold(job_id), self.read
-        )
+        change_job(job.job_id, "migrate", "running", lambda: self.control.run(requeue), self.read)
         problems = []
         try:
-            self._wait_requeued(job_id)
-            self.control.restart_on(job_id, node)
+            limit = wait.timeout_s if isinstance(wait, WaitStep) else self.settings.requeue_wait_s
+            self._wait_requeued(job.job_id, limit)
+            self.control.run(steer)
         except (SlurmError, ResourceManagerError) as exc:
             problems.append(f"it could not be steered to {node}: {exc}")
         try:
-            self.control.release(job_id)
+            self.control.run(release)
         except SlurmError as exc:
-            problems.append(f"it is still held, release it with `scontrol release {job_id}`: {exc}")
+            problems.append(
+                f"it is still held, release it with `scontrol release {job.job_id}`: {exc}"
+            )
         if problems:
-            error = f"job {job_id} was requeued, but " + "; ".join(problems)
+            error = f"job {job.job_id} was requeued, but " + "; ".join(problems)
             return ActionState(action_id, request, ActionStatus.FAILED, before, error=error)
-        self.moves[action_id] = Move(job_id, node, job.restarts, requeued_at)
+        self.moves[action_id] = Move(job.job_id, node, job.restarts, requeued_at)
         return ActionState(action_id, request, ActionStatus.RUNNING, before)
 
-    def _wait_requeued(self, job_id: int) -> None:
-        """Wait, at most ``requeue_wait_s``, until Slurm has ended the requeued job."""
-        deadline = time.monotonic() + self.settings.requeue_wait_s
+    def _wait_requeued(self, job_id: int, wait_s: float) -> None:
+        """Wait, at most ``wait_s``, until Slurm has ended the requeued job."""
+        deadline = time.monotonic() + wait_s
         while self.read().state_of(job_id) in _ENDING and time.monotonic() < deadline:
             time.sleep(POLL_S)
 

@@ -27,6 +27,7 @@ from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
+from toposcope.advisor.rmclients.plans import api_base, api_plan
 from toposcope.auth.tokens import Token, token_text
 from toposcope.errors import ConfigError
 from toposcope.identity.names import is_node_name
@@ -39,16 +40,10 @@ from toposcope.rm import (
     ResourceManagerError,
     WorkloadView,
     parse_answer,
-    to_json,
 )
+from toposcope.rm.plan import AGENT_KINDS, HttpStep, Plan, PlanHints
 
 T = TypeVar("T")
-
-
-def api_base(url: str) -> str:
-    """``url`` ending in ``/api/v1`` (appended when missing)."""
-    base = url.rstrip("/")
-    return base if base.endswith("/api/v1") else f"{base}/api/v1"
 
 
 class HttpResourceManager:
@@ -131,9 +126,23 @@ class HttpResourceManager:
         """``GET /workloads``."""
         return self._read(list[WorkloadView], "GET", "/workloads")
 
+    def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
+        """``POST /actions`` with the request (the simulator carries out every kind)."""
+        return api_plan(request, self.url, "sim")
+
+    def execute(self, plan: Plan) -> ActionState:
+        """Send the plan's request (:meth:`plan`); a refused plan is the API's 400."""
+        if plan.refused:
+            raise ResourceManagerError(plan.refused, 400, "kind")
+        for step in plan.steps:
+            if not isinstance(step, HttpStep) or not step.url.startswith(self.url + "/"):
+                raise ResourceManagerError(f"the plan has a step for another API: {step}", 500)
+        (step,) = plan.steps
+        return self._read(ActionState, step.method, step.url.removeprefix(self.url), step.body)
+
     def apply(self, request: ActionRequest) -> ActionState:
         """``POST /actions`` (202 for a new action, 200 for a repeat: the same answer)."""
-        return self._read(ActionState, "POST", "/actions", to_json(request))
+        return self.execute(self.plan(request))
 
     def action(self, action_id: str) -> ActionState:
         """``GET /actions/{id}`` (the advisor asks by request id)."""
@@ -188,9 +197,16 @@ class AgentResourceManager:
         """Workloads of every known node."""
         return [w for node in self.known_nodes for w in self.client(node).workloads()]
 
+    def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
+        """``POST /actions`` to the agent of the request's node; a node agent serves one host,
+        so a ``place``, ``migrate`` or ``release`` is refused as the agent would (400).
+        """
+        client = self.client(request.node)
+        return api_plan(request, client.url, "agent", AGENT_KINDS)
+
     def apply(self, request: ActionRequest) -> ActionState:
-        """Send the request to the agent of its node."""
-        return self.client(request.node).apply(request)
+        """Send the request to the agent of its node (exactly :meth:`plan`'s step)."""
+        return self.client(request.node).execute(self.plan(request))
 
     def action(self, action_id: str) -> ActionState:
         """Ask every known agent; 404 when none knows the action."""

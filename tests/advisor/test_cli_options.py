@@ -183,7 +183,7 @@ def test_dry_run_for_a_backend_without_commands_exits_2(
 ) -> None:
     argv = ["--prometheus", prometheus.url, "--resource-manager", "local", "--dry-run"]
     assert invoke(argv) == 2
-    assert "--dry-run has no command form for --resource-manager local" in capsys.readouterr().err
+    assert "--dry-run has no plan for --resource-manager local" in capsys.readouterr().err
 
 
 def test_table_wraps_to_width(prometheus: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:

@@ -268,9 +268,10 @@ class FakeApiServer:
         }  # fmt: skip
         if method == "GET":
             return 200, scale
-        if method != "PUT":
+        if method not in ("PUT", "PATCH"):
             raise ApiFailure(405, "MethodNotAllowed", method)
-        self._validate("Scale", body)
+        if method == "PUT":
+            self._validate("Scale", body)
         self._check_version(owner, body)
         changed = merge_patch(owner, {"spec": {"replicas": body["spec"]["replicas"]}})
         self._store(key, changed, dry)

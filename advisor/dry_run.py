@@ -1,0 +1,96 @@
+"""``toposcope advise --dry-run``: the plans of a report, as one shell script.
+
+Every backend makes the plan it would carry out (:mod:`toposcope.rm.plan`): the resource-
+manager API (``sim``, ``agent``, ``dry-run``) and ``systemd`` here
+(:mod:`~toposcope.advisor.rmclients.plans`), ``slurm`` and ``kubernetes`` in their own parts,
+loaded by name and told to plan only, so that a dry run works from the report alone when the
+cluster cannot be reached (each plan then says, as a comment, what it could not check). The
+script (:func:`render_dry_run`) names each recommendation, then its actions' plans
+(:func:`toposcope.rm.plan_script.plan_lines`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.rmclients import backend_names, make_resource_manager
+from toposcope.advisor.rmclients.plans import AGENT_URL, SIM_URL, ApiPlanner, SystemdPlanner
+from toposcope.errors import UsageError
+from toposcope.report.recommendation import Report
+from toposcope.rm.plan import AGENT_KINDS, PlanHints, Planner, WorkloadHints
+from toposcope.rm.plan_script import comment, plan_lines
+
+#: backends that only print plans (``--dry-run``); they apply nothing themselves
+PRINT_ONLY = ("systemd",)
+#: backends without a plan: one host's changes are system calls, not commands
+NO_PLAN = ("local",)
+
+
+def dry_run_backends() -> tuple[str, ...]:
+    """Every backend ``--dry-run`` can print the plans of."""
+    return (*(n for n in backend_names() if n not in NO_PLAN), *PRINT_ONLY)
+
+
+def planner_for(backend: str, rm_url: str | None, options: Mapping[str, object]) -> Planner:
+    """The planner of ``backend``; ``options`` are a registered backend's (``--slurm-*``).
+
+    Nothing is asked of the cluster here: a registered backend is built with ``plan_only``.
+    """
+    if backend in ("dry-run", "agent"):
+        return ApiPlanner(rm_url or AGENT_URL, backend, AGENT_KINDS)
+    if backend == "sim":
+        return ApiPlanner(rm_url or SIM_URL, backend, None)
+    if backend == "systemd":
+        return SystemdPlanner()
+    if backend not in dry_run_backends():
+        raise UsageError(
+            f"--dry-run has no plan for --resource-manager {backend} "
+            f"(it has for {', '.join(dry_run_backends())})"
+        )
+    manager = make_resource_manager(backend, options={**options, "plan_only": True})
+    if not hasattr(manager, "plan"):
+        raise UsageError(f"--resource-manager {backend} cannot say what it would do (--dry-run)")
+    planner: Planner = manager  # type: ignore[assignment]
+    return planner
+
+
+def hints_from(model: ClusterModel) -> PlanHints:
+    """What the metrics say about each workload (pod, namespace, container, cgroup)."""
+    return PlanHints(
+        {w.key: WorkloadHints(w.namespace, w.pod, w.container, w.cgroup) for w in model.workloads}
+    )
+
+
+def render_dry_run(report: Report, backend: str, planner: Planner, hints: PlanHints) -> str:
+    """The script applying ``report`` through ``backend``: for each recommendation (by gain)
+    a comment naming it, then the plan of each of its actions.
+    """
+    count = len(report.recommendations)
+    lines = [
+        "#!/bin/sh",
+        comment(
+            f"toposcope advise --dry-run: {count} recommendation(s) for "
+            f"--resource-manager {backend}; review before running"
+        ),
+        "set -eu",
+    ]
+    for rec in report.by_gain():
+        lines += ["", comment(f"{rec.id}: {rec.summary}")]
+        if not rec.actions:
+            lines.append(comment("advice for a person: no action to run"))
+        for action in rec.actions:
+            request = action if action.node else replace(action, node=rec.target.node)
+            lines += plan_lines(planner.plan(request, hints))
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "NO_PLAN",
+    "PRINT_ONLY",
+    "dry_run_backends",
+    "hints_from",
+    "planner_for",
+    "render_dry_run",
+]

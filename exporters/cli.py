@@ -132,10 +132,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "qos_class on toposcope_workload_info (needs pods list, replicasets get)",
     )
     parser.add_argument(
+        "--kubernetes.dra-slices",
+        dest="dra_slices",
+        action="store_true",
+        help="read this node's DRA ResourceSlices from the API server to resolve the devices "
+        "of ResourceClaims to GPUs, PCIe roots and NUMA nodes (needs resourceslices list)",
+    )
+    parser.add_argument(
         "--kubernetes.kubeconfig",
         dest="kubeconfig",
         metavar="PATH",
-        help="kubeconfig for --kubernetes.pod-owners (default: the pod's service account)",
+        help="kubeconfig for --kubernetes.pod-owners/--kubernetes.dra-slices (default: the "
+        "pod's service account)",
     )
     parser.add_argument(
         "--kubernetes.node-name",
@@ -199,6 +207,7 @@ def config_from_args(args: argparse.Namespace) -> ExporterConfig:
         pod_resources_socket=args.pod_resources_socket,
         runtime_state=tuple(args.runtime_state),
         pod_owners=_pod_owners(args, hostname),
+        dra_slices=_dra_slices(args, hostname),
         slurm_gres_conf=args.slurm_gres_conf,
     )
 
@@ -213,11 +222,19 @@ def default_hostname(given: str = "") -> str:
 def _pod_owners(args: argparse.Namespace, hostname: str) -> PodOwnerSettings | None:
     """``--kubernetes.*`` as settings; ``None`` without ``--kubernetes.pod-owners``."""
     if not args.pod_owners:
-        if (args.kubeconfig or args.kube_node_name) and not args.publish_nrt:
+        if (args.kubeconfig or args.kube_node_name) and not (args.publish_nrt or args.dra_slices):
             raise UsageError(
-                "--kubernetes.kubeconfig/--kubernetes.node-name need --kubernetes.pod-owners "
-                "or --kubernetes.publish-nrt"
+                "--kubernetes.kubeconfig/--kubernetes.node-name need --kubernetes.pod-owners, "
+                "--kubernetes.dra-slices or --kubernetes.publish-nrt"
             )
+        return None
+    node = args.kube_node_name or os.environ.get("NODE_NAME") or hostname
+    return PodOwnerSettings(node, args.kubeconfig, args.kube_refresh)
+
+
+def _dra_slices(args: argparse.Namespace, hostname: str) -> PodOwnerSettings | None:
+    """``--kubernetes.*`` for the ResourceSlices; ``None`` without ``--kubernetes.dra-slices``."""
+    if not args.dra_slices:
         return None
     node = args.kube_node_name or os.environ.get("NODE_NAME") or hostname
     return PodOwnerSettings(node, args.kubeconfig, args.kube_refresh)

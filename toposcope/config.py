@@ -127,7 +127,8 @@ class ExporterConfig:
     path, used only where it exists); ``runtime_state`` the container runtimes' state
     directories on the host, read under ``paths.rootfs`` (empty: containerd's and CRI-O's
     defaults); ``pod_owners`` says how to read pod owners from the API server (``None``:
-    not at all); ``slurm_gres_conf`` the gres.conf the ``slurm_gres`` collector checks.
+    not at all); ``dra_slices`` how to read the node's DRA ResourceSlices (``None``: not at
+    all); ``slurm_gres_conf`` the gres.conf the ``slurm_gres`` collector checks.
     """
 
     paths: HostPaths = field(default_factory=HostPaths)
@@ -139,4 +140,5 @@ class ExporterConfig:
     pod_resources_socket: str | None = None
     runtime_state: tuple[str, ...] = ()
     pod_owners: PodOwnerSettings | None = None
+    dra_slices: PodOwnerSettings | None = None
     slurm_gres_conf: str = DEFAULT_GRES_CONF

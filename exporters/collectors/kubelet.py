@@ -13,6 +13,9 @@ On a Kubernetes node (``--kubelet.pod-resources-socket``, or the default socket 
   where every other container may run is its cgroup's cpuset).
 * ``toposcope_kubelet_allocatable``: what the node can hand out, per resource and NUMA node
   (devices, and ``cpu``), where the kubelet implements ``GetAllocatableResources`` (1.21+).
+* the devices of ResourceClaims (Dynamic Resource Allocation), each container's devices'
+  NUMA alignment and each claim's PCIe roots: see
+  :mod:`~toposcope.exporters.collectors.kubelet_dra`.
 
 Without a kubelet the collector has no data (success 0, as the gpu collector on a host
 without GPUs); a kubelet that stops answering is logged once and asked again next scrape.
@@ -26,13 +29,27 @@ from prometheus_client.core import Metric
 
 from toposcope.catalogue import spec
 from toposcope.errors import NoDataError
+from toposcope.exporters.collectors.kubelet_dra import (
+    DraWriters,
+    Resolved,
+    add_alignment,
+    add_claim_roots,
+    add_claimed,
+    container_cpusets,
+    resolve,
+)
 from toposcope.exporters.context import CollectorContext
 from toposcope.exporters.exposition import FamilyWriter, plain_nonempty
-from toposcope.exporters.kubelet_attach import attach_kubelet
+from toposcope.exporters.kubelet_attach import attach_kubelet, workload_mapper
 from toposcope.exporters.registry import CollectorEntry
+from toposcope.host.cgroups import Cgroups
 from toposcope.host.nvml import NvmlNotReady, NvmlUnavailable
+from toposcope.host.podresources.mapper import KubeletMapper
 from toposcope.host.podresources.records import DeviceAllocation
+from toposcope.host.podresources.slices import SliceDirectory, open_slice_directory
 from toposcope.host.podresources.source import KubeletSource
+from toposcope.identity.workload import WorkloadIdentity
+from toposcope.topology.model import Topology
 
 #: resources whose device ids are NVIDIA GPU UUIDs or indices
 GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -55,9 +72,14 @@ def gpu_of(resource: str, device_id: str, by_uuid: dict[str, int], indices: set[
 class KubeletCollector:
     """Publishes the kubelet's allocations (see the module docstring)."""
 
-    def __init__(self, source: KubeletSource, ctx: CollectorContext) -> None:
+    def __init__(
+        self, source: KubeletSource, ctx: CollectorContext, slices: SliceDirectory | None = None
+    ) -> None:
         self._source = source
         self._ctx = ctx
+        self._slices = slices
+        self._cgroups = Cgroups(ctx.config.paths)
+        self._mapper: KubeletMapper | None = None
 
     def _gpus(self) -> dict[str, int]:
         """NVML's GPUs by UUID; empty without NVML."""
@@ -77,26 +99,71 @@ class KubeletCollector:
             raise NoDataError(self._source.reason or "no kubelet pod-resources answer")
         by_uuid = self._gpus()
         indices = set(by_uuid.values())
-        cpu_node = self._ctx.topology.get().cpu_to_node()
+        topology = self._ctx.topology.get()
+        cpu_node = topology.cpu_to_node()
         devices = FamilyWriter(spec("toposcope_kubelet_device_allocation_info"))
         exclusive = FamilyWriter(spec("toposcope_kubelet_exclusive_cpus"))
         allocatable = FamilyWriter(spec("toposcope_kubelet_allocatable"))
+        dra = DraWriters.new()
+        claimed = [k for c in answer.containers for k in (d.key for d in c.dynamic)]
+        published = self._slices.devices(claimed) if self._slices is not None else {}
+        cpusets = container_cpusets(
+            self._cgroups,
+            self._identify,
+            {c.key for c in answer.containers if c.devices or c.dynamic},
+        )
+        by_pod: dict[tuple[str, str], list[Resolved]] = {}
         for container in answer.containers:
             who = [container.namespace, container.pod, container.container]
+            cpuset = cpusets.get(container.key)
             for group in container.devices:
                 nodes = _nodes_label(group.numa_nodes)
                 for device_id in group.device_ids:
                     gpu = gpu_of(group.resource_name, device_id, by_uuid, indices)
                     devices.add_metric([*who, group.resource_name, device_id, gpu, nodes], 1.0)
+                    numa = _plugin_node(group, gpu, topology)
+                    if gpu and numa is not None:
+                        add_alignment(
+                            container, "device_plugin", group.resource_name, device_id, gpu,
+                            numa, topology, cpuset, dra,
+                        )  # fmt: skip
+            resolved = [resolve(d, published, by_uuid, topology) for d in container.dynamic]
+            add_claimed(container, resolved, devices, dra)
+            for item in resolved:
+                if item.numa_node is not None:
+                    add_alignment(
+                        container, "dra", item.claimed.driver, item.claimed.device, item.gpu,
+                        item.numa_node, topology, cpuset, dra,
+                    )  # fmt: skip
+            by_pod.setdefault((container.namespace, container.pod), []).extend(resolved)
             for node, count in sorted(_per_node(container.cpu_ids, cpu_node).items()):
                 exclusive.add_metric([*who, node], float(count))
+        add_claim_roots(by_pod, dra)
         node_total = answer.allocatable
         if node_total is not None:
             for (resource, nodes), count in sorted(_allocatable(node_total.devices).items()):
                 allocatable.add_metric([resource, nodes], float(count))
             for node, count in sorted(_per_node(node_total.cpu_ids, cpu_node).items()):
                 allocatable.add_metric(["cpu", node], float(count))
-        yield from plain_nonempty([devices, exclusive, allocatable])
+        yield from plain_nonempty([devices, exclusive, allocatable, *dra.all()])
+
+    def _identify(self, cgroup: str) -> WorkloadIdentity:
+        """The workloads mapper's name for a cgroup (built on first use)."""
+        if self._mapper is None:
+            self._mapper = workload_mapper(self._ctx)
+        return self._mapper.identify(cgroup)
+
+
+def _plugin_node(group: DeviceAllocation, gpu: str, topology: Topology) -> int | None:
+    """A device-plugin GPU's NUMA node: the plugin's hint when it names one node, else the
+    host topology's node of the GPU.
+    """
+    if len(group.numa_nodes) == 1:
+        return group.numa_nodes[0]
+    for found in topology.gpus:
+        if str(found.index) == gpu:
+            return found.numa_node
+    return None
 
 
 def _per_node(cpus: Iterable[int], cpu_node: dict[int, int]) -> dict[str, int]:
@@ -117,7 +184,9 @@ def _allocatable(groups: Iterable[DeviceAllocation]) -> dict[tuple[str, str], in
 
 
 def _build(ctx: CollectorContext) -> KubeletCollector:
-    return KubeletCollector(attach_kubelet(ctx), ctx)
+    settings = ctx.config.dra_slices
+    slices = open_slice_directory(settings) if settings is not None else None
+    return KubeletCollector(attach_kubelet(ctx), ctx, slices)
 
 
 ENTRY = CollectorEntry(

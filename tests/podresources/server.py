@@ -1,10 +1,12 @@
 """The kubelet's pod-resources service, served in-process on a unix socket for the tests.
 
 A real gRPC server speaking the repository's ``api.proto`` (the same stubs the exporter's
-client uses), answering ``List`` and ``GetAllocatableResources`` from the fixture files in
-``tests/fixtures/podresources/``, which hold what a GPU node's kubelet answers. It can stand
-for a kubelet before 1.21 (``GetAllocatableResources`` answers ``UNIMPLEMENTED``) and can be
-stopped and started again on the same path, as a kubelet restart does.
+client uses), answering ``List``, ``GetAllocatableResources`` and ``Get`` from the fixture
+files in ``tests/fixtures/podresources/``, which hold what a GPU node's kubelet answers
+(``GPU_NODE_DRA``: its GPUs handed out through ResourceClaims, in ``dynamic_resources``). It
+can stand for a kubelet before 1.21 (``GetAllocatableResources`` answers ``UNIMPLEMENTED``)
+or before 1.27 (``Get`` answers ``UNIMPLEMENTED``) and can be stopped and started again on the
+same path, as a kubelet restart does.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ PODRESOURCES = FIXTURES / "podresources"
 GPU_NODE = PODRESOURCES / "gpu-node.json"
 #: the same node's kubelet at 1.21: no memory in either answer
 GPU_NODE_121 = PODRESOURCES / "gpu-node-1.21.json"
+#: the same node with DRA: the trainer's two GPUs and nginx's MIG device from ResourceClaims
+GPU_NODE_DRA = PODRESOURCES / "gpu-node-dra.json"
 #: the host tree (--root) of that node, with containerd's state directory
 NODE_ROOT = PODRESOURCES / "node"
 CRIO_STATE = PODRESOURCES / "crio-state"
@@ -61,21 +65,42 @@ class _Lister(api_pb2_grpc.PodResourcesListerServicer):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method GetAllocatableResources")
         return self.server.allocatable
 
+    def Get(
+        self, request: api_pb2.GetPodResourcesRequest, context: grpc.ServicerContext
+    ) -> api_pb2.GetPodResourcesResponse:
+        self.server.calls.append("Get")
+        if not self.server.get_implemented:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method Get")
+        for pod in self.server.listing.pod_resources:
+            if (pod.namespace, pod.name) == (request.pod_namespace, request.pod_name):
+                return api_pb2.GetPodResourcesResponse(pod_resources=pod)
+        context.abort(
+            grpc.StatusCode.NOT_FOUND,
+            f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
+        )
+
 
 class PodResourcesServer:
     """Serves the fixture's answers on ``socket`` while started (a context manager).
 
     ``allocatable_implemented=False`` answers ``GetAllocatableResources`` with
-    ``UNIMPLEMENTED``, as a kubelet before 1.21 does. ``calls`` lists the methods asked, in
+    ``UNIMPLEMENTED``, as a kubelet before 1.21 does; ``get_implemented=False`` answers ``Get``
+    so, as a kubelet before 1.27 does. ``calls`` lists the methods asked, in
     order. Clearing ``answer_now`` holds ``List`` until it is set again (a hung kubelet).
     """
 
     def __init__(
-        self, socket: Path, fixture: Path = GPU_NODE, *, allocatable_implemented: bool = True
+        self,
+        socket: Path,
+        fixture: Path = GPU_NODE,
+        *,
+        allocatable_implemented: bool = True,
+        get_implemented: bool = True,
     ) -> None:
         self.socket = socket
         self.listing, self.allocatable = load_answers(fixture)
         self.allocatable_implemented = allocatable_implemented
+        self.get_implemented = get_implemented
         self.calls: list[str] = []
         self.answer_now = threading.Event()
         self.answer_now.set()

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.podresources.server import GPU_NODE_121, PodResourcesServer
+from tests.podresources.server import GPU_NODE_121, GPU_NODE_DRA, PodResourcesServer
 from toposcope.host.podresources.client import KubeletUnavailable, PodResourcesClient
 from toposcope.host.podresources.records import (
+    ClaimedDevice,
     ContainerAllocation,
     DeviceAllocation,
     MemoryAllocation,
@@ -78,6 +79,49 @@ def test_a_kubelet_before_1_22_sends_no_memory(socket_dir: Path) -> None:
     assert trainer.memory == ()
     assert trainer.cpu_ids == (4, 5, 6, 7)
     assert answer.allocatable is not None and answer.allocatable.memory == ()
+
+
+def test_dra_devices_come_from_dynamic_resources(socket_dir: Path) -> None:
+    """A 1.34 kubelet: the trainer's GPUs and nginx's MIG device are ResourceClaim devices."""
+    with PodResourcesServer(socket_dir / "k.sock", GPU_NODE_DRA) as server:
+        trainer, nginx = PodResourcesClient(str(server.socket)).list()
+    assert trainer.devices == ()
+    assert trainer.dynamic == (
+        ClaimedDevice(
+            "research",
+            "llm-train-0-gpus-x7k2p",
+            "gpu.nvidia.com",
+            "gpu-node-1",
+            "gpu-0",
+            ("k8s.gpu.nvidia.com/claim=5f1c0e7a-gpu-0",),
+        ),
+        ClaimedDevice(
+            "research",
+            "llm-train-0-gpus-x7k2p",
+            "gpu.nvidia.com",
+            "gpu-node-1",
+            "gpu-2",
+            ("k8s.gpu.nvidia.com/claim=5f1c0e7a-gpu-2",),
+        ),
+    )
+    assert [d.key for d in nginx.dynamic] == [
+        ("gpu.nvidia.com", "gpu-node-1", "gpu-3-mig-1g10gb-19-6")
+    ]
+    assert nginx.dynamic[0].share_id == ""
+
+
+def test_get_answers_one_pod_and_unimplemented_is_remembered(socket_dir: Path) -> None:
+    with PodResourcesServer(socket_dir / "k.sock", GPU_NODE_DRA) as server:
+        client = PodResourcesClient(str(server.socket))
+        (nginx,) = client.get("default", "nginx-debug") or ()
+        with pytest.raises(KubeletUnavailable, match="NOT_FOUND"):
+            client.get("default", "gone")
+    assert nginx.dynamic[0].device == "gpu-3-mig-1g10gb-19-6"
+    with PodResourcesServer(socket_dir / "k.sock", get_implemented=False) as old:
+        client = PodResourcesClient(str(old.socket))
+        assert client.get("default", "nginx-debug") is None
+        assert client.get("default", "nginx-debug") is None
+    assert old.calls == ["Get"]
 
 
 def test_a_missing_socket_is_named(socket_dir: Path) -> None:

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from toposcope.catalogue.advisor_metrics import ADVISOR_SPECS
 from toposcope.catalogue.daemon_metrics import DAEMON_SPECS
+from toposcope.catalogue.dra_metrics import DRA_SPECS
 from toposcope.catalogue.exporter_metrics import HOST_SPECS, WORKLOAD_SPECS
 from toposcope.catalogue.fabric_metrics import JOB_FABRIC_SPECS, NODE_FABRIC_SPECS
 from toposcope.catalogue.gpu_metrics import GPU_KEYS, GPU_SPECS
@@ -39,6 +40,7 @@ _SPECS: tuple[MetricSpec, ...] = (
     + GPU_SPECS
     + SLURM_GRES_SPECS
     + WORKLOAD_SPECS
+    + DRA_SPECS
     + NODE_FABRIC_SPECS
     + ADVISOR_SPECS
     + SIM_SPECS

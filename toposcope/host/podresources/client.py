@@ -18,6 +18,9 @@ Failure handling, each on the call it happens to:
   ``KubeletPodResourcesGetAllocatable`` gate off): ``None``, and not asked again of that
   kubelet.
 * no ``memory`` in the answer (kubelet < 1.22): empty memory records (unknown, not zero).
+* no ``dynamic_resources`` (kubelet < 1.27, or its gate off): no claimed devices.
+* ``Get`` answered ``UNIMPLEMENTED`` (kubelet < 1.27, or ``KubeletPodResourcesGet`` off):
+  ``None``, and not asked again of that kubelet.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import grpc
 from toposcope.host.podresources import api_pb2, api_pb2_grpc
 from toposcope.host.podresources.records import (
     Allocatable,
+    ClaimedDevice,
     ContainerAllocation,
     DeviceAllocation,
     MemoryAllocation,
@@ -75,8 +79,27 @@ def _memory(items: Iterable[api_pb2.ContainerMemory]) -> tuple[MemoryAllocation,
     )
 
 
-def containers_of(answer: api_pb2.ListPodResourcesResponse) -> tuple[ContainerAllocation, ...]:
-    """Every container of a ``List`` answer as records, in the kubelet's order."""
+def _claimed(items: Iterable[api_pb2.DynamicResource]) -> tuple[ClaimedDevice, ...]:
+    """Every device of every claim, in the kubelet's order (entries naming no device, which
+    a driver of something other than devices would send, are skipped).
+    """
+    return tuple(
+        ClaimedDevice(
+            claim_namespace=claim.claim_namespace,
+            claim_name=claim.claim_name,
+            driver=resource.driver_name,
+            pool=resource.pool_name,
+            device=resource.device_name,
+            cdi_devices=tuple(cdi.name for cdi in resource.cdi_devices),
+            share_id=resource.share_id if resource.HasField("share_id") else "",
+        )
+        for claim in items
+        for resource in claim.claim_resources
+        if resource.driver_name and resource.device_name
+    )
+
+
+def _pod_containers(pod: api_pb2.PodResources) -> tuple[ContainerAllocation, ...]:
     return tuple(
         ContainerAllocation(
             namespace=pod.namespace,
@@ -85,10 +108,15 @@ def containers_of(answer: api_pb2.ListPodResourcesResponse) -> tuple[ContainerAl
             devices=_devices(container.devices),
             cpu_ids=tuple(sorted(int(cpu) for cpu in container.cpu_ids)),
             memory=_memory(container.memory),
+            dynamic=_claimed(container.dynamic_resources),
         )
-        for pod in answer.pod_resources
         for container in pod.containers
     )
+
+
+def containers_of(answer: api_pb2.ListPodResourcesResponse) -> tuple[ContainerAllocation, ...]:
+    """Every container of a ``List`` answer as records, in the kubelet's order."""
+    return tuple(c for pod in answer.pod_resources for c in _pod_containers(pod))
 
 
 def allocatable_of(answer: api_pb2.AllocatableResourcesResponse) -> Allocatable:
@@ -113,6 +141,7 @@ class PodResourcesClient:
         self._channel: grpc.Channel | None = None
         self._stub: api_pb2_grpc.PodResourcesListerStub | None = None
         self._allocatable_implemented = True
+        self._get_implemented = True
         self._socket_id: tuple[int, int] | None = None
 
     def _connect(self) -> api_pb2_grpc.PodResourcesListerStub:
@@ -131,6 +160,7 @@ class PodResourcesClient:
             self._drop()
             self._socket_id = (found.st_dev, found.st_ino)
             self._allocatable_implemented = True
+            self._get_implemented = True
         if self._stub is None:
             self._channel = grpc.insecure_channel(
                 f"unix:{os.path.abspath(self.socket)}",
@@ -183,6 +213,25 @@ class PodResourcesClient:
                     return None
                 raise self._failed("GetAllocatableResources", exc) from None
         return allocatable_of(answer)
+
+    def get(self, namespace: str, pod: str) -> tuple[ContainerAllocation, ...] | None:
+        """One pod's containers (``Get``); ``None`` on a kubelet without the call.
+
+        A pod the kubelet does not know is :class:`KubeletUnavailable` (``NOT_FOUND``).
+        """
+        with self._lock:
+            if not self._get_implemented:
+                return None
+            stub = self._connect()
+            request = api_pb2.GetPodResourcesRequest(pod_name=pod, pod_namespace=namespace)
+            try:
+                answer = stub.Get(request, timeout=self.timeout)
+            except grpc.RpcError as exc:
+                if isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    self._get_implemented = False
+                    return None
+                raise self._failed("Get", exc) from None
+        return _pod_containers(answer.pod_resources)
 
     def read(self) -> PodResources:
         """One full answer: ``List``, then ``GetAllocatableResources`` where implemented."""

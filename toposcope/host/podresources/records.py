@@ -17,6 +17,11 @@ Meaning of the fields, as the kubelet fills them:
 * ``memory`` is the memory manager's allocation (``Static`` policy); kubelets before 1.22
   never send it, and with the ``None`` policy it is empty too. Empty means *unknown*, not
   zero.
+* ``dynamic`` are the devices of the ResourceClaims a container uses (Dynamic Resource
+  Allocation, ``dynamic_resources``; kubelets before 1.27, or with the
+  ``KubeletPodResourcesDynamicResources`` gate off, never send them). A device is named by
+  its driver, pool and device name, as the node's ResourceSlices publish it; what it is (a
+  GPU's UUID, its PCIe root, its NUMA node) is read from those slices, not from here.
 """
 
 from __future__ import annotations
@@ -43,6 +48,29 @@ class MemoryAllocation:
 
 
 @dataclass(frozen=True)
+class ClaimedDevice:
+    """One device of a ResourceClaim a container uses (``DynamicResource``/``ClaimResource``).
+
+    ``driver``, ``pool`` and ``device`` name it uniquely (a ResourceSlice's ``spec.driver``,
+    ``spec.pool.name`` and ``spec.devices[].name``); ``cdi_devices`` are the CDI names the
+    driver injected, ``share_id`` is set for a device shared by consumable capacity.
+    """
+
+    claim_namespace: str
+    claim_name: str
+    driver: str
+    pool: str
+    device: str
+    cdi_devices: tuple[str, ...] = ()
+    share_id: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """``(driver, pool, device)``: how a ResourceSlice names the device."""
+        return (self.driver, self.pool, self.device)
+
+
+@dataclass(frozen=True)
 class ContainerAllocation:
     """What the kubelet assigned to one container of one pod (see the module docstring)."""
 
@@ -52,6 +80,7 @@ class ContainerAllocation:
     devices: tuple[DeviceAllocation, ...] = ()
     cpu_ids: tuple[int, ...] = ()
     memory: tuple[MemoryAllocation, ...] = ()
+    dynamic: tuple[ClaimedDevice, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 
 from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.host.kube_owners import PodDirectory
+from toposcope.host.nic_use import NicUse, NicUseReader
 from toposcope.host.nvml.records import GpuActivity, GpuActivitySource, GpuProcessSource
 from toposcope.host.workload_identity import WorkloadMapper
 from toposcope.host.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
 from toposcope.identity.workload import WorkloadIdentity
 from toposcope.topology.model import Topology
+from toposcope.topology.nic_locality import NicLocality
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class WorkloadFigures:
     memory: dict[str, float]
     gpus: frozenset[int]
     gpu_used: dict[int, int]
+    #: the RDMA NICs it uses (NCCL_IB_HCA, the cgroup's RDMA accounting), by NIC name
+    nics_used: tuple[NicUse, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,12 +54,14 @@ class WorkloadSnapshot:
 
     ``gpu_activity`` is the GPU source's latest throughput and activity reading per GPU
     (what the ``gpu`` collector read last), attributed to the workloads holding each GPU.
+    ``nic_locality`` is the host's RDMA NICs and each GPU's nearest ones.
     """
 
     workloads: list[WorkloadFigures]
     gpu_nodes: dict[int, int | None] = field(default_factory=dict)
     dropped_total: int = 0
     gpu_activity: dict[int, GpuActivity] = field(default_factory=dict)
+    nic_locality: NicLocality = field(default_factory=NicLocality)
 
 
 class WorkloadSnapshotter:
@@ -86,6 +92,9 @@ class WorkloadSnapshotter:
         self._dropped = 0
         self._cpu_node_for: Topology | None = None
         self._cpu_node: dict[int, str] = {}
+        self._nic_use = NicUseReader(paths.procfs)
+        self._locality_for: Topology | None = None
+        self._locality = NicLocality()
 
     def _node_labels(self, topo: Topology) -> dict[int, str]:
         if topo is not self._cpu_node_for:
@@ -116,6 +125,9 @@ class WorkloadSnapshotter:
         scan_fds = self._settings.gpu_fds and bool(topo.gpus)
         minor_to_gpu = self._reader.minor_to_gpu(topo) if scan_fds else {}
         nvml_gpus = self._nvml_gpus()
+        if topo is not self._locality_for:
+            self._locality, self._locality_for = NicLocality.of(topo), topo
+        locality = self._locality
         per_node_cpu = self._account_cpu(kept)
         figures: list[WorkloadFigures] = []
         for workload in kept:
@@ -140,11 +152,21 @@ class WorkloadSnapshotter:
                     memory={str(node): float(value) for node, value in memory.items()},
                     gpus=frozenset(gpus),
                     gpu_used=gpu_used,
+                    nics_used=tuple(
+                        self._nic_use.uses(
+                            locality,
+                            workload.live_pids,
+                            nvml_gpus,
+                            frozenset(gpus),
+                            workload.identity.cgroup,
+                            layout,
+                        )
+                    ),
                 )
             )
         gpu_nodes = {g.index: g.numa_node for g in topo.gpus}
         activity = self._gpu_activity.gpu_activity() if self._gpu_activity is not None else {}
-        return WorkloadSnapshot(figures, gpu_nodes, self._dropped, activity)
+        return WorkloadSnapshot(figures, gpu_nodes, self._dropped, activity, locality)
 
     def _nvml_gpus(self) -> dict[int, dict[int, int | None]]:
         """``{pid: {gpu: bytes used or None}}`` from the GPU source (empty without one)."""

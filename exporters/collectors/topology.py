@@ -2,7 +2,8 @@
 
 These series are what PromQL joins on: ``toposcope_numa_node_info`` ties a NUMA node to its
 package and CPUs, ``toposcope_gpu_locality_info`` ties a GPU's PCI address to its NUMA node
-(from sysfs, so it exists even where NVML does not).
+(from sysfs, so it exists even where NVML does not), ``toposcope_gpu_nic_link_info`` each GPU's
+PCIe tier to each RDMA NIC and whether that NIC is its nearest.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from toposcope.cpulist import format_cpulist
 from toposcope.exporters.context import HostTopology
 from toposcope.exporters.exposition import FamilyWriter
 from toposcope.exporters.registry import CollectorEntry
+from toposcope.topology.model import Topology
+from toposcope.topology.nic_locality import NicLocality
 
 #: PCI base classes worth publishing: mass storage, network, display, bridges are skipped
 #: (too many), processing accelerators and InfiniBand/fabric (0x0c06) kept.
@@ -81,8 +84,22 @@ class TopologyCollector:
                 ],
                 1.0,
             )
+        nic_links = gpu_nic_link_family(topo)
         for family in (node_info, distance, online, package_info, pci_info, gpu_info):
             yield family.plain()
+        if nic_links:
+            yield nic_links.plain()
+
+
+def gpu_nic_link_family(topo: Topology) -> FamilyWriter:
+    """``toposcope_gpu_nic_link_info``: each GPU's tier to each RDMA NIC, nearest flagged."""
+    family = FamilyWriter(spec("toposcope_gpu_nic_link_info"))
+    locality = NicLocality.of(topo)
+    bus = {gpu.index: gpu.pci_bus_id or "" for gpu in topo.gpus}
+    for (gpu, nic), link in sorted(locality.links.items()):
+        nearest = "true" if locality.is_nearest(gpu, nic) else "false"
+        family.add_metric([str(gpu), bus.get(gpu, ""), nic, link, nearest], 1.0)
+    return family
 
 
 ENTRY = CollectorEntry(

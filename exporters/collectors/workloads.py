@@ -52,6 +52,11 @@ Figures, per workload:
   ``shared="true"`` when more than one kept workload holds the GPU, whose figure each then
   carries whole (a GPU's activity cannot be told apart by process). Nothing without the
   ``gpu`` collector.
+* ``toposcope_workload_nic_nearest_gpus{nic,link}``, ``toposcope_workload_nic_far_gpus`` and
+  ``toposcope_workload_nic_used_info{nic,source,link,near}``: on hosts with RDMA NICs, which
+  NICs its GPUs are nearest to, how many of its GPUs have none nearer than NODE, and which
+  NICs it uses by NCCL_IB_HCA or its cgroup's RDMA accounting
+  (:mod:`~toposcope.exporters.collectors.workload_nics`, :mod:`~toposcope.host.nic_use`).
 * ``toposcope_workload_locality_ratio{resource}``: with GPUs whose NUMA node is known, the
   share of its CPU seconds (the cumulative counters above, i.e. since the exporter first saw
   it) and of its memory on the node(s) of those GPUs; without GPUs, the share on its
@@ -76,6 +81,7 @@ from toposcope.exporters.collectors.gpu_activity import (
     WORKLOAD_ACTIVITY_FAMILIES,
     add_workload_activity,
 )
+from toposcope.exporters.collectors.workload_nics import WORKLOAD_NIC_FAMILIES, add_workload_nics
 from toposcope.exporters.context import (
     CollectorContext,
     HostTopology,
@@ -172,6 +178,7 @@ FAMILIES = (
     "toposcope_workload_gpu_memory_used_bytes",
     "toposcope_workload_locality_ratio",
     *WORKLOAD_ACTIVITY_FAMILIES,
+    *WORKLOAD_NIC_FAMILIES,
     "toposcope_workloads_dropped_total",
 )
 
@@ -286,6 +293,7 @@ def fill_workload_families(snapshot: WorkloadSnapshot, make: Callable[[MetricSpe
             reading: GpuActivity | None = snapshot.gpu_activity.get(gpu)
             if reading is not None:
                 add_workload_activity(activity_sinks, who, reading, holders[gpu] > 1)
+        add_workload_nics(activity_sinks, who, workload, snapshot.nic_locality)
     dropped.add_metric([], float(snapshot.dropped_total))
     return sinks
 

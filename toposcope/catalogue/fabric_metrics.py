@@ -42,8 +42,9 @@ NODE_FABRIC_SPECS: tuple[MetricSpec, ...] = (
         "toposcope_gpu_nic_link_info",
         "info",
         ["gpu", "pci_bus_id", "nic", "link", "nearest"],
-        "How a GPU reaches a NIC over PCIe, as nvidia-smi topo -m says it (PIX, PXB, PHB, "
-        "NODE, SYS); nearest=true when no RDMA NIC of the host is nearer to that GPU, value 1.",
+        "How a GPU reaches an RDMA NIC (InfiniBand, RoCE) over PCIe, as nvidia-smi topo -m "
+        "says it (PIX, PXB, PHB, NODE, SYS); nearest=true when no RDMA NIC of the host is "
+        "nearer to that GPU, value 1.",
     ),
     row(
         "toposcope_workload_nic_nearest_gpus",
@@ -64,9 +65,9 @@ NODE_FABRIC_SPECS: tuple[MetricSpec, ...] = (
         "info",
         ["workload", *WORKLOAD_WHO, "nic", "source", "link", "near"],
         "An RDMA NIC a workload uses, as source says: nccl_env (NCCL_IB_HCA in its processes' "
-        "environment) or rdma_cgroup (RDMA handles charged to its cgroup). link is the nearest "
-        "tier from any of its GPUs (empty without GPUs); near=true when it is the nearest NIC "
-        "of one of its GPUs, value 1.",
+        "environment) or rdma_cgroup (RDMA handles charged to its cgroup). link is the tier "
+        "from the GPUs of the processes using it (the farthest where several do; empty without "
+        "GPUs); near=false when one of them uses it while a nearer NIC exists, value 1.",
     ),
 )
 

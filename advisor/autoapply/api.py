@@ -14,6 +14,7 @@ route answers 404.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from apiflask import APIFlask
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field
 from toposcope.advisor import api_models as models
 from toposcope.advisor.acting import ServiceError
 from toposcope.advisor.api_errors import error_responses
+from toposcope.advisor.api_routes import USER_EXAMPLE, View, service_of_app
 from toposcope.advisor.autoapply.loop import AutoApplier
 from toposcope.advisor.service import AdvisorService
 from toposcope.auth.bearer import BearerAuth
@@ -102,7 +104,6 @@ def _answer(auto: AutoApplier, limit: int = 100) -> dict[str, Any]:
 
 def register_auto_apply(app: APIFlask, auth: BearerAuth) -> None:
     """Add the loop's routes to ``app`` (changes guarded by ``auth``)."""
-    from toposcope.advisor.api_routes import USER_EXAMPLE, service_of_app  # noqa: PLC0415
 
     @app.get(PREFIX)
     @app.input(AutoQuery, location="query", arg_name="query")
@@ -112,8 +113,8 @@ def register_auto_apply(app: APIFlask, auth: BearerAuth) -> None:
         """The automatic loop's state, its policy and its latest decisions."""
         return _answer(_loop(service_of_app()), query.limit)
 
-    def change(action: str, summary: str) -> Any:
-        def decorate(view: Any) -> Any:
+    def change(action: str, summary: str) -> Callable[[View], View]:
+        def decorate(view: View) -> View:
             body = app.input(
                 models.UserBody, location="json", arg_name="body", example=USER_EXAMPLE
             )
@@ -124,7 +125,8 @@ def register_auto_apply(app: APIFlask, auth: BearerAuth) -> None:
                 responses=error_responses(401, 403, 404, 413),
             )
             answered = app.output(AutoApplyAnswer)(documented(auth.required(body(view))))
-            return app.post(f"{PREFIX}/{action}")(answered)
+            routed: View = app.post(f"{PREFIX}/{action}")(answered)
+            return routed
 
         return decorate
 

@@ -120,8 +120,8 @@ def parse_cron(text: str) -> CronSchedule:
     parts = text.split()
     if len(parts) != 5:
         raise ValueError(f"{text!r} needs five fields (minute hour day-of-month month weekday)")
-    fields = [_cron_field(part, index) for index, part in enumerate(parts)]
-    return CronSchedule(*fields, parts[2] == "*", parts[4] == "*")
+    minutes, hours, days, months, weekdays = (_cron_field(p, i) for i, p in enumerate(parts))
+    return CronSchedule(minutes, hours, days, months, weekdays, parts[2] == "*", parts[4] == "*")
 
 
 @dataclass(frozen=True)

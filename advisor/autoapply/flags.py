@@ -97,21 +97,16 @@ def policy_from_args(args: argparse.Namespace) -> AutoApplyPolicy | None:
         if args.auto_apply_kinds is not None:
             kinds = frozenset(k.strip() for k in args.auto_apply_kinds.split(",") if k.strip())
             policy = replace(policy, kinds=kinds)
-        numbers = {
-            "min_confidence": args.auto_apply_min_confidence,
-            "min_gain": args.auto_apply_min_gain,
-        }
-        counts = {
-            "per_hour": args.auto_apply_max_per_hour,
-            "per_node": args.auto_apply_max_per_node,
-            "per_namespace": args.auto_apply_max_per_namespace,
-        }
-        for key, number in numbers.items():
-            if number is not None:
-                policy = replace(policy, **{key: float(number)})
-        for key, count in counts.items():
-            if count is not None:
-                policy = replace(policy, **{key: int(count)})
+        if args.auto_apply_min_confidence is not None:
+            policy = replace(policy, min_confidence=float(args.auto_apply_min_confidence))
+        if args.auto_apply_min_gain is not None:
+            policy = replace(policy, min_gain=float(args.auto_apply_min_gain))
+        if args.auto_apply_max_per_hour is not None:
+            policy = replace(policy, per_hour=int(args.auto_apply_max_per_hour))
+        if args.auto_apply_max_per_node is not None:
+            policy = replace(policy, per_node=int(args.auto_apply_max_per_node))
+        if args.auto_apply_max_per_namespace is not None:
+            policy = replace(policy, per_namespace=int(args.auto_apply_max_per_namespace))
         if args.auto_apply_cooldown is not None:
             policy = replace(policy, cooldown=parse_duration(args.auto_apply_cooldown))
         if args.auto_apply_kill_switch is not None:

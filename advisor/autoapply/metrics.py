@@ -40,7 +40,7 @@ def auto_families(auto: AutoApplier, now: float) -> list[Metric]:
     active.add_metric([], 0 if halted or auto.blackout(now) else 1)
     stopped = spec("toposcope_advisor_auto_stopped").family()
     stopped.add_metric([], 1 if halted else 0)
-    found = [decided, skipped, active, stopped]
+    found: list[Metric] = [decided, skipped, active, stopped]
     if auto.last_tick is not None:
         tick = spec("toposcope_advisor_auto_last_tick_timestamp_seconds").family()
         tick.add_metric([], auto.last_tick)

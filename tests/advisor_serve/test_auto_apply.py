@@ -9,12 +9,26 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
-from tests.advisor_serve.conftest import API_TOKEN, SPREAD, STARVED, Bench, call, serving, the_pin
+from tests.advisor_serve.conftest import (
+    API_TOKEN,
+    SPREAD,
+    STARVED,
+    Bench,
+    Placement,
+    call,
+    host_text,
+    serving,
+    the_pin,
+)
 from tests.advisor_serve.test_service import value
+from tests.procs import poll
 from toposcope.advisor.autoapply.config import AutoApplyPolicy, parse_policy
 from toposcope.advisor.autoapply.decisions import DecisionLog
 from toposcope.advisor.autoapply.flags import add_auto_apply_arguments, policy_from_args
@@ -22,6 +36,14 @@ from toposcope.advisor.autoapply.loop import AutoApplier
 from toposcope.advisor.service import AdvisorService
 from toposcope.errors import UsageError
 from toposcope.report.advisor_api import Verdict
+from toposcope.rm import (
+    ActionRequest,
+    ActionState,
+    Allocation,
+    NodeView,
+    ResourceManager,
+    WorkloadView,
+)
 
 
 def with_loop(bench: Bench, policy: AutoApplyPolicy) -> AdvisorService:
@@ -202,3 +224,90 @@ def test_flags_override_the_file_and_bad_config_exits_2(bench: Bench, tmp_path: 
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert f"{policy_file}:2: per_hour: unknown key" in done.stderr
+
+
+#: a second workload, mostly on NUMA node 1: pinned there, with a smaller gain than "train"
+EVAL = Placement({0: 0.6, 1: 1.4}, {0: 1.0, 1: 3.0}, pid=4343)
+
+
+def two_pins(bench: Bench) -> None:
+    """Have the fake exporter report "train" and "eval", each spread over both nodes."""
+    bench.promql.text = host_text({"train": SPREAD, "eval": EVAL})
+    bench.rm.allocations["eval"] = Allocation("n1", list(range(16)), [0, 1], [])
+
+
+def test_the_kill_switch_file_stops_the_tick_between_two_actions(
+    bench: Bench, tmp_path: Path
+) -> None:
+    two_pins(bench)
+    switch = tmp_path / "stop"
+    http = bench.http_factory()
+
+    def factory(nodes: Sequence[str], out: TextIO) -> ResourceManager:
+        return Tripping(http(nodes, out), switch)
+
+    service = bench.service(factory=factory)
+    policy = AutoApplyPolicy(dry_run_first=False, per_node=5, kill_switch_file=switch)
+    service.auto_apply = AutoApplier(policy, service.acting, DecisionLog(bench.db), bench.clock)
+    service.analyse_once()
+    assert service.report is not None and len(service.report.recommendations) == 2
+    # the first (highest gain) was applied, then the switch appeared: nothing more
+    assert decisions(service) == [("applied", "")]
+    assert bench.rm.allocations["train"].cpus == list(range(8))
+    assert bench.rm.allocations["eval"].cpus == list(range(16))
+    assert service.auto_apply.last_state == f"kill switch: {switch} exists"
+
+
+class Tripping:
+    """A resource manager that creates the kill-switch file after each action it carries
+    out (an operator pulling the switch while the loop is under way).
+    """
+
+    def __init__(self, inner: ResourceManager, switch: Path) -> None:
+        self.inner = inner
+        self.switch = switch
+
+    def nodes(self) -> list[NodeView]:
+        return self.inner.nodes()
+
+    def workloads(self) -> list[WorkloadView]:
+        return self.inner.workloads()
+
+    def apply(self, request: ActionRequest) -> ActionState:
+        state = self.inner.apply(request)
+        self.switch.touch()
+        return state
+
+    def action(self, action_id: str) -> ActionState:
+        return self.inner.action(action_id)
+
+
+def test_a_stop_through_the_api_waits_for_the_action_under_way(bench: Bench) -> None:
+    two_pins(bench)
+    service = with_loop(bench, AutoApplyPolicy(dry_run_first=False, per_node=5))
+    gate = bench.rm.hold()
+    ticking = threading.Thread(target=service.analyse_once, daemon=True)
+    ticking.start()
+    poll(gate.reached.is_set, what="the first automatic action held at the resource manager")
+    stopped = threading.Event()
+    with serving(service) as url:
+        stopping = threading.Thread(
+            target=lambda: (
+                call(f"{url}/api/v1/auto-apply/stop", "POST", API_TOKEN),
+                stopped.set(),
+            ),
+            daemon=True,
+        )
+        stopping.start()
+        assert service.auto_apply is not None
+        poll(
+            lambda: service.auto_apply is not None and bool(service.auto_apply.halted()),
+            what="the stop recorded",
+        )
+        assert not stopped.is_set()  # it waits for the action under way
+        gate.open()
+        stopping.join(timeout=30)
+        ticking.join(timeout=30)
+    assert stopped.is_set()
+    assert decisions(service) == [("applied", "")]  # the second never started
+    assert bench.rm.allocations["eval"].cpus == list(range(16))

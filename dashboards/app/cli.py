@@ -4,6 +4,7 @@
         [--listen 127.0.0.1:9851] [--refresh 30s] [--timeout 10] [--node-label LABEL]
         [--web.config.file FILE] [--auth.trusted-user-header NAME]
         [--auth.trusted-proxy ADDR[,ADDR]] [--web.allowed-hosts HOST[,HOST]]
+        [--fabric-file FILE | --slurm-topology FILE | --ibnetdiscover FILE]
 
 It reads metrics from the Prometheus HTTP API and recommendations from the advisor service;
 it never scrapes exporters itself. It names the node of a series as the advisor does
@@ -15,6 +16,8 @@ names in ``--auth.trusted-user-header``. Without a token or a way to sign in the
 read-only.
 It answers only for the hosts of ``--web.allowed-hosts`` (default: the listen address and
 the loopback names), which stops DNS rebinding.
+The fabric page draws the cluster's network fabric read once at start from one of the
+fabric options (:mod:`.fabric_source`); a malformed file exits 2 naming ``file:line``.
 It listens on loopback by default; a Prometheus or advisor that is down is logged and shown
 on the pages, and the app keeps serving. Exit codes: 0 stopped, 2 usage errors.
 """
@@ -35,6 +38,7 @@ from toposcope.dashboards.app.access import (
     parse_hosts,
     parse_proxies,
 )
+from toposcope.dashboards.app.fabric_source import add_fabric_arguments, fabric_from_args
 from toposcope.dashboards.app.server import (
     DEFAULT_ADVISOR,
     DEFAULT_PROMETHEUS,
@@ -119,6 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Host header values the app answers (HOST or HOST:PORT; default: the listen "
         "address and localhost, 127.0.0.1 and [::1], with the listen port)",
     )
+    add_fabric_arguments(parser)
 
 
 def check_url(option: str, url: str) -> str:
@@ -184,6 +189,7 @@ def settings_from_args(args: argparse.Namespace) -> AppSettings:
         refresh=args.refresh,
         access=access_from_args(args),
         node_label=args.node_label,
+        fabric=fabric_from_args(args),
     )
 
 

@@ -13,6 +13,7 @@ from dash import Dash
 
 from toposcope.dashboards.app import (
     cluster_page,
+    fabric_page,
     node_page,
     placement_page,
     queue_page,
@@ -23,8 +24,10 @@ from toposcope.dashboards.app import (
 from toposcope.dashboards.app.access import Access, install
 from toposcope.dashboards.app.advisorclient import AdvisorClient
 from toposcope.dashboards.app.bundles import bundle_file
+from toposcope.dashboards.app.fabric_layout import FabricIndex, index_fabric
 from toposcope.dashboards.app.promclient import PromClient
 from toposcope.dashboards.app.sources import REFRESH_INPUTS, Clients
+from toposcope.fabric.model import Fabric
 from toposcope.identity.node import AUTO, check_node_label
 
 DEFAULT_PROMETHEUS = "http://127.0.0.1:9090"
@@ -36,7 +39,9 @@ DEFAULT_REFRESH = "30s"
 class AppSettings:
     """Where the app reads from, the operator's advisor token, the default refresh, who may
     use it (``access``: by default loopback host names and no users, so read-only) and the
-    label that names nodes (``node_label``, the advisor's ``--node-label`` rule).
+    label that names nodes (``node_label``, the advisor's ``--node-label`` rule) and the
+    cluster's network fabric the fabric page draws (``fabric``; ``None``: the page says how
+    to give one).
     """
 
     prometheus: str = DEFAULT_PROMETHEUS
@@ -46,6 +51,7 @@ class AppSettings:
     refresh: str = DEFAULT_REFRESH
     access: Access = field(default_factory=Access)
     node_label: str = AUTO
+    fabric: Fabric | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.refresh not in shell.REFRESH:
@@ -70,7 +76,8 @@ def create_app(settings: AppSettings) -> Dash:
         AdvisorClient(settings.advisor, settings.advisor_token, timeout=settings.timeout),
         settings.node_label,
     )
-    actions = register(app, clients, settings.access)
+    fabric = index_fabric(settings.fabric) if settings.fabric is not None else None
+    actions = register(app, clients, settings.access, fabric)
     prefix = app.config.routes_pathname_prefix
     update = f"{prefix}_dash-update-component"
 
@@ -81,15 +88,18 @@ def create_app(settings: AppSettings) -> Dash:
     return app
 
 
-def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
+def register(
+    app: Dash, clients: Clients, access: Access, fabric: FabricIndex | None = None
+) -> frozenset[str]:
     """Attach every page's callbacks to ``app``; answer the ids of those that change state
     (apply and revert), which :func:`.access.install` guards.
     """
-    shell.register(app, clients, access)
+    shell.register(app, clients, access, fabric)
     cluster_page.register(app, clients)
     node_page.register(app, clients)
     workload_page.register(app, clients)
     actions = recommendations_page.register(app, clients, access)
     placement_page.register(app, clients)
     queue_page.register(app, clients.prometheus, REFRESH_INPUTS)
+    fabric_page.register(app, clients, fabric)
     return actions

@@ -15,6 +15,7 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from toposcope.dashboards.app import (
     cluster_page,
+    fabric_page,
     node_page,
     placement_page,
     queue_page,
@@ -31,6 +32,7 @@ from toposcope.dashboards.app.components import (
     banner,
     query_value,
 )
+from toposcope.dashboards.app.fabric_layout import FabricIndex
 from toposcope.dashboards.app.prom_frames import DEFAULT_RANGE, RANGES
 from toposcope.dashboards.app.promclient import PrometheusError
 from toposcope.dashboards.app.recommendations_page import actions_off
@@ -46,6 +48,7 @@ NAV: tuple[tuple[str, str], ...] = (
     (RECOMMENDATIONS, "Recommendations"),
     (PLACEMENT, "What-if placement"),
     (queue_page.QUEUE, "Queue"),
+    (fabric_page.FABRIC, "Fabric"),
 )
 #: refresh choices: label -> milliseconds (0 = off)
 REFRESH: dict[str, int] = {"off": 0, "10s": 10_000, "30s": 30_000, "1m": 60_000, "5m": 300_000}
@@ -183,8 +186,12 @@ def not_found(path: str) -> html.Div:
     )
 
 
-def register(app: Dash, clients: Clients, access: Access) -> None:
-    """Route the URL to its page and keep the refresh and Prometheus status current."""
+def register(
+    app: Dash, clients: Clients, access: Access, fabric: FabricIndex | None = None
+) -> None:
+    """Route the URL to its page and keep the refresh and Prometheus status current
+    (``fabric``: the network fabric the app was started with, if any).
+    """
 
     @app.callback(
         Output("page", "children"),
@@ -204,6 +211,10 @@ def register(app: Dash, clients: Clients, access: Access) -> None:
             page = recommendations_page.layout(actions_off(clients.advisor, access), current_user())
         elif path == queue_page.QUEUE:
             page = queue_page.queue_page()
+        elif path == fabric_page.FABRIC:
+            page = fabric_page.layout(
+                fabric, query_value(search, "switch"), query_value(search, "job")
+            )
         elif path == PLACEMENT:
             gpus = query_value(search, "gpus") or "2"
             count = int(gpus) if gpus.isdigit() and int(gpus) > 0 else 2

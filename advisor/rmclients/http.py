@@ -134,10 +134,9 @@ class HttpResourceManager:
         """Send the plan's request (:meth:`plan`); a refused plan is the API's 400."""
         if plan.refused:
             raise ResourceManagerError(plan.refused, 400, "kind")
-        for step in plan.steps:
-            if not isinstance(step, HttpStep) or not step.url.startswith(self.url + "/"):
-                raise ResourceManagerError(f"the plan has a step for another API: {step}", 500)
         (step,) = plan.steps
+        if not isinstance(step, HttpStep) or not step.url.startswith(self.url + "/"):
+            raise ResourceManagerError(f"the plan has a step for another API: {step}", 500)
         return self._read(ActionState, step.method, step.url.removeprefix(self.url), step.body)
 
     def apply(self, request: ActionRequest) -> ActionState:

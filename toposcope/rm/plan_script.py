@@ -79,17 +79,18 @@ def _kubectl(step: HttpStep) -> str:
 
 def step_lines(step: Step) -> list[str]:
     """The script lines of one step (a ``#`` line saying what it does first, when it says)."""
-    lines = [comment(step.what)] if getattr(step, "what", "") else []
+    if isinstance(step, WaitStep):
+        lines = [comment(f"wait until {step.until}")]
+        if step.check:
+            if step.timeout_s:
+                lines[-1] += f" (at most {step.timeout_s:g} s)"
+            lines.append(f"until {shlex.join(step.check)}; do sleep 1; done")
+        return lines
+    lines = [comment(step.what)] if step.what else []
     if isinstance(step, CommandStep):
         lines.append(shlex.join(step.argv))
     elif isinstance(step, FileStep):
         lines.append(f"printf '%s\\n' {shlex.quote(step.content)} > {shlex.quote(step.path)}")
-    elif isinstance(step, WaitStep):
-        lines.append(comment(f"wait until {step.until}"))
-        if step.check:
-            bound = f" (at most {step.timeout_s:g} s)" if step.timeout_s else ""
-            lines[-1] += bound
-            lines.append(f"until {shlex.join(step.check)}; do sleep 1; done")
     elif step.api == "kubernetes":
         lines.append(_kubectl(step))
     else:

@@ -6,7 +6,10 @@ without that version: v1 from 1.34, v1beta2 1.33-, v1beta1 1.32-), a list honour
 ``fieldSelector=spec.nodeName=<node>`` (the only field selector ResourceSlices support besides
 ``spec.driver``) and ``limit``/``continue`` paging, and a v1beta1 answer nests each device's
 attributes and capacity under ``basic``, as k8s.io/api ``resource/v1beta1`` defines devices.
-Slices are stored as v1 objects (the fixtures' shape).
+Slices are stored as v1 objects (the fixtures' shape). ResourceClaims and
+ResourceClaimTemplates are served by name in the same versions (``claims``, ``templates``),
+and the group's discovery document (``GET /apis/resource.k8s.io/<version>``) answers for
+each served version.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from typing import Any
 from tests.kube.fake_apiserver import ApiFailure, FakeApiServer
 
 _SLICES = re.compile(r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)/resourceslices$")
+_GROUP = re.compile(r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)$")
+_CLAIMS = re.compile(
+    r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)/namespaces/(?P<ns>[a-z0-9-]+)/"
+    r"(?P<plural>resourceclaims|resourceclaimtemplates)/(?P<name>[a-z0-9.-]+)$"
+)
 #: the request paths ``_route`` is given: the query is split off before
 _FIELD = re.compile(r"^spec\.(nodeName|driver)=(.*)$")
 
@@ -41,10 +49,24 @@ class DraApiServer(FakeApiServer):
     served: tuple[str, ...] = ("v1", "v1beta2", "v1beta1")
     page_size: int | None = None
     slices: list[dict[str, Any]] = field(default_factory=list)
+    claims: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], body: Any
     ) -> tuple[int, Any]:
+        group = _GROUP.match(path)
+        if group is not None:
+            if group["version"] not in self.served:
+                raise ApiFailure(404, "NotFound", f"the server could not find {path}")
+            return 200, {"kind": "APIResourceList", "groupVersion": path[len("/apis/") :]}
+        named = _CLAIMS.match(path)
+        if named is not None:
+            store = self.claims if named["plural"] == "resourceclaims" else self.templates
+            key = (named["ns"], named["name"])
+            if named["version"] not in self.served or key not in store or method != "GET":
+                raise ApiFailure(404, "NotFound", f'{named["plural"]} "{named["name"]}" not found')
+            return 200, store[key]
         found = _SLICES.match(path)
         if found is None:
             return super()._route(method, path, query, body)

@@ -31,7 +31,9 @@ MAX_COMMENT = 2000
 
 def comment(text: str) -> str:
     """``text`` as one ``#`` line: control characters escaped, whitespace runs collapsed."""
-    shown = "".join(c if c.isprintable() or c == " " else f"\\x{ord(c):02x}" for c in text)
+    shown = "".join(
+        " " if c.isspace() else c if c.isprintable() else f"\\x{ord(c):02x}" for c in text
+    )
     line = " ".join(shown.split())
     if len(line) > MAX_COMMENT:
         line = line[: MAX_COMMENT - 3] + "..."

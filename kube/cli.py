@@ -1,11 +1,14 @@
 """``toposcope kube``: the Kubernetes part's own daemons.
 
     toposcope kube webhook --web.config.file FILE [--web.listen-address 127.0.0.1:9443]
+    toposcope kube claim-advice (--pod NAMESPACE/NAME | --prometheus URL) [--kubeconfig FILE]
 
 ``webhook`` serves the mutating admission webhook that adds the ``toposcope.io/placement``
 scheduling gate to the pods that opt in (:mod:`.webhook`, ``docs/kubernetes.md``). It needs
 TLS (the web configuration's ``tls_server_config``): without it, it exits with status 2.
 Like every daemon it serves its own ``process_*`` and ``toposcope_build_info`` on ``/metrics``.
+``claim-advice`` prints the ResourceClaimTemplate changes that align DRA pods' devices
+(:mod:`.claim_cli`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from toposcope.kube import claim_cli
 from toposcope.kube.webhook import (
     DEFAULT_LISTEN,
     MAX_BODY,
@@ -31,7 +35,7 @@ NO_USERS = "the API server sends no password to a webhook; authenticate it with 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare ``webhook`` and its serving options."""
+    """Declare ``webhook`` and its serving options, and ``claim-advice``."""
     actions = parser.add_subparsers(dest="kube_action", metavar="ACTION", required=True)
     webhook = actions.add_parser(
         "webhook",
@@ -41,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         webhook,
         DEFAULT_LISTEN,
         f"address to serve {MUTATE_PATH} on over TLS (default {DEFAULT_LISTEN}, loopback only)",
+    )
+    claim_cli.add_arguments(
+        actions.add_parser(
+            "claim-advice",
+            help="print the ResourceClaimTemplate changes that align DRA pods' devices",
+        )
     )
 
 
@@ -57,7 +67,9 @@ def serve_webhook(args: argparse.Namespace) -> HttpServer:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the webhook until SIGINT or SIGTERM."""
+    """Serve the webhook until SIGINT or SIGTERM, or print claim advice."""
+    if args.kube_action == "claim-advice":
+        return claim_cli.run(args)
     server = serve_webhook(args)
     LOG.info("placement-gate webhook listening on https://%s%s", server.address, MUTATE_PATH)
     server.serve_until_signalled()

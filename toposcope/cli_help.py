@@ -121,6 +121,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "toposcope kube webhook --web.config.file webhook-web.yml",
         "toposcope kube webhook --web.listen-address :9443 --web.config.file webhook-web.yml",
     ),
+    "kube claim-advice": (
+        "toposcope kube claim-advice --pod research/llm-train-7d9f8-x2k4q",
+        "toposcope kube claim-advice --prometheus http://prometheus:9090 --format json",
+    ),
 }
 
 

@@ -63,10 +63,10 @@ class DraApiServer(FakeApiServer):
         named = _CLAIMS.match(path)
         if named is not None:
             store = self.claims if named["plural"] == "resourceclaims" else self.templates
-            key = (named["ns"], named["name"])
-            if named["version"] not in self.served or key not in store or method != "GET":
+            wanted = (named["ns"], named["name"])
+            if named["version"] not in self.served or wanted not in store or method != "GET":
                 raise ApiFailure(404, "NotFound", f'{named["plural"]} "{named["name"]}" not found')
-            return 200, store[key]
+            return 200, store[wanted]
         found = _SLICES.match(path)
         if found is None:
             return super()._route(method, path, query, body)
@@ -78,8 +78,8 @@ class DraApiServer(FakeApiServer):
             match = _FIELD.match(selector)
             if match is None:
                 raise ApiFailure(400, "BadRequest", f"field label not supported: {selector}")
-            key, wanted = match.groups()
-            items = [i for i in items if i["spec"].get(key) == wanted]
+            field_name, value = match.groups()
+            items = [i for i in items if i["spec"].get(field_name) == value]
         start = int(query.get("continue", ["0"])[0])
         limit = int(query["limit"][0]) if "limit" in query else None
         size = min(x for x in (limit, self.page_size, len(items) or 1) if x is not None)

@@ -11,6 +11,7 @@ Deployment; both are validated with kubernetes-validate against the Kubernetes 1
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ import pytest
 import yaml
 from kubernetes_validate import validate  # type: ignore[import-untyped]
 
+from tests.advisor.fakes import FakeServer, Request
 from tests.helpers import FIXTURES
 from tests.kube.fake_apiserver import kubeconfig, merge_patch, serve
 from tests.kube.fake_dra import DraApiServer
+from toposcope.cli import main
 from toposcope.kubeapi.claim_advice import NoChange, Owner, propose
 from toposcope.kubeapi.claim_plan import change_plan, proposed_state
 from toposcope.kubeapi.claim_reader import advise_pod
@@ -257,3 +260,52 @@ def test_names_from_the_caller_are_checked_before_any_request(
     with pytest.raises(KubeApiError, match="not a valid Kubernetes name"):
         advise_pod(from_kubeconfig(config), NS, "../../nodes")
     assert len(fake.requests) == before
+
+
+def test_the_command_prints_the_plan_for_a_named_pod(
+    cluster: tuple[DraApiServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, config = cluster
+    code = main(["kube", "claim-advice", "--pod", f"{NS}/{POD}", "--kubeconfig", str(config)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("#!/bin/sh")
+    assert "resourceclaimtemplates" in out and "deployments.apps llm-train" in out
+    assert "two-gpus-pcieroot" in out
+    assert not list(fake.writes())  # printed, never sent
+
+
+def test_the_command_finds_misaligned_pods_in_prometheus(
+    cluster: tuple[DraApiServer, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, config = cluster
+    vector = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": {"namespace": NS, "pod": POD}, "value": [0, "1"]}],
+        },
+    }
+
+    def route(request: Request) -> tuple[int, bytes]:
+        assert request.path == "/api/v1/query"
+        return 200, json.dumps(vector).encode()
+
+    with FakeServer(route).run() as prometheus:
+        code = main(
+            ["kube", "claim-advice", "--prometheus", prometheus.url, "--kubeconfig", str(config),
+             "--format", "json"]
+        )  # fmt: skip
+        (asked,) = prometheus.requests
+    assert code == 0
+    assert "toposcope_kubelet_device_numa_aligned" in asked.params["query"]
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert entry["pod"] == f"{NS}/{POD}"
+    (change,) = entry["changes"]
+    assert validate(change["resource_claim_template"], KUBERNETES, strict=True) == KUBERNETES
+    assert change["owner"] == {"kind": "Deployment", "name": "llm-train"}
+
+
+def test_the_command_without_pods_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kube", "claim-advice"]) == 2
+    assert "--pod" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+"""``toposcope kube claim-advice``: the ResourceClaimTemplate changes that align DRA pods.
+
+    toposcope kube claim-advice --pod research/llm-train-7d9f8-x2k4q [--kubeconfig FILE]
+    toposcope kube claim-advice --prometheus http://prometheus:9090 [--format json]
+
+The pods are named (``--pod NAMESPACE/NAME``, repeatable) or found in Prometheus: every pod
+with a DRA device off the NUMA node of its exclusive CPUs or cpuset
+(``toposcope_kubelet_device_numa_aligned{source="dra"} == 0``) or a claim spanning PCIe roots
+(``toposcope_kubelet_dra_claim_pcie_roots > 1``), the series the alerts of
+``alerts/kubernetes.rules.yml`` watch. Each pod's claims are read from the API server and
+advised (:mod:`toposcope.kubeapi.claim_advice`); the output is the plan of each change as a
+shell script of ``kubectl`` calls (``--format script``, the default, as ``advise --dry-run``
+renders plans) or the changes as JSON (``--format json``: the new template, the owner's
+merge patch, the notes). Nothing is written to the cluster: review, then run the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from toposcope.errors import ConfigError
+from toposcope.kubeapi.claim_plan import change_plan, proposed_state
+from toposcope.kubeapi.claim_reader import PodAdvice, advise_pod
+from toposcope.kubeapi.client import connect
+from toposcope.promql.client import PromApi, PromApiError
+from toposcope.rm.plan_script import plan_lines
+
+#: what finds the pods to advise (the alerts' conditions, any against, any driver)
+MISALIGNED = (
+    'count by (namespace, pod) (toposcope_kubelet_device_numa_aligned{source="dra"} == 0) '
+    "or count by (namespace, pod) (toposcope_kubelet_dra_claim_pcie_roots > 1)"
+)
+#: pods advised at most in one run
+MAX_PODS = 200
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``claim-advice``'s options."""
+    parser.add_argument(
+        "--pod",
+        action="append",
+        default=[],
+        metavar="NAMESPACE/NAME",
+        help="a pod to advise; repeatable",
+    )
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="find the misaligned DRA pods in this Prometheus (toposcope's kubelet series)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig of the cluster (default: the pod's service account)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("script", "json"),
+        default="script",
+        help="kubectl calls of each plan (default), or the changes as JSON",
+    )
+
+
+def pods_of(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(namespace, pod)`` from ``--pod`` and ``--prometheus``; a usage error without any."""
+    pods: list[tuple[str, str]] = []
+    for item in args.pod:
+        namespace, _, name = str(item).partition("/")
+        if not namespace or not name:
+            raise ConfigError(f"--pod {item!r}: give NAMESPACE/NAME")
+        pods.append((namespace, name))
+    if args.prometheus:
+        try:
+            answer = PromApi(args.prometheus).get("query", {"query": MISALIGNED})
+        except PromApiError as exc:
+            raise ConfigError(f"--prometheus {args.prometheus}: {exc}") from None
+        for item in answer.data.get("result") or []:
+            labels = item.get("metric") or {} if isinstance(item, dict) else {}
+            found = (str(labels.get("namespace") or ""), str(labels.get("pod") or ""))
+            if all(found) and found not in pods:
+                pods.append(found)
+    if not pods:
+        if args.prometheus:
+            return []
+        raise ConfigError("give --pod NAMESPACE/NAME or --prometheus URL")
+    return pods[:MAX_PODS]
+
+
+def render(advice: list[tuple[str, PodAdvice]], form: str) -> str:
+    """The advice as a script of every plan, or as JSON."""
+    if form == "json":
+        document: list[dict[str, Any]] = [
+            {
+                "pod": pod,
+                "changes": [{**proposed_state(c), "notes": list(c.notes)} for c in found.changes],
+                "skipped": list(found.skipped),
+            }
+            for pod, found in advice
+        ]
+        return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    lines = ["#!/bin/sh", "# toposcope kube claim-advice: review before running", "set -eu"]
+    for pod, found in advice:
+        lines.append(f"# pod {pod}")
+        lines.extend(f"# skipped: {why}" for why in found.skipped)
+        for change in found.changes:
+            lines.extend(plan_lines(change_plan(change)))
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Advise every pod asked for; print the plans (exit 2 on a configuration error)."""
+    pods = pods_of(args)
+    api = connect(args.kubeconfig)
+    advice = [(f"{ns}/{name}", advise_pod(api, ns, name)) for ns, name in pods]
+    sys.stdout.write(render(advice, args.format))
+    return 0
+
+
+__all__ = ["MISALIGNED", "add_arguments", "pods_of", "render", "run"]

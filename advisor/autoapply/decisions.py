@@ -5,13 +5,13 @@ recommendation (kind, node, workload, the namespace or account it counts against
 it decided (:data:`APPLIED`, :data:`DRY_RUN`, :data:`WOULD_APPLY`, :data:`SKIPPED`,
 :data:`FAILED`...) and why. The rate limits count the rows that reached the resource
 manager (:data:`ACTED`), so that a restart neither forgets the last hour nor starts a
-fresh cool-down; the API and ``/metrics`` read the same rows. A stop through the API is
+fresh cool-down; the API and ``/metrics`` read the same rows. Rows older than the loop's
+retention (30 days, or the cool-down when longer) are pruned at each tick. A stop through the API is
 kept there too (``auto_switch``): a restarted service stays stopped until resumed.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -143,22 +143,10 @@ class DecisionLog(SqliteStore):
         """The latest ``limit`` decisions, newest first."""
         return self._select("ORDER BY seq DESC LIMIT ?", (limit,))
 
-    def counts(self) -> Counter[tuple[str, str]]:
-        """Decisions per (kind, decision) since the log began."""
+    def prune(self, before: float) -> int:
+        """Forget the decisions taken before ``before``; how many were forgotten."""
         with self._connect() as db:
-            rows = db.execute(
-                "SELECT kind, decision, COUNT(*) FROM auto_decisions GROUP BY kind, decision"
-            ).fetchall()
-        return Counter({(str(r[0]), str(r[1])): int(r[2]) for r in rows})
-
-    def skip_codes(self) -> Counter[str]:
-        """Skipped decisions per refusal code since the log began."""
-        with self._connect() as db:
-            rows = db.execute(
-                "SELECT code, COUNT(*) FROM auto_decisions WHERE decision = ? GROUP BY code",
-                (SKIPPED,),
-            ).fetchall()
-        return Counter({str(r[0]): int(r[1]) for r in rows})
+            return int(db.execute("DELETE FROM auto_decisions WHERE at < ?", (before,)).rowcount)
 
     def stop(self, by: str, at: float, reason: str) -> None:
         """Record that ``by`` stopped the loop at ``at`` (kept until :meth:`resume`)."""

@@ -27,6 +27,7 @@ import io
 import logging
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -56,6 +57,8 @@ AUTO_USER = "auto-apply"
 #: applier outcomes that left the cluster as it was (recorded as ``skipped``)
 UNCHANGED = frozenset({"skipped", "in_progress", "retry-later"})
 _NUMBERS = re.compile(r"[0-9][0-9.]*")
+#: how long decisions are kept, in seconds (longer when the cool-down is longer)
+RETENTION = 30 * 86400.0
 
 
 class AutoApplier:
@@ -84,8 +87,9 @@ class AutoApplier:
         self.last_state = "not run yet"
         self._said: dict[str, str] = {}
         self._act_lock = threading.Lock()
-        self._stop_lock = threading.Lock()
-        self._stop = decisions.stopped()
+        #: decisions per (kind, decision) and skips per code since the start, for /metrics
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.skips: Counter[str] = Counter()
 
     def _slurm_groups(self) -> JobGroups:
         if self.acting.dry_run:
@@ -95,30 +99,27 @@ class AutoApplier:
     # -- the kill switch -------------------------------------------------------------------
 
     def halted(self) -> str:
-        """Why the loop applies nothing now (empty: it may): the kill-switch file or a stop."""
+        """Why the loop applies nothing now (empty: it may): the kill-switch file, or a stop
+        recorded in the audit database (read each time, so that a stop sent to any replica
+        sharing the database stops the leader before its next action).
+        """
         switch = self.policy.kill_switch_file
         if switch is not None and switch.exists():
             return f"kill switch: {switch} exists"
-        with self._stop_lock:
-            stop = self._stop
+        stop = self.decisions.stopped()
         if stop is not None:
             return f"stopped by {stop[0]}: {stop[2]}" if stop[2] else f"stopped by {stop[0]}"
         return ""
 
     def stop(self, by: str, reason: str = "") -> None:
         """Stop the loop (kept across restarts); returns once the action under way is done."""
-        stop = (by, self.clock(), reason)
-        self.decisions.stop(*stop)
-        with self._stop_lock:
-            self._stop = stop
+        self.decisions.stop(by, self.clock(), reason)
         with self._act_lock:  # wait for the action under way: nothing starts after this
             LOG.warning("automatic apply stopped by %s %s", by, reason)
 
     def resume(self, by: str) -> None:
         """Undo :meth:`stop` (the kill-switch file, if present, still stops the loop)."""
         self.decisions.resume()
-        with self._stop_lock:
-            self._stop = None
         LOG.warning("automatic apply resumed by %s", by)
 
     def blackout(self, now: float) -> str:
@@ -144,6 +145,9 @@ class AutoApplier:
             self.last_state = f"blackout: {window}"
             return []
         self.last_state = "active"
+        self.decisions.prune(now - max(RETENTION, self.policy.cooldown))
+        current = {r.id for r in report.recommendations}
+        self._said = {k: v for k, v in self._said.items() if k in current}
         labels = workload_labels(model) if model is not None else {}
         groups = self.groups() if _needs_groups(self.policy) else {}
         acted = self.decisions.acted_since(now - max(HOUR, self.policy.cooldown))
@@ -236,6 +240,9 @@ class AutoApplier:
             code,
         )
         self.decisions.record(made)
+        self.counts[(made.kind, decision)] += 1
+        if decision == SKIPPED:
+            self.skips[code] += 1
         log = LOG.info if decision == SKIPPED else LOG.warning
         log("auto-apply %s %s: %s", decision, rec.id, reason)
         return made

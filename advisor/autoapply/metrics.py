@@ -1,9 +1,9 @@
 """The automatic loop's metrics (``toposcope_advisor_auto_*``, defined in the catalogue).
 
-Read from its decision log at each scrape, so that the counters carry on across restarts:
-decisions by recommendation kind and decision, skips by refusal code (every automatic kind,
-decision and code exported even at zero, for alerts), whether the loop may act now and
-whether it is stopped, and when it last ran.
+Counted since the process started (the decision log keeps the history): decisions by
+recommendation kind and decision, skips by refusal code (every automatic kind, decision and
+code exported even at zero, for alerts); whether the loop may act now and whether it is
+stopped; when it last ran.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ OTHER_CODES = ("applier", "dry-run")
 def auto_families(auto: AutoApplier, now: float) -> list[Metric]:
     """The ``toposcope_advisor_auto_*`` families of ``auto`` at Unix time ``now``."""
     decided = spec("toposcope_advisor_auto_decisions_total").family()
-    counts = auto.decisions.counts()
+    counts = auto.counts
     kinds = sorted(AUTOMATIC_KINDS | {kind for kind, _ in counts})
     for kind in kinds:
         for decision in sorted(set(DECISIONS) | {d for k, d in counts if k == kind}):
             decided.add_metric([kind, decision], counts[(kind, decision)])
     skipped = spec("toposcope_advisor_auto_skipped_total").family()
-    codes = auto.decisions.skip_codes()
+    codes = auto.skips
     for code in sorted(set(CODES) | set(OTHER_CODES) | set(codes)):
         skipped.add_metric([code], codes[code])
     halted = auto.halted()

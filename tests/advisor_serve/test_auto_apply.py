@@ -30,7 +30,7 @@ from tests.advisor_serve.conftest import (
 from tests.advisor_serve.test_service import value
 from tests.procs import poll
 from toposcope.advisor.autoapply.config import AutoApplyPolicy, parse_policy
-from toposcope.advisor.autoapply.decisions import DecisionLog
+from toposcope.advisor.autoapply.decisions import Decision, DecisionLog
 from toposcope.advisor.autoapply.flags import add_auto_apply_arguments, policy_from_args
 from toposcope.advisor.autoapply.loop import AutoApplier
 from toposcope.advisor.service import AdvisorService
@@ -291,13 +291,12 @@ def test_a_stop_through_the_api_waits_for_the_action_under_way(bench: Bench) -> 
     poll(gate.reached.is_set, what="the first automatic action held at the resource manager")
     stopped = threading.Event()
     with serving(service) as url:
-        stopping = threading.Thread(
-            target=lambda: (
-                call(f"{url}/api/v1/auto-apply/stop", "POST", API_TOKEN),
-                stopped.set(),
-            ),
-            daemon=True,
-        )
+
+        def stop() -> None:
+            call(f"{url}/api/v1/auto-apply/stop", "POST", API_TOKEN)
+            stopped.set()
+
+        stopping = threading.Thread(target=stop, daemon=True)
         stopping.start()
         assert service.auto_apply is not None
         poll(
@@ -311,3 +310,33 @@ def test_a_stop_through_the_api_waits_for_the_action_under_way(bench: Bench) -> 
     assert stopped.is_set()
     assert decisions(service) == [("applied", "")]  # the second never started
     assert bench.rm.allocations["eval"].cpus == list(range(16))
+
+
+def test_a_stop_sent_to_one_replica_halts_the_other(bench: Bench) -> None:
+    leader = with_loop(bench, AutoApplyPolicy(dry_run_first=False))
+    standby = with_loop(bench, AutoApplyPolicy(dry_run_first=False))
+    assert leader.auto_apply is not None and standby.auto_apply is not None
+    standby.auto_apply.stop("alice", "maintenance")
+    assert leader.auto_apply.halted() == "stopped by alice: maintenance"
+    leader.analyse_once()
+    assert bench.rm.posts == 0
+    leader.auto_apply.resume("bob")
+    assert standby.auto_apply.halted() == ""
+    leader.analyse_once()
+    assert decisions(leader) == [("applied", "")]
+
+
+def test_old_decisions_are_pruned_but_the_cooldown_is_kept(bench: Bench) -> None:
+    log = DecisionLog(bench.db)
+    month = 31 * 86400.0
+    old = Decision(bench.clock.now - month, "pin-old", "pin", "n9", "w", "", "applied", "")
+    recent = Decision(bench.clock.now - 3600, "pin-new", "pin", "n9", "w", "", "applied", "")
+    log.record(old)
+    log.record(recent)
+    service = with_loop(bench, AutoApplyPolicy(dry_run_first=False))
+    service.analyse_once()
+    assert [d.recommendation_id for d in log.acted_since(0)] == ["pin-new", the_pin(service)]
+    longer = with_loop(bench, AutoApplyPolicy(dry_run_first=False, cooldown=2 * month))
+    log.record(old)
+    longer.analyse_once()
+    assert "pin-old" in {d.recommendation_id for d in log.acted_since(0)}

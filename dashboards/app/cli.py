@@ -4,7 +4,7 @@
         [--listen 127.0.0.1:9851] [--refresh 30s] [--timeout 10] [--node-label LABEL]
         [--web.config.file FILE] [--auth.trusted-user-header NAME]
         [--auth.trusted-proxy ADDR[,ADDR]] [--web.allowed-hosts HOST[,HOST]]
-        [--fabric-file FILE | --slurm-topology FILE | --ibnetdiscover FILE]
+        [--fabric-file FILE | --fabric-slurm-topology FILE | --fabric-ibnetdiscover FILE]
 
 It reads metrics from the Prometheus HTTP API and recommendations from the advisor service;
 it never scrapes exporters itself. It names the node of a series as the advisor does

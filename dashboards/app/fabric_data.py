@@ -47,7 +47,7 @@ JOB_DOMAINS_NEEDED = (
     f"max by ({_BY_JOB}, level) ({q.metric('toposcope_job_fabric_domains_needed')})"
 )
 #: recorded by alerts/fabric.rules.yml: bytes/s through the job's nodes' ports, by direction
-JOB_TRAFFIC_RECORD = "workload:toposcope_job_fabric_port_bytes:rate5m"
+JOB_TRAFFIC_RECORD = "workload_direction:toposcope_job_fabric_port_bytes:rate5m"
 JOB_TRAFFIC = f"sum by ({_BY_JOB}, direction) ({JOB_TRAFFIC_RECORD})"
 
 Floats = npt.NDArray[np.float64]

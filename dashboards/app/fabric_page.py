@@ -51,7 +51,7 @@ MAX_JOB_ROWS = 200
 #: what the page says when the app has no fabric
 NO_FABRIC = (
     "no fabric: start the app with the cluster's network fabric (toposcope dash "
-    "--fabric-file FILE, --slurm-topology FILE or --ibnetdiscover FILE, the sources "
+    "--fabric-file FILE, --fabric-slurm-topology FILE or --fabric-ibnetdiscover FILE, the sources "
     "toposcope fabric show reads)"
 )
 

@@ -1,8 +1,8 @@
 """``toposcope dash``'s fabric options: the network fabric the fabric page draws.
 
 One of ``--fabric-file FILE`` (a fabric YAML or JSON file, as ``toposcope fabric show
---file`` reads and ``--format json`` writes), ``--slurm-topology FILE`` (Slurm's
-``topology.conf``) or ``--ibnetdiscover FILE``. Any other source ``fabric show`` reads
+--file`` reads and ``--format json`` writes), ``--fabric-slurm-topology FILE`` (Slurm's
+``topology.conf``) or ``--fabric-ibnetdiscover FILE``. Any other source ``fabric show`` reads
 (Kubernetes node labels, the API server) becomes a file with ``toposcope fabric show ...
 --format json > fabric.json``. The file is read and checked once, at start: a malformed one
 stops the app with ``file:line`` (exit 2), never a page that fails later.
@@ -18,8 +18,8 @@ from toposcope.fabric.sources import SOURCES, load_fabric
 #: option -> the destination ``toposcope.fabric.sources.load_fabric`` reads
 FABRIC_OPTIONS = {
     "--fabric-file": "fabric_file",
-    "--slurm-topology": "slurm_topology",
-    "--ibnetdiscover": "ibnetdiscover",
+    "--fabric-slurm-topology": "slurm_topology",
+    "--fabric-ibnetdiscover": "ibnetdiscover",
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from toposcope.dashboards.grafana import (
     advisor,
     cluster_overview,
+    fabric,
     node_detail,
     slurm_queue,
     workload_locality,
@@ -23,4 +24,5 @@ BUILDERS: tuple[Callable[[], dict[str, Any]], ...] = (
     workload_locality.build,
     advisor.build,
     slurm_queue.build,
+    fabric.build,
 )

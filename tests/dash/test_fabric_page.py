@@ -144,7 +144,7 @@ def answers(query: str) -> dict[str, Any]:
         JOB_DOMAINS_NEEDED: vector(
             ({**JOB, "level": "leaf"}, 1), ({**TIGHT, "level": "leaf"}, 1)
         ),
-        JOB_TRAFFIC: vector(({**JOB, "direction": "transmit"}, 2.5e9)),
+        JOB_TRAFFIC: vector(({**JOB, "direction": "tx"}, 2.5e9)),
         JOB_FIGURES["gpus"]: vector((JOB, 20), (TIGHT, 16)),
         JOB_FIGURES["top_level"]: vector((JOB, 1), (TIGHT, 0)),
         JOB_FIGURES["top_level_needed"]: vector((JOB, 0), (TIGHT, 0)),
@@ -176,7 +176,7 @@ def test_occupancy_and_jobs_join_the_fabric_by_node_name(
     spread = data.jobs[0]
     assert spread.nodes == ("dev0", "dev13", "dev7") and spread.excess == 2 and spread.spread
     assert spread.figures == {"gpus": 20, "top_level": 1, "top_level_needed": 0, "rail_aligned": 0}
-    assert spread.traffic == {"transmit": 2.5e9} and not data.jobs[1].spread
+    assert spread.traffic == {"tx": 2.5e9} and not data.jobs[1].spread
 
 
 def test_the_page_draws_the_selected_jobs_path(slurm_tree: FabricIndex, clients: Clients) -> None:
@@ -229,7 +229,9 @@ def test_the_app_reads_its_fabric_once_at_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.settings_from_args(parse()).fabric is None
-    settings = cli.settings_from_args(parse("--slurm-topology", str(FIXTURES / "slurm-tree.conf")))
+    settings = cli.settings_from_args(
+        parse("--fabric-slurm-topology", str(FIXTURES / "slurm-tree.conf"))
+    )
     assert settings.fabric is not None and len(settings.fabric.nodes) == 18
     app = create_app(settings)
     page = app.server.test_client().get("/fabric", headers={"Host": "127.0.0.1:9851"})
@@ -241,6 +243,6 @@ def test_the_app_reads_its_fabric_once_at_start(
     bad.write_text("switches:\n  - name: leaf\n    nodes: [a, a]\n")
     assert main(["dash", "--fabric-file", str(bad)]) == 2
     assert f"{bad}:" in capsys.readouterr().err
-    both = ["--fabric-file", str(bad), "--ibnetdiscover", str(bad)]
+    both = ["--fabric-file", str(bad), "--fabric-ibnetdiscover", str(bad)]
     with pytest.raises(SystemExit):
         parse(*both)

@@ -45,6 +45,10 @@ ADVISOR = "the advisor's own /metrics series; no advisor runs in this test"
 SLURM = "toposcope slurm exporter series; tests/slurm checks them against a real Slurm"
 #: the Slurm queue dashboard, whose series need a Slurm cluster (none runs in this test)
 SLURM_QUEUE = "toposcope-slurm-queue"
+#: the network fabric dashboard, whose per-job and fabric series need the cluster-level
+#: exporter with a fabric (tests/dash/test_fabric_page.py reads them from canned answers)
+FABRIC = "toposcope-fabric"
+FABRIC_EXPORTER = "toposcope_job_fabric_* and toposcope_fabric_* series; no fabric exporter here"
 #: (dashboard uid, panel title) -> why it has no data in this setup.
 NO_DATA: dict[tuple[str, str], str] = {
     (SLURM_QUEUE, "Free GPUs"): SLURM,
@@ -56,6 +60,12 @@ NO_DATA: dict[tuple[str, str], str] = {
     (SLURM_QUEUE, "Pending jobs by the scheduler's reason"): SLURM,
     (SLURM_QUEUE, "GPUs held per account"): SLURM,
     (SLURM_QUEUE, "Accounts against their fair share"): SLURM,
+    (FABRIC, "Multi-node jobs and their spread"): FABRIC_EXPORTER,
+    (FABRIC, "Domains spanned beyond need"): FABRIC_EXPORTER,
+    (FABRIC, "Network traffic of multi-node jobs"): FABRIC_EXPORTER,
+    (FABRIC, "GPUs held under each leaf"): FABRIC_EXPORTER,
+    (FABRIC, "GPUs held in each block"): FABRIC_EXPORTER,
+    (FABRIC, "NIC-far GPUs of multi-node jobs"): FABRIC_EXPORTER,
     ("toposcope-advisor", "Advisors up"): ADVISOR,
     ("toposcope-advisor", "Open recommendations"): ADVISOR,
     ("toposcope-advisor", "Open recommendations by kind and severity"): ADVISOR,
@@ -162,6 +172,8 @@ def test_every_panel_returns_data(tmp_path: Path, hwloc_root: Callable[[str], Pa
             for variable in variables(data):
                 if variable["type"] != "query" or uid in ("toposcope-advisor", SLURM_QUEUE):
                     continue
+                if (uid, variable["name"]) == (FABRIC, "partition"):
+                    continue  # the fabric exporter's series
                 selector, label = label_values(str(variable["query"]))
                 found = {
                     series["metric"].get(label)

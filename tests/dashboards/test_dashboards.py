@@ -59,6 +59,7 @@ REQUIRED_VARIABLES = {
     "toposcope-workload-locality": {"datasource", "hostname", "instance", "workload"},
     "toposcope-advisor": {"datasource", "workload"},
     "toposcope-slurm-queue": {"datasource", "partition"},
+    "toposcope-fabric": {"datasource", "hostname", "instance", "partition"},
 }
 #: Values put in place of the variables to parse queries.
 PLACEHOLDERS = {

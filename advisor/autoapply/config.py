@@ -14,7 +14,7 @@ never widens what the loop may do. The file::
       namespaces: [train]            #   Kubernetes namespace
       partitions: [gpu]              #   Slurm partition
       accounts: [ml]                 #   Slurm account
-      labels: "team=ml"              #   a Kubernetes label selector over its labels
+      labels: "container=trainer"    #   a label selector over its metric labels
     exclude:                         # the same keys; a match is never applied
       namespaces: [kube-system]
       labels: "canary"

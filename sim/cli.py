@@ -22,6 +22,7 @@ from toposcope.errors import ConfigError, UsageError
 from toposcope.rm.api import make_api_app
 from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 from toposcope.sim.clock import SimClock
+from toposcope.sim.fabric import SimFabric
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.paths import remove_tree
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
@@ -120,6 +121,7 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
     mirrored = build_mirrored(scenario, clock) if slurm else None
     cluster = mirrored if mirrored is not None else build_cluster(scenario, clock)
     stop_mirror = start_mirror(args, scenario, mirrored) if mirrored is not None else None
+    fabric = SimFabric(scenario.fabric) if scenario.fabric is not None else None
     owned = args.state_dir is None
     state_dir: Path | None = None
     exporters: SimExporters | None = None
@@ -133,10 +135,10 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
         # with Slurm scheduling, actions go to Slurm: the simulator's API only reads
         token_file = None if slurm else args.token_file
         api = _api_app(cluster, token_file, args.allow_insecure_token_file)
-        placeholder = make_sim_app(cluster, exporters, api)
+        placeholder = make_sim_app(cluster, exporters, api, fabric=fabric)
         server = SimServer(placeholder, args.listen)
         address = args.file_sd_address or server.address
-        server.set_app(make_sim_app(cluster, exporters, api, address))
+        server.set_app(make_sim_app(cluster, exporters, api, address, fabric))
         apply_web_arguments(server, args, users=BEARER_ONLY)
         if exporters.eager:
             preparing = threading.Thread(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toposcope.rm import Allocation
 from toposcope.sim.jobs import (
@@ -14,6 +15,9 @@ from toposcope.sim.jobs import (
 from toposcope.sim.templates import (
     NodeTemplate,
 )
+
+if TYPE_CHECKING:  # the fabric section's module imports this one
+    from toposcope.sim.scenario_fabric import ScenarioFabric
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
@@ -24,6 +28,7 @@ MAX_NODES = 10_000
 MAX_JOBS_PER_NODE = 64
 TOP_FIELDS = (
     "name", "description", "seed", "scheduler", "templates", "nodes", "jobs", "trace", "generate",
+    "fabric",
 )  # fmt: skip
 NODE_FIELDS = ("name", "template", "count", "labels")
 JOB_FIELDS = (
@@ -69,3 +74,5 @@ class Scenario:
     nodes: tuple[NodeDecl, ...]
     jobs: tuple[JobDecl, ...]
     source: str
+    #: the network fabric and its multi-node jobs (:mod:`toposcope.sim.scenario_fabric`)
+    fabric: ScenarioFabric | None = None

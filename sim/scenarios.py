@@ -21,6 +21,9 @@ A scenario file (built-ins in ``sim/scenarios/*.yaml``, named ``builtin:NAME``):
       - {name: worker, type: gpu-train, gpus: 2, count: 3, submit: 600, duration: 3600}
     trace: {file: ../traces/sample.csv, limit: 50, offset: 0}   # or just the path
     generate: {nodes: {dgx-a100: 10, xeon-2s: 10}, workloads: 80}   # a synthetic cluster
+    fabric:                      # optional: the network between nodes, multi-node jobs
+      file: fabrics/demo.yaml    # a fabric file (docs/fabric.md)
+      multi_node_jobs: [{name: llm, jobs: [llm-a, llm-b]}]   # one job's parts, one per node
 
 Job fields: ``type``, ``gpus``, ``threads``, ``memory_gb``, ``gpu_memory_gb`` (per GPU),
 ``numa_sensitivity``, ``comm_intensity``, ``input_intensity`` (0..1), ``throughput`` (at
@@ -54,6 +57,7 @@ from toposcope.rm import ResourceManagerError
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.jobs import MAX_JOBS, short_repr
+from toposcope.sim.scenario_fabric import scenario_fabric
 from toposcope.sim.scenario_generate import generate_cluster
 from toposcope.sim.scenario_jobs import JobContext, scenario_jobs, trace_jobs
 from toposcope.sim.scenario_model import (
@@ -184,6 +188,7 @@ def parse_scenario(text: str, source: str, base: Path, seed: int | None = None) 
         if job.spec.name in seen:
             raise ConfigError(f"{job.where}.name: job {job.spec.name} is declared twice")
         seen.add(job.spec.name)
+    fabric = scenario_fabric(top, base, [*nodes, *generated_nodes], jobs)
     return Scenario(
         name=name,
         description=top.text("description", "") or "",
@@ -192,6 +197,7 @@ def parse_scenario(text: str, source: str, base: Path, seed: int | None = None) 
         nodes=(*nodes, *generated_nodes),
         jobs=tuple(jobs),
         source=source,
+        fabric=fabric,
     )
 
 

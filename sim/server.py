@@ -11,7 +11,8 @@ Routes of :func:`make_sim_app`:
 ``GET /metrics``
     the simulator process's own ``process_*`` and ``toposcope_build_info``, and the
     simulated scheduler's queue (the catalogue's ``toposcope_queue_*`` families,
-    ``scheduler="sim"``: :mod:`toposcope.sim.queue_metrics`).
+    ``scheduler="sim"``: :mod:`toposcope.sim.queue_metrics`), and with a scenario fabric
+    the fabric and its multi-node jobs' spread (:mod:`toposcope.sim.fabric`).
 ``GET /targets.json``
     the file_sd targets this server would write (see :func:`file_sd_targets`).
 ``/api/...``
@@ -47,6 +48,7 @@ from toposcope.exporters.app import render
 from toposcope.serving.httpserver import HttpServer
 from toposcope.serving.selfmetrics import with_self_metrics
 from toposcope.sim.cluster import SimCluster
+from toposcope.sim.fabric import SimFabric
 from toposcope.sim.nodefs import ExportersClosed, SimExporters
 from toposcope.sim.paths import UnsafePathError
 from toposcope.sim.queue_metrics import queue_families
@@ -113,11 +115,13 @@ def make_sim_app(
     exporters: SimExporters,
     api_app: WsgiApp | None = None,
     address: str = "127.0.0.1:9850",
+    fabric: SimFabric | None = None,
 ) -> WsgiApp:
     """The simulator's WSGI app (routes in the module docstring).
 
     ``api_app`` serves everything under ``/api/`` (``None``: 404); ``address`` is the
-    ``HOST:PORT`` that ``/targets.json`` advertises.
+    ``HOST:PORT`` that ``/targets.json`` advertises; ``fabric`` adds the fabric's families to
+    ``/metrics``.
     """
     nodes = set(cluster.node_names())
 
@@ -161,18 +165,24 @@ def make_sim_app(
             return [_landing(cluster)]
         return _text(start_response, "404 Not Found", "not found\n")
 
-    return with_self_metrics(app, QueueCollector(cluster))
+    return with_self_metrics(app, QueueCollector(cluster, fabric))
 
 
 class QueueCollector(Collector):
-    """The cluster's queue families, read at each scrape."""
+    """The cluster's queue families, and with a fabric its multi-node jobs' spread, read at
+    each scrape.
+    """
 
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: SimCluster, fabric: SimFabric | None = None) -> None:
         self.cluster = cluster
+        self.fabric = fabric
 
     def collect(self) -> Iterable[Metric]:
-        """The ``toposcope_queue_*`` families now."""
-        return queue_families(self.cluster)
+        """The ``toposcope_queue_*`` families (and the fabric's) now."""
+        families = list(queue_families(self.cluster))
+        if self.fabric is not None:
+            families.extend(self.fabric.families(self.cluster))
+        return families
 
 
 def _node_metrics(

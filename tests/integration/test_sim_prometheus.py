@@ -25,7 +25,7 @@ def test_prometheus_sees_every_simulated_gpu(tmp_path: Path) -> None:
         poll(lambda: http_get(f"http://127.0.0.1:{port}/-/ready"))
         poll(targets.exists)
         nodes = [entry["labels"]["node"] for entry in json.loads(targets.read_text())]
-        assert len(nodes) == 8
+        assert len(nodes) == 10
         # how many GPUs each node serves, read from the simulator itself
         expected = 0
         for node in nodes:
@@ -44,7 +44,7 @@ def test_prometheus_sees_every_simulated_gpu(tmp_path: Path) -> None:
             ],
         )
         with prometheus.run() as prom:
-            up = poll(lambda: len(prom.query('up{job="toposcope-sim"} == 1')) == 8 or None)
+            up = poll(lambda: len(prom.query('up{job="toposcope-sim"} == 1')) == 10 or None)
             assert up
             series = poll(
                 lambda: (

@@ -40,7 +40,7 @@ def test_builtin_scenarios_load() -> None:
         "large",
     }
     demo = load_scenario("builtin:demo")
-    assert len(demo.nodes) == 8
+    assert len(demo.nodes) == 10
     assert 24 <= len(demo.jobs) <= 60
     assert {n.template.name for n in demo.nodes} == {
         "dgx-a100",

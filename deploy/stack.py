@@ -65,6 +65,8 @@ RUN = Path(os.environ.get("TOPOSCOPE_RUN_DIR") or REPO / ".run")
 VENV_BIN = Path(sys.executable).parent
 #: the simulated cluster of the stack
 SCENARIO = "builtin:demo"
+#: the network fabric of :data:`SCENARIO`, which the Dash app's fabric page draws
+DEMO_FABRIC = REPO / "sim" / "scenarios" / "fabrics" / "demo.yaml"
 #: the Dash app's one basic-auth user in the local stack (its password is generated)
 DASH_USER = "admin"
 
@@ -289,6 +291,8 @@ def start_dash(ports: dict[str, int]) -> Started:
             "--advisor", f"{scheme()}://127.0.0.1:{ports['advisor']}",
             "--advisor-token-file", str(RUN / "advisor" / "token"),
             "--web.config.file", str(web_config),
+            # the demo scenario's network (its fabric page); RM=slurm runs another scenario
+            *(() if "slurmrestd" in ports else ("--fabric-file", str(DEMO_FABRIC))),
         ],
     )  # fmt: skip
     url = f"{scheme()}://127.0.0.1:{port}"

@@ -104,8 +104,12 @@ class AutoApplier:
         sharing the database stops the leader before its next action).
         """
         switch = self.policy.kill_switch_file
-        if switch is not None and switch.exists():
-            return f"kill switch: {switch} exists"
+        if switch is not None:
+            try:
+                if switch.exists():
+                    return f"kill switch: {switch} exists"
+            except OSError as exc:  # a switch that cannot be checked stops the loop
+                return f"kill switch: {switch} cannot be checked: {exc.strerror or exc}"
         stop = self.decisions.stopped()
         if stop is not None:
             return f"stopped by {stop[0]}: {stop[2]}" if stop[2] else f"stopped by {stop[0]}"

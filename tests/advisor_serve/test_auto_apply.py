@@ -340,3 +340,12 @@ def test_old_decisions_are_pruned_but_the_cooldown_is_kept(bench: Bench) -> None
     log.record(old)
     longer.analyse_once()
     assert "pin-old" in {d.recommendation_id for d in log.acted_since(0)}
+
+
+def test_a_kill_switch_that_cannot_be_checked_stops_the_loop(bench: Bench, tmp_path: Path) -> None:
+    switch = tmp_path / ("x" * 5000)  # checking it fails: the name is too long
+    service = with_loop(bench, AutoApplyPolicy(dry_run_first=False, kill_switch_file=switch))
+    assert service.auto_apply is not None
+    service.analyse_once()
+    assert bench.rm.posts == 0
+    assert service.auto_apply.last_state.endswith("cannot be checked: File name too long")

@@ -14,6 +14,11 @@ job's spread, its metric families and their text exposition (every scrape). Run 
 repository root::
 
     .venv/bin/python bench/fabric_scale.py [--nodes 10000] [--jobs 2000]
+
+With ``--cells N`` it times the buddy-cell placement instead (:mod:`toposcope.fabric.cells`,
+:mod:`toposcope.fabric.cellfit`): the cell tree built once, then, on the cluster half full
+(the packed half of the running jobs), N pending jobs of 2 to 64 nodes placed one after the
+other, each taking the nodes chosen for it, as the advisor's fabric-placement policy does.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
+from toposcope.fabric.cellfit import choose
+from toposcope.fabric.cells import CellTree, NodeFree
 from toposcope.fabric.job_families import fabric_families, job_families
 from toposcope.fabric.jsonform import fabric_to_json
 from toposcope.fabric.model import Fabric, Node, Port, Switch, assemble
@@ -187,6 +194,42 @@ def timed_spread(fabric: Fabric, jobs: list[JobPlacement]) -> tuple[float, float
     return indexed, scrape, sum(1 for spread in spreads if spread.spread_beyond_need)
 
 
+def timed_cells(fabric: Fabric, jobs: list[JobPlacement], pending: int) -> None:
+    """Print how long the cell tree takes to build and ``pending`` jobs take to place, with
+    the cluster holding every even (packed) job of ``jobs``.
+    """
+    start = time.perf_counter()
+    tree = CellTree(fabric)
+    built = time.perf_counter() - start
+    held = {share.node for job in jobs[::2] for share in job.shares}
+    free = {
+        node.name: NodeFree(node.name, 8, 0 if node.name in held else 8, None)
+        for node in fabric.nodes
+    }
+    chooser = random.Random(29)
+    seconds: list[float] = []
+    levels: dict[str, int] = {}
+    for _ in range(pending):
+        size = chooser.choice((2, 4, 4, 8, 8, 16, 32, 64))
+        start = time.perf_counter()
+        choice = choose(tree, free, size, 8)
+        seconds.append(time.perf_counter() - start)
+        if choice is None:
+            levels["none"] = levels.get("none", 0) + 1
+            continue
+        levels[choice.level_name] = levels.get(choice.level_name, 0) + 1
+        for name in choice.nodes:
+            free[name] = NodeFree(name, 8, 0, None)
+    seconds.sort()
+    cells = len(tree.cells) - len(fabric.nodes)
+    print(f"cell tree (once): {built:.2f} s, {cells:,} cells above the nodes")
+    print(f"cluster: {len(held):,} of {len(fabric.nodes):,} nodes held")
+    print(
+        f"{pending:,} placements: median {seconds[len(seconds) // 2] * 1e3:.1f} ms, "
+        f"max {seconds[-1] * 1e3:.1f} ms, total {sum(seconds):.2f} s; levels {levels}"
+    )
+
+
 def main() -> int:
     """Generate the fabric, write each format, time ``fabric show`` on each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -194,8 +237,18 @@ def main() -> int:
     parser.add_argument(
         "--jobs", type=int, default=2_000, help="running multi-node jobs (default 2,000)"
     )
+    parser.add_argument(
+        "--cells",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time the buddy-cell placement of N pending jobs instead",
+    )
     args = parser.parse_args()
     fabric = generate(args.nodes)
+    if args.cells > 0:
+        timed_cells(fabric, place_jobs(fabric, args.jobs), args.cells)
+        return 0
     levels = len({s.level for s in fabric.switches})
     shape = f"{len(fabric.switches):,} switches, {levels} levels"
     print(f"fabric: {len(fabric.nodes):,} nodes, {shape}")

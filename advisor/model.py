@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from toposcope.advisor.dra_state import DraDevice
 from toposcope.topology.model import LinkType, link_type
 
 LOG = logging.getLogger("toposcope.advisor.model")
@@ -266,7 +267,8 @@ class ClusterModel:
     "cannot decide"); ``notes`` carries loader warnings into the report;
     ``dropped_series`` counts by reason the series the loaders left out for a bad name.
     ``gpu_activity_source`` names where the GPU traffic and activity figures came from
-    (``toposcope`` or ``dcgm``: see ``--gpu-metrics-source``).
+    (``toposcope`` or ``dcgm``: see ``--gpu-metrics-source``). ``dra_devices`` are the devices
+    pods hold through ResourceClaims (:mod:`~toposcope.advisor.dra_state`).
     """
 
     nodes: Mapping[str, NodeModel]
@@ -279,6 +281,7 @@ class ClusterModel:
     pending: tuple[PendingWorkload, ...] = ()
     dropped_series: Mapping[str, int] = field(default_factory=dict)
     gpu_activity_source: str = "toposcope"
+    dra_devices: tuple[DraDevice, ...] = ()
 
     def node(self, name: str) -> NodeModel | None:
         """The node called ``name`` or ``None``."""

@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from toposcope.advisor.dra_state import read_dra_devices
 from toposcope.advisor.loaders.base import LoadedData
 from toposcope.advisor.model import (
     ClusterModel,
@@ -342,6 +343,7 @@ def build_model(
         window_seconds=data.window.seconds,
         source=data.source,
         present=data.present_metrics(),
+        dra_devices=read_dra_devices(data, builder.namer),
         notes=data.notes,
         pending=tuple(pending),
         dropped_series=data.dropped_series,

@@ -106,6 +106,13 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
     QueryRow("workload-gpu-sm-active", "toposcope_workload_gpu_sm_active_ratio", reduction="avg"),
     # seconds until the scheduler ends each running job (optional: a scheduler publishes it)
     QueryRow("workload-time-left", "toposcope_queue_job_time_left_seconds"),
+    # Kubernetes DRA ------------------------------------------------------------------------
+    # devices containers hold through ResourceClaims, with their GPU, NUMA node and PCIe root
+    QueryRow("dra-devices", "toposcope_kubelet_dra_device_info"),
+    # whether each device sat on a NUMA node of its container's CPUs at some point of the window
+    QueryRow("dra-device-aligned", "toposcope_kubelet_device_numa_aligned", reduction="max"),
+    # PCIe roots each claim's devices of one driver span
+    QueryRow("dra-claim-pcie-roots", "toposcope_kubelet_dra_claim_pcie_roots", reduction="max"),
 )
 
 #: the queries a placement (``toposcope place``) needs: topology and GPU state, no workloads

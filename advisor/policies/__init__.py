@@ -24,6 +24,7 @@ from toposcope.advisor.policies.base import (
     SettingInfo,
     setting,
 )
+from toposcope.advisor.policies.dra_alignment import DraAlignment
 from toposcope.advisor.policies.gpu_placement import GpuPlacement
 from toposcope.advisor.policies.idle_release import IdleRelease
 from toposcope.advisor.policies.job_migration import JobMigration
@@ -41,6 +42,7 @@ POLICIES: dict[str, PolicyType] = {
     JobMigration.name: JobMigration,
     IdleRelease.name: IdleRelease,
     NodeSettingsCheck.name: NodeSettingsCheck,
+    DraAlignment.name: DraAlignment,
 }
 
 

@@ -72,13 +72,19 @@ def guaranteed_patch(cpus: int, container: str) -> dict[str, Any]:
 
 
 def pin_notes(request: ActionRequest, namespace: str, pod: str, container: str) -> tuple[str, ...]:
-    """The kubelet settings and the pod spec change (reviewed by a person) that pin the pod."""
+    """The kubelet settings and, for a pin, the pod spec change (reviewed by a person) that
+    pin the pod.
+    """
+    kubelet = (
+        f"kubelet configuration of node {request.node}: "
+        f"{json.dumps(KUBELET_SETTINGS, sort_keys=True)} (drain the node, remove "
+        "/var/lib/kubelet/cpu_manager_state and memory_manager_state, restart the kubelet)"
+    )
+    if request.kind != ActionKind.PIN:
+        return (kubelet,)
     change = guaranteed_patch(max(1, len(request.cpus)), container or "CONTAINER")
     return (
-        "kubelet configuration of node "
-        f"{request.node}: {json.dumps(KUBELET_SETTINGS, sort_keys=True)} (drain the node, "
-        "remove /var/lib/kubelet/cpu_manager_state and memory_manager_state, restart the "
-        "kubelet)",
+        kubelet,
         f"pod {namespace}/{pod}: Guaranteed QoS with whole CPUs: requests equal to limits "
         f"for cpu and memory in every container; merge patch of its owner's template: "
         f"{json.dumps(change, sort_keys=True)}",
@@ -323,10 +329,11 @@ class KubePlanner:
         if kind is ActionKind.MIGRATE:
             unknown = (
                 f"the pod's owner was not read: {why}; toposcope evicts only an opted-in pod of a "
-                f"Deployment or StatefulSet and steers its template to {target} (node affinity "
-                "kubernetes.io/hostname In [NODE]) in the same action: do both, or neither",
+                f"Deployment or StatefulSet, together with steering the owner's template to "
+                f"{target} (node affinity kubernetes.io/hostname In [{target}]): without the "
+                "owner there is no step to print",
             )
-            return Plan(request, self.backend, (eviction_step(namespace, name),), unknown=unknown)
+            return Plan(request, self.backend, (), unknown=unknown)
         unknown = (
             f"the pod's owner was not read: {why}; toposcope scales an opted-in "
             f'({RELEASE_IDLE}: "true") Deployment or StatefulSet to 0 replicas, or stops a '

@@ -66,7 +66,8 @@ class SlurmPlanner:
         try:
             state = self.read()
         except ResourceManagerError as exc:
-            self.unreachable = f"Slurm could not be read ({exc})"
+            first = (str(exc).splitlines() or [""])[0]
+            self.unreachable = f"Slurm could not be read ({first})"
             return self._offline(request, job_id, self.unreachable)
         try:
             return self.checked_plan(request, job_id, state)

@@ -29,6 +29,7 @@ from tests.helpers import FIXTURES
 from tests.kube.fake_apiserver import merge_patch
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor.dry_run import planner_for, render_dry_run
+from toposcope.kube.paths import eviction_step
 from toposcope.report.decoder import report_from_json
 from toposcope.report.recommendation import Report
 from toposcope.rm import ActionKind, ActionRequest
@@ -47,7 +48,9 @@ def _offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     kubeconfig, and no token in the environment.
     """
     conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\n")
+    conf.write_text(
+        "ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\nMessageTimeout=1\n"
+    )
     monkeypatch.setenv("SLURM_CONF", str(conf))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -220,7 +223,10 @@ def test_kubernetes_bodies_validate() -> None:
                 patch = json.loads(plan.notes[1].split("template: ", 1)[1])
                 _validated(merge_patch(DEPLOYMENT, patch))
                 checked += 1
-    assert checked >= 4
+    assert checked >= 3
+    eviction = eviction_step("ml", "notebook-0").body
+    assert isinstance(eviction, dict)
+    _validated(eviction)
     with pytest.raises(Exception, match=r"affinty"):
         _validated(merge_patch(POD, {"spec": {"affinty": {}}}))
 

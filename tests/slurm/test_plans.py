@@ -108,7 +108,9 @@ def test_a_signal_release_runs_its_plan(slurm: LocalCluster) -> None:
 
 def test_without_slurm_the_plan_says_what_it_could_not_check(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\n")
+    conf.write_text(
+        "ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\nMessageTimeout=1\n"
+    )
     manager = slurm_resource_manager(slurm_conf=str(conf))
     plan = manager.plan(ActionRequest("p", ActionKind.PLACE, "slurm-job-42", "gpu-01", gpus=[0]))
     assert commands(plan) == ["scontrol update JobId=42 ReqNodeList=gpu-01"]

@@ -6,7 +6,8 @@
   in for Prometheus or the advisor in unit tests (an external system, never our own code).
 * ``stack``: one real stack for the browser tests (session scope): the simulator
   (``builtin:demo``) with its resource-manager API, a real Prometheus scraping every
-  simulated node, and the advisor service applying to the simulator.
+  simulated node and the simulator's own series (its queue and its fabric's multi-node
+  jobs), and the advisor service applying to the simulator.
 """
 
 from __future__ import annotations
@@ -156,7 +157,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                     "job_name": "toposcope-sim",
                     "file_sd_configs": [{"files": [str(targets)]}],
                     "relabel_configs": [{"source_labels": ["node"], "target_label": "instance"}],
-                }
+                },
+                {
+                    # the simulator's own /metrics: its queue and its fabric's per-job series
+                    "job_name": "toposcope-sim-queue",
+                    "static_configs": [{"targets": [f"127.0.0.1:{sim_port}"]}],
+                },
             ],
         )
         with prometheus.run() as prom:

@@ -15,6 +15,7 @@ import os
 import time
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.dash.conftest import ADVISOR_TOKEN, Stack
 from tests.procs import free_port, http_get, poll
 from toposcope.dashboards.app.access import Access
 from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.fabric.yamlfile import read_fabric_file
 from toposcope.serving.webconfig import parse_web_config
 from toposcope.sim.scenarios import load_scenario
 
@@ -400,4 +402,37 @@ def test_prometheus_down_is_explained(dash_duo: Any) -> None:
     )
     dash_duo.wait_for_contains_text("#prom-status", "unreachable", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#cluster-util", "unreachable", timeout=TIMEOUT)
+    no_console_errors(dash_duo)
+
+
+#: the demo scenario's network fabric, which its simulator reports the multi-node jobs on
+DEMO_FABRIC = Path(__file__).resolve().parents[2] / "sim" / "scenarios" / "fabrics" / "demo.yaml"
+
+
+def test_fabric_page_shows_the_demos_spread_job(dash_duo: Any, stack: Stack, images: Path) -> None:
+    settings = replace(settings_for(stack), fabric=read_fabric_file(str(DEMO_FABRIC)))
+    start(dash_duo, settings, "/fabric")
+    # the simulator's multi-node job runs on two leaves where one would hold it
+    dash_duo.wait_for_contains_text("#fabric-jobs", "llm-pretrain", timeout=TIMEOUT)
+    assert "no fabric node reports GPU series" not in dash_duo.find_element("#fabric-page").text
+    assert "1\nspread beyond need" in dash_duo.find_element("#fabric-summary").text
+    dash_duo.find_element("#fabric-jobs a[href*='llm-pretrain']").click()
+    dash_duo.wait_for_contains_text(
+        "#fabric-job-detail", "its traffic crosses up to: spine", timeout=TIMEOUT
+    )
+    dash_duo.wait_for_contains_text(
+        "#fabric-job-detail", "leaf domains 2 (needs 1)", timeout=TIMEOUT
+    )
+    wait_until(
+        lambda: (
+            "selected job's path"
+            in dash_duo.driver.execute_script(
+                "const gd = document.querySelector('#fabric-tree .js-plotly-plot');"
+                "return gd && gd.data ? gd.data.map(t => t.name) : [];"
+            )
+        ),
+        "the selected job's path drawn",
+    )
+    dash_duo.driver.execute_script("document.querySelector('#fabric-tree').scrollIntoView()")
+    screenshot(dash_duo, images, "fabric.png")
     no_console_errors(dash_duo)

@@ -1,26 +1,18 @@
 """The fabric page in a real headless Chromium: the app started with Slurm's documented
 ``topology.conf`` example, Prometheus answered by a fake PromQL API on loopback (the answers
 of ``test_fabric_page``): the tree, blocks and jobs draw without console errors, a job chosen
-from the table shows its path, and choosing a switch drills down to it. The screenshot goes
-to ``$TOPOSCOPE_DOCS_IMG`` when set (``make docs``), else to a temporary folder.
+from the table shows its path, and choosing a switch drills down to it. The page on the
+simulator's demo fabric, with its screenshot, is in ``test_browser``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.dash.conftest import FakeApi
-from tests.dash.test_browser import (
-    TIMEOUT,
-    images,
-    no_console_errors,
-    screenshot,
-    start,
-    wait_until,
-)
+from tests.dash.test_browser import TIMEOUT, no_console_errors, start, wait_until
 from tests.dash.test_fabric_page import FIXTURES, prometheus
 from toposcope.dashboards.app.server import AppSettings
 from toposcope.fabric.slurmconf import read_topology_conf
@@ -29,8 +21,6 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.filterwarnings("ignore:HTTPResponse.getheader:DeprecationWarning"),
 ]
-
-__all__ = ["images"]  # the screenshot folder fixture, shared with the other browser tests
 
 
 def drawn(dash_duo: Any) -> tuple[str, list[str]]:
@@ -48,7 +38,7 @@ def trace_names(dash_duo: Any) -> list[str]:
     return drawn(dash_duo)[1]
 
 
-def test_fabric_page_draws_jobs_and_the_chosen_path(dash_duo: Any, images: Path) -> None:
+def test_fabric_page_draws_jobs_and_the_chosen_path(dash_duo: Any) -> None:
     fabric = read_topology_conf(str(FIXTURES / "slurm-tree.conf"))
     with FakeApi(prometheus) as api:
         settings = AppSettings(api.url, "http://127.0.0.1:9", refresh="off", fabric=fabric)
@@ -70,8 +60,6 @@ def test_fabric_page_draws_jobs_and_the_chosen_path(dash_duo: Any, images: Path)
             lambda: "selected job's path" in trace_names(dash_duo), "the selected job's path"
         )
         assert "slurm-job-42" in dash_duo.find_element("#fabric-job").text
-        dash_duo.driver.execute_script("document.querySelector('#fabric-tree').scrollIntoView()")
-        screenshot(dash_duo, images, "fabric.png")
         # drill down to the spine: the job stays selected
         dash_duo.select_dcc_dropdown("#fabric-switch", value="s3 (spine)")
         wait_until(

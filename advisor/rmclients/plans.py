@@ -63,7 +63,12 @@ def api_plan(
         url = url.replace("{node}", node)
     step = HttpStep("POST", api_base(url) + "/actions", to_json(request))
     unknown = (
-        () if kinds is None else ("the workload's owner is read by the agent when it applies",)
+        ()
+        if kinds is None
+        else (
+            "what the workload's owner allows (a Slurm job's CPUs, a pod's QoS class): "
+            "the agent reads it when it applies",
+        )
     )
     return Plan(request, backend, (step,), unknown=unknown)
 

@@ -21,8 +21,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	MYPY=$(VENV)/bin/mypy ./deploy/mypy-tree.sh
 
+# the suite waits on daemons more than it computes: two workers, each test file on one of them
+PYTEST_WORKERS ?= 2
 unit: $(STAMP) os-deps
-	TOPOSCOPE_CHECK_CLEAN_TREE=1 $(VENV)/bin/pytest -q
+	TOPOSCOPE_CHECK_CLEAN_TREE=1 $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: $(STAMP) os-deps lint typecheck unit
 

@@ -33,9 +33,14 @@ def work_tree_status() -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def _is_worker(session: pytest.Session) -> bool:
+    """Whether this process is one of pytest-xdist's workers (the controller checks the tree)."""
+    return hasattr(session.config, "workerinput")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Remember the work tree's status when the check is on."""
-    if os.environ.get(CLEAN_TREE_CHECK) == "1":
+    """Remember the work tree's status when the check is on (in the controlling process)."""
+    if os.environ.get(CLEAN_TREE_CHECK) == "1" and not _is_worker(session):
         before = work_tree_status()
         if before is not None:
             session.stash[_TREE_BEFORE] = before

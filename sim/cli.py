@@ -131,7 +131,10 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
     try:
         with signals.deferred():
             state_dir = Path(args.state_dir or tempfile.mkdtemp(prefix="toposcope-sim-"))
-        exporters = SimExporters(cluster, state_dir)
+        network = frozenset(
+            part for parts in (fabric.multi_node_jobs.values() if fabric else ()) for part in parts
+        )
+        exporters = SimExporters(cluster, state_dir, network=network)
         # with Slurm scheduling, actions go to Slurm: the simulator's API only reads
         token_file = None if slurm else args.token_file
         api = _api_app(cluster, token_file, args.allow_insecure_token_file)

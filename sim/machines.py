@@ -87,10 +87,35 @@ def machine(
 
 
 def _pci(
-    bus_id: str, vendor: int, device: int, class_id: int, node: int, nodes: tuple[NumaNode, ...]
+    bus_id: str,
+    vendor: int,
+    device: int,
+    class_id: int,
+    node: int,
+    nodes: tuple[NumaNode, ...],
+    place: tuple[tuple[str, ...], str | None] = ((), None),
 ) -> PciDevice:
     local = next(n.cpus for n in nodes if n.id == node)
-    return PciDevice(bus_id, vendor, device, class_id, node, local)
+    bridges, host_bridge = place
+    return PciDevice(bus_id, vendor, device, class_id, node, local, bridges, host_bridge)
+
+
+def _host_bridge(bus_id: str) -> str:
+    """A host bridge of its own for the device at ``bus_id`` (``0000:05:00.0`` ->
+    ``pci0000:05``), as sysfs names host bridges.
+    """
+    domain, bus = bus_id.split(":")[:2]
+    return f"pci{domain}:{bus}"
+
+
+def _place(
+    bus_id: str, switch: str | None, switches: dict[str, tuple[str, int]]
+) -> tuple[tuple[str, ...], str | None]:
+    """(bridges, host bridge) of a GPU or NIC: behind its switch, else on a root of its own."""
+    if switch is not None and switch in switches:
+        switch_bus = switches[switch][0]
+        return (switch_bus,), _host_bridge(switch_bus)
+    return (), _host_bridge(bus_id)
 
 
 def assemble(
@@ -107,14 +132,38 @@ def assemble(
     nv_label: str = "NV12",
     same_switch_label: str = "PIX",
 ) -> Topology:
-    """A topology whose PCI devices are the switches, GPUs and NICs given."""
+    """A topology whose PCI devices are the switches, GPUs and NICs given.
+
+    Each PCIe switch hangs off a host bridge of its own, and the GPUs and NICs behind it off
+    the switch (their ``bridges`` and ``host_bridge``), as in a real 8-GPU server where each
+    switch carries two GPUs and their NICs; a device without a switch has a host bridge of
+    its own. The GPU link matrix is the template's (switches and NVLink groups), unchanged.
+    """
     pci: list[PciDevice] = []
     for bus_id, node in switches.values():
-        pci.append(_pci(bus_id, PCI_VENDOR_BROADCOM_PLX, 0x8796, PCI_CLASS_PCI_BRIDGE, node, nodes))
+        pci.append(
+            _pci(
+                bus_id,
+                PCI_VENDOR_BROADCOM_PLX,
+                0x8796,
+                PCI_CLASS_PCI_BRIDGE,
+                node,
+                nodes,
+                place=((), _host_bridge(bus_id)),
+            )
+        )
     for gpu in gpus:
         assert gpu.numa_node is not None
         pci.append(
-            _pci(gpu.pci_bus_id, PCI_VENDOR_NVIDIA, gpu_device, PCI_CLASS_3D, gpu.numa_node, nodes)
+            _pci(
+                gpu.pci_bus_id,
+                PCI_VENDOR_NVIDIA,
+                gpu_device,
+                PCI_CLASS_3D,
+                gpu.numa_node,
+                nodes,
+                place=_place(gpu.pci_bus_id, gpu.switch, switches),
+            )
         )
     for nic in nics:
         assert nic.numa_node is not None
@@ -126,6 +175,7 @@ def assemble(
                 PCI_CLASS_INFINIBAND,
                 nic.numa_node,
                 nodes,
+                place=_place(nic.pci_bus_id, nic.switch, switches),
             )
         )
     pci.sort(key=lambda d: d.bus_id)

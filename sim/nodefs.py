@@ -87,11 +87,12 @@ class NodeExporter:
         topology: Callable[[Path], Topology],
         clock: Callable[[], float],
         background: bool = False,
+        network: frozenset[str] = frozenset(),
     ) -> None:
         self.name = name
         self.template = template
         self.lock = threading.Lock()
-        self.tree = NodeTree(root, template, shared)
+        self.tree = NodeTree(root, template, shared, network)
         self.topology = topology(root)
         config = ExporterConfig(
             paths=HostPaths.under(root),
@@ -244,12 +245,19 @@ class SimExporters:
     ``background`` starts each GPU source's PCIe sampler and XID watcher threads (two per
     GPU node; ``None``: only for clusters of at most 32 nodes). :attr:`eager` says whether
     :meth:`prepare` builds every node (clusters of at most :data:`PREPARE_MAX_NODES`).
+    ``network`` names the workloads that are parts of multi-node jobs: their GPUs' traffic
+    goes through their nodes' NICs (:mod:`toposcope.sim.nicfs`).
     """
 
     def __init__(
-        self, cluster: SimCluster, state_dir: Path, background: bool | None = None
+        self,
+        cluster: SimCluster,
+        state_dir: Path,
+        background: bool | None = None,
+        network: frozenset[str] = frozenset(),
     ) -> None:
         self.cluster = cluster
+        self.network = network
         self.state_dir = Path(state_dir)
         nodes = len(cluster.node_names())
         self.background = background if background is not None else nodes <= 32
@@ -305,6 +313,7 @@ class SimExporters:
                 self._topology(template),
                 self.cluster.clock.counter_time,
                 self.background,
+                self.network,
             )
             with self._lock:
                 closed = self._closed

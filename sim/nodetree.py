@@ -23,6 +23,7 @@ from toposcope.cpulist import format_cpulist
 from toposcope.sim.cgroup_paths import workload_cgroup
 from toposcope.sim.cluster import NodeSnapshot, WorkloadSnapshot
 from toposcope.sim.jobs import JobKind
+from toposcope.sim.nicfs import NicTree
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.paths import UnsafePathError, contained, remove_contained
 from toposcope.sim.proc_text import mountinfo_text, numa_stat_text, stat_line
@@ -84,15 +85,24 @@ class _Written:
 class NodeTree:
     """The host tree of one simulated node (see the module docstring).
 
-    ``shared`` is the per-template directory holding the static CPU and PCI parts.
+    ``shared`` is the per-template directory holding the static CPU and PCI parts;
+    ``network`` names the workloads whose GPUs send through the node's NICs
+    (:mod:`toposcope.sim.nicfs`).
     """
 
-    def __init__(self, root: Path, template: NodeTemplate, shared: Path) -> None:
+    def __init__(
+        self,
+        root: Path,
+        template: NodeTemplate,
+        shared: Path,
+        network: frozenset[str] = frozenset(),
+    ) -> None:
         self.root = root
         self.template = template
         write_topology_sysfs(
             root, template.topology, cpu_dir=shared / "cpu", pci_dir=shared / "pci-devices"
         )
+        self._nics = NicTree(root, template, network)
         self._proc = str(root / "proc")
         self._node_dir = str(root / "sys/devices/system/node")
         self._cgroup = str(root / "sys/fs/cgroup")
@@ -142,6 +152,7 @@ class NodeTree:
                 self._restructure(workload, key)
         if snap.now != self._time:
             self._counters(snap)
+            self._nics.update(snap)
             self._time = snap.now
 
     # -- structure ---------------------------------------------------------------------------

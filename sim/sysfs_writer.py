@@ -8,12 +8,17 @@ files). Every PCI directory is checked to lie inside the tree before it is writt
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from pathlib import Path
 
 from toposcope.cpulist import format_cpulist
 from toposcope.sim.paths import contained
 from toposcope.topology.model import Topology
+
+_HOST_BRIDGE = re.compile(r"pci[0-9a-f]{4}:[0-9a-f]{2}", re.IGNORECASE)
+_BUS_ID = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.IGNORECASE)
 
 
 def write_file(path: Path, text: str) -> None:
@@ -69,6 +74,24 @@ def copy_topology(source: Path, root: Path) -> None:
                 shutil.copyfile(entry, root / "proc" / entry.name)
 
 
+def pcie_path(
+    host_bridge: str | None, bridges: tuple[str, ...], bus_id: str, listed: set[str]
+) -> str | None:
+    """The directory of a PCI function below ``devices/``, as Linux lays it out: its host
+    bridge, the listed bridges above it (farthest first), then the function itself.
+
+    ``None`` when the host bridge is not named as sysfs names one (``pciDDDD:BB``; hwloc's
+    ``DDDD:[BB-BB]`` from an imported XML) or a bus id is not ``DDDD:BB:DD.F``: such a
+    function is written flat, under ``bus/pci/devices`` only, as before the tree was known.
+    """
+    if host_bridge is None or _HOST_BRIDGE.fullmatch(host_bridge) is None:
+        return None
+    parts = [host_bridge, *(b for b in reversed(bridges) if b in listed), bus_id]
+    if any(_BUS_ID.fullmatch(part) is None for part in parts[1:]):
+        return None
+    return "/".join(parts)
+
+
 def write_topology_sysfs(
     root: Path, topology: Topology, *, cpu_dir: Path | None = None, pci_dir: Path | None = None
 ) -> None:
@@ -77,7 +100,9 @@ def write_topology_sysfs(
     CPUs (``devices/system/cpu``: ``online``, ``cpuN/topology/{physical_package_id,
     core_id}``), NUMA nodes (``devices/system/node``: ``online``, ``nodeN/{cpulist,
     distance, meminfo}``) and PCI functions (``bus/pci/devices/<bdf>/{vendor, device,
-    class, numa_node, local_cpulist}``). When ``cpu_dir`` / ``pci_dir`` are given, those two
+    class, numa_node, local_cpulist}``; a function with a host bridge lives in the PCIe tree,
+    ``devices/<host bridge>/<bridges>/<bdf>``, linked from ``bus/pci/devices``, so that the
+    builder reads its bridges back). When ``cpu_dir`` / ``pci_dir`` are given, those two
     directories are written there once and linked into ``root/sys`` (the simulator shares
     them between nodes of one template). ``meminfo`` starts with every byte free. A PCI
     bus id that would lead outside the PCI directory (``../x`` from an imported topology)
@@ -99,9 +124,23 @@ def write_topology_sysfs(
         symlink(sys / "devices/system/cpu", str(cpu_dir))
     pci_target = pci_dir if pci_dir is not None else sys / "bus/pci/devices"
     if not pci_target.exists():
-        bases = [contained(pci_target, pci_target / d.bus_id) for d in topology.pci_devices]
+        tree = pci_dir.parent / "pci-tree" if pci_dir is not None else sys / "devices"
+        listed = {d.bus_id for d in topology.pci_devices}
+        paths = [
+            pcie_path(d.host_bridge, d.bridges, d.bus_id, listed) for d in topology.pci_devices
+        ]
+        bases = [
+            contained(pci_target, pci_target / d.bus_id)
+            if path is None
+            else contained(tree, tree / path)
+            for d, path in zip(topology.pci_devices, paths, strict=True)
+        ]
         pci_target.mkdir(parents=True, exist_ok=True)
-        for device, base in zip(topology.pci_devices, bases, strict=True):
+        for device, base, path in zip(topology.pci_devices, bases, paths, strict=True):
+            if path is not None:  # the function lives in the tree, linked from here
+                base.mkdir(parents=True, exist_ok=True)
+                link = pci_target / device.bus_id
+                symlink(link, os.path.relpath(base, link.parent))
             write_file(base / "vendor", f"0x{device.vendor:04x}\n")
             write_file(base / "device", f"0x{device.device:04x}\n")
             write_file(base / "class", f"0x{device.class_id:04x}00\n")

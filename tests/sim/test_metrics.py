@@ -131,9 +131,11 @@ def test_node_metrics_have_the_exporters_families_and_labels(
     success = by(sim, "toposcope_scrape_collector_success", "collector")
     # a simulated node runs no kubelet: no data, as on a real node without one
     assert success.pop("kubelet") == 0
-    # nor an RDMA NIC (no class/infiniband): no data, as on a real node without one
-    assert success.pop("infiniband") == 0
     assert [name for name, value in success.items() if value != 1] == []
+    # the DGX's eight HCAs (sim/nicfs.py), each behind the PCIe switch of two GPUs
+    ports = by(sim, "toposcope_nic_port_state_id", "device")
+    assert ports == {f"mlx5_{n}": 4.0 for n in range(8)}
+    assert {"toposcope_nic_port_bytes_total", "toposcope_gpu_nic_link_info"} <= set(sim)
 
 
 def test_cpu_node_reports_no_gpu_like_a_real_cpu_node(

@@ -12,6 +12,11 @@ advised (:mod:`toposcope.kubeapi.claim_advice`); the output is the plan of each 
 shell script of ``kubectl`` calls (``--format script``, the default, as ``advise --dry-run``
 renders plans) or the changes as JSON (``--format json``: the new template, the owner's
 merge patch, the notes). Nothing is written to the cluster: review, then run the script.
+
+For a pod not scheduled yet, whose claims are not allocated, the output is where each claim
+fits best instead (:mod:`toposcope.kubeapi.claim_placement`): the node, the PCIe root or NUMA
+node whose free devices hold every request, the node affinity to give the pod and the
+constraint to give the claim; the scheduler then allocates within that group.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import sys
 from typing import Any
 
 from toposcope.errors import ConfigError
+from toposcope.kubeapi.claim_placement import Placement
 from toposcope.kubeapi.claim_plan import change_plan, proposed_state
 from toposcope.kubeapi.claim_reader import PodAdvice, advise_pod
 from toposcope.kubeapi.client import connect
@@ -89,6 +95,18 @@ def pods_of(args: argparse.Namespace) -> list[tuple[str, str]]:
     return pods[:MAX_PODS]
 
 
+def placement_state(placement: Placement) -> dict[str, Any]:
+    """A placement as data: node, group, devices, the pod's affinity, the claim constraint."""
+    return {
+        "node": placement.node,
+        "attribute": placement.attribute,
+        "value": placement.value,
+        "devices": {k: list(v) for k, v in placement.devices.items()},
+        "affinity": placement.pod_affinity(),
+        "constraint": placement.constraint(),
+    }
+
+
 def render(advice: list[tuple[str, PodAdvice]], form: str) -> str:
     """The advice as a script of every plan, or as JSON."""
     if form == "json":
@@ -96,6 +114,10 @@ def render(advice: list[tuple[str, PodAdvice]], form: str) -> str:
             {
                 "pod": pod,
                 "changes": [{**proposed_state(c), "notes": list(c.notes)} for c in found.changes],
+                "placements": {
+                    claim: [placement_state(p) for p in ranked]
+                    for claim, ranked in found.placements
+                },
                 "skipped": list(found.skipped),
             }
             for pod, found in advice
@@ -107,6 +129,13 @@ def render(advice: list[tuple[str, PodAdvice]], form: str) -> str:
         lines.extend(f"# skipped: {why}" for why in found.skipped)
         for change in found.changes:
             lines.extend(plan_lines(change_plan(change)))
+        for claim, ranked in found.placements:
+            for p in ranked:
+                group = f"{p.attribute} {p.value}" if p.attribute else "the node as a whole"
+                lines.append(
+                    f"# pending, claim {claim}: node {p.node}, {group}: "
+                    + "; ".join(f"{r} -> {', '.join(d)}" for r, d in sorted(p.devices.items()))
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -119,4 +148,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["MISALIGNED", "add_arguments", "pods_of", "render", "run"]
+__all__ = ["MISALIGNED", "add_arguments", "placement_state", "pods_of", "render", "run"]

@@ -9,7 +9,8 @@ attributes and capacity under ``basic``, as k8s.io/api ``resource/v1beta1`` defi
 Slices are stored as v1 objects (the fixtures' shape). ResourceClaims and
 ResourceClaimTemplates are served by name in the same versions (``claims``, ``templates``),
 and the group's discovery document (``GET /apis/resource.k8s.io/<version>``) answers for
-each served version.
+each served version; DeviceClasses (``classes``) by name, and ResourceClaims listed across
+namespaces (what the scheduler's allocations are read from).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from tests.kube.fake_apiserver import ApiFailure, FakeApiServer
 
 _SLICES = re.compile(r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)/resourceslices$")
 _GROUP = re.compile(r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)$")
+_CLASSES = re.compile(
+    r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)/deviceclasses/(?P<name>[a-z0-9.-]+)$"
+)
+_ALL_CLAIMS = re.compile(r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)/resourceclaims$")
 _CLAIMS = re.compile(
     r"^/apis/resource\.k8s\.io/(?P<version>v[0-9a-z]+)/namespaces/(?P<ns>[a-z0-9-]+)/"
     r"(?P<plural>resourceclaims|resourceclaimtemplates)/(?P<name>[a-z0-9.-]+)$"
@@ -51,6 +56,7 @@ class DraApiServer(FakeApiServer):
     slices: list[dict[str, Any]] = field(default_factory=list)
     claims: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    classes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], body: Any
@@ -60,6 +66,23 @@ class DraApiServer(FakeApiServer):
             if group["version"] not in self.served:
                 raise ApiFailure(404, "NotFound", f"the server could not find {path}")
             return 200, {"kind": "APIResourceList", "groupVersion": path[len("/apis/") :]}
+        device_class = _CLASSES.match(path)
+        if device_class is not None:
+            if (
+                device_class["version"] not in self.served
+                or device_class["name"] not in self.classes
+            ):
+                raise ApiFailure(
+                    404, "NotFound", f'deviceclasses "{device_class["name"]}" not found'
+                )
+            return 200, self.classes[device_class["name"]]
+        every = _ALL_CLAIMS.match(path)
+        if every is not None and every["version"] in self.served:
+            return 200, {
+                "kind": "ResourceClaimList",
+                "metadata": {},
+                "items": list(self.claims.values()),
+            }
         named = _CLAIMS.match(path)
         if named is not None:
             store = self.claims if named["plural"] == "resourceclaims" else self.templates

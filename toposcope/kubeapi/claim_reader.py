@@ -17,8 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from toposcope.kubeapi.claim_advice import ClaimChange, NoChange, Owner, propose
+from toposcope.kubeapi.claim_placement import (
+    DeviceFilter,
+    Placement,
+    class_filter,
+    placements,
+    requests_of,
+)
 from toposcope.kubeapi.client import KubeApi, KubeApiError, KubeApiStatusError
-from toposcope.kubeapi.resourceslices import devices_of, read_slices
+from toposcope.kubeapi.resourceslices import cluster_devices, devices_of, pages, read_slices
 
 #: a namespace (DNS label) and an object name (DNS subdomain)
 _NAMESPACE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -39,12 +46,19 @@ def checked(value: object, pattern: re.Pattern[str], what: str) -> str:
     return value
 
 
+#: placements kept per claim of a pending pod
+MAX_PLACEMENTS = 3
+
+
 @dataclass(frozen=True)
 class PodAdvice:
-    """For one pod: the change per claim, and why no change for the others."""
+    """For one pod: the change per claim, and why no change for the others; for a pending
+    pod, the best placements per claim reference (:mod:`.claim_placement`).
+    """
 
     changes: tuple[ClaimChange, ...]
     skipped: tuple[str, ...]
+    placements: tuple[tuple[str, tuple[Placement, ...]], ...] = ()
 
 
 def _controller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -96,9 +110,9 @@ def advise_pod(api: KubeApi, namespace: str, pod_name: str) -> PodAdvice:
     name = checked(pod_name, _NAME, "pod name")
     pod = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
     node = (pod.get("spec") or {}).get("nodeName")
-    if not node:
-        return PodAdvice((), (f"pod {ns}/{name} is not scheduled yet: nothing is allocated",))
     version = _claims_version(api)
+    if not node:
+        return place_pending(api, ns, pod, version)
     _, slices = read_slices(api, str(node))
     devices = devices_of(slices, str(node))
     owner = read_owner(api, ns, pod)
@@ -133,4 +147,65 @@ def advise_pod(api: KubeApi, namespace: str, pod_name: str) -> PodAdvice:
     return PodAdvice(tuple(changes), tuple(skipped))
 
 
-__all__ = ["CLAIM_VERSIONS", "PodAdvice", "advise_pod", "checked", "read_owner"]
+def place_pending(api: KubeApi, namespace: str, pod: Mapping[str, Any], version: str) -> PodAdvice:
+    """For a pod not scheduled yet: per template-made claim, the nodes and device groups
+    where it fits best (free devices: those no ResourceClaim's allocation names).
+    """
+    group = f"/apis/resource.k8s.io/{version}"
+    _, slices = read_slices(api, None)
+    devices, nodes = cluster_devices(slices)
+    allocated = [
+        (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+        for claim in pages(api, f"{group}/resourceclaims?")
+        for r in (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results"
+        )
+        or []
+        if isinstance(r, Mapping)
+    ]
+    found: list[tuple[str, tuple[Placement, ...]]] = []
+    skipped: list[str] = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        reference = str(entry.get("name"))
+        template_name = entry.get("resourceClaimTemplateName")
+        if not template_name:
+            skipped.append(f"claim {reference}: not made from a template")
+            continue
+        template = api.get(
+            f"{group}/namespaces/{namespace}/resourceclaimtemplates/"
+            f"{checked(template_name, _NAME, 'template name')}"
+        )
+        requests = requests_of(template)
+        filters: dict[str, DeviceFilter] = {}
+        for request in requests:
+            device_class = api.get(
+                f"{group}/deviceclasses/{checked(request.device_class, _NAME, 'class name')}"
+            )
+            wanted = class_filter(device_class)
+            if wanted is None:
+                break
+            filters[request.device_class] = wanted
+        if len(filters) < len({r.device_class for r in requests}) or not requests:
+            skipped.append(f"claim {reference}: a device class names no driver toposcope reads")
+            continue
+        if any(f.partial for f in filters.values()):
+            skipped.append(
+                f"claim {reference}: device class selectors beyond driver and type are not "
+                "evaluated"
+            )
+        ranked = placements(requests, filters, devices, allocated, nodes)
+        if not ranked:
+            skipped.append(f"claim {reference}: no node has the free devices it asks for")
+        found.append((reference, tuple(ranked[:MAX_PLACEMENTS])))
+    return PodAdvice((), tuple(skipped), tuple(found))
+
+
+__all__ = [
+    "CLAIM_VERSIONS",
+    "MAX_PLACEMENTS",
+    "PodAdvice",
+    "advise_pod",
+    "checked",
+    "place_pending",
+    "read_owner",
+]

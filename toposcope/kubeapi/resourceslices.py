@@ -65,12 +65,15 @@ class ResourceSliceError(KubeApiError):
 
 @dataclass(frozen=True)
 class SliceDevice:
-    """One published device: who publishes it and its attributes (fully qualified names)."""
+    """One published device: who publishes it and its attributes (fully qualified names);
+    ``shared`` when several claims may hold it at once (``allowMultipleAllocations``).
+    """
 
     driver: str
     pool: str
     name: str
     attributes: Mapping[str, Value] = field(default_factory=dict)
+    shared: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -199,26 +202,30 @@ def devices_of(
             if not isinstance(device, Mapping):
                 raise ResourceSliceError(f"ResourceSlice of {driver}: a device is not an object")
             name = _name(device.get("name"), "device name")
-            entry = SliceDevice(driver, pool, name, _attributes(driver, device))
+            shared = device.get("allowMultipleAllocations") is True
+            entry = SliceDevice(driver, pool, name, _attributes(driver, device), shared)
             found[entry.key] = entry
             if len(found) > MAX_DEVICES:
                 raise ResourceSliceError(f"node {node} publishes over {MAX_DEVICES} devices")
     return found
 
 
-def read_slices(api: KubeApi, node: str) -> tuple[str, list[dict[str, Any]]]:
-    """``(version, slices)``: ``node``'s ResourceSlices in the newest served version.
+def read_slices(api: KubeApi, node: str | None) -> tuple[str, list[dict[str, Any]]]:
+    """``(version, slices)``: ``node``'s ResourceSlices (every node's for ``None``) in the
+    newest served version.
 
     ``("", [])`` when no version is served (DRA off). Other refusals (403: the service
     account lacks ``list`` on ``resourceslices``) are raised, naming what is missing.
     """
-    if not is_node_name(node):
-        raise ResourceSliceError(f"{node[:80]!r} is not a node name")
-    selector = urllib.parse.quote(f"spec.nodeName={node}", safe="=")
+    query = "?"
+    if node is not None:
+        if not is_node_name(node):
+            raise ResourceSliceError(f"{node[:80]!r} is not a node name")
+        query = "?fieldSelector=" + urllib.parse.quote(f"spec.nodeName={node}", safe="=") + "&"
     for version in VERSIONS:
-        base = f"/apis/resource.k8s.io/{version}/resourceslices?fieldSelector={selector}"
+        base = f"/apis/resource.k8s.io/{version}/resourceslices{query}"
         try:
-            return version, _pages(api, base)
+            return version, pages(api, base)
         except KubeApiStatusError as exc:
             if exc.code == 404:
                 continue
@@ -230,11 +237,12 @@ def read_slices(api: KubeApi, node: str) -> tuple[str, list[dict[str, Any]]]:
     return "", []
 
 
-def _pages(api: KubeApi, base: str) -> list[dict[str, Any]]:
+def pages(api: KubeApi, base: str) -> list[dict[str, Any]]:
+    """Every item of the list at ``base`` (a path ending in ``?`` or ``&``), page by page."""
     items: list[dict[str, Any]] = []
     token = ""
     for _ in range(MAX_PAGES):
-        suffix = f"&limit={PAGE}" + (f"&continue={urllib.parse.quote(token)}" if token else "")
+        suffix = f"limit={PAGE}" + (f"&continue={urllib.parse.quote(token)}" if token else "")
         answer = api.get(base + suffix)
         if not isinstance(answer, Mapping) or not isinstance(answer.get("items"), list):
             raise ResourceSliceError(f"Kubernetes API {base}: answer is not a list")
@@ -243,6 +251,24 @@ def _pages(api: KubeApi, base: str) -> list[dict[str, Any]]:
         if not token:
             return items
     raise ResourceSliceError(f"Kubernetes API {base}: more than {MAX_PAGES} pages")
+
+
+def cluster_devices(
+    slices: Iterable[Mapping[str, Any]],
+) -> tuple[dict[tuple[str, str, str], SliceDevice], dict[tuple[str, str, str], str]]:
+    """Every node-local device of ``slices`` by key, and the node of each."""
+    devices: dict[tuple[str, str, str], SliceDevice] = {}
+    nodes: dict[tuple[str, str, str], str] = {}
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for item in slices:
+        node = ((item.get("spec") or {}) if isinstance(item, Mapping) else {}).get("nodeName")
+        if isinstance(node, str) and is_node_name(node):
+            by_node.setdefault(node, []).append(item)
+    for node, items in by_node.items():
+        found = devices_of(items, node)
+        devices.update(found)
+        nodes.update(dict.fromkeys(found, node))
+    return devices, nodes
 
 
 def read_node_devices(api: KubeApi, node: str) -> dict[tuple[str, str, str], SliceDevice]:
@@ -258,7 +284,9 @@ __all__ = [
     "VERSIONS",
     "ResourceSliceError",
     "SliceDevice",
+    "cluster_devices",
     "devices_of",
+    "pages",
     "read_node_devices",
     "read_slices",
 ]

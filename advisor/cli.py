@@ -57,6 +57,7 @@ from toposcope.advisor.formatters import find_formatter
 from toposcope.advisor.loaders import Window
 from toposcope.advisor.model import PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog
+from toposcope.advisor.p2p_matrix import parse_options
 from toposcope.advisor.policies import POLICIES, build, parse_overrides, settings_markdown
 from toposcope.advisor.rmclients import (
     backend_names,
@@ -70,12 +71,15 @@ from toposcope.advisor.workload_filter import filter_report
 from toposcope.errors import ConfigError, UsageError
 from toposcope.report.recommendation import Report
 from toposcope.rm import ResourceManager, ResourceManagerError
+from toposcope.rm.plan_script import comment
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "add_arguments", "parse_at", "run"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+#: backends whose pending workloads a dry run reads when it can (one request, not one per node)
+PENDING_READERS = frozenset({"sim", "slurm", "kubernetes"})
 #: apply results that make ``--apply`` exit 1: refused or failed by the resource manager,
 #: refused for now (retry later), or unknown (the resource manager stopped answering)
 APPLY_FAILED = frozenset({FAILED, RETRY_LATER, UNKNOWN})
@@ -230,14 +234,25 @@ def _advise(args: argparse.Namespace) -> int:
     chosen = workload_filter(args)
     render = find_formatter(args.format)
     options = format_options(args)
+    p2p = parse_options(args.p2p_bandwidth)
     backend = backend_from_args(args)
-    model = load_model(backend, window, selector=selector(args), node_label=args.node_label)
+    model = load_model(
+        backend, window, selector=selector(args), node_label=args.node_label, p2p=p2p
+    )
     manager: ResourceManager | None = None
-    live = args.resource_manager in backend_names() and args.resource_manager != "dry-run"
-    if live and not args.dry_run:
-        manager = _manager(args, sorted(model.nodes), sys.stderr)
-        if any(p.name == "gpu-placement" for p in policies):
-            model = replace(model, pending=tuple(_pending(manager)))
+    unread = ""
+    placing = any(p.name == "gpu-placement" for p in policies)
+    if args.resource_manager in backend_names() and args.resource_manager != "dry-run":
+        if not args.dry_run:
+            manager = _manager(args, sorted(model.nodes), sys.stderr)
+            if placing:
+                model = replace(model, pending=tuple(_pending(manager)))
+        elif placing and args.resource_manager in PENDING_READERS:
+            try:
+                pending = _pending(_manager(args, sorted(model.nodes), sys.stderr))
+                model = replace(model, pending=tuple(pending))
+            except (ConfigError, ResourceManagerError, AdvisorError) as exc:
+                unread = f"pending workloads were not read, so nothing is placed: {exc}"
     report = filter_report(
         advise(model, policies, min_gain=args.min_gain, calibration=calibration), model, chosen
     )
@@ -245,7 +260,11 @@ def _advise(args: argparse.Namespace) -> int:
     if args.dry_run:
         backend = args.resource_manager
         planner = planner_for(backend, args.rm_url, backend_options(backend, args))
-        sys.stderr.write(render_dry_run(report, backend, planner, hints_from(model)))
+        script = render_dry_run(report, backend, planner, hints_from(model))
+        if unread:
+            first, _, rest = script.partition("\n")
+            script = f"{first}\n{comment(unread)}\n{rest}"
+        sys.stderr.write(script)
     elif args.apply and not _apply(args, report, manager):
         return EXIT_FINDINGS
     return EXIT_FINDINGS if fails(report.recommendations, args.fail_on) else EXIT_OK

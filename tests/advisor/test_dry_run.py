@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_validate import validate
+from kubernetes_validate import validate  # type: ignore[import-untyped]
 
 from tests.advisor.conftest import ExporterScrape
 from tests.advisor.fakes import ExpositionPrometheus, FakeServer
@@ -100,6 +100,8 @@ def test_every_backend_prints_a_valid_script_offline(
     assert invoke(argv) == 0
     script = capsys.readouterr().err
     assert script.startswith("#!/bin/sh\n") and f"--resource-manager {backend}" in script
+    unread = "# pending workloads were not read, so nothing is placed" in script
+    assert unread == (backend in ("sim", "slurm", "kubernetes"))
     bash_n(script)
 
 

@@ -38,7 +38,11 @@ from toposcope.dashboards.app.access import (
     parse_hosts,
     parse_proxies,
 )
-from toposcope.dashboards.app.fabric_source import add_fabric_arguments, fabric_from_args
+from toposcope.dashboards.app.fabric_source import (
+    add_fabric_arguments,
+    describe_fabric,
+    fabric_from_args,
+)
 from toposcope.dashboards.app.server import (
     DEFAULT_ADVISOR,
     DEFAULT_PROMETHEUS,
@@ -203,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         server, args, users="app", web=live if isinstance(live, LiveWebConfig) else None
     )
     LOG.info(
-        "dash app on %s://%s/ (prometheus %s, advisor %s, %s; hosts %s; node label %s)",
+        "dash app on %s://%s/ (prometheus %s, advisor %s, %s; hosts %s; node label %s; %s)",
         "https" if web is not None and web.tls else "http",
         server.address,
         settings.prometheus,
@@ -211,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         describe_access(settings),
         ", ".join(settings.access.allowed_hosts),
         settings.node_label,
+        describe_fabric(settings.fabric),
     )
     if not settings.access.basic_auth and parse_listen(args.listen)[0] not in LOOPBACK:
         LOG.warning(

@@ -46,3 +46,10 @@ def fabric_from_args(args: argparse.Namespace) -> Fabric | None:
         kubeconfig=None,
     )
     return load_fabric(source)
+
+
+def describe_fabric(fabric: Fabric | None) -> str:
+    """The fabric in a few words, for the start-up log line."""
+    if fabric is None:
+        return "no fabric (the fabric page says how to give one)"
+    return f"fabric of {len(fabric.switches):,} switches, {len(fabric.nodes):,} nodes"

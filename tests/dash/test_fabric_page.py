@@ -33,6 +33,7 @@ from toposcope.dashboards.app.fabric_layout import (
     job_path,
 )
 from toposcope.dashboards.app.fabric_page import fabric_view, layout, render_fabric
+from toposcope.dashboards.app.fabric_source import describe_fabric
 from toposcope.dashboards.app.promclient import PromClient
 from toposcope.dashboards.app.server import create_app
 from toposcope.dashboards.app.sources import Clients
@@ -229,10 +230,12 @@ def test_the_app_reads_its_fabric_once_at_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.settings_from_args(parse()).fabric is None
+    assert describe_fabric(None).startswith("no fabric")
     settings = cli.settings_from_args(
         parse("--fabric-slurm-topology", str(FIXTURES / "slurm-tree.conf"))
     )
     assert settings.fabric is not None and len(settings.fabric.nodes) == 18
+    assert describe_fabric(settings.fabric) == "fabric of 4 switches, 18 nodes"
     app = create_app(settings)
     page = app.server.test_client().get("/fabric", headers={"Host": "127.0.0.1:9851"})
     assert page.status_code == 200

@@ -41,6 +41,11 @@ _COLOURS = {
 }
 
 
+def _ring(size: float, width: float) -> dict[str, object]:
+    """A red open square around a marked switch or node."""
+    return {"color": SELECTED, "size": size, "symbol": "square-open", "line": {"width": width}}
+
+
 def share(held: float, up: float) -> float:
     """GPUs held over GPUs up (NaN without GPUs)."""
     return held / up if up > 0 else float("nan")
@@ -152,12 +157,7 @@ def _draw_switches(
                 x=[m[0] for m in marked],
                 y=[m[1] for m in marked],
                 mode="markers",
-                marker={
-                    "color": SELECTED,
-                    "size": 20,
-                    "symbol": "square-open",
-                    "line": {"width": 3},
-                },
+                marker=_ring(20, 3),
                 hoverinfo="skip",
                 name="selected job's path",
             )
@@ -217,12 +217,7 @@ def _draw_nodes(
             x=picked_x,
             y=picked_y,
             mode="markers",
-            marker={
-                "color": SELECTED,
-                "size": 9,
-                "symbol": "square-open",
-                "line": {"width": 2},
-            },
+            marker=_ring(9, 2),
             hoverinfo="skip",
             name="selected job's nodes",
         )
@@ -388,12 +383,7 @@ def blocks_figure(
             x=marked_x,
             y=marked_y,
             mode="markers",
-            marker={
-                "color": SELECTED,
-                "size": 10,
-                "symbol": "square-open",
-                "line": {"width": 2},
-            },
+            marker=_ring(10, 2),
             hoverinfo="skip",
             name="selected job's nodes",
         )

@@ -11,6 +11,7 @@ nodes are red. Every figure explains itself when it has nothing to draw.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -39,6 +40,13 @@ _COLOURS = {
     "cmax": 1.0,
     "colorbar": {"title": {"text": "GPUs held"}, "tickformat": ".0%", "thickness": 12, "len": 0.6},
 }
+
+
+def plain(text: str) -> str:
+    """``text`` from metric labels, drawn as it is: plotly reads ``<tags>`` and ``&`` in
+    figure text, so they are escaped (a hover's ``%{...}`` is only read in its template).
+    """
+    return html.escape(text, quote=False)
 
 
 def _ring(size: float, width: float) -> dict[str, object]:
@@ -257,7 +265,8 @@ def _draw_lanes(
             line={"color": colour, "width": 4 if job is selected else 2},
             marker={"color": colour, "size": 8},
             name=job.workload,
-            hovertemplate=f"{job.workload}: {describe_job(job)}<extra></extra>",
+            text=[plain(f"{job.workload}: {describe_job(job)}")] * len(xs),
+            hovertemplate="%{text}<extra></extra>",
             row=2,
             col=1,
         )
@@ -323,7 +332,7 @@ def tree_figure(
     )
     figure.update_yaxes(
         tickvals=[-lane for lane in range(len(lanes))],
-        ticktext=[job.workload for job, _ in lanes],
+        ticktext=[plain(job.workload) for job, _ in lanes],
         range=[-max(len(lanes), 1) + 0.5, 0.5],
         showgrid=False,
         zeroline=False,

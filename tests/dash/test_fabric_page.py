@@ -25,6 +25,7 @@ from toposcope.dashboards.app.fabric_data import (
     JOB_NODE_GPUS,
     JOB_TRAFFIC,
     load_fabric_data,
+    shape_fabric_data,
 )
 from toposcope.dashboards.app.fabric_layout import (
     MAX_ROW,
@@ -34,6 +35,7 @@ from toposcope.dashboards.app.fabric_layout import (
 )
 from toposcope.dashboards.app.fabric_page import fabric_view, layout, render_fabric
 from toposcope.dashboards.app.fabric_source import describe_fabric
+from toposcope.dashboards.app.prom_frames import NodeIndex
 from toposcope.dashboards.app.promclient import PromClient
 from toposcope.dashboards.app.server import create_app
 from toposcope.dashboards.app.sources import Clients
@@ -41,6 +43,7 @@ from toposcope.fabric.ibnetdiscover import read_ibnetdiscover
 from toposcope.fabric.model import Node, Switch, assemble
 from toposcope.fabric.slurmconf import read_topology_conf
 from toposcope.fabric.yamlfile import read_fabric_file
+from toposcope.promql.results import Sample, Vector
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fabric"
 
@@ -249,3 +252,22 @@ def test_the_app_reads_its_fabric_once_at_start(
     both = ["--fabric-file", str(bad), "--fabric-ibnetdiscover", str(bad)]
     with pytest.raises(SystemExit):
         parse(*both)
+
+
+def test_job_names_from_labels_are_drawn_as_text(slurm_tree: FabricIndex) -> None:
+    odd = {"scheduler": "slurm", "partition": "gpu", "workload": "<b>job</b>%{x}"}
+    nodes = NodeIndex(vector_of([(TARGETS["dev0"], 1)]))
+    placed = vector_of([({**odd, "node": "dev0"}, 8), ({**odd, "node": "dev7"}, 8)])
+    answers = {name: Vector() for name in ("up", "held", "domains", "needed", "traffic")}
+    answers |= {name: Vector() for name in JOB_FIGURES} | {"node_gpus": placed}
+    data = shape_fabric_data(slurm_tree, nodes, answers)
+    _, _, tree, *_ = render_fabric(slurm_tree, data, None, odd["workload"])
+    lane = next(t for t in tree.data if t.name == odd["workload"])
+    assert lane.hovertemplate == "%{text}<extra></extra>"
+    assert lane.text[0].startswith("&lt;b&gt;job&lt;/b&gt;%{x}: 2 nodes")
+    assert "&lt;b&gt;job&lt;/b&gt;%{x}" in tree.layout.yaxis2.ticktext
+
+
+def vector_of(samples: list[tuple[dict[str, str], float]]) -> Vector:
+    """An instant vector of ``samples``."""
+    return Vector(tuple(Sample(labels, value) for labels, value in samples))

@@ -17,6 +17,11 @@ For a pod not scheduled yet, whose claims are not allocated, the output is where
 fits best instead (:mod:`toposcope.kubeapi.claim_placement`): the node, the PCIe root or NUMA
 node whose free devices hold every request, the node affinity to give the pod and the
 constraint to give the claim; the scheduler then allocates within that group.
+
+``--nri-policy topology-aware|balloons``: on nodes whose CPUs and memory an nri-plugins
+resource policy pins, the pinning advice for the containers that use the claims is given in
+that policy's pod annotations (:mod:`toposcope.kubeapi.nri_advice`), as a patch of the owner's
+pod template, instead of agent calls.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from typing import Any
 
 from toposcope.errors import ConfigError
 from toposcope.kubeapi.claim_placement import Placement
-from toposcope.kubeapi.claim_plan import change_plan, proposed_state
+from toposcope.kubeapi.claim_plan import change_plan, nri_plan, proposed_state
 from toposcope.kubeapi.claim_reader import PodAdvice, advise_pod
 from toposcope.kubeapi.client import connect
+from toposcope.kubeapi.nri_advice import NriPolicy
 from toposcope.promql.client import PromApi, PromApiError
 from toposcope.rm.plan_script import plan_lines
 
@@ -61,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig",
         metavar="FILE",
         help="kubeconfig of the cluster (default: the pod's service account)",
+    )
+    parser.add_argument(
+        "--nri-policy",
+        choices=[p.value for p in NriPolicy],
+        help="the nodes run this nri-plugins policy: give pinning as its pod annotations",
     )
     parser.add_argument(
         "--format",
@@ -119,6 +130,14 @@ def render(advice: list[tuple[str, PodAdvice]], form: str) -> str:
                     for claim, ranked in found.placements
                 },
                 "skipped": list(found.skipped),
+                "nri": None
+                if found.nri is None
+                else {
+                    "policy": found.nri.policy.value,
+                    "annotations": found.nri.annotations,
+                    "balloon_types": list(found.nri.balloon_types),
+                    "notes": list(found.nri.notes),
+                },
             }
             for pod, found in advice
         ]
@@ -129,6 +148,9 @@ def render(advice: list[tuple[str, PodAdvice]], form: str) -> str:
         lines.extend(f"# skipped: {why}" for why in found.skipped)
         for change in found.changes:
             lines.extend(plan_lines(change_plan(change)))
+        if found.nri is not None:
+            namespace, _, name = pod.partition("/")
+            lines.extend(plan_lines(nri_plan(found.nri, namespace, name, found.owner)))
         for claim, ranked in found.placements:
             for p in ranked:
                 group = f"{p.attribute} {p.value}" if p.attribute else "the node as a whole"
@@ -143,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
     """Advise every pod asked for; print the plans (exit 2 on a configuration error)."""
     pods = pods_of(args)
     api = connect(args.kubeconfig)
-    advice = [(f"{ns}/{name}", advise_pod(api, ns, name)) for ns, name in pods]
+    nri = NriPolicy(args.nri_policy) if args.nri_policy else None
+    advice = [(f"{ns}/{name}", advise_pod(api, ns, name, nri)) for ns, name in pods]
     sys.stdout.write(render(advice, args.format))
     return 0
 

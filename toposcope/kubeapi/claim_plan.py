@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toposcope.kubeapi.claim_advice import PATCHABLE, ClaimChange
+from toposcope.kubeapi.claim_advice import PATCHABLE, ClaimChange, Owner
+from toposcope.kubeapi.nri_advice import NriAdvice
 from toposcope.rm.models import ActionKind, ActionRequest
 from toposcope.rm.plan import HttpStep, Plan, Step, WaitStep
 
@@ -93,6 +94,34 @@ def change_plan(change: ClaimChange, request: ActionRequest | None = None) -> Pl
     )
 
 
+def nri_plan(advice: NriAdvice, namespace: str, pod: str, owner: Owner | None) -> Plan:
+    """The owner patch adding an nri-plugins policy's annotations (refused without a
+    patchable owner: a running pod's annotations are read by the policy when it starts).
+    """
+    request = ActionRequest(
+        request_id="nri-pinning",
+        kind=ActionKind.PIN,
+        workload=f"{namespace}/{pod}",
+        reason=f"pin through the {advice.policy} policy's annotations",
+    )
+    notes = tuple(advice.notes) + tuple(
+        f"balloon type to add: {balloon}" for balloon in advice.balloon_types
+    )
+    if owner is None or owner.kind not in PATCHABLE:
+        return Plan(request, BACKEND, notes=notes, refused="no Deployment or StatefulSet to patch")
+    group, plural = PATCHABLE[owner.kind]
+    version = str((owner.object.get("metadata") or {}).get("resourceVersion") or "")
+    step = HttpStep(
+        "PATCH",
+        f"{group}/namespaces/{namespace}/{plural}/{owner.name}",
+        advice.owner_patch(version),
+        api="kubernetes",
+        content_type=MERGE_PATCH,
+        what=f"annotate {owner.kind} {owner.name}'s pods for the {advice.policy} policy",
+    )
+    return Plan(request, BACKEND, (step,), notes=notes)
+
+
 def proposed_state(change: ClaimChange) -> dict[str, Any]:
     """The ``proposed`` state of a recommendation for ``change``: the new template's full
     body, the constraint, and the owner's merge patch where there is one.
@@ -108,4 +137,11 @@ def proposed_state(change: ClaimChange) -> dict[str, Any]:
     return proposed
 
 
-__all__ = ["BACKEND", "MERGE_PATCH", "change_plan", "change_request", "proposed_state"]
+__all__ = [
+    "BACKEND",
+    "MERGE_PATCH",
+    "change_plan",
+    "change_request",
+    "nri_plan",
+    "proposed_state",
+]

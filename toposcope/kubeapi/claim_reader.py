@@ -25,6 +25,7 @@ from toposcope.kubeapi.claim_placement import (
     requests_of,
 )
 from toposcope.kubeapi.client import KubeApi, KubeApiError, KubeApiStatusError
+from toposcope.kubeapi.nri_advice import NriAdvice, NriPolicy, advise
 from toposcope.kubeapi.resourceslices import cluster_devices, devices_of, pages, read_slices
 
 #: a namespace (DNS label) and an object name (DNS subdomain)
@@ -59,6 +60,8 @@ class PodAdvice:
     changes: tuple[ClaimChange, ...]
     skipped: tuple[str, ...]
     placements: tuple[tuple[str, tuple[Placement, ...]], ...] = ()
+    nri: NriAdvice | None = None
+    owner: Owner | None = None
 
 
 def _controller(meta: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -104,8 +107,25 @@ def _claims_version(api: KubeApi) -> str:
     )
 
 
-def advise_pod(api: KubeApi, namespace: str, pod_name: str) -> PodAdvice:
-    """The change for each of the pod's template-made claims (see the module docstring)."""
+def _claim_users(pod: Mapping[str, Any], reference: str) -> list[str]:
+    """The containers of ``pod`` that use its claim ``reference``."""
+    return [
+        str(c.get("name"))
+        for c in (pod.get("spec") or {}).get("containers") or []
+        if any(
+            isinstance(u, Mapping) and u.get("name") == reference
+            for u in (c.get("resources") or {}).get("claims") or []
+        )
+    ]
+
+
+def advise_pod(
+    api: KubeApi, namespace: str, pod_name: str, nri: NriPolicy | None = None
+) -> PodAdvice:
+    """The change for each of the pod's template-made claims (see the module docstring);
+    with ``nri``, the pinning annotations of that nri-plugins policy for the containers that
+    use the claims.
+    """
     ns = checked(namespace, _NAMESPACE, "namespace")
     name = checked(pod_name, _NAME, "pod name")
     pod = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
@@ -119,6 +139,7 @@ def advise_pod(api: KubeApi, namespace: str, pod_name: str) -> PodAdvice:
     base = f"/apis/resource.k8s.io/{version}/namespaces/{ns}"
     changes: list[ClaimChange] = []
     skipped: list[str] = []
+    pinned: list[tuple[str, str]] = []
     for status in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
         reference = str(status.get("name"))
         generated = status.get("resourceClaimName")
@@ -126,6 +147,21 @@ def advise_pod(api: KubeApi, namespace: str, pod_name: str) -> PodAdvice:
             skipped.append(f"claim {reference}: no ResourceClaim made for it")
             continue
         claim = api.get(f"{base}/resourceclaims/{checked(generated, _NAME, 'claim name')}")
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results"
+        ) or []
+        addresses = [
+            found.pci_bus_id
+            for r in results
+            if isinstance(r, Mapping)
+            and (
+                found := devices.get(
+                    (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+                )
+            )
+        ]
+        address = next((a for a in addresses if a), "")
+        pinned.extend((c, address) for c in _claim_users(pod, reference))
         template_name = next(
             (
                 e.get("resourceClaimTemplateName")
@@ -144,7 +180,8 @@ def advise_pod(api: KubeApi, namespace: str, pod_name: str) -> PodAdvice:
             changes.append(propose(pod, reference, claim, template, devices, owner))
         except NoChange as exc:
             skipped.append(f"claim {reference}: {exc}")
-    return PodAdvice(tuple(changes), tuple(skipped))
+    advice = advise(nri, dict.fromkeys(pinned).keys()) if nri is not None and pinned else None
+    return PodAdvice(tuple(changes), tuple(skipped), (), advice, owner)
 
 
 def place_pending(api: KubeApi, namespace: str, pod: Mapping[str, Any], version: str) -> PodAdvice:

@@ -34,6 +34,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "toposcope fabric show --kubernetes-nodes nodes.yaml --kueue-topology topology.yaml",
         "toposcope fabric show --kubernetes --kueue-topology-name default",
     ),
+    "fabric jobs": (
+        "toposcope fabric jobs --kubernetes --pods pods.json",
+        "toposcope fabric jobs --slurm-topology topology.conf --pods pods.json --format json",
+    ),
     "exporter": (
         "toposcope exporter",
         "toposcope exporter --web.listen-address :9847 --web.config.file web.yml",

@@ -271,3 +271,13 @@ def test_job_names_from_labels_are_drawn_as_text(slurm_tree: FabricIndex) -> Non
 def vector_of(samples: list[tuple[dict[str, str], float]]) -> Vector:
     """An instant vector of ``samples``."""
     return Vector(tuple(Sample(labels, value) for labels, value in samples))
+
+
+def test_a_fabric_of_blocks_only_draws_its_blocks(clients: Clients) -> None:
+    index = index_fabric(read_topology_conf(str(FIXTURES / "slurm-block.conf")))
+    data = load_fabric_data(clients.prometheus, index)
+    _, _, tree, blocks, *_ = render_fabric(index, data, None, None)
+    assert tree.layout.annotations[0].text == "the fabric has no switches"
+    assert list(blocks.data[0].y) == ["block1", "block2", "block3", "block4"]
+    assert len(blocks.data[0].z[0]) == 32
+    assert job_path(index, ["node1", "node40"]).top_level is None

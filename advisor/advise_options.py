@@ -23,6 +23,7 @@ from toposcope.advisor.cliargs import (
 from toposcope.advisor.dry_run import PRINT_ONLY
 from toposcope.advisor.formatters import FORMATTERS, FormatOptions
 from toposcope.advisor.label_selector import SelectorError, parse_selector
+from toposcope.advisor.p2p_matrix import add_p2p_arguments
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import add_backend_options, backend_names
 from toposcope.advisor.workload_filter import WorkloadFilter
@@ -145,6 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``toposcope advise`` and its ``revert`` and ``log`` actions."""
     add_source_arguments(parser)
     add_analysis_arguments(parser)
+    add_p2p_arguments(parser)
     _add_filter_arguments(parser)
     parser.add_argument(
         "--at",

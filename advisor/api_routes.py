@@ -34,7 +34,7 @@ from toposcope.advisor.audit import (
     AuditEntry,
     recommendation_state,
 )
-from toposcope.advisor.gpu_sets import link_factor, place
+from toposcope.advisor.gpu_sets import place
 from toposcope.advisor.service import AdvisorService
 from toposcope.auth.bearer import BearerAuth
 from toposcope.report import advisor_api as answers
@@ -215,9 +215,7 @@ def register_reads(app: APIFlask) -> None:
         return {
             "gpus": query.gpus,
             "node": query.node,
-            "placements": [
-                {**p.to_dict(), "link_factor": link_factor(p.worst_link)} for p in options
-            ],
+            "placements": [{**p.to_dict(), "link_factor": p.factor()} for p in options],
             "service": service.status(),
         }
 

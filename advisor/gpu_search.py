@@ -83,7 +83,7 @@ class GpuSetSearch:
                 for name in sorted(model.nodes)
                 if (p := self.node_best(name, set(model.free_gpus(name)), count)) is not None
             ]
-            self._by_count[count] = sorted(found, key=lambda p: (p.score()[:2], p.score(), p.node))
+            self._by_count[count] = sorted(found, key=lambda p: (p.score()[:3], p.score(), p.node))
         return self._by_count[count]
 
     def free_best(self, count: int, taken: Collection[str]) -> Placement | None:
@@ -139,7 +139,7 @@ class GpuSetSearch:
                 break
         if not ranked:
             return None
-        return min(ranked, key=lambda p: (p.score()[:2], p.node != job.node, p.score(), p.node))
+        return min(ranked, key=lambda p: (p.score()[:3], p.node != job.node, p.score(), p.node))
 
     def ideal_rank(self, name: str, count: int) -> int:
         """The best worst-link rank ``count`` GPUs of node ``name`` could have if all were

@@ -1,7 +1,9 @@
 """GPU sets: which N GPUs of a node go well together, and the best ones across nodes.
 
-Every candidate set of N GPUs on a node is ranked by (1) its worst pairwise link, NVLink >
-same PCIe switch (PIX, then PXB) > same socket (PHB, NODE) > across sockets (SYS); (2) the
+Every candidate set of N GPUs on a node is ranked by (1) the price of its dearest pair (its
+step-time factor), then its worst pairwise link, NVLink > same PCIe switch (PIX, then PXB) >
+same socket (PHB, NODE) > across sockets (SYS); at the nominal PCIe rate the price follows the
+link class, and it tells NV4 from NV12 and a link that trained down from a healthy one; (2) the
 sum of its pairwise link ranks; (3) fragmentation, buddy-cell style as in HiveD: the GPUs of
 a node form cells (a PCIe switch or NVLink island, then a socket, then the node), and a set
 that breaks fewer fully free cells, and then leaves fewer free GPUs stranded in the cells it
@@ -10,8 +12,10 @@ GPUs sit on fewer NUMA nodes (one, ideally: the job's CPUs and memory can then b
 to all of them) before one that spans more, and a set of unknown NUMA nodes last; (5) the GPU
 indexes (deterministic). :func:`rank_sets` ranks the sets of one node, :func:`place` across nodes
 (``toposcope place --gpus N``), :func:`first_fit` is what a topology-blind scheduler would
-pick. A multi-GPU job's step time scales with its worst link by :data:`LINK_FACTOR`
-(Gandiva-anchored; see the gpu-placement policy). GPU claims (``gpu:NODE/INDEX``,
+pick. A multi-GPU job's step time scales with its dearest pair's link price
+(:mod:`~toposcope.advisor.link_prices`: by the pair's bandwidth from the topology or a
+measurement, else by :data:`LINK_FACTOR`, Gandiva-anchored; see the gpu-placement policy),
+and that price ranks a set before its worst link's class. GPU claims (``gpu:NODE/INDEX``,
 :func:`gpu_claims`) name GPUs that earlier decisions of a run took.
 
 The gpu-placement and job-migration policies, defragmentation and the placement endpoints
@@ -23,22 +27,27 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from toposcope.advisor.link_prices import LINK_FACTOR, SINGLE_GPU, LinkPrice
 from toposcope.advisor.model import ClusterModel, NodeModel
 from toposcope.report.advisor_api import GpuSet
 from toposcope.topology.model import LinkType
 
-#: relative step time of a communication-bound multi-GPU job by its worst link (PIX = 1.0)
-LINK_FACTOR: dict[LinkType | None, float] = {
-    None: 1.0,  # one GPU: no GPU-to-GPU traffic
-    LinkType.NVLINK: 0.8,  # one NVLink against a Gen3 switch (docs/policies.md derives it)
-    LinkType.PIX: 1.0,
-    LinkType.PXB: 1.2,
-    LinkType.PHB: 1.4,
-    LinkType.NODE: 1.4,
-    LinkType.SYS: 2.0,
-}
+__all__ = [
+    "LINK_FACTOR",
+    "MAX_COMBINATIONS",
+    "PRICE_DECIMALS",
+    "UNKNOWN_NUMA_SPAN",
+    "Placement",
+    "cells",
+    "first_fit",
+    "gpu_claims",
+    "link_factor",
+    "place",
+    "rank_sets",
+]
+
 #: most candidate sets enumerated per node before falling back to a greedy search
 MAX_COMBINATIONS = 20000
 #: the NUMA span ranked for a set whose GPUs' NUMA nodes are unknown: after any known span
@@ -54,16 +63,25 @@ def link_factor(worst: LinkType | None, sensitivity: float = 1.0) -> float:
     return 1.0 + sensitivity * (LINK_FACTOR[worst] - 1.0)
 
 
+#: decimals of a price compared in the ranking (prices equal to that are a tie)
+PRICE_DECIMALS = 6
+
+
 @dataclass(frozen=True)
 class Placement(GpuSet):
-    """A candidate GPU set on one node with its ranking terms (lower is better)."""
+    """A candidate GPU set on one node with its ranking terms (lower is better) and the
+    price of its dearest pair (:mod:`~toposcope.advisor.link_prices`).
+    """
 
-    def score(self) -> tuple[int, int, int, int, int, tuple[int, ...]]:
-        """The ranking key: worst link, link sum, broken cells, stranded GPUs, NUMA span
-        (:meth:`numa_span`), indexes.
+    price: LinkPrice = field(default=SINGLE_GPU)
+
+    def score(self) -> tuple[float, int, int, int, int, int, tuple[int, ...]]:
+        """The ranking key: price, worst link, link sum, broken cells, stranded GPUs, NUMA
+        span (:meth:`numa_span`), indexes.
         """
         worst = self.worst_link.rank if self.worst_link is not None else -1
         return (
+            round(self.price.factor, PRICE_DECIMALS),
             worst,
             self.link_sum,
             self.broken_cells,
@@ -77,8 +95,10 @@ class Placement(GpuSet):
         return len(self.numa_nodes) or UNKNOWN_NUMA_SPAN
 
     def factor(self, sensitivity: float = 1.0) -> float:
-        """The step-time factor of this set (see :data:`LINK_FACTOR`)."""
-        return link_factor(self.worst_link, sensitivity)
+        """The step-time factor of this set: its price, the slowdown part scaled by
+        ``sensitivity`` as in :func:`link_factor`.
+        """
+        return 1.0 + sensitivity * (self.price.factor - 1.0)
 
     def to_dict(self) -> dict[str, object]:
         """JSON form for ``toposcope place --format json``."""
@@ -90,6 +110,10 @@ class Placement(GpuSet):
             "broken_cells": self.broken_cells,
             "stranded": self.stranded,
             "numa_nodes": list(self.numa_nodes),
+            "link_factor": round(self.factor(), 4),
+            "price_source": self.price.source,
+            "link_gbps": round(self.price.gbps, 2) if self.price.gbps is not None else None,
+            "price_detail": self.price.detail,
         }
 
 
@@ -203,7 +227,16 @@ def rank_sets(
             {g.numa_node for g in node.gpus if g.index in gpus and g.numa_node is not None}
         )
         placements.append(
-            Placement(node.name, tuple(gpus), worst, total, broken, stranded, tuple(numa))
+            Placement(
+                node.name,
+                tuple(gpus),
+                worst,
+                total,
+                broken,
+                stranded,
+                tuple(numa),
+                node.prices.worst(gpus),
+            )
         )
     return sorted(placements, key=Placement.score)
 
@@ -250,7 +283,8 @@ def first_fit(model: ClusterModel, count: int, taken: Iterable[str] = ()) -> Pla
                     if g.index in chosen and g.numa_node is not None
                 }
             )
-            return Placement(name, chosen, worst, total, 0, 0, tuple(numa))
+            price = node_model.prices.worst(chosen)
+            return Placement(name, chosen, worst, total, 0, 0, tuple(numa), price)
     return None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from toposcope.advisor.dra_state import DraDevice
+from toposcope.advisor.link_prices import Measured, NodePrices
 from toposcope.topology.model import LinkType, link_type
 
 LOG = logging.getLogger("toposcope.advisor.model")
@@ -62,6 +63,11 @@ class GpuState:
     sent plus received over PCIe and over all NVLinks; ``sm_active``, ``sm_occupancy``,
     ``tensor_active`` and ``dram_active`` the mean ratios (dcgm-exporter's
     ``DCGM_FI_PROF_*`` fields).
+
+    ``pcie_gts`` and ``pcie_lanes`` are the GPU's PCIe link speed (GT/s, the most the device
+    can do: the current speed drops while it idles) and width (the widest its link ran over
+    the window), from sysfs through the exporter (``None``: not published);
+    :mod:`~toposcope.advisor.link_prices` prices its pairs by them.
     """
 
     index: int
@@ -85,16 +91,26 @@ class GpuState:
     sm_occupancy: float | None = None
     tensor_active: float | None = None
     dram_active: float | None = None
+    pcie_gts: float | None = None
+    pcie_lanes: int | None = None
 
 
 @dataclass(frozen=True)
 class NodeModel:
-    """One machine: its NUMA nodes, GPUs and GPU links (``(gpu, peer) -> "NV12"``)."""
+    """One machine: its NUMA nodes, GPUs and GPU links (``(gpu, peer) -> "NV12"``), and
+    the GPU-to-GPU bandwidths measured on it (``--p2p-bandwidth``; empty when none).
+    """
 
     name: str
     numa_nodes: tuple[NumaNodeState, ...] = ()
     gpus: tuple[GpuState, ...] = ()
     links: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    measured_bandwidth: Mapping[tuple[int, int], Measured] = field(default_factory=dict)
+
+    @cached_property
+    def prices(self) -> NodePrices:
+        """Every GPU pair's link price (:mod:`~toposcope.advisor.link_prices`), built once."""
+        return NodePrices(self)
 
     def numa(self, node_id: int) -> NumaNodeState | None:
         """The NUMA node ``node_id`` or ``None``."""

@@ -183,10 +183,28 @@ class _Builder:
         for s in self.data.samples("slurm-gres-expected"):
             if (draft := self.gpu_draft(s.labels)) is not None:
                 draft["gres_line"] = s.labels.get("line", "")
+        self.pcie_links()
         for s in self.data.samples("gpu-links"):
             a, b = _int(s.labels.get("gpu")), _int(s.labels.get("peer_gpu"))
             if a is not None and b is not None and a != b:
                 self.links[self.namer(s.labels)][(a, b)] = s.labels.get("link", "")
+
+    def pcie_links(self) -> None:
+        """Each GPU's PCIe link: the most speed it can do (GT/s), and the widest its link
+        ran now or over the window (the current width; the maximum where none).
+        """
+        widths: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
+        for s in self.data.samples("gpu-pcie-speed"):
+            draft = self.gpu_draft(s.labels)
+            if draft is not None and s.labels.get("state") == "max" and s.value > 0:
+                draft["pcie_gts"] = s.value / 1e9
+        for s in self.data.samples("gpu-pcie-width"):
+            index, state = _int(s.labels.get("gpu")), s.labels.get("state", "")
+            if index is not None and state in ("max", "current") and 0 < s.value <= 64:
+                widths[(self.namer(s.labels), index)][state] = int(s.value)
+        for (node, index), found in widths.items():
+            lanes = found.get("current", found.get("max"))
+            self.gpus[node].setdefault(index, {})["pcie_lanes"] = lanes
 
     def _usable(self, query: str) -> bool:
         """Whether ``query``'s answer can fill a per-second figure: not counter totals

@@ -22,22 +22,34 @@ import textwrap
 
 from toposcope.advisor.cliargs import add_source_arguments, backend_from_args, selector
 from toposcope.advisor.errors import AdvisorError
-from toposcope.advisor.gpu_sets import Placement, link_factor, place
+from toposcope.advisor.gpu_sets import Placement, place
 from toposcope.advisor.loaders import PLACEMENT_QUERIES, Window, queries
 from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.p2p_matrix import add_p2p_arguments, parse_options
 from toposcope.advisor.runner import load_model
 from toposcope.auth.tokens import add_token_file_options
 from toposcope.errors import ConfigError, UsageError
 
 #: what each column of the table means, under the table and in ``--help``
 COLUMNS: tuple[tuple[str, str], ...] = (
-    ("RANK", "1 is the best set; the order is the columns from WORST LINK to NUMA"),
+    ("RANK", "1 is the best set; the order is FACTOR, then the columns from WORST LINK to NUMA"),
     (
         "WORST LINK",
         "the slowest link between two GPUs of the set: NV# (NVLink) > PIX, PXB (one PCIe "
         "switch) > PHB, NODE (one socket) > SYS (across sockets); - for one GPU",
     ),
-    ("FACTOR", "step time of a communication-bound job on that link, against PIX = 1.00"),
+    (
+        "FACTOR",
+        "step time of a communication-bound job on the set's dearest GPU pair, against two "
+        "GPUs behind one PCIe Gen4 x16 switch = 1.00",
+    ),
+    (
+        "PRICE",
+        "what FACTOR rests on: topology (the pair's bandwidth from its NVLink count and "
+        "generation, or its PCIe links and path), measured (a --p2p-bandwidth file), or tier "
+        "(the link class alone: the GPU model and PCIe links are unknown)",
+    ),
+    ("GB/S", "the bandwidth each way the price rests on; - for a tier price or one GPU"),
     ("LINK SUM", "the ranks of all the set's GPU pairs added up: lower is better connected"),
     (
         "BROKEN",
@@ -86,6 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 1 when no node has the GPUs free (default: exit 0 and say so)",
     )
     add_source_arguments(parser)
+    add_p2p_arguments(parser)
     add_token_file_options(parser)
 
 
@@ -96,6 +109,8 @@ def _table(options: list[Placement], count: int) -> str:
         "GPUS",
         "WORST LINK",
         "FACTOR",
+        "PRICE",
+        "GB/S",
         "LINK SUM",
         "BROKEN",
         "STRANDED",
@@ -107,7 +122,9 @@ def _table(options: list[Placement], count: int) -> str:
             p.node,
             ",".join(map(str, p.gpus)),
             str(p.worst_link) if p.worst_link else "-",
-            f"{link_factor(p.worst_link):.2f}",
+            f"{p.factor():.2f}",
+            p.price.source if p.worst_link else "-",
+            f"{p.price.gbps:.1f}" if p.price.gbps is not None else "-",
             str(p.link_sum),
             str(p.broken_cells),
             str(p.stranded),
@@ -127,12 +144,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.gpus < 1 or args.top < 1:
             raise UsageError("--gpus and --top must be at least 1")
+        p2p = parse_options(args.p2p_bandwidth)
         backend = backend_from_args(args)
         model = load_model(
             backend,
             Window.parse("5m"),
             node_label=args.node_label,
             needs=queries(selector(args), PLACEMENT_QUERIES),
+            p2p=p2p,
         )
         if args.node and args.node not in model.nodes:
             known = ", ".join(sorted(model.nodes)) or "none"

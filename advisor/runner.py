@@ -18,6 +18,7 @@ from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
 from toposcope.advisor.loaders.queries import load_all, queries
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.model_builder import build_model
+from toposcope.advisor.p2p_matrix import P2pOption, with_measured_links
 from toposcope.advisor.policies import Policy, evaluate_all
 from toposcope.advisor.recommendations import filter_min_gain, resolve_conflicts
 from toposcope.report.recommendation import Note, Recommendation, Report, RunInfo
@@ -31,11 +32,15 @@ def load_model(
     node_label: str = "auto",
     pending: Iterable[PendingWorkload] = (),
     needs: Sequence[Query] | None = None,
+    p2p: Sequence[P2pOption] = (),
 ) -> ClusterModel:
-    """Run the queries against ``backend`` and build the model."""
+    """Run the queries against ``backend`` and build the model (with the measured GPU-pair
+    bandwidths of ``p2p``, from ``--p2p-bandwidth``).
+    """
     needed = needs if needs is not None else queries(selector)
     data = load_all(backend, window, needed, node_label=node_label)
-    return build_model(data, node_label=node_label, pending=pending)
+    model = build_model(data, node_label=node_label, pending=pending)
+    return with_measured_links(model, p2p)
 
 
 def assemble(

@@ -64,6 +64,7 @@ from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.leader_flags import Election, add_leader_arguments, election_from_args
 from toposcope.advisor.loaders.base import Window, parse_duration
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
+from toposcope.advisor.p2p_matrix import add_p2p_arguments, parse_options
 from toposcope.advisor.policies import build, parse_overrides
 from toposcope.advisor.progress_metrics import parse_progress_metric
 from toposcope.advisor.rmclients import (
@@ -105,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_source_arguments(serve)
     add_analysis_arguments(serve)
+    add_p2p_arguments(serve)
     serve.add_argument(
         "--interval", default="60s", help="time between analyses, a PromQL duration (60s)"
     )
@@ -261,7 +263,13 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
     service = AdvisorService(
         backend,
         policies,
-        AnalysisSettings(window, selector(args), args.node_label, args.min_gain),
+        AnalysisSettings(
+            window,
+            selector(args),
+            args.node_label,
+            args.min_gain,
+            parse_options(args.p2p_bandwidth),
+        ),
         manager_factory=manager_factory(args, rm_token),
         backend_name=args.resource_manager,
         audit=AuditLog(path),

@@ -42,6 +42,7 @@ from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
+from toposcope.advisor.p2p_matrix import P2pOption
 from toposcope.advisor.policies import Policy
 from toposcope.advisor.progress_metrics import ProgressMetric
 from toposcope.advisor.progress_probe import ProgressProbe
@@ -57,12 +58,15 @@ LOG = logging.getLogger("toposcope.advisor.service")
 
 @dataclass(frozen=True)
 class AnalysisSettings:
-    """What one analysis reads: the window, the selector, the node label, the minimum gain."""
+    """What one analysis reads: the window, the selector, the node label, the minimum gain,
+    the measured GPU-pair bandwidths (``--p2p-bandwidth``).
+    """
 
     window: Window
     selector: str = ""
     node_label: str = "auto"
     min_gain: float = 0.05
+    p2p: tuple[P2pOption, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -267,6 +271,7 @@ class AdvisorService:
                 self.settings.window,
                 selector=self.settings.selector,
                 node_label=self.settings.node_label,
+                p2p=self.settings.p2p,
             )
             with self._state_lock:
                 self.series_dropped.update(model.dropped_series)

@@ -163,9 +163,9 @@ def ranked(
             _RANK_CACHE[key] = sets[0] if sets else None
         best = _RANK_CACHE[key]
         if best is not None:
-            worst, link_sum, broken, stranded, _span, _ = best.score()
+            price, worst, link_sum, broken, stranded, _span, _ = best.score()
             spare = -_spare(template)
-            rank = (worst, link_sum, spare, broken, stranded, len(free[node]), order)
+            rank = (price, worst, link_sum, spare, broken, stranded, len(free[node]), order)
             found.append((rank, node, best.gpus))
     if not found:
         return None

@@ -49,6 +49,11 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
     QueryRow("gpu-locality", "toposcope_gpu_locality_info"),
     # the GPU-to-GPU link matrix (NV#, PIX, PXB, PHB, NODE, SYS)
     QueryRow("gpu-links", "toposcope_gpu_link_info"),
+    # each GPU's PCIe link from sysfs: the most speed the device can do (the current speed
+    # drops while a GPU idles, so it is not read), and the widest its link ran in the window
+    # (a link that trained down stays narrow): what the link prices rest on
+    QueryRow("gpu-pcie-speed", "toposcope_gpu_pcie_link_speed_transfers_per_second"),
+    QueryRow("gpu-pcie-width", "toposcope_gpu_pcie_link_width_lanes", reduction="max"),
     # whether each GPU answers NVML now (lost GPUs are never placement targets)
     QueryRow("gpu-up", "toposcope_gpu_up"),
     # mean GPU utilization over the window
@@ -124,6 +129,8 @@ PLACEMENT_QUERIES: frozenset[str] = frozenset(
         "gpu-info",
         "gpu-locality",
         "gpu-links",
+        "gpu-pcie-speed",
+        "gpu-pcie-width",
         "gpu-up",
         "workload-info",
         "workload-gpus",

@@ -11,10 +11,12 @@ whose :func:`~toposcope.advisor.gpu_sets.place` also backs ``toposcope place --g
 The policy places the resource manager's pending jobs, largest first, so they never ask for
 the same GPUs.
 
-Gain model. A multi-GPU job's step time scales with its worst link by ``LINK_FACTOR``
-(:mod:`toposcope.advisor.gpu_sets`), anchored to Gandiva's measurements of 2-GPU jobs (same
-PCIe switch = 1.0, across switches 1.4x slower, across nodes up to 5x); NVLink, PXB and SYS
-are interpolated. The gain of a placement is first-fit's factor over ours, minus 1: what
+Gain model. A multi-GPU job's step time scales with its dearest pair's link price
+(:mod:`toposcope.advisor.link_prices`: the pair's bandwidth from the topology or a
+measurement, else the tier's ``LINK_FACTOR``), anchored to Gandiva's measurements of 2-GPU
+jobs (same PCIe switch = 1.0, across switches 1.4x slower, across nodes up to 5x); PXB and SYS
+are interpolated. The gain model text names each price's source. The gain of a placement is
+first-fit's factor over ours, minus 1: what
 this choice saves against what a placement-blind scheduler (lowest free GPU indexes on the
 first node that fits) would do.
 """
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toposcope.advisor.gpu_sets import Placement, first_fit, gpu_claims, place
+from toposcope.advisor.link_prices import price_text
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.recommendations import make_recommendation
@@ -143,13 +146,15 @@ class GpuPlacement(Policy[GpuPlacementSettings]):
                 "cpus": format_cpulist(cpus),
                 "mems": mems,
                 "worst_link": worst,
+                "link_price": best.price.to_dict(),
                 "alternatives": [a.to_dict() for a in alternatives],
             },
             evidence=evidence,
             estimated_gain=gain,
             gain_model=(
-                f"first-fit worst link factor {baseline.factor(s):.2f} / ours "
-                f"{best.factor(s):.2f} - 1 (LINK_FACTOR, Gandiva-anchored; sensitivity {s:g})"
+                f"first-fit link factor {baseline.factor(s):.2f} / ours "
+                f"{best.factor(s):.2f} - 1 (Gandiva-anchored; sensitivity {s:g}); "
+                f"{price_text(('first-fit', baseline.price), ('ours', best.price))}"
             ),
             confidence=0.7 if node.links else 0.4,
             risk=Risk.LOW,

@@ -8,9 +8,11 @@ gpu-placement's (worst link, link sum, fragmentation); they come from the job's 
 the free ones on its node, and, with ``allow_cross_node``, from the free GPUs of other nodes.
 Jobs with the highest gain choose first; GPUs chosen for one job are not offered to the next.
 
-Gain model. Step time scales with the worst link by gpu-placement's ``LINK_FACTOR``
-(Gandiva-anchored: same switch 1.0, across switches 1.4, across sockets 2.0), with
-``sensitivity`` scaling the slowdown. The gain is ``f_now / f_new - 1``. Over
+Gain model. Step time scales with the set's dearest pair's link price, as in gpu-placement
+(:mod:`~toposcope.advisor.link_prices`: by bandwidth from the topology or a measurement, else
+the tier's Gandiva-anchored factor: same switch 1.0, across switches 1.4, across sockets 2.0),
+with ``sensitivity`` scaling the slowdown; the gain model text names each price's source.
+The gain is ``f_now / f_new - 1``. Over
 ``remaining_seconds`` it saves ``remaining x (1 - f_new / f_now)`` seconds; only when that is
 more than ``checkpoint_restore_seconds`` is the move recommended (otherwise a note says why
 not). Nothing in the metrics tells a job's remaining time, hence the setting.
@@ -388,7 +390,7 @@ class JobMigration(Policy[JobMigrationSettings]):
         gain = f_now / best.factor(s.sensitivity) - 1.0
         model_text = (
             f"link factor now {f_now:.2f} / after {best.factor(s.sensitivity):.2f} - 1 "
-            f"(Gandiva-anchored LINK_FACTOR, sensitivity {s.sensitivity:g})"
+            f"(Gandiva-anchored link prices, sensitivity {s.sensitivity:g})"
         )
         rec = move_recommendation(
             run.model, job, current, best, run.terms, gain=gain, saved=saved, model_text=model_text

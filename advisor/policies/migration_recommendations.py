@@ -17,6 +17,7 @@ from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.comm_share import measured_share
 from toposcope.advisor.defragment import DefragPlan, DefragValue
 from toposcope.advisor.gpu_sets import Placement, gpu_claims
+from toposcope.advisor.link_prices import price_text
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.cpulist import format_cpulist
@@ -112,6 +113,7 @@ def _proposed(
         "cpus": format_cpulist(cpus),
         "mems": mems,
         "worst_link": str(best.worst_link),
+        "link_price": best.price.to_dict(),
         "saves_seconds": round(saves_seconds),
     }
 
@@ -172,6 +174,7 @@ def move_recommendation(
             "node": job.node,
             "gpus": list(job.gpus),
             "worst_link": str(current.worst_link),
+            "link_price": current.price.to_dict(),
             "communication_share": share_state,
         },
         proposed=_proposed(best, cpus, mems, saved),
@@ -179,7 +182,8 @@ def move_recommendation(
         estimated_gain=gain,
         gain_model=(
             f"{model_text}; saves {saved:.0f}s of {terms.remaining_seconds:.0f}s remaining vs "
-            f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore; {share_text}"
+            f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore; "
+            f"{price_text(('now', current.price), ('after', best.price))}; {share_text}"
         ),
         confidence=0.5 if cross else 0.6,
         risk=Risk.HIGH if cross else Risk.MEDIUM,
@@ -248,6 +252,8 @@ def defrag_recommendation(
         for m in plan.moves
     )
     gain_model = value.model_text
+    before = [("now", current.price)] if current is not None else []
+    gain_model = f"{gain_model}; {price_text(*before, ('after', best.price))}"
     if job is not None:
         where = f"{job.name} from {job.node} GPUs {list(job.gpus)}"
         worst_now = str(current.worst_link) if current is not None else "none"
@@ -259,6 +265,7 @@ def defrag_recommendation(
             "node": job.node,
             "gpus": list(job.gpus),
             "worst_link": worst_now,
+            "link_price": current.price.to_dict() if current is not None else None,
             "communication_share": share_state,
         }
         rec_kind = RecommendationKind.MIGRATE_JOB

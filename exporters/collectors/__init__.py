@@ -9,6 +9,7 @@ from toposcope.exporters.collectors import (
     kubelet,
     numa_cpu,
     numa_memory,
+    pcie_link,
     slurm_gres,
     topology,
     workloads,
@@ -29,5 +30,6 @@ def default_table() -> CollectorTable:
             kubelet.ENTRY,
             slurm_gres.ENTRY,
             infiniband.ENTRY,
+            pcie_link.ENTRY,
         ]
     )

@@ -16,6 +16,7 @@ from toposcope.advisor.comm_share import (
     PCIE_CAPACITY_GBPS,
 )
 from toposcope.advisor.gpu_sets import LINK_FACTOR
+from toposcope.advisor.link_prices import COMM_SHARE, NVLINK_GBPS_PER_LINK, REFERENCE_GBPS
 from toposcope.advisor.locality import CRI_RM_PENALTY
 from toposcope.advisor.policies.numa_pinning import NumaPinningSettings
 from toposcope.errors import ConfigError
@@ -342,6 +343,9 @@ def test_the_simulator_imports_nothing_from_the_advisor_and_shares_no_constant()
         NVLINK_GBPS,
         BOUND_LINK_UTILISATION,
         BOUND_SM_ACTIVE,
+        COMM_SHARE,
+        REFERENCE_GBPS,
+        *NVLINK_GBPS_PER_LINK.values(),
     }
     assert {0.5776, 1.4, 2.0} <= beliefs
     modules = _sim_modules_of_the_model()

@@ -69,6 +69,22 @@ HOST_SPECS: tuple[MetricSpec, ...] = (
         "A GPU found on the PCI bus and its locality from sysfs, value 1 "
         "(independent of NVML; toposcope_gpu_info carries the NVML identity).",
     ),
+    row(
+        "toposcope_gpu_pcie_link_speed_transfers_per_second",
+        "gauge",
+        ["gpu", "pci_bus_id", "state"],
+        "A GPU's PCIe link speed from sysfs (state=max: the most the device can do, "
+        "max_link_speed; state=current: now, current_link_speed, lower while the GPU idles); "
+        "absent where sysfs does not say. 16e9 is PCIe Gen4.",
+    ),
+    row(
+        "toposcope_gpu_pcie_link_width_lanes",
+        "gauge",
+        ["gpu", "pci_bus_id", "state"],
+        "A GPU's PCIe link width in lanes from sysfs (state=max: max_link_width; "
+        "state=current: current_link_width, below max when the link trained down); absent "
+        "where sysfs does not say.",
+    ),
     # NUMA memory
     row(
         "toposcope_numa_memory_total_bytes",

@@ -296,11 +296,17 @@ class AppliedOutcome(Outcome):
 
 @dataclass(frozen=True)
 class RankedPlacement(GpuSet):
-    """A free GPU set, with the step-time factor of its worst link."""
+    """A free GPU set, with the step-time factor of its dearest GPU pair and what that price
+    rests on (``price_source``: topology, measured or tier; ``link_gbps``: the bandwidth each
+    way, ``None`` for a tier price; ``price_detail``: in words).
+    """
 
     __pydantic_config__ = STRICT
 
     link_factor: float = 1.0
+    price_source: str = "tier"
+    link_gbps: float | None = None
+    price_detail: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RankedPlacement:
@@ -318,6 +324,9 @@ class RankedPlacement(GpuSet):
             stranded=int(data.get("stranded", 0)),
             numa_nodes=tuple(int(n) for n in data.get("numa_nodes") or ()),
             link_factor=float(data.get("link_factor", 1.0)),
+            price_source=str(data.get("price_source") or "tier"),
+            link_gbps=float(data["link_gbps"]) if data.get("link_gbps") is not None else None,
+            price_detail=str(data.get("price_detail") or ""),
         )
 
 

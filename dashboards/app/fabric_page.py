@@ -196,9 +196,12 @@ def job_detail(index: FabricIndex, job: FabricJob | None) -> Any:
     if job is None:
         return banner("choose a multi-node job to see its path", "info")
     path = job_path(index, job.node_gpus)
-    top = "-" if path.top_level is None else level_name(path.top_level)
-    if path.top_level is None and path.leaves:
+    if path.top_level is not None:
+        top = level_name(path.top_level)
+    elif path.leaves:
         top = "no switch joins all its nodes in the model"
+    else:
+        top = "no switch is above its nodes in the model"
     by_level: dict[int, list[str]] = {}
     for name in path.switches:
         by_level.setdefault(index.level(name), []).append(name)

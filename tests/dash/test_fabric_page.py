@@ -24,6 +24,7 @@ from toposcope.dashboards.app.fabric_data import (
     JOB_FIGURES,
     JOB_NODE_GPUS,
     JOB_TRAFFIC,
+    FabricJob,
     load_fabric_data,
     shape_fabric_data,
 )
@@ -33,7 +34,7 @@ from toposcope.dashboards.app.fabric_layout import (
     index_fabric,
     job_path,
 )
-from toposcope.dashboards.app.fabric_page import fabric_view, layout, render_fabric
+from toposcope.dashboards.app.fabric_page import fabric_view, job_detail, layout, render_fabric
 from toposcope.dashboards.app.fabric_source import describe_fabric
 from toposcope.dashboards.app.prom_frames import NodeIndex
 from toposcope.dashboards.app.promclient import PromClient
@@ -281,3 +282,5 @@ def test_a_fabric_of_blocks_only_draws_its_blocks(clients: Clients) -> None:
     assert list(blocks.data[0].y) == ["block1", "block2", "block3", "block4"]
     assert len(blocks.data[0].z[0]) == 32
     assert job_path(index, ["node1", "node40"]).top_level is None
+    job = FabricJob("slurm-job-9", "slurm", "gpu", {"node1": 8, "node40": 8})
+    assert "no switch is above its nodes" in str(job_detail(index, job))

@@ -74,6 +74,8 @@ class ClusterSpec:
     mounts cgroup v1 controllers. Node names also name the nodes' cgroup directories
     (``slurm_<node>``), so two clusters on one host need different prefixes. ``described``
     nodes, when given, replace the ``nodes`` identical ones (names, shapes, gres.conf lines).
+    ``topology_conf``, when given, is written as ``topology.conf`` and slurm.conf then names
+    ``TopologyPlugin=topology/tree`` (the file comes from ``toposcope slurm topology-conf``).
     """
 
     nodes: int = 4
@@ -84,6 +86,7 @@ class ClusterSpec:
     cgroups: bool | None = None
     rest: bool = True
     described: tuple[DescribedNode, ...] = ()
+    topology_conf: str = ""
 
     @property
     def node_names(self) -> tuple[str, ...]:
@@ -134,6 +137,11 @@ class ClusterLayout:
     def gres_conf(self) -> Path:
         """gres.conf, next to slurm.conf where Slurm looks for it."""
         return self.etc / "gres.conf"
+
+    @property
+    def topology_conf(self) -> Path:
+        """topology.conf (the switch tree), next to slurm.conf where Slurm looks for it."""
+        return self.etc / "topology.conf"
 
     @property
     def jwt_key(self) -> Path:
@@ -214,6 +222,8 @@ def slurm_conf_text(spec: ClusterSpec, layout: ClusterLayout, ports: Ports, cgro
         "MpiDefault=none",
         "SlurmdParameters=config_overrides",
     ]
+    if spec.topology_conf:
+        lines.append("TopologyPlugin=topology/tree")
     for name, port, shape in zip(spec.node_names, ports.nodes, spec.shapes, strict=True):
         gres = f" Gres={shape.gres}" if shape.gres else ""
         lines.append(
@@ -307,3 +317,5 @@ def write_files(
         gres_conf if gres_conf is not None else gres_conf_text(spec, layout)
     )
     (layout.etc / "cgroup.conf").write_text(CGROUP_CONF)
+    if spec.topology_conf:
+        layout.topology_conf.write_text(spec.topology_conf)

@@ -25,6 +25,7 @@ from toposcope.advisor.policies.base import (
     setting,
 )
 from toposcope.advisor.policies.dra_alignment import DraAlignment
+from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.advisor.policies.gpu_placement import GpuPlacement
 from toposcope.advisor.policies.idle_release import IdleRelease
 from toposcope.advisor.policies.job_migration import JobMigration
@@ -43,6 +44,7 @@ POLICIES: dict[str, PolicyType] = {
     IdleRelease.name: IdleRelease,
     NodeSettingsCheck.name: NodeSettingsCheck,
     DraAlignment.name: DraAlignment,
+    FabricPlacement.name: FabricPlacement,
 }
 
 

@@ -26,6 +26,7 @@ def test_registry_names_match_classes() -> None:
         "idle-release",
         "config",
         "dra-alignment",
+        "fabric-placement",
     }
     for name, cls in POLICIES.items():
         assert cls.name == name
@@ -36,7 +37,9 @@ def test_registry_names_match_classes() -> None:
 def test_unknown_policy_lists_known_names() -> None:
     with pytest.raises(ConfigError) as raised:
         find("numa")
-    assert "known policies: config, dra-alignment, gpu-placement" in str(raised.value)
+    assert "known policies: config, dra-alignment, fabric-placement, gpu-placement" in str(
+        raised.value
+    )
 
 
 def test_validate_reports_every_problem_at_once() -> None:

@@ -307,3 +307,17 @@ def _choice(
         candidates=candidates,
         rail_aligned=aligned,
     )
+
+
+def span_level(tree: CellTree, nodes: Iterable[str]) -> int | None:
+    """The lowest level at which all of ``nodes`` share one cell: the highest level their
+    traffic crosses (``None`` for no nodes or one the fabric does not know).
+    """
+    names = list(nodes)
+    if not names or any(node not in tree.path for node in names):
+        return None
+    for level in range(1, len(tree.levels)):
+        cells = {tree.cell_of(node, level) for node in names}
+        if len(cells) == 1 and None not in cells:
+            return level
+    return len(tree.levels) - 1

@@ -1,0 +1,138 @@
+"""Steer a pending multi-node job onto the fabric cell the advisor chose, through Slurm's
+topology/tree plugin, and read the tree back.
+
+The advisor's fabric-placement recommendations (``proposed``: the nodes, the number of leaf
+switches, the longest wait) become one ``scontrol update`` of the pending job:
+
+* ``ReqNodeList=a,b,...``: the nodes to run on (placing now);
+* ``Switches=N@T``: at most ``N`` leaf switches, waiting at most ``T`` for them before Slurm
+  takes more (holding for a tighter cell; without ``@T`` the cluster's default wait).
+
+Both are accepted for a pending job since long before Slurm 22.05 (Debian 12's), and read back
+in ``scontrol show job`` (``ReqNodeList=``, ``Switches=N@HH:MM:SS``). ``Switches`` needs
+``TopologyPlugin=topology/tree`` to mean anything, and the wait is capped by
+``SchedulerParameters=max_switch_wait=SECONDS`` (300 s when not set): a longer ``@T`` is
+accepted and silently cut to it, so :func:`steer_plan_notes` says when a wait will be cut.
+Slurm's topology/block (``BlockName=`` lines) arrives in Slurm 23.11; on 22.05 a
+block fabric can only be steered with ``ReqNodeList``.
+
+:func:`steer_steps` builds the steps as :class:`~toposcope.rm.plan.CommandStep` argument
+lists from checked values (the job id a whole number, node names host names, counts and
+times bounded); :func:`steps_for` reads them off a recommendation; :func:`read_topology`
+parses ``scontrol show topology`` so that a test or an operator can verify the tree Slurm
+runs with.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from toposcope.identity.names import check_node_name
+from toposcope.report.recommendation import Recommendation
+from toposcope.rm.plan import CommandStep
+from toposcope.slurm.control import InvalidChangeError, check_job_id
+from toposcope.slurm.hostlist import expand_hostlist
+from toposcope.slurm.views import job_id_of
+
+#: the most leaf switches a steer may name, and the longest wait (Slurm's own bound: 24 h)
+MAX_SWITCHES = 4096
+MAX_WAIT_S = 86_400
+#: Slurm's default ``max_switch_wait`` (seconds)
+DEFAULT_MAX_SWITCH_WAIT_S = 300
+#: the most nodes one steer may list
+MAX_NODES = 10_000
+
+_TOPOLOGY_LINE = re.compile(r"SwitchName=(\S+) Level=([0-9]+) LinkSpeed=\S+( .*)?")
+_FIELD = re.compile(r"(Nodes|Switches)=(\S+)")
+
+
+def switches_value(count: int, wait_s: float = 0.0) -> str:
+    """``Switches=`` text: ``N`` or ``N@HH:MM:SS`` (``D-HH:MM:SS`` from a day on)."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= MAX_SWITCHES:
+        raise InvalidChangeError(f"switch count {count!r} is not 1 to {MAX_SWITCHES}")
+    if not math.isfinite(wait_s) or not 0 <= wait_s <= MAX_WAIT_S:
+        raise InvalidChangeError(f"switch wait {wait_s!r} s is not 0 to {MAX_WAIT_S} s")
+    seconds = math.ceil(wait_s)
+    if seconds == 0:
+        return str(count)
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{count}@{days}-{clock}" if days else f"{count}@{clock}"
+
+
+def steer_steps(
+    job_id: int,
+    nodes: Sequence[str] = (),
+    switches: int | None = None,
+    wait_s: float = 0.0,
+) -> tuple[CommandStep, ...]:
+    """The ``scontrol update`` that steers pending job ``job_id`` (module docstring); nothing
+    when there is nothing to set.
+    """
+    job = check_job_id(job_id)
+    if len(nodes) > MAX_NODES:
+        raise InvalidChangeError(f"{len(nodes):,} nodes: at most {MAX_NODES:,}")
+    try:
+        listed = ",".join(check_node_name(node) for node in nodes)
+    except ValueError as exc:
+        raise InvalidChangeError(str(exc)) from None
+    assignments: list[str] = []
+    if listed:
+        assignments.append(f"ReqNodeList={listed}")
+    if switches is not None:
+        assignments.append(f"Switches={switches_value(switches, wait_s)}")
+    if not assignments:
+        return ()
+    what = f"steer job {job} onto the fabric cell the advisor chose"
+    return (CommandStep(("scontrol", "update", f"JobId={job}", *assignments), what),)
+
+
+def steps_for(recommendation: Recommendation) -> tuple[CommandStep, ...]:
+    """The steps of a fabric-placement recommendation (its target workload is the job)."""
+    proposed = recommendation.proposed
+    workload = recommendation.target.workload or ""
+    nodes = proposed.get("nodes") or []
+    switches = proposed.get("switches")
+    wait = proposed.get("max_wait_s") or 0
+    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+        raise InvalidChangeError("proposed nodes are not a list of node names")
+    if switches is not None and not isinstance(switches, int):
+        raise InvalidChangeError(f"proposed switches {switches!r} is not a count")
+    if not isinstance(wait, int | float):
+        raise InvalidChangeError(f"proposed wait {wait!r} is not a number of seconds")
+    return steer_steps(job_id_of(workload), nodes, switches, float(wait))
+
+
+def steer_plan_notes(wait_s: float, max_switch_wait_s: float = DEFAULT_MAX_SWITCH_WAIT_S) -> str:
+    """What the operator should know about a wait: empty, or that Slurm will cut it."""
+    if wait_s <= max_switch_wait_s:
+        return ""
+    return (
+        f"Slurm waits at most max_switch_wait ({max_switch_wait_s:.0f} s) for the switches: "
+        f"set SchedulerParameters=max_switch_wait={math.ceil(wait_s)} in slurm.conf for the "
+        f"{wait_s:.0f} s wait asked"
+    )
+
+
+def read_topology(text: str) -> dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]]:
+    """Switch -> (level, child switches, nodes) from ``scontrol show topology`` output.
+
+    Each line reads ``SwitchName=s Level=N LinkSpeed=L [Nodes=...] [Switches=...]``; a
+    switch above others lists all their nodes too. A malformed line is a ``ValueError``.
+    """
+    result: dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = _TOPOLOGY_LINE.fullmatch(line.strip())
+        if match is None:
+            raise ValueError(f"not a topology line: {line.strip()[:80]!r}")
+        fields: Mapping[str, str] = dict(_FIELD.findall(match.group(3) or ""))
+        children = tuple(expand_hostlist(fields["Switches"])) if "Switches" in fields else ()
+        nodes = tuple(expand_hostlist(fields["Nodes"])) if "Nodes" in fields else ()
+        result[match.group(1)] = (int(match.group(2)), children, nodes)
+    return result

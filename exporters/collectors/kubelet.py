@@ -81,6 +81,24 @@ class KubeletCollector:
         self._cgroups = Cgroups(ctx.config.paths)
         self._mapper: KubeletMapper | None = None
 
+    def _mig_instances(self, parents: set[int]) -> dict[str, str]:
+        """NVML's GPU instance id of each MIG device of the GPUs ``parents``, by its UUID."""
+        gpu_source = self._ctx.nvml
+        if not parents or gpu_source is None or gpu_source.devices is None:
+            return {}
+        nvml = gpu_source.devices
+        try:
+            devices = nvml.ensure_ready()
+        except (NvmlUnavailable, NvmlNotReady):
+            return {}
+        return {
+            instance.uuid: str(instance.gpu_instance_id)
+            for device in devices
+            if device.index in parents
+            for instance in nvml.mig_instances(device)
+            if instance.uuid
+        }
+
     def _gpus(self) -> dict[str, int]:
         """NVML's GPUs by UUID; empty without NVML."""
         gpu_source = self._ctx.nvml
@@ -112,6 +130,12 @@ class KubeletCollector:
             self._identify,
             {c.key for c in answer.containers if c.devices or c.dynamic},
         )
+        mig_parents = {
+            by_uuid[found.parent_uuid]
+            for key in claimed
+            if (found := published.get(key)) is not None and found.parent_uuid in by_uuid
+        }
+        instances = self._mig_instances(mig_parents)
         by_pod: dict[tuple[str, str], list[Resolved]] = {}
         for container in answer.containers:
             who = [container.namespace, container.pod, container.container]
@@ -127,7 +151,9 @@ class KubeletCollector:
                             container, "device_plugin", group.resource_name, device_id, gpu,
                             numa, topology, cpuset, dra,
                         )  # fmt: skip
-            resolved = [resolve(d, published, by_uuid, topology) for d in container.dynamic]
+            resolved = [
+                resolve(d, published, by_uuid, topology, instances) for d in container.dynamic
+            ]
             add_claimed(container, resolved, devices, dra)
             for item in resolved:
                 if item.numa_node is not None:

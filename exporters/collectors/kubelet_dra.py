@@ -63,22 +63,34 @@ class DraWriters:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A claimed device and what the node's slices and topology say it is."""
+    """A claimed device and what the node's slices and topology say it is (``instance``: the
+    GPU instance id of a MIG device, where NVML names it).
+    """
 
     claimed: ClaimedDevice
     published: SliceDevice | None
     gpu: str
     numa_node: int | None
+    instance: str = ""
 
 
 def resolve(
-    claimed: ClaimedDevice, devices: Devices, by_uuid: Mapping[str, int], topology: Topology
+    claimed: ClaimedDevice,
+    devices: Devices,
+    by_uuid: Mapping[str, int],
+    topology: Topology,
+    instances: Mapping[str, str] | None = None,
 ) -> Resolved:
-    """``claimed`` resolved through the slices (``gpu`` the NVML index of its physical GPU)."""
+    """``claimed`` resolved through the slices (``gpu`` the NVML index of its physical GPU,
+    ``instances`` NVML's GPU instance id by MIG device UUID).
+    """
     published = devices.get(claimed.key)
     index = by_uuid.get(published.gpu_uuid) if published is not None else None
     gpu = str(index) if index is not None else ""
-    return Resolved(claimed, published, gpu, device_numa(published, topology, index))
+    instance = ""
+    if published is not None and published.parent_uuid:
+        instance = (instances or {}).get(published.uuid, "")
+    return Resolved(claimed, published, gpu, device_numa(published, topology, index), instance)
 
 
 def _label(value: str) -> str:
@@ -104,8 +116,8 @@ def add_claimed(
         )
         names = [claimed.claim_namespace, claimed.claim_name, claimed.driver, claimed.pool]
         writers.info.add_metric(
-            [*who, *map(_label, [*names, claimed.device]), *map(_label, mig), item.gpu, node,
-             roots if len(roots) <= 253 else ""],
+            [*who, *map(_label, [*names, claimed.device]), *map(_label, mig), item.gpu,
+             item.instance, node, roots if len(roots) <= 253 else ""],
             1.0,
         )  # fmt: skip
         if item.gpu:

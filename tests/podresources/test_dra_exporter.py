@@ -193,3 +193,38 @@ def test_a_kubeconfig_without_an_api_option_is_a_usage_error(
                  "--print"])  # fmt: skip
     assert code == 2
     assert "--kubernetes.dra-slices" in capsys.readouterr().err
+
+
+def test_a_dra_mig_device_names_its_parent_gpu_and_gpu_instance(
+    dra_kubelet: PodResourcesServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the fake MIG machine: nginx's MIG device is instance 13 (1g.10gb) of GPU 0."""
+    document = yaml.safe_load((FIXTURES / "dra" / "gpu-node-1.yaml").read_text())
+    mig = document["items"][0]["spec"]["devices"][2]
+    mig["attributes"]["parentUUID"] = {"string": "GPU-1f2e3d4c-0001-4a5b-8c7d-9e0f1a2b3c01"}
+    mig["attributes"]["uuid"] = {"string": "MIG-7c1d0a9e-dddd-5b2c-9d3e-4f5a6b7c8d03"}
+    running = serve(DraApiServer(slices=document["items"]))
+    config = tmp_path / "mig-kubeconfig"
+    config.write_text(kubeconfig(running.url), encoding="utf-8")
+    try:
+        code = main(
+            ["exporter", "--root", str(NODE_ROOT), "--nvml", "fake:mig",
+             "--kubelet.pod-resources-socket", str(dra_kubelet.socket), "--kubernetes.dra-slices",
+             "--kubernetes.kubeconfig", str(config), "--kubernetes.node-name", NODE, "--print"]
+        )  # fmt: skip
+    finally:
+        running.stop()
+    assert code == 0
+    rows = parse(capsys.readouterr()[0])
+    (labels,) = [
+        labels
+        for labels, _ in rows["toposcope_kubelet_dra_device_info"]
+        if labels["dra_device_name"] == "gpu-3-mig-1g10gb-19-6"
+    ]
+    assert (labels["gpu"], labels["GPU_I_ID"], labels["dra_mig_profile"]) == ("0", "13", "1g.10gb")
+    assert labels["dra_mig_device_uuid"] == "MIG-7c1d0a9e-dddd-5b2c-9d3e-4f5a6b7c8d03"
+    # the same GPU instance is on toposcope_gpu_info, as dcgm-exporter names it
+    instances = {
+        (g["gpu"], g["GPU_I_ID"], g["GPU_I_PROFILE"]) for g, _ in rows["toposcope_gpu_info"]
+    }
+    assert ("0", "13", "1g.10gb") in instances

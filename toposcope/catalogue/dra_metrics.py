@@ -27,10 +27,11 @@ DRA_SPECS: tuple[MetricSpec, ...] = (
     row(
         "toposcope_kubelet_dra_device_info",
         "info",
-        [*_WHO, *DRA_LABELS, *DRA_MIG_LABELS, "gpu", "numa_node", "pcie_root"],
+        [*_WHO, *DRA_LABELS, *DRA_MIG_LABELS, "gpu", "GPU_I_ID", "numa_node", "pcie_root"],
         "A device a container holds through a ResourceClaim (pod-resources dynamic_resources), "
         "value 1, with dcgm-exporter's DRA label names. gpu is the NVML index of the GPU (the "
-        "parent GPU of a MIG device), numa_node and pcie_root (comma-separated when several) "
+        "parent GPU of a MIG device, whose GPU instance is GPU_I_ID as on dcgm-exporter's MIG "
+        "series), numa_node and pcie_root (comma-separated when several) "
         "come from the node's ResourceSlice or, for the NUMA node, the host topology; empty "
         "when unknown (no --kubernetes.dra-slices).",
     ),

@@ -180,6 +180,10 @@ class SnapshotReader(HealthReader):
             health=health,
         )
 
+    def mig_instances(self, device: GpuDevice) -> tuple[MigInstance, ...]:
+        """The GPU's MIG instances (``GPU_I_ID``, profile, UUID); empty without MIG."""
+        return self._mig(device)[1]
+
     def _mig(self, device: GpuDevice) -> tuple[str | None, tuple[MigInstance, ...]]:
         index, handle, generation = device.index, device.handle, device.generation
         modes = self.call("nvmlDeviceGetMigMode", handle, gpu=index, generation=generation)

@@ -8,8 +8,8 @@ switches, the longest wait) become one ``scontrol update`` of the pending job:
 * ``Switches=N@T``: at most ``N`` leaf switches, waiting at most ``T`` for them before Slurm
   takes more (holding for a tighter cell; without ``@T`` the cluster's default wait).
 
-Both are accepted for a pending job since long before Slurm 22.05 (Debian 12's), and read back
-in ``scontrol show job`` (``ReqNodeList=``, ``Switches=N@HH:MM:SS``). ``Switches`` needs
+Slurm 22.05 (Debian 12's) takes both for a pending job and shows them in ``scontrol show job``
+(``ReqNodeList=``, ``Switches=N@HH:MM:SS``; ``tests/slurm/test_fabric_tree.py``). ``Switches`` needs
 ``TopologyPlugin=topology/tree`` to mean anything, and the wait is capped by
 ``SchedulerParameters=max_switch_wait=SECONDS`` (300 s when not set): a longer ``@T`` is
 accepted and silently cut to it, so :func:`steer_plan_notes` says when a wait will be cut.
@@ -18,7 +18,9 @@ block fabric can only be steered with ``ReqNodeList``.
 
 :func:`steer_steps` builds the steps as :class:`~toposcope.rm.plan.CommandStep` argument
 lists from checked values (the job id a whole number, node names host names, counts and
-times bounded); :func:`steps_for` reads them off a recommendation; :func:`read_topology`
+times bounded); :func:`steps_for` reads them off a recommendation; :func:`steer_plan` checks
+them against the cluster as read (the job still pending and asking for no nodes of its own,
+every node one Slurm starts its jobs on), as the backend's ``place`` does; :func:`read_topology`
 parses ``scontrol show topology`` so that a test or an operator can verify the tree Slurm
 runs with.
 """
@@ -31,9 +33,12 @@ from collections.abc import Mapping, Sequence
 
 from toposcope.identity.names import check_node_name
 from toposcope.report.recommendation import Recommendation
-from toposcope.rm.plan import CommandStep
+from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
+from toposcope.rm.plan import CommandStep, Plan
 from toposcope.slurm.control import InvalidChangeError, check_job_id
 from toposcope.slurm.hostlist import expand_hostlist
+from toposcope.slurm.records import ClusterState, PendingJob
+from toposcope.slurm.refusals import no_longer, usable_target
 from toposcope.slurm.views import job_id_of
 
 #: the most leaf switches a steer may name, and the longest wait (Slurm's own bound: 24 h)
@@ -136,3 +141,49 @@ def read_topology(text: str) -> dict[str, tuple[int, tuple[str, ...], tuple[str,
         nodes = tuple(expand_hostlist(fields["Nodes"])) if "Nodes" in fields else ()
         result[match.group(1)] = (int(match.group(2)), children, nodes)
     return result
+
+
+def steer_plan(recommendation: Recommendation, state: ClusterState) -> Plan:
+    """The plan for a fabric-placement recommendation against ``state``: its steps, what was
+    checked and what the operator should know; a refusal is raised as the contract's
+    :class:`~toposcope.rm.errors.ResourceManagerError` (404/409, as ``place`` refuses).
+    """
+    steps = steps_for(recommendation)
+    workload = recommendation.target.workload or ""
+    job_id = job_id_of(workload)
+    job = state.job(job_id)
+    if not isinstance(job, PendingJob):
+        raise no_longer(job_id, state, "pending", "place")
+    if job.required_nodes:
+        raise ResourceManagerError(
+            f"job {job_id} already asks for nodes {','.join(job.required_nodes)} (its own "
+            "--nodelist, or an earlier placement): toposcope steers only jobs without a node "
+            "list",
+            409,
+            "node",
+        )
+    nodes = [str(n) for n in recommendation.proposed.get("nodes") or []]
+    for node in nodes:
+        usable_target(state, node, job_id, job.partition)
+        if node in job.excluded_nodes:
+            raise ResourceManagerError(f"job {job_id} excludes node {node}", 409, "node")
+    if nodes and len(nodes) != job.nodes:
+        raise ResourceManagerError(
+            f"job {job_id} asks for {job.nodes} node(s), the advice names {len(nodes)}",
+            409,
+            "node",
+        )
+    wait = float(recommendation.proposed.get("max_wait_s") or 0)
+    note = steer_plan_notes(wait)
+    checked = (
+        f"job {job_id} is pending and asks for no node"
+        + (f"; nodes {','.join(nodes)} take jobs of partition {job.partition}" if nodes else ""),
+    )
+    request = ActionRequest(
+        f"{recommendation.id}-0",
+        ActionKind.PLACE,
+        workload,
+        nodes[0] if nodes else None,
+        reason=recommendation.summary,
+    )
+    return Plan(request, "slurm", steps, checked, notes=(note,) if note else ())

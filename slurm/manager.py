@@ -34,6 +34,7 @@ import argparse
 import itertools
 import os
 
+from toposcope.report.recommendation import Recommendation
 from toposcope.rm import (
     ActionKind,
     ActionRequest,
@@ -48,6 +49,7 @@ from toposcope.rm import (
 from toposcope.rm.plan import Plan, PlanHints
 from toposcope.slurm.apply_options import ApplySettings, apply_settings_from_args
 from toposcope.slurm.control import SlurmControl
+from toposcope.slurm.fabric_steer import steer_plan
 from toposcope.slurm.migration import Migrations
 from toposcope.slurm.plans import BINDING_ADVICE, SlurmPlanner, shorter_limit
 from toposcope.slurm.reader import CommandReader, RestReader, SlurmReader
@@ -173,6 +175,15 @@ class SlurmResourceManager(BaseResourceManager):
                 "(--slurm-max-migrations raises the limit)"
             )
             raise ResourceManagerError(f"migrate refused: {why}", 409, "kind")
+
+    def steer_fabric(self, recommendation: Recommendation) -> Plan:
+        """Apply a fabric-placement recommendation to its pending multi-node job: the plan of
+        :func:`~toposcope.slurm.fabric_steer.steer_plan` against the cluster now (``ReqNodeList``
+        and ``Switches=N@T``), carried out; a refusal is a :class:`ResourceManagerError`.
+        """
+        plan = steer_plan(recommendation, self.read())
+        self._change(job_id_of(recommendation.target.workload or ""), "place", "pending", plan)
+        return plan
 
     def _unplace(self, request: ActionRequest) -> ActionState:
         """Undo a placement: clear the pending job's node list (see the module docstring)."""

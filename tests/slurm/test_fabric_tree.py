@@ -15,11 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.advisor.builders import cluster as cluster_model
+from tests.advisor.builders import gpu, numa_nodes
 from tests.slurm.conftest import require_slurm, state_dir, wait_running
+from tests.slurm.managers import commands_manager
+from toposcope.advisor.model import NodeModel, PendingWorkload, WorkloadModel
+from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.cli import main
 from toposcope.fabric.cellfit import choose
 from toposcope.fabric.cells import CellTree, NodeFree
 from toposcope.fabric.yamlfile import read_fabric_file
+from toposcope.rm import ResourceManagerError
 from toposcope.rm.plan import CommandStep
 from toposcope.slurm.clusterfiles import (
     ClusterLayout,
@@ -128,6 +134,39 @@ def test_a_pending_job_is_steered_onto_the_leaf_the_cells_chose(
         wait_running(cluster, job)
         ran_on = cluster.command("squeue", "-h", "-j", str(job), "-o", "%N").strip()
         assert ran_on == f"{PREFIX}[3-4]"
+    finally:
+        cluster.command("scancel", str(holder), str(job), check=False)
+
+
+def test_the_backend_applies_the_policys_advice_and_refuses_it_once_stale(
+    tree_cluster: LocalCluster, fabric_file: Path
+) -> None:
+    cluster = tree_cluster
+    holder = cluster.sbatch("-N", "1", "-w", NODES[2], "--gres=gpu:2", "--wrap", "sleep 300")
+    job = cluster.sbatch("-N", "2", "--gres=gpu:2", "--hold", "--wrap", "sleep 300")
+    try:
+        wait_running(cluster, holder)
+        nodes = [NodeModel(n, numa_nodes(1, 2), (gpu(0, 0), gpu(1, 0))) for n in NODES]
+        held = WorkloadModel(f"slurm-job-{holder}", NODES[2], gpus=(0, 1))
+        model = cluster_model(nodes, [held], pending=[PendingWorkload(f"slurm-job-{job}", 4)])
+        advice = FabricPlacement(fabric=read_fabric_file(fabric_file))
+        [rec] = advice.evaluate(model).recommendations
+        assert rec.proposed["cell"] == "leaf-a" and rec.proposed["switches"] == 1
+        manager = commands_manager(cluster)
+        plan = manager.steer_fabric(rec)
+        assert plan.checked and "is pending" in plan.checked[0]
+        shown = cluster.command("scontrol", "show", "job", str(job))
+        assert f"ReqNodeList={NODES[0]},{NODES[1]}" in shown
+        assert "Switches=1@00:00:00" in shown  # no wait asked: Slurm shows a zero wait
+        # steered once, the job asks for nodes: the same advice is refused, Slurm unchanged
+        with pytest.raises(ResourceManagerError, match="already asks for nodes"):
+            manager.steer_fabric(rec)
+        cluster.command("scontrol", "release", str(job))
+        wait_running(cluster, job)
+        ran_on = cluster.command("squeue", "-h", "-j", str(job), "-o", "%N").strip()
+        assert ran_on == f"{PREFIX}[1-2]"
+        with pytest.raises(ResourceManagerError, match="running"):
+            manager.steer_fabric(rec)
     finally:
         cluster.command("scancel", str(holder), str(job), check=False)
 

@@ -102,7 +102,9 @@ class SlurmControl:
         job = check_job_id(job_id)
         if self.rest is None:
             return CommandStep(("scontrol", "update", f"JobId={job}", *assignments))
-        return HttpStep("POST", self._rest_url(f"job/{job}"), rest_body, api="slurmrestd")
+        user = (("X-SLURM-USER-NAME", self.rest.user),)
+        url = self._rest_url(f"job/{job}")
+        return HttpStep("POST", url, rest_body, api="slurmrestd", headers=user)
 
     def required_nodes_step(self, job_id: int, nodes: Sequence[str]) -> Step:
         """Set a pending job's ``ReqNodeList`` (slurmrestd's ``nodelist``); empty clears it."""

@@ -39,8 +39,11 @@ def test_an_api_request_keeps_its_token_out_and_its_body_intact() -> None:
     assert words[:3] == ["curl", "-fsS", "-X"] and words[-1] == "http://n1:9848/api/v1/actions"
     assert json.loads(words[words.index("--data") + 1]) == body
     assert "Authorization: Bearer $TOKEN" in words
-    (rest,) = step_lines(HttpStep("POST", "http://s:6820/slurm/v0.0.38/job/1", {}, "slurmrestd"))
+    user = (("X-SLURM-USER-NAME", "o'neil"),)
+    slurm = HttpStep("POST", "http://s:6820/slurm/v0.0.38/job/1", {}, "slurmrestd", headers=user)
+    (rest,) = step_lines(slurm)
     assert "X-SLURM-USER-TOKEN: $SLURM_JWT" in shlex.split(rest)
+    assert "X-SLURM-USER-NAME: o'neil" in shlex.split(rest)
 
 
 def test_kubernetes_requests_are_kubectl_lines() -> None:

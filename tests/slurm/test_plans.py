@@ -13,9 +13,16 @@ import subprocess
 from pathlib import Path
 
 from tests.slurm.conftest import wait_running
-from tests.slurm.managers import blockers, commands_manager, job_field, job_state, wait_final
+from tests.slurm.managers import (
+    blockers,
+    commands_manager,
+    job_field,
+    job_state,
+    rest_manager,
+    wait_final,
+)
 from toposcope.rm import ActionKind, ActionRequest, ActionStatus
-from toposcope.rm.plan import CommandStep, Plan, WaitStep
+from toposcope.rm.plan import CommandStep, HttpStep, Plan, WaitStep
 from toposcope.rm.plan_script import plan_lines
 from toposcope.slurm.localcluster import LocalCluster
 from toposcope.slurm.manager import slurm_resource_manager
@@ -88,6 +95,46 @@ def test_a_migration_runs_its_plan_and_its_printed_plan_moves_the_job(
     wait_running(slurm, other)
     assert job_state(slurm, other) == ("RUNNING", third)
     assert job_field(slurm, other, "Restarts") == "1"
+
+
+def test_a_placement_through_slurmrestd_runs_its_plan_and_its_printed_curl_line(
+    slurm: LocalCluster, tmp_path: Path
+) -> None:
+    nodes = slurm.node_names
+    blockers(slurm, *nodes)
+    job = slurm.sbatch("--gres=gpu:1", "--wrap", "sleep 600")
+    other = slurm.sbatch("--gres=gpu:1", "--wrap", "sleep 600")
+    manager = rest_manager(slurm, tmp_path)
+    request = ActionRequest("place-r", ActionKind.PLACE, str(job), nodes[2], gpus=[0])
+    (step,) = manager.plan(request).steps
+    assert isinstance(step, HttpStep) and step.api == "slurmrestd"
+    assert step.url == f"{slurm.rest_url}/slurm/v0.0.38/job/{job}"
+    manager.apply(request)
+    assert manager.control.changes == [f"POST job/{job} {step.body}"]
+    assert job_field(slurm, job, "ReqNodeList") == nodes[2]
+
+    printed = manager.plan(ActionRequest("place-s", ActionKind.PLACE, str(other), nodes[3]))
+    script = "set -eu\n" + "\n".join(plan_lines(printed)) + "\n"
+    env = {**slurm.env(), "SLURM_JWT": slurm.token()}
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert job_field(slurm, other, "ReqNodeList") == nodes[3]
+
+
+def test_undoing_a_placement_runs_its_plan(slurm: LocalCluster) -> None:
+    nodes = slurm.node_names
+    blockers(slurm, *nodes)
+    job = slurm.sbatch("--gres=gpu:1", "--wrap", "sleep 600")
+    manager = commands_manager(slurm)
+    manager.apply(ActionRequest("place-u", ActionKind.PLACE, str(job), nodes[1], gpus=[0]))
+    undo = ActionRequest("undo-u", ActionKind.UNPLACE, str(job), nodes[1], gpus=[0])
+    plan = manager.plan(undo)
+    assert commands(plan) == [f"scontrol update JobId={job} ReqNodeList="]
+    manager.apply(undo)
+    assert manager.control.changes[1:] == commands(plan)
+    assert job_field(slurm, job, "ReqNodeList") == "(null)"
 
 
 def test_a_signal_release_runs_its_plan(slurm: LocalCluster) -> None:

@@ -34,7 +34,8 @@ class HttpStep:
     ``api`` says whose API it is, which decides how a script spells it: ``rm`` (the
     resource-manager API, ``curl`` with ``$TOKEN``), ``slurmrestd`` (``curl`` with
     ``$SLURM_JWT``) or ``kubernetes`` (``kubectl``; ``url`` is then the API server path).
-    ``content_type`` is the body's media type (a JSON merge patch for Kubernetes patches).
+    ``content_type`` is the body's media type (a JSON merge patch for Kubernetes patches);
+    ``headers`` are further headers that carry no secret (slurmrestd's user name).
     """
 
     method: str
@@ -43,6 +44,7 @@ class HttpStep:
     api: str = "rm"
     content_type: str = "application/json"
     what: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

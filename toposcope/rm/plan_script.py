@@ -51,6 +51,8 @@ def _curl(step: HttpStep) -> str:
         else '"Authorization: Bearer $TOKEN"'
     )
     words = ["curl -fsS -X", shlex.quote(step.method), "-H", header]
+    for name, value in step.headers:
+        words += ["-H", shlex.quote(f"{name}: {value}")]
     if step.body is not None:
         words += [
             "-H",

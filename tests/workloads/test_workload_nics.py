@@ -75,10 +75,10 @@ def test_each_gpus_nearest_rdma_nic_and_the_far_ones() -> None:
 
 def test_nccl_ib_hca_is_read_as_nccl_reads_it_and_anything_else_is_refused() -> None:
     nics = ("mlx5_0", "mlx5_1", "mlx5_10", "ib0")
-    assert parse_nccl_ib_hca("mlx5", nics) == {"mlx5_0", "mlx5_1", "mlx5_10"}
-    assert parse_nccl_ib_hca("=mlx5_1:1", nics) == {"mlx5_1"}
-    assert parse_nccl_ib_hca("mlx5_1", nics) == {"mlx5_1", "mlx5_10"}  # a prefix, as in NCCL
-    assert parse_nccl_ib_hca("^=mlx5_0,mlx5_1", nics) == {"mlx5_10", "ib0"}
+    assert parse_nccl_ib_hca("mlx5", nics) == frozenset({"mlx5_0", "mlx5_1", "mlx5_10"})
+    assert parse_nccl_ib_hca("=mlx5_1:1", nics) == frozenset({"mlx5_1"})
+    assert parse_nccl_ib_hca("mlx5_1", nics) == frozenset({"mlx5_1", "mlx5_10"})  # a prefix
+    assert parse_nccl_ib_hca("^=mlx5_0,mlx5_1", nics) == frozenset({"mlx5_10", "ib0"})
     for bad in ("", "mlx5_0;reboot", "mlx5_0:port", "../mlx5_0", "a," * 3000):
         assert parse_nccl_ib_hca(bad, nics) is None, bad
     assert nccl_ib_hca(b"PATH=/bin\0NCCL_IB_HCA==mlx5_0\0X=1\0") == "=mlx5_0"

@@ -97,8 +97,8 @@ def parse_rdma_current(text: str) -> frozenset[str]:
 class NicUseReader:
     """Reads which RDMA NICs each workload uses (see the module docstring)."""
 
-    def __init__(self, procfs: str) -> None:
-        self._procfs = procfs
+    def __init__(self, procfs: str | os.PathLike[str]) -> None:
+        self._procfs = os.fspath(procfs)
 
     def environ_nics(self, pid: int, nics: Sequence[str]) -> frozenset[str] | None:
         """The NICs ``pid``'s ``NCCL_IB_HCA`` selects; ``None`` without a valid one."""

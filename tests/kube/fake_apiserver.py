@@ -74,6 +74,49 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def discovery(path: str) -> dict[str, Any] | None:
+    """The legacy discovery documents kubectl reads (``/api``, ``/apis``, ``/api/v1``,
+    ``/apis/GROUP/VERSION``) for the kinds this server holds; ``None`` for other paths.
+    """
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for plural, (api_version, kind) in _KINDS.items():
+        groups.setdefault(api_version, []).append((plural, kind))
+    if path == "/api":
+        return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+    if path == "/apis":
+        named = sorted(v for v in groups if "/" in v)
+        entries = [
+            {"name": v.split("/")[0], "versions": [{"groupVersion": v, "version": v.split("/")[1]}],
+             "preferredVersion": {"groupVersion": v, "version": v.split("/")[1]}}
+            for v in named
+        ]  # fmt: skip
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": entries}
+    version = path.removeprefix("/api/").removeprefix("/apis/")
+    if version not in groups or path not in (f"/api/{version}", f"/apis/{version}"):
+        return None
+    resources: list[dict[str, Any]] = []
+    for plural, kind in groups[version]:
+        namespaced = kind not in ("Node", "ResourceSlice")
+        verbs = ["get", "list", "patch", "create", "update"]
+        resources.append(
+            {"name": plural, "singularName": kind.lower(), "namespaced": namespaced,
+             "kind": kind, "verbs": verbs}
+        )  # fmt: skip
+        if kind in ("Deployment", "StatefulSet"):
+            resources.append(
+                {"name": f"{plural}/scale", "singularName": "", "namespaced": True,
+                 "group": "autoscaling", "version": "v1", "kind": "Scale",
+                 "verbs": ["get", "patch", "update"]}
+            )  # fmt: skip
+        if kind == "Pod":
+            resources.append(
+                {"name": "pods/eviction", "singularName": "", "namespaced": True,
+                 "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}
+            )  # fmt: skip
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": version,
+            "resources": resources}  # fmt: skip
+
+
 class ApiFailure(Exception):
     """An API-server error answer: a Status object with ``code``."""
 
@@ -182,6 +225,9 @@ class FakeApiServer:
         with self.lock:
             self.requests.append(Request(method, parts.path, query, body))
             try:
+                found = discovery(parts.path) if method == "GET" else None
+                if found is not None:
+                    return 200, found
                 return self._route(method, parts.path, query, body)
             except ApiFailure as failure:
                 return failure.code, failure.status
@@ -325,8 +371,11 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            raw = self._chunked()  # kubectl create --raw -f - streams its body
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
         code, answer = self.server.fake.answer(self.command, self.path, body)
         data = json.dumps(answer).encode()
@@ -335,6 +384,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _chunked(self) -> bytes:
+        data = b""
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                self.rfile.readline()
+                return data
+            data += self.rfile.read(size)
+            self.rfile.readline()
 
     do_GET = do_POST = do_PATCH = do_PUT = _serve
 

@@ -2,14 +2,17 @@
 
 For each action kind the plan is made, the action applied, and the requests the contract
 server recorded (without their ``dryRun=All`` twins) are compared with the plan's steps;
-the printed ``kubectl`` lines name the same objects and bodies. Without an API server the plan
-is made from the action alone and says what it could not read.
+the printed ``kubectl`` lines name the same objects and bodies, and real ``kubectl`` running
+the printed script sends the same requests (the contract server serves kubectl's discovery).
+Without an API server the plan is made from the action alone and says what it could not read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -82,6 +85,29 @@ def test_apply_sends_exactly_the_plan(
     assert kubectl_requests(plan) == planned(plan)
     assert sent(apiserver) == []
     manager.apply(request)
+    assert sent(apiserver) == planned(plan)
+    assert apiserver.fake.invalid == []
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
+@pytest.mark.parametrize(
+    ("kind", "workload", "node"),
+    [
+        (ActionKind.PLACE, "ml/waiting", "gpu-2"),
+        (ActionKind.MIGRATE, "ml/train-a", "gpu-2"),
+        (ActionKind.RELEASE, "ml/notebook-a", "gpu-1"),
+    ],
+)
+def test_kubectl_runs_the_printed_plan(
+    apiserver: Running, config: Path, tmp_path: Path, kind: ActionKind, workload: str, node: str
+) -> None:
+    plan = backend(config).plan(ActionRequest(f"{kind}-2", kind, workload, node, gpus=[0]))
+    script = "set -eu\n" + "\n".join(plan_lines(plan)) + "\n"
+    env = {**os.environ, "KUBECONFIG": str(config), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
     assert sent(apiserver) == planned(plan)
     assert apiserver.fake.invalid == []
 

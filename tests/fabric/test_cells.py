@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import REPO
 from toposcope.fabric.cellfit import CellError, choose, lowest_level_possible, node_ready_wait
 from toposcope.fabric.cells import CellTree, NodeFree
+from toposcope.fabric.ibnetdiscover import read_ibnetdiscover
 from toposcope.fabric.slurmconf import read_topology_conf
 from toposcope.fabric.yamlfile import read_fabric_file
 
@@ -131,3 +132,19 @@ def test_a_block_fabric_has_one_level_of_blocks() -> None:
     assert choice is not None and (choice.level_name, choice.cell) == ("block", "block1")
     wide = choose(tree, free, nodes=40, gpus_per_node=4)
     assert wide is not None and wide.level_name == "fabric" and wide.cell == "fabric"
+
+
+def test_a_real_infiniband_dump_gives_leaf_cells_and_best_fit_takes_the_smallest() -> None:
+    tree = CellTree(read_ibnetdiscover(FIXTURES / "ibnetdiscover-topograph.out"))
+    assert tree.levels == ("node", "leaf", "spine", "fabric")
+    sizes = sorted(len(tree.cells[at].nodes) for at in tree.cells_at(1))
+    assert sizes == [2, 10, 11, 14, 15, 16, 17, 18, 18]
+    free = {n: NodeFree(n, 8, 8) for n in tree.path}
+    # every leaf is free: the smallest that holds 4 nodes (10 of them) is broken, 8 stay whole
+    four = choose(tree, free, 4, 8)
+    assert four is not None and four.level_name == "leaf" and four.cell == "A09-P1-IBLEAF-01-01+2"
+    assert four.kept_whole_count == 8 and four.candidates == 8
+    # 19 nodes fit under no leaf: the spine, over two leaves
+    wide = choose(tree, free, 19, 8)
+    assert wide is not None and wide.level_name == "spine"
+    assert len({tree.cell_of(n, 1) for n in wide.nodes}) == 2

@@ -50,10 +50,9 @@ def planner_for(backend: str, rm_url: str | None, options: Mapping[str, object])
             f"(it has for {', '.join(dry_run_backends())})"
         )
     manager = make_resource_manager(backend, options={**options, "plan_only": True})
-    if not hasattr(manager, "plan"):
+    if not isinstance(manager, Planner):
         raise UsageError(f"--resource-manager {backend} cannot say what it would do (--dry-run)")
-    planner: Planner = manager  # type: ignore[assignment]
-    return planner
+    return manager
 
 
 def hints_from(model: ClusterModel) -> PlanHints:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from toposcope.rm.models import ActionKind, ActionRequest
 
@@ -127,6 +127,7 @@ class PlanHints:
         return self.workloads.get(f"{request.node or ''}/{request.workload}", WorkloadHints())
 
 
+@runtime_checkable
 class Planner(Protocol):
     """A backend that can say what it would do for an action without doing it."""
 

@@ -71,6 +71,8 @@ def test_every_gpu_family_is_published(collector_for: Machine) -> None:
         not in (
             "toposcope_gpu_locality_info",
             "toposcope_gpu_nic_link_info",
+            "toposcope_gpu_pcie_link_speed_transfers_per_second",  # pcie_link collector
+            "toposcope_gpu_pcie_link_width_lanes",
             "toposcope_gpu_xid_errors_total",
         )
         and name not in NOT_ON_A100

@@ -58,7 +58,13 @@ from toposcope.advisor.loaders import Window
 from toposcope.advisor.model import PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.advisor.p2p_matrix import parse_options
-from toposcope.advisor.policies import POLICIES, build, parse_overrides, settings_markdown
+from toposcope.advisor.policies import (
+    PLACING,
+    POLICIES,
+    build,
+    parse_overrides,
+    settings_markdown,
+)
 from toposcope.advisor.rmclients import (
     backend_names,
     backend_options,
@@ -241,7 +247,7 @@ def _advise(args: argparse.Namespace) -> int:
     )
     manager: ResourceManager | None = None
     unread = ""
-    placing = any(p.name == "gpu-placement" for p in policies)
+    placing = any(p.name in PLACING for p in policies)
     if args.resource_manager in backend_names() and args.resource_manager != "dry-run":
         if not args.dry_run:
             manager = _manager(args, sorted(model.nodes), sys.stderr)

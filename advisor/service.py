@@ -43,7 +43,7 @@ from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.p2p_matrix import P2pOption
-from toposcope.advisor.policies import Policy
+from toposcope.advisor.policies import PLACING, Policy
 from toposcope.advisor.progress_metrics import ProgressMetric
 from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.runner import advise, load_model
@@ -246,13 +246,13 @@ class AdvisorService:
     # -- analysing -------------------------------------------------------------------------
 
     def _pending_jobs(self, model: ClusterModel) -> ClusterModel:
-        if self.acting.dry_run or not any(p.name == "gpu-placement" for p in self.policies):
+        if self.acting.dry_run or not any(p.name in PLACING for p in self.policies):
             return model
         try:
             manager = self.acting.manager_factory(sorted(model.nodes), io.StringIO())
             workloads = manager.workloads()
         except (ResourceManagerError, AdvisorConnectionError) as exc:
-            LOG.warning("no pending jobs for gpu-placement: %s", exc)
+            LOG.warning("no pending jobs to place: %s", exc)
             return model
         pending = tuple(
             PendingWorkload(w.name, w.gpus_requested)

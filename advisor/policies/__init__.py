@@ -47,6 +47,9 @@ POLICIES: dict[str, PolicyType] = {
     FabricPlacement.name: FabricPlacement,
 }
 
+#: the policies that place pending jobs: the advisor reads the resource manager's queue for them
+PLACING = frozenset({GpuPlacement.name, FabricPlacement.name})
+
 
 def find(name: str, registry: Mapping[str, PolicyType] = POLICIES) -> PolicyType:
     """The policy class called ``name``; :class:`ConfigError` lists the known names."""
@@ -131,6 +134,7 @@ def settings_markdown(cls: PolicyType) -> str:
 
 
 __all__ = [
+    "PLACING",
     "POLICIES",
     "Evaluation",
     "Policy",

@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.fabric.test_kubernetes_api import BLOCK, HOST, RACK
 from tests.helpers import REPO
+from tests.kube.fake_apiserver import kubeconfig, serve
+from tests.kube.fake_topologies import TopologyApiServer
 from toposcope.cli import main
 from toposcope.errors import ConfigError
 from toposcope.fabric.kube_jobs import JobLabel, job_placements, parse_job_label
@@ -137,3 +140,31 @@ def test_the_command_prints_each_jobs_spread(
     listed.write_text(yaml.safe_dump({"kind": "List", "items": PODS}))
     assert main(["fabric", "jobs", *source, "--pods", str(listed)]) == 0
     assert capsys.readouterr().out == text
+
+
+def test_running_pods_from_the_api_server_as_prometheus_families(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = TopologyApiServer()
+    fake.add_topology("default", BLOCK, RACK, HOST)
+    for index, (block, rack) in enumerate([("b1", "r1"), ("b1", "r2"), ("b2", "r1")]):
+        name = f"gpu{index + 1:02d}"
+        fake.add_node(name, {BLOCK: block, RACK: rack, HOST: name})
+    for name, node in (("train-0", "gpu01"), ("train-1", "gpu03")):
+        fake.add({"apiVersion": "v1", "kind": "Pod", **pod(name, node, JOBSET)})
+    served = serve(fake)
+    try:
+        config = tmp_path / "kubeconfig"
+        config.write_text(kubeconfig(served.url), encoding="utf-8")
+        command = ["fabric", "jobs", "--kubernetes", "--kubeconfig", str(config)]
+        assert main([*command, "--pods-from-api", "--format", "prometheus"]) == 0
+    finally:
+        served.stop()
+    text = capsys.readouterr().out
+    job = 'partition="team-a",scheduler="kubernetes",workload="ml:JobSet:train"'
+    assert f'toposcope_job_fabric_domains{{level="spine",{job}}} 2.0' in text
+    assert 'toposcope_fabric_switch_info{level="leaf",parent="b1",switch="b1.r1"} 1.0' in text
+    (listing,) = [r for r in fake.requests if r.path == "/api/v1/pods"]
+    assert listing.query["fieldSelector"] == ["status.phase=Running"]
+    assert main(["fabric", "jobs", "--kubernetes", "--pods", "x", "--pods-namespace", "ml"]) == 2
+    assert "--pods-namespace goes with --pods-from-api" in capsys.readouterr().err

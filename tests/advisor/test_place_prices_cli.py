@@ -58,3 +58,14 @@ def test_a_bad_file_exits_2_with_its_line(
     advise = ["advise", *source, "--p2p-bandwidth", f"n1={bad}"]
     assert main(advise) == 2
     assert f"{bad}:2:" in capsys.readouterr().err
+
+
+def test_advisor_serve_refuses_a_bad_file_before_serving(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "p2p.txt"
+    bad.write_text("0 1 2 3 4\n")  # a matrix header of GPUs 0-4 without its rows
+    serve = ["advisor", "serve", "--prometheus", "http://127.0.0.1:9", "--listen", "127.0.0.1:0"]
+    audit = ["--audit-db", str(tmp_path / "audit.sqlite")]
+    assert main([*serve, *audit, "--p2p-bandwidth", f"gpu-*={bad}"]) == 2
+    assert f"{bad}: no GPU pair with a figure" in capsys.readouterr().err

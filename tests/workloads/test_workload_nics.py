@@ -30,7 +30,7 @@ from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.exporters.collectors.topology import gpu_nic_link_family
 from toposcope.exporters.collectors.workloads import workload_families
 from toposcope.exporters.workload_snapshot import WorkloadSnapshotter
-from toposcope.host.nic_use import nccl_ib_hca, parse_nccl_ib_hca, parse_rdma_current
+from toposcope.host.nic_use import chosen, nccl_ib_hca, parse_nccl_ib_hca, parse_rdma_current
 from toposcope.host.nvml.records import GpuProcess
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import NicKind, Topology
@@ -137,9 +137,11 @@ def test_a_rank_using_a_nic_other_than_its_gpus_nearest_is_far(tmp_path: Path) -
         )
         == 1
     )
+    # the cgroup stands for the whole workload: GPU 1 (its open /dev/nvidia1) reaches mlx5_0
+    # over PHB as near as any NIC, GPU 2 over PIX; the farther tier is reported
     assert (
         workload_value(
-            registry, used, **who, nic="mlx5_0", source="rdma_cgroup", link="PIX", near="true"
+            registry, used, **who, nic="mlx5_0", source="rdma_cgroup", link="PHB", near="true"
         )
         == 1
     )
@@ -157,3 +159,39 @@ def test_no_environment_and_no_accounting_claim_no_use(tmp_path: Path) -> None:
     names = {s.name for family in registry.collect() for s in family.samples}
     assert "toposcope_workload_nic_used_info" not in names
     assert "toposcope_workload_nic_nearest_gpus" in names
+
+
+def test_a_rank_is_taken_to_use_the_nearest_nic_it_may_use() -> None:
+    locality = NicLocality.of(topology())
+    both = {"mlx5_0", "mlx5_1"}
+    # NCCL picks GPU 2's switch HCA when allowed both; only the other one is far
+    assert chosen(locality, frozenset({2}), both) == [("mlx5_0", "PIX", True)]
+    assert chosen(locality, frozenset({2}), {"mlx5_1"}) == [("mlx5_1", "PHB", False)]
+    # GPU 0 is SYS from both: a tie, and neither is farther than its nearest
+    assert chosen(locality, frozenset({0}), both) == [
+        ("mlx5_0", "SYS", True),
+        ("mlx5_1", "SYS", True),
+    ]
+    assert chosen(locality, frozenset(), {"mlx5_1"}) == [("mlx5_1", "", True)]
+
+
+def test_allowing_every_nic_is_not_using_a_far_one(tmp_path: Path) -> None:
+    root = copy_host(V2HOST, tmp_path)
+    (root / "proc/1001/environ").write_bytes(b"NCCL_IB_HCA=mlx5\0")
+    (root / CGROUP_A / "rdma.current").write_text(
+        "mlx5_0 hca_handle=1 hca_object=12\nmlx5_1 hca_handle=1 hca_object=12\n"
+    )
+    registry = scrape_workloads(root)
+    # pid 1001's rank (GPU 2) takes its switch's HCA; for the cgroup GPU 1 is as near (PHB)
+    # to both, so both count, and neither is far
+    used = [
+        dict(s.labels)
+        for f in registry.collect()
+        for s in f.samples
+        if s.name == "toposcope_workload_nic_used_info"
+    ]
+    assert {(u["nic"], u["source"], u["near"]) for u in used} == {
+        ("mlx5_0", "nccl_env", "true"),
+        ("mlx5_0", "rdma_cgroup", "true"),
+        ("mlx5_1", "rdma_cgroup", "true"),
+    }

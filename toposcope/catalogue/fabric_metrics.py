@@ -64,10 +64,11 @@ NODE_FABRIC_SPECS: tuple[MetricSpec, ...] = (
         "toposcope_workload_nic_used_info",
         "info",
         ["workload", *WORKLOAD_WHO, "nic", "source", "link", "near"],
-        "An RDMA NIC a workload uses, as source says: nccl_env (NCCL_IB_HCA in its processes' "
-        "environment) or rdma_cgroup (RDMA handles charged to its cgroup). link is the tier "
-        "from the GPUs of the processes using it (the farthest where several do; empty without "
-        "GPUs); near=false when one of them uses it while a nearer NIC exists, value 1.",
+        "An RDMA NIC a workload uses: for each of its ranks' GPUs the nearest NIC that source "
+        "allows (NCCL picks the nearest NIC it may use): nccl_env (NCCL_IB_HCA in its "
+        "processes' environment) or rdma_cgroup (RDMA handles charged to its cgroup). link is "
+        "that tier (the farthest where several GPUs use it; empty without GPUs); near=false "
+        "when a nearer NIC exists that the source leaves out, value 1.",
     ),
 )
 

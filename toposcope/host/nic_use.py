@@ -13,9 +13,12 @@ Two read-only sources, each validated before use:
 - ``rdma_cgroup``: the RDMA controller's ``rdma.current`` of the workload's cgroup
   (``mlx5_0 hca_handle=2 hca_object=2000``): a device with handles charged is in use.
 
-Each process's GPUs (from NVML) say whether *that rank* uses one of its GPUs' nearest NICs;
-where a process's GPUs are unknown, the workload's GPUs stand in. Per workload and NIC the
-result is the farthest use seen (:class:`NicUse`).
+A source says which NICs a rank *may* use; NCCL then picks, for each of its GPUs, the nearest
+of those (:func:`chosen`), so that NIC is the one reported, and it is far when a nearer NIC
+exists that the source leaves out (``NCCL_IB_HCA`` naming only the other socket's HCA).
+Each process's GPUs (from NVML) stand for its rank; where a process's GPUs are unknown, and
+for the cgroup, the workload's GPUs stand in. Per workload and NIC the result is the
+farthest use seen (:class:`NicUse`).
 """
 
 from __future__ import annotations
@@ -136,12 +139,13 @@ class NicUseReader:
         seen: dict[str, list[tuple[str, str, bool]]] = {}
         ordered = sorted(pids, key=lambda pid: (pid not in pid_gpus, pid))[:MAX_PIDS]
         for pid in ordered:
-            selected = self.environ_nics(pid, locality.nics)
+            allowed = self.environ_nics(pid, locality.nics)
             mine = frozenset(pid_gpus.get(pid, ())) or gpus
-            for nic in selected or ():
-                seen.setdefault(nic, []).append(("nccl_env", *_judge(locality, mine, nic)))
-        for nic in self.cgroup_nics(cgroup, layout) & set(locality.nics):
-            seen.setdefault(nic, []).append(("rdma_cgroup", *_judge(locality, gpus, nic)))
+            for nic, link, near in chosen(locality, mine, allowed or frozenset()):
+                seen.setdefault(nic, []).append(("nccl_env", link, near))
+        charged = self.cgroup_nics(cgroup, layout) & set(locality.nics)
+        for nic, link, near in chosen(locality, gpus, charged):
+            seen.setdefault(nic, []).append(("rdma_cgroup", link, near))
         out: list[NicUse] = []
         for nic, judged in sorted(seen.items()):
             links = [link for _, link, _ in judged if link]
@@ -156,10 +160,25 @@ class NicUseReader:
         return out
 
 
-def _judge(locality: NicLocality, gpus: frozenset[int], nic: str) -> tuple[str, bool]:
-    """(the nearest tier from ``gpus`` to ``nic``, whether it is nearest for one of them);
-    without GPUs a NIC cannot be far from them.
+def chosen(
+    locality: NicLocality, gpus: frozenset[int], allowed: Iterable[str]
+) -> list[tuple[str, str, bool]]:
+    """The NICs NCCL would use for ``gpus`` among ``allowed``: for each GPU the nearest
+    allowed NICs (NCCL prefers the nearest NIC it may use), with that tier and whether no NIC
+    of the host is nearer. Without GPUs every allowed NIC counts, near (nothing to be far from).
     """
+    allowed_set = frozenset(allowed)
     if not gpus:
-        return "", True
-    return locality.best_link(gpus, nic), any(locality.is_nearest(gpu, nic) for gpu in gpus)
+        return [(nic, "", True) for nic in sorted(allowed_set)]
+    picked: list[tuple[str, str, bool]] = []
+    for gpu in sorted(gpus):
+        tiers = {
+            nic: locality.links[(gpu, nic)] for nic in allowed_set if (gpu, nic) in locality.links
+        }
+        if not tiers:
+            continue
+        best = min(tiers.values(), key=tier_rank)
+        entry = locality.nearest.get(gpu)
+        near = entry is None or tier_rank(best) <= tier_rank(entry[0])
+        picked.extend((nic, best, near) for nic, tier in sorted(tiers.items()) if tier == best)
+    return picked

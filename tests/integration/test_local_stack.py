@@ -70,7 +70,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
                         "result"
                     ]
                 )
-                == 8
+                == 10
             )
         )
         with pytest.raises(urllib.error.HTTPError) as anonymous:

@@ -27,6 +27,8 @@ _PATH_RE = re.compile(
 )
 #: a JSON merge patch (RFC 7386), what every patch toposcope sends is
 MERGE_PATCH = "application/merge-patch+json"
+#: a JSON patch (RFC 6902): only in plans made without the API server, for a person to run
+JSON_PATCH = "application/json-patch+json"
 
 
 def object_path(kind: str, namespace: str, name: str, sub: str = "") -> str:
@@ -52,6 +54,16 @@ def patch_step(kind: str, namespace: str, name: str, body: dict[str, Any], what:
     return HttpStep("PATCH", path, body, "kubernetes", MERGE_PATCH, what)
 
 
+def json_patch_step(
+    kind: str, namespace: str, name: str, operations: list[dict[str, Any]], what: str
+) -> HttpStep:
+    """A JSON patch (RFC 6902) of one object: its ``test`` operations make the API server
+    refuse the whole patch when the object is not as the plan assumed.
+    """
+    path = object_path(kind, namespace, name)
+    return HttpStep("PATCH", path, operations, "kubernetes", JSON_PATCH, what)
+
+
 def eviction_step(namespace: str, name: str) -> HttpStep:
     """The Eviction (policy/v1) of one pod: its PodDisruptionBudgets hold."""
     body = {"apiVersion": "policy/v1", "kind": "Eviction"}
@@ -69,8 +81,10 @@ def scale_step(kind: str, namespace: str, name: str, replicas: int) -> HttpStep:
 
 __all__ = [
     "API_PATHS",
+    "JSON_PATCH",
     "MERGE_PATCH",
     "eviction_step",
+    "json_patch_step",
     "object_path",
     "parse_path",
     "patch_step",

@@ -23,7 +23,7 @@ from toposcope.kube.annotations import KUBEFLOW_STOPPED, PLACEMENT_GATE, RELEASE
 from toposcope.kube.api import KubeApi
 from toposcope.kube.devices import placement_detail
 from toposcope.kube.evictable import migration_blockers, owner_references
-from toposcope.kube.paths import eviction_step, patch_step, scale_step
+from toposcope.kube.paths import eviction_step, json_patch_step, patch_step, scale_step
 from toposcope.kube.undo import SCALE, STEER, STOP, UndoRecord, narrowed, record_of
 from toposcope.kube.views import gpus_requested, node_view, split_workload
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
@@ -308,22 +308,27 @@ class KubePlanner:
         target = request.node or ""
         if kind is ActionKind.PLACE:
             narrow = {"spec": {"affinity": narrowed(None, target)}}
+            gate = {"name": PLACEMENT_GATE}
             steps: tuple[Step, ...] = (
                 patch_step(
                     "Pod", namespace, name, narrow, f"narrow the pod's node affinity to {target}"
                 ),
-                patch_step(
+                json_patch_step(
                     "Pod",
                     namespace,
                     name,
-                    {"spec": {"schedulingGates": []}},
-                    f"remove the {PLACEMENT_GATE} gate",
+                    [
+                        {"op": "test", "path": "/spec/schedulingGates", "value": [gate]},
+                        {"op": "remove", "path": "/spec/schedulingGates"},
+                    ],
+                    f"remove the {PLACEMENT_GATE} gate, only if it is the pod's one gate",
                 ),
             )
             unknown = (
-                f"the pod was not read: {why}; whether it carries the {PLACEMENT_GATE} gate, its "
-                "own node affinity (this patch replaces its required node selector terms) and "
-                "its other scheduling gates (this patch removes them all)",
+                f"the pod was not read: {why}; its own node affinity (the first patch replaces "
+                "its required node selector terms; the API server refuses it once the pod is "
+                "scheduled) and its scheduling gates (the second patch tests that "
+                f"{PLACEMENT_GATE} is the only one)",
             )
             return Plan(request, self.backend, steps, unknown=unknown)
         if kind is ActionKind.MIGRATE:

@@ -26,7 +26,7 @@ from kubernetes_validate import validate  # type: ignore[import-untyped]
 from tests.advisor.conftest import ExporterScrape
 from tests.advisor.fakes import ExpositionPrometheus, FakeServer
 from tests.helpers import FIXTURES
-from tests.kube.fake_apiserver import merge_patch
+from tests.kube.fake_apiserver import json_patch, merge_patch
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor.dry_run import planner_for, render_dry_run
 from toposcope.kube.paths import eviction_step
@@ -215,8 +215,10 @@ def test_kubernetes_bodies_validate() -> None:
             plan = planner.plan(action, hints)
             for step in plan.steps:
                 body = getattr(step, "body", None)
-                assert isinstance(body, dict)
-                if body.get("kind") == "Eviction":
+                if isinstance(body, list):  # a JSON patch: to a pod that has the gate
+                    gated = merge_patch(POD, {"spec": {"schedulingGates": body[0]["value"]}})
+                    _validated(json_patch(gated, body))
+                elif isinstance(body, dict) and body.get("kind") == "Eviction":
                     _validated(body)
                 else:
                     _validated(merge_patch(POD, body))

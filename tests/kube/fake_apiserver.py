@@ -117,6 +117,30 @@ def discovery(path: str) -> dict[str, Any] | None:
             "resources": resources}  # fmt: skip
 
 
+def json_patch(target: Any, operations: list[dict[str, Any]]) -> Any:
+    """RFC 6902's ``test``, ``remove``, ``add`` and ``replace`` on object members (what
+    toposcope's plans send); a failed ``test`` or a missing member is the API server's 422.
+    """
+    result = copy.deepcopy(target)
+    for operation in operations:
+        *parents, last = operation["path"].split("/")[1:]
+        holder = result
+        for part in parents:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if not isinstance(holder, dict):
+            raise ApiFailure(422, "Invalid", f"no parent for {operation['path']}")
+        op = operation["op"]
+        if op == "test" and holder.get(last) != operation["value"]:
+            raise ApiFailure(422, "Invalid", f"the test of {operation['path']} failed")
+        if op == "remove":
+            if last not in holder:
+                raise ApiFailure(422, "Invalid", f"no {operation['path']} to remove")
+            del holder[last]
+        if op in ("add", "replace"):
+            holder[last] = copy.deepcopy(operation["value"])
+    return result
+
+
 class ApiFailure(Exception):
     """An API-server error answer: a Status object with ``code``."""
 
@@ -291,8 +315,11 @@ class FakeApiServer:
 
     def _patch(self, key: tuple[str, str, str], body: Any, dry: bool) -> tuple[int, Any]:
         stored = self.objects[key]
-        self._check_version(stored, body)
-        result = merge_patch(stored, body)
+        if isinstance(body, list):  # a JSON patch (RFC 6902): its operations are a list
+            result = json_patch(stored, body)
+        else:
+            self._check_version(stored, body)
+            result = merge_patch(stored, body)
         result["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
         if result["kind"] in _VALIDATED:
             self._validate(f"patched {result['kind']}", result)

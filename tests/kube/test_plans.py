@@ -112,6 +112,34 @@ def test_kubectl_runs_the_printed_plan(
     assert apiserver.fake.invalid == []
 
 
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
+def test_an_offline_placement_runs_only_on_a_pod_still_gated(
+    apiserver: Running, config: Path, tmp_path: Path
+) -> None:
+    offline = make_resource_manager(
+        "kubernetes", options={"kubernetes_kubeconfig": str(tmp_path / "none"), "plan_only": True}
+    )
+    assert isinstance(offline, KubernetesResourceManager)
+    env = {**os.environ, "KUBECONFIG": str(config), "HOME": str(tmp_path)}
+
+    def run(workload: str) -> subprocess.CompletedProcess[str]:
+        plan = offline.plan(ActionRequest("p", ActionKind.PLACE, workload, "gpu-2", gpus=[0]))
+        script = "set -eu\n" + "\n".join(plan_lines(plan)) + "\n"
+        return subprocess.run(
+            ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    done = run("ml/waiting")
+    assert done.returncode == 0, done.stderr
+    placed = apiserver.fake.get("pods", "ml", "waiting")["spec"]
+    assert "schedulingGates" not in placed
+    assert "gpu-2" in json.dumps(placed["affinity"])
+    # a pod that is not gated (already placed, or never opted in) is left as it was
+    before = apiserver.fake.get("pods", "ml", "ungated")
+    assert run("ml/ungated").returncode != 0
+    assert apiserver.fake.get("pods", "ml", "ungated") == before
+
+
 def test_a_refused_action_has_no_step_and_sends_nothing(apiserver: Running, config: Path) -> None:
     plan = backend(config).plan(ActionRequest("m", ActionKind.MIGRATE, "ml/shy", "gpu-2"))
     assert not plan.runnable and plan.steps == () and "not evicted" in plan.refused

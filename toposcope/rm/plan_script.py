@@ -73,8 +73,9 @@ def _kubectl(step: HttpStep) -> str:
         words += ["--namespace", shlex.quote(found.group("ns"))]
         if found.group("sub"):
             words.append(f"--subresource={shlex.quote(found.group('sub'))}")
-        kind = "merge" if "merge-patch" in step.content_type else "strategic"
-        return " ".join([*words, f"--type={kind}", "-p", body])
+        kind = {"application/merge-patch+json": "merge", "application/json-patch+json": "json"}
+        patch = kind.get(step.content_type, "strategic")
+        return " ".join([*words, f"--type={patch}", "-p", body])
     verb = {"POST": "create", "PUT": "replace"}.get(step.method)
     if verb is None:
         raise ValueError(f"no kubectl form for {step.method} {step.url}")

@@ -2,7 +2,9 @@
 topology/tree plugin, and read the tree back.
 
 The advisor's fabric-placement recommendations (``proposed``: the nodes, the number of leaf
-switches, the longest wait) become one ``scontrol update`` of the pending job:
+switches, the longest wait) become one ``scontrol update`` of a pending job, and for a running
+job that opted in to migration (``migrate-job``) a requeue held, that update with
+``StartTime=now``, and a release (:func:`requeue_steps`):
 
 * ``ReqNodeList=a,b,...``: the nodes to run on (placing now);
 * ``Switches=N@T``: at most ``N`` leaf switches, waiting at most ``T`` for them before Slurm
@@ -32,11 +34,13 @@ import re
 from collections.abc import Mapping, Sequence
 
 from toposcope.identity.names import check_node_name
-from toposcope.report.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation, RecommendationKind
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
-from toposcope.rm.plan import CommandStep, Plan
+from toposcope.rm.plan import CommandStep, Plan, Step, WaitStep
+from toposcope.slurm.apply_options import DEFAULT_REQUEUE_WAIT_S, MIGRATABLE
 from toposcope.slurm.control import InvalidChangeError, check_job_id
 from toposcope.slurm.hostlist import expand_hostlist
+from toposcope.slurm.migration import check_migration
 from toposcope.slurm.records import ClusterState, PendingJob
 from toposcope.slurm.refusals import no_longer, usable_target
 from toposcope.slurm.views import job_id_of
@@ -74,9 +78,12 @@ def steer_steps(
     nodes: Sequence[str] = (),
     switches: int | None = None,
     wait_s: float = 0.0,
+    *,
+    start_now: bool = False,
 ) -> tuple[CommandStep, ...]:
     """The ``scontrol update`` that steers pending job ``job_id`` (module docstring); nothing
-    when there is nothing to set.
+    when there is nothing to set. ``start_now`` adds ``StartTime=now`` (a requeued job is
+    otherwise held back by Slurm's requeue delay).
     """
     job = check_job_id(job_id)
     if len(nodes) > MAX_NODES:
@@ -92,12 +99,38 @@ def steer_steps(
         assignments.append(f"Switches={switches_value(switches, wait_s)}")
     if not assignments:
         return ()
+    if start_now:
+        assignments.append("StartTime=now")
     what = f"steer job {job} onto the fabric cell the advisor chose"
     return (CommandStep(("scontrol", "update", f"JobId={job}", *assignments), what),)
 
 
-def steps_for(recommendation: Recommendation) -> tuple[CommandStep, ...]:
-    """The steps of a fabric-placement recommendation (its target workload is the job)."""
+def requeue_steps(
+    job_id: int,
+    nodes: Sequence[str],
+    switches: int | None = None,
+    requeue_wait_s: float = DEFAULT_REQUEUE_WAIT_S,
+) -> tuple[Step, ...]:
+    """Move running job ``job_id`` onto ``nodes``: requeue it held, wait until Slurm has
+    ended it (at most ``requeue_wait_s``), steer it (``ReqNodeList``, ``Switches``,
+    ``StartTime=now``), release it; the shape the backend's migrations carry out.
+    """
+    job = check_job_id(job_id)
+    if not nodes:
+        raise InvalidChangeError(f"moving job {job} needs the nodes to move it to")
+    ended = f'test -z "$(squeue -h -j {job} -t RUNNING,COMPLETING -o %i)"'
+    return (
+        CommandStep(("scontrol", "requeuehold", job), f"requeue job {job} held"),
+        WaitStep(f"job {job} has left COMPLETING", requeue_wait_s, ("sh", "-c", ended)),
+        *steer_steps(job_id, nodes, switches, start_now=True),
+        CommandStep(("scontrol", "release", job), f"release job {job}"),
+    )
+
+
+def steps_for(recommendation: Recommendation) -> tuple[Step, ...]:
+    """The steps of a fabric-placement recommendation (its target workload is the job): a
+    ``place`` steers the pending job, a ``migrate-job`` requeues and steers the running one.
+    """
     proposed = recommendation.proposed
     workload = recommendation.target.workload or ""
     nodes = proposed.get("nodes") or []
@@ -109,6 +142,8 @@ def steps_for(recommendation: Recommendation) -> tuple[CommandStep, ...]:
         raise InvalidChangeError(f"proposed switches {switches!r} is not a count")
     if not isinstance(wait, int | float):
         raise InvalidChangeError(f"proposed wait {wait!r} is not a number of seconds")
+    if recommendation.kind == RecommendationKind.MIGRATE_JOB:
+        return requeue_steps(job_id_of(workload), nodes, switches)
     return steer_steps(job_id_of(workload), nodes, switches, float(wait))
 
 
@@ -146,11 +181,31 @@ def read_topology(text: str) -> dict[str, tuple[int, tuple[str, ...], tuple[str,
 def steer_plan(recommendation: Recommendation, state: ClusterState) -> Plan:
     """The plan for a fabric-placement recommendation against ``state``: its steps, what was
     checked and what the operator should know; a refusal is raised as the contract's
-    :class:`~toposcope.rm.errors.ResourceManagerError` (404/409, as ``place`` refuses).
+    :class:`~toposcope.rm.errors.ResourceManagerError` (404/409, as ``place`` and ``migrate``
+    refuse).
     """
     steps = steps_for(recommendation)
     workload = recommendation.target.workload or ""
     job_id = job_id_of(workload)
+    nodes = [str(n) for n in recommendation.proposed.get("nodes") or []]
+    moving = recommendation.kind == RecommendationKind.MIGRATE_JOB
+    if moving:
+        checked = _check_move(job_id, nodes, state)
+        note = ""
+    else:
+        checked = _check_steer(job_id, nodes, state)
+        note = steer_plan_notes(float(recommendation.proposed.get("max_wait_s") or 0))
+    request = ActionRequest(
+        f"{recommendation.id}-0",
+        ActionKind.MIGRATE if moving else ActionKind.PLACE,
+        workload,
+        nodes[0] if nodes else None,
+        reason=recommendation.summary,
+    )
+    return Plan(request, "slurm", steps, checked, notes=(note,) if note else ())
+
+
+def _check_steer(job_id: int, nodes: Sequence[str], state: ClusterState) -> tuple[str, ...]:
     job = state.job(job_id)
     if not isinstance(job, PendingJob):
         raise no_longer(job_id, state, "pending", "place")
@@ -162,28 +217,30 @@ def steer_plan(recommendation: Recommendation, state: ClusterState) -> Plan:
             409,
             "node",
         )
-    nodes = [str(n) for n in recommendation.proposed.get("nodes") or []]
     for node in nodes:
         usable_target(state, node, job_id, job.partition)
         if node in job.excluded_nodes:
             raise ResourceManagerError(f"job {job_id} excludes node {node}", 409, "node")
-    if nodes and len(nodes) != job.nodes:
+    _same_count(job_id, job.nodes, nodes)
+    where = f"; nodes {','.join(nodes)} take jobs of partition {job.partition}" if nodes else ""
+    return (f"job {job_id} is pending and asks for no node{where}",)
+
+
+def _check_move(job_id: int, nodes: Sequence[str], state: ClusterState) -> tuple[str, ...]:
+    job = None
+    for node in nodes:
+        job = check_migration(job_id, node, state)
+    if job is None:
+        raise InvalidChangeError(f"moving job {job_id} needs the nodes to move it to")
+    _same_count(job_id, len(job.nodes), nodes)
+    return (
+        f"job {job_id} runs on {','.join(job.nodes)}, opted in ({MIGRATABLE}) and may be "
+        f"requeued; nodes {','.join(nodes)} take jobs of partition {job.partition}",
+    )
+
+
+def _same_count(job_id: int, count: int, nodes: Sequence[str]) -> None:
+    if nodes and len(nodes) != count:
         raise ResourceManagerError(
-            f"job {job_id} asks for {job.nodes} node(s), the advice names {len(nodes)}",
-            409,
-            "node",
+            f"job {job_id} has {count} node(s), the advice names {len(nodes)}", 409, "node"
         )
-    wait = float(recommendation.proposed.get("max_wait_s") or 0)
-    note = steer_plan_notes(wait)
-    checked = (
-        f"job {job_id} is pending and asks for no node"
-        + (f"; nodes {','.join(nodes)} take jobs of partition {job.partition}" if nodes else ""),
-    )
-    request = ActionRequest(
-        f"{recommendation.id}-0",
-        ActionKind.PLACE,
-        workload,
-        nodes[0] if nodes else None,
-        reason=recommendation.summary,
-    )
-    return Plan(request, "slurm", steps, checked, notes=(note,) if note else ())

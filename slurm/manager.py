@@ -176,14 +176,24 @@ class SlurmResourceManager(BaseResourceManager):
             )
             raise ResourceManagerError(f"migrate refused: {why}", 409, "kind")
 
-    def steer_fabric(self, recommendation: Recommendation) -> Plan:
-        """Apply a fabric-placement recommendation to its pending multi-node job: the plan of
-        :func:`~toposcope.slurm.fabric_steer.steer_plan` against the cluster now (``ReqNodeList``
-        and ``Switches=N@T``), carried out; a refusal is a :class:`ResourceManagerError`.
+    def steer_fabric(self, recommendation: Recommendation) -> ActionState:
+        """Apply a fabric-placement recommendation: the plan of
+        :func:`~toposcope.slurm.fabric_steer.steer_plan` against the cluster now, carried out.
+        A pending job is steered (``ReqNodeList``, ``Switches=N@T``: ``succeeded``); a running
+        one that opted in is requeued held, steered and released, as a migration (``running``
+        until Slurm restarts it). A refusal is a :class:`ResourceManagerError`.
         """
-        plan = steer_plan(recommendation, self.read())
-        self._change(job_id_of(recommendation.target.workload or ""), "place", "pending", plan)
-        return plan
+        state = self.read()
+        plan = steer_plan(recommendation, state)
+        job_id = job_id_of(plan.request.workload)
+        if plan.request.kind == ActionKind.MIGRATE:
+            self._check_migration_room()
+            job = state.job(job_id)
+            assert isinstance(job, RunningJob)  # checked by the plan
+            return self.migrations.start(self._new_id(), plan.request, job, plan.steps)
+        self._change(job_id, "place", "pending", plan)
+        after = Allocation(plan.request.node or "")
+        return ActionState(self._new_id(), plan.request, ActionStatus.SUCCEEDED, after=after)
 
     def _unplace(self, request: ActionRequest) -> ActionState:
         """Undo a placement: clear the pending job's node list (see the module docstring)."""

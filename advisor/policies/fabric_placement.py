@@ -1,5 +1,6 @@
 """fabric-placement: place pending multi-node jobs on the tightest fabric cell that keeps whole
-cells free, or hold them for a tighter cell when the wait costs less than the slower run.
+cells free, or hold them for a tighter cell when the wait costs less than the slower run; move
+running ones spread beyond need.
 
 Rule. A pending job asking for more GPUs than a node has is a multi-node job of
 ``ceil(gpus / G)`` nodes (``G`` the GPUs of most of the fabric's nodes) with an equal share on
@@ -28,6 +29,10 @@ factor first-fit would give (the first free nodes by name, as a topology-blind s
 takes them) over ours, minus 1. Holding: the factor now over the factor after the wait,
 minus 1, minus the wait as a share of the run.
 
+Running jobs. After the pending jobs, running multi-node jobs spread beyond need are moved
+onto a tighter cell when the time saved beats a restart (:mod:`.fabric_moves`, kind
+``migrate-job``; ``move_spread``, ``restart_seconds``).
+
 The fabric is read from ``fabric_file`` (``fabric_format``: Slurm's ``topology.conf``, a
 fabric YAML/JSON file or ``ibnetdiscover`` output). The recommendations carry no resource
 manager action: a multi-node placement is applied through the scheduler's own topology
@@ -51,6 +56,8 @@ from toposcope.advisor.fabric_wait import (
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.policies.fabric_advice import FabricAdvice, Hold, advice_recommendation
+from toposcope.advisor.policies.fabric_moves import MoveRule, spread_moves
+from toposcope.advisor.recommendations import CHECKPOINT_RESTORE_S
 from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, ToposcopeError
 from toposcope.fabric.cellfit import choose, lowest_level_possible, node_ready_wait, span_level
@@ -91,6 +98,17 @@ class FabricPlacementSettings(PolicySettings):
         "a quarter of the step in collectives, halved bandwidth per 2:1 tapered level)",
     )
     wait: bool = setting(True, help="hold a job for a tighter cell when the wait pays")
+    move_spread: bool = setting(
+        True,
+        help="move running multi-node jobs spread beyond need onto a tighter cell when the "
+        "time saved beats a restart (the job must have opted in to migration)",
+    )
+    restart_seconds: float = setting(
+        CHECKPOINT_RESTORE_S,
+        ge=0,
+        le=86400,
+        help="what one checkpoint, requeue and restart of every rank costs a moved job",
+    )
 
 
 class FabricPlacement(Policy[FabricPlacementSettings]):
@@ -112,7 +130,9 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         self._tree: CellTree | None = None
 
     def evaluate(self, model: ClusterModel) -> Evaluation:
-        """One ``place`` recommendation per pending multi-node job that fits or should wait."""
+        """One ``place`` recommendation per pending multi-node job that fits or should wait,
+        then one ``migrate-job`` per running multi-node job worth moving to a tighter cell.
+        """
         try:
             tree = self._cells()
         except ToposcopeError as exc:
@@ -122,28 +142,31 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
             return Evaluation(
                 undecided=(self.note("*", "no node of the fabric has GPUs in the metrics"),)
             )
-        jobs = [j for j in model.pending if j.gpus_requested > per_node]
-        if not jobs:
-            return Evaluation(
-                undecided=(
-                    self.note(
-                        "*",
-                        f"no pending job asks for more than {per_node} GPUs (one node): "
-                        "gpu-placement places single-node jobs",
-                    ),
-                )
-            )
         missing = self.missing_note(model)
         notes: list[Note] = [missing] if missing else []
         free = _free(model, tree)
         holders = _holders(model, tree)
         recs: list[Recommendation] = []
+        jobs = [j for j in model.pending if j.gpus_requested > per_node]
+        if not jobs:
+            notes.append(
+                self.note(
+                    "*",
+                    f"no pending job asks for more than {per_node} GPUs (one node): "
+                    "gpu-placement places single-node jobs",
+                )
+            )
         for job in sorted(jobs, key=lambda j: (-j.gpus_requested, j.name)):
             rec = self._one(tree, free, holders, job, per_node, len(model.pending) - 1)
             if isinstance(rec, Note):
                 notes.append(rec)
                 continue
             recs.append(rec)
+        if self.settings.move_spread:
+            rule = MoveRule(self.settings.slowdown_per_level, self.settings.restart_seconds)
+            moves, unpriced = spread_moves(self.name, tree, free, model, rule)
+            recs += moves
+            notes += unpriced
         return Evaluation(tuple(recs), tuple(notes))
 
     def _cells(self) -> CellTree:

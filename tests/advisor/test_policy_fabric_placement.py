@@ -23,6 +23,7 @@ from toposcope.advisor.policies import build
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.fabric.slurmconf import read_topology_conf
 from toposcope.report.recommendation import RecommendationKind
+from toposcope.rm.plan import CommandStep
 from toposcope.slurm.fabric_steer import steps_for
 
 TREE = REPO / "tests" / "fixtures" / "fabric" / "slurm-tree.conf"
@@ -153,8 +154,52 @@ def test_the_slurm_backend_turns_a_recommendation_into_one_scontrol_update() -> 
     (placed,) = policy().evaluate(model({"dev0": 600}, {"slurm-job-7": 32})).recommendations
     [step] = steps_for(placed)
     nodes = ",".join(placed.proposed["nodes"])
-    assert step.argv == ("scontrol", "update", "JobId=7", f"ReqNodeList={nodes}", "Switches=1")
+    assert isinstance(step, CommandStep) and step.argv == (
+        "scontrol",
+        "update",
+        "JobId=7",
+        f"ReqNodeList={nodes}",
+        "Switches=1",
+    )
     held = {"dev0": 7200, "dev1": 60, "dev6": 7200, "dev7": 7200, "dev12": 7200, "dev13": 7200}
     [hold] = policy().evaluate(model(held, {"slurm-job-8": 40})).recommendations
     [wait] = steps_for(hold)
-    assert wait.argv == ("scontrol", "update", "JobId=8", "Switches=1@00:01:00")
+    assert isinstance(wait, CommandStep) and wait.argv == (
+        "scontrol",
+        "update",
+        "JobId=8",
+        "Switches=1@00:01:00",
+    )
+
+
+def spread_job(left: float | None) -> ClusterModel:
+    """slurm-job-9 on dev0 (leaf s0) and dev6 (leaf s1), all 8 GPUs each; the rest free."""
+    parts = [
+        WorkloadModel("slurm-job-9", node, gpus=tuple(range(8)), time_left_seconds=left)
+        for node in ("dev0", "dev6")
+    ]
+    return cluster([pcie8(f"dev{n}") for n in range(18)], parts)
+
+
+def test_a_running_job_spread_over_two_leaves_moves_onto_one_when_the_time_saved_pays() -> None:
+    found = policy().evaluate(spread_job(36_000.0))
+    [move] = found.recommendations
+    assert move.kind is RecommendationKind.MIGRATE_JOB and move.actions == ()
+    assert move.current["level"] == "spine" and move.current["nodes"] == ["dev0", "dev6"]
+    assert move.proposed["level"] == "leaf" and move.proposed["cell"] == "s0"
+    assert move.proposed["nodes"] == ["dev0", "dev1"] and move.proposed["switches"] == 1
+    # 36,000 s left at 1.125x: 4,000 s saved, one 600 s restart
+    assert move.proposed["saved_s"] == 4000.0
+    assert abs(move.estimated_gain - 3400 / 36_000) < 1e-6
+    assert "workload:dev6/slurm-job-9" in move.claims
+    [step] = steps_for(move)[2:3]
+    assert isinstance(step, CommandStep) and step.argv == (
+        "scontrol", "update", "JobId=9", "ReqNodeList=dev0,dev1", "Switches=1", "StartTime=now"
+    )  # fmt: skip
+
+
+def test_a_move_that_saves_less_than_a_restart_or_cannot_be_priced_is_not_made() -> None:
+    assert policy().evaluate(spread_job(3600.0)).recommendations == ()
+    unpriced = policy().evaluate(spread_job(None))
+    assert unpriced.recommendations == ()
+    assert any("time left is unknown" in n.reason for n in unpriced.undecided)

@@ -25,8 +25,9 @@ from toposcope.cli import main
 from toposcope.fabric.cellfit import choose
 from toposcope.fabric.cells import CellTree, NodeFree
 from toposcope.fabric.yamlfile import read_fabric_file
-from toposcope.rm import ResourceManagerError
-from toposcope.rm.plan import CommandStep
+from toposcope.rm import ActionStatus, Allocation, ResourceManagerError
+from toposcope.rm.plan import CommandStep, WaitStep
+from toposcope.slurm.apply_options import MIGRATABLE
 from toposcope.slurm.clusterfiles import (
     ClusterLayout,
     ClusterSpec,
@@ -35,8 +36,10 @@ from toposcope.slurm.clusterfiles import (
     slurm_conf_text,
 )
 from toposcope.slurm.control import InvalidChangeError
+from toposcope.slurm.daemons import wait_for
 from toposcope.slurm.fabric_steer import (
     read_topology,
+    requeue_steps,
     steer_plan_notes,
     steer_steps,
     switches_value,
@@ -153,8 +156,8 @@ def test_the_backend_applies_the_policys_advice_and_refuses_it_once_stale(
         [rec] = advice.evaluate(model).recommendations
         assert rec.proposed["cell"] == "leaf-a" and rec.proposed["switches"] == 1
         manager = commands_manager(cluster)
-        plan = manager.steer_fabric(rec)
-        assert plan.checked and "is pending" in plan.checked[0]
+        placed = manager.steer_fabric(rec)
+        assert placed.status is ActionStatus.SUCCEEDED and placed.after == Allocation(NODES[0])
         shown = cluster.command("scontrol", "show", "job", str(job))
         assert f"ReqNodeList={NODES[0]},{NODES[1]}" in shown
         assert "Switches=1@00:00:00" in shown  # no wait asked: Slurm shows a zero wait
@@ -169,6 +172,38 @@ def test_the_backend_applies_the_policys_advice_and_refuses_it_once_stale(
             manager.steer_fabric(rec)
     finally:
         cluster.command("scancel", str(holder), str(job), check=False)
+
+
+def test_a_spread_running_job_that_opted_in_is_requeued_onto_one_leaf(
+    tree_cluster: LocalCluster, fabric_file: Path
+) -> None:
+    cluster = tree_cluster
+    job = cluster.sbatch(
+        "-N", "2", "-w", f"{NODES[0]},{NODES[2]}", "--gres=gpu:2", "--requeue",
+        f"--comment={MIGRATABLE}", "--wrap", "sleep 300",
+    )  # fmt: skip
+    try:
+        wait_running(cluster, job)
+        nodes = [NodeModel(n, numa_nodes(1, 2), (gpu(0, 0), gpu(1, 0))) for n in NODES]
+        parts = [
+            WorkloadModel(f"slurm-job-{job}", n, gpus=(0, 1), time_left_seconds=36_000.0)
+            for n in (NODES[0], NODES[2])
+        ]
+        advice = FabricPlacement(fabric=read_fabric_file(fabric_file))
+        [move] = advice.evaluate(cluster_model(nodes, parts)).recommendations
+        assert move.proposed["nodes"] == [NODES[0], NODES[1]]
+        moving = commands_manager(cluster).steer_fabric(move)
+        assert moving.status is ActionStatus.RUNNING, moving.error
+
+        def restarted() -> bool:
+            shown = cluster.command("scontrol", "show", "job", str(job))
+            return "JobState=RUNNING" in shown and "Restarts=1" in shown
+
+        wait_for(restarted, f"job {job} restarted", 90)
+        ran_on = cluster.command("squeue", "-h", "-j", str(job), "-o", "%N").strip()
+        assert ran_on == f"{PREFIX}[1-2]"
+    finally:
+        cluster.command("scancel", str(job), check=False)
 
 
 def test_steps_are_checked_before_slurm_sees_them() -> None:
@@ -188,6 +223,14 @@ def test_steps_are_checked_before_slurm_sees_them() -> None:
     for job, nodes, switches, wait in bad:
         with pytest.raises(InvalidChangeError):
             steer_steps(job, nodes, switches, wait)
+    with pytest.raises(InvalidChangeError, match="needs the nodes"):
+        requeue_steps(42, [])
+    requeue, ended, steer, release = requeue_steps(42, ["gpu01", "gpu02"], 1)
+    assert isinstance(requeue, CommandStep)
+    assert requeue.argv == ("scontrol", "requeuehold", "42")
+    assert isinstance(ended, WaitStep) and ended.check[:2] == ("sh", "-c")
+    assert isinstance(steer, CommandStep) and steer.argv[-1] == "StartTime=now"
+    assert isinstance(release, CommandStep) and release.argv == ("scontrol", "release", "42")
     assert steer_plan_notes(120) == ""
     assert "max_switch_wait=900" in steer_plan_notes(900)
     with pytest.raises(ValueError, match="not a topology line"):

@@ -47,6 +47,7 @@ from toposcope.advisor.calibration import KindCalibration, calibration_from
 from toposcope.advisor.cliargs import agents_from_args, backend_from_args, selector
 from toposcope.advisor.dry_run import (
     PRINT_ONLY,
+    GuardedPlanner,
     dry_run_backends,
     hints_from,
     planner_for,
@@ -77,6 +78,7 @@ from toposcope.advisor.workload_filter import filter_report
 from toposcope.errors import ConfigError, UsageError
 from toposcope.report.recommendation import Report
 from toposcope.rm import ResourceManager, ResourceManagerError
+from toposcope.rm.plan import Planner
 from toposcope.rm.plan_script import comment
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "add_arguments", "parse_at", "run"]
@@ -266,6 +268,11 @@ def _advise(args: argparse.Namespace) -> int:
     if args.dry_run:
         backend = args.resource_manager
         planner = planner_for(backend, args.rm_url, backend_options(backend, args))
+        listed = getattr(args, "rm_url_map", None) or getattr(args, "rm_endpoints", None)
+        if backend == "agent" and listed:
+            agents = _manager(args, sorted(model.nodes), sys.stderr)
+            if isinstance(agents, Planner):  # the allow-list's endpoints, no request sent
+                planner = GuardedPlanner(agents, backend)
         script = render_dry_run(report, backend, planner, hints_from(model))
         if unread:
             first, _, rest = script.partition("\n")

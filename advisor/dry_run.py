@@ -19,7 +19,8 @@ from toposcope.advisor.rmclients import backend_names, make_resource_manager
 from toposcope.advisor.rmclients.plans import AGENT_URL, SIM_URL, ApiPlanner, SystemdPlanner
 from toposcope.errors import UsageError
 from toposcope.report.recommendation import Report
-from toposcope.rm.plan import AGENT_KINDS, PlanHints, Planner, WorkloadHints
+from toposcope.rm import ActionRequest, ResourceManagerError
+from toposcope.rm.plan import AGENT_KINDS, Plan, PlanHints, Planner, WorkloadHints, refused
 from toposcope.rm.plan_script import comment, plan_lines
 
 #: backends that only print plans (``--dry-run``); they apply nothing themselves
@@ -55,6 +56,23 @@ def planner_for(backend: str, rm_url: str | None, options: Mapping[str, object])
     return manager
 
 
+class GuardedPlanner:
+    """A planner whose refusals raised while planning (a node the agent allow-list does not
+    name) become the plan's refusal, so that one action cannot stop the script.
+    """
+
+    def __init__(self, inner: Planner, backend: str) -> None:
+        self.inner = inner
+        self.backend = backend
+
+    def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
+        """The inner planner's plan, or the refusal it raised."""
+        try:
+            return self.inner.plan(request, hints)
+        except ResourceManagerError as exc:
+            return refused(request, self.backend, str(exc))
+
+
 def hints_from(model: ClusterModel) -> PlanHints:
     """What the metrics say about each workload (pod, namespace, container, cgroup)."""
     return PlanHints(
@@ -88,6 +106,7 @@ def render_dry_run(report: Report, backend: str, planner: Planner, hints: PlanHi
 __all__ = [
     "NO_PLAN",
     "PRINT_ONLY",
+    "GuardedPlanner",
     "dry_run_backends",
     "hints_from",
     "planner_for",

@@ -105,6 +105,19 @@ def test_every_backend_prints_a_valid_script_offline(
     bash_n(script)
 
 
+def test_the_agent_plan_uses_the_allow_list(
+    prometheus: FakeServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--prometheus", prometheus.url, "--dry-run", "--resource-manager", "agent"]
+    assert invoke([*base, "--rm-url-map", "n1=http://10.9.8.7:9848/api/v1"]) == 0
+    script = capsys.readouterr().err
+    urls = {c[-1] for c in commands(script) if c[0] == "curl"}
+    assert urls == {"http://10.9.8.7:9848/api/v1/actions"}
+    assert invoke([*base, "--rm-url-map", "other=http://10.9.8.7:9848/api/v1"]) == 0
+    script = capsys.readouterr().err
+    assert "curl" not in script and "node n1 has no allowed agent endpoint" in script
+
+
 def test_slurm_and_kubernetes_say_what_they_could_not_check() -> None:
     report = fixture_report(**{"pending-c": "slurm-job-42", "job-b": "slurm-job-7"})
     slurm = script_of("slurm", report)

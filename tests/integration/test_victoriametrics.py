@@ -31,7 +31,7 @@ WINDOW = "15s"
 WINDOW_SECONDS = 15.0
 #: seconds of data beyond the window, so that every series starts before the window does
 MARGIN_SECONDS = 2.0
-NODES = 8
+NODES = 10
 #: every raw sample of every toposcope series in the window: "the same data" on both
 SAMPLES = f'{{__name__=~"toposcope_.+"}}[{WINDOW}]'
 

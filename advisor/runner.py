@@ -35,8 +35,10 @@ def load_model(
     p2p: Sequence[P2pOption] = (),
 ) -> ClusterModel:
     """Run the queries against ``backend`` and build the model (with the measured GPU-pair
-    bandwidths of ``p2p``, from ``--p2p-bandwidth``).
+    bandwidths of ``p2p``, from ``--p2p-bandwidth``). The backend is refreshed first, so that
+    each analysis of a long-running service reads its targets anew.
     """
+    backend.refresh()
     needed = needs if needs is not None else queries(selector)
     data = load_all(backend, window, needed, node_label=node_label)
     model = build_model(data, node_label=node_label, pending=pending)

@@ -243,6 +243,12 @@ class MetricsBackend(Protocol):
         """Answer one query over ``window`` (empty result when no series exist)."""
         ...
 
+    def refresh(self) -> None:
+        """Forget what was read for the previous analysis: the next query reads anew (a
+        scraper reads its targets again; a PromQL API keeps nothing, so it does nothing).
+        """
+        ...
+
 
 @dataclass(frozen=True)
 class LoadedData:

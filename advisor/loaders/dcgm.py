@@ -60,6 +60,10 @@ class DcgmActivity:
         """The wrapped backend's description, saying where GPU activity comes from."""
         return f"{self.inner.source} (GPU activity from dcgm-exporter)"
 
+    def refresh(self) -> None:
+        """Refresh the wrapped backend."""
+        self.inner.refresh()
+
     def load(self, query: Query, window: Window) -> QueryResult:
         """Answer ``query``: from dcgm-exporter's fields for a GPU activity query (their
         series merged, each with its added labels), nothing for a workload activity query,

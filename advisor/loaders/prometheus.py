@@ -100,6 +100,9 @@ class PrometheusLoader:
         }
         return self._parsed(query, self._call("query_range", params))
 
+    def refresh(self) -> None:
+        """Nothing to forget: every query asks the API."""
+
     def load(self, query: Query, window: Window) -> QueryResult:
         """Answer one advisor query over ``window`` (instant or range as the query says)."""
         expr = query.promql(window)

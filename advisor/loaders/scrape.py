@@ -101,7 +101,8 @@ class _Scraped:
 
 
 class ScrapeLoader:
-    """Read each target once (on the first query) and answer queries from that snapshot.
+    """Read each target once (on the first query) and answer queries from that snapshot,
+    until :meth:`refresh` (every analysis of ``advisor serve`` starts with one).
 
     Targets that cannot be told apart are refused (:func:`check_targets`). ``source`` names
     them in reports when they were found rather than listed (a simulator's URL); by default
@@ -124,6 +125,11 @@ class ScrapeLoader:
     def source(self) -> str:
         """What was scraped, for reports: ``source`` if given, else the scraped URLs."""
         return self._source or "scrape:" + ",".join(t.url for t in self.targets)
+
+    def refresh(self) -> None:
+        """Drop the snapshot and its failures: the next query reads every target again."""
+        self._snapshot = None
+        self._failures = []
 
     def scrape(self) -> list[_Scraped]:
         """Read every target (once); unreachable targets become warnings, all failing an error."""

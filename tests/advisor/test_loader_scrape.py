@@ -12,6 +12,7 @@ from tests.procs import free_port
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.loaders import ScrapeLoader, ScrapeTarget, Window, load_all, queries
 from toposcope.advisor.model_builder import build_model
+from toposcope.advisor.runner import load_model
 
 
 def test_target_parsing() -> None:
@@ -44,6 +45,20 @@ def test_scraper_answers_the_loader_queries(exporter_scrape: ExporterScrape) -> 
     modelled = next(w for w in model.workloads if w.name == holder.name)
     assert modelled.gpus == (holder.gpu_minor,)
     assert modelled.cores_used() is None  # counters without a rate
+
+
+def test_each_model_load_reads_the_targets_anew(exporter_scrape: ExporterScrape) -> None:
+    """A service analyses again and again with one loader: every analysis scrapes afresh,
+    while the queries of one analysis share its snapshot."""
+    bodies = [exporter_scrape.text.encode(), b"# nothing exported any more\n"]
+    with FakeServer(lambda r: (200, bodies[min(len(fake.requests), 2) - 1])).run() as fake:
+        loader = ScrapeLoader([ScrapeTarget.parse(f"n1={fake.url}/metrics")])
+        first = load_model(loader, Window.parse("1h"))
+        assert len(fake.requests) == 1
+        second = load_model(loader, Window.parse("1h"))
+        assert len(fake.requests) == 2
+    assert list(first.nodes) == ["n1"] and len(first.nodes["n1"].gpus) == 4
+    assert list(second.nodes) == []
 
 
 def test_unreachable_target_is_a_warning_when_others_answer(scrape_file: Path) -> None:

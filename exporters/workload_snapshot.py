@@ -92,7 +92,7 @@ class WorkloadSnapshotter:
         self._dropped = 0
         self._cpu_node_for: Topology | None = None
         self._cpu_node: dict[int, str] = {}
-        self._nic_use = NicUseReader(paths.procfs)
+        self._nic_use = NicUseReader(paths.procfs, paths.sysfs)
         self._locality_for: Topology | None = None
         self._locality = NicLocality()
 

@@ -195,3 +195,23 @@ def test_allowing_every_nic_is_not_using_a_far_one(tmp_path: Path) -> None:
         ("mlx5_0", "rdma_cgroup", "true"),
         ("mlx5_1", "rdma_cgroup", "true"),
     }
+
+
+def test_a_container_given_only_a_far_hca_opens_it_and_is_far(tmp_path: Path) -> None:
+    """The uverbs device a rank holds open names its HCA (a device plugin gave the container
+    one), as ``class/infiniband_verbs/uverbsN/ibdev`` says.
+    """
+    root = copy_host(V2HOST, tmp_path)
+    verbs = root / "sys/class/infiniband_verbs"
+    for number, device in enumerate(["mlx5_0", "mlx5_1"]):
+        (verbs / f"uverbs{number}").mkdir(parents=True)
+        (verbs / f"uverbs{number}" / "ibdev").write_text(device + "\n")
+    (root / "proc/1001/fd/17").symlink_to("/dev/infiniband/uverbs1")
+    (root / "proc/1001/fd/18").symlink_to("/dev/infiniband/rdma_cm")
+    registry = scrape_workloads(root)
+    who = {"workload": WL_A, **POD_A_WHO}
+    used = "toposcope_workload_nic_used_info"
+    far = {"nic": "mlx5_1", "source": "uverbs", "link": "PHB", "near": "false"}
+    assert workload_value(registry, used, **who, **far) == 1
+    sources = {s.labels["source"] for f in registry.collect() for s in f.samples if s.name == used}
+    assert sources == {"uverbs"}

@@ -30,7 +30,7 @@ LINK_TIERS: tuple[str, ...] = ("PIX", "PXB", "PHB", "NODE", "SYS")
 #: tiers whose traffic leaves the PCIe host bridge (NODE) or the socket (SYS)
 FAR_TIERS: frozenset[str] = frozenset({"NODE", "SYS"})
 #: the ``source`` values of ``toposcope_workload_nic_used_info``
-NIC_USE_SOURCES: tuple[str, ...] = ("nccl_env", "rdma_cgroup")
+NIC_USE_SOURCES: tuple[str, ...] = ("nccl_env", "rdma_cgroup", "uverbs")
 #: the labels that name a multi-node job on every per-job series
 JOB_KEYS: tuple[str, ...] = ("scheduler", "partition", "workload")
 
@@ -66,7 +66,8 @@ NODE_FABRIC_SPECS: tuple[MetricSpec, ...] = (
         ["workload", *WORKLOAD_WHO, "nic", "source", "link", "near"],
         "An RDMA NIC a workload uses: for each of its ranks' GPUs the nearest NIC that source "
         "allows (NCCL picks the nearest NIC it may use): nccl_env (NCCL_IB_HCA in its "
-        "processes' environment) or rdma_cgroup (RDMA handles charged to its cgroup). link is "
+        "processes' environment), rdma_cgroup (RDMA handles charged to its cgroup) or uverbs "
+        "(the /dev/infiniband/uverbsN its processes hold open). link is "
         "that tier (the farthest where several GPUs use it; empty without GPUs); near=false "
         "when a nearer NIC exists that the source leaves out, value 1.",
     ),

@@ -11,7 +11,11 @@ Two read-only sources, each validated before use:
   than :data:`MAX_VALUE`, is ignored: NCCL itself would not select from it what we would.
   Without the variable NCCL picks by itself, which we cannot tell, so no use is claimed.
 - ``rdma_cgroup``: the RDMA controller's ``rdma.current`` of the workload's cgroup
-  (``mlx5_0 hca_handle=2 hca_object=2000``): a device with handles charged is in use.
+  (``mlx5_0 hca_handle=2 hca_object=2000``): a device with handles charged is in use;
+- ``uverbs``: the ``/dev/infiniband/uverbsN`` devices its processes hold open (at most
+  :data:`MAX_FDS` descriptors of each), named through ``class/infiniband_verbs/uverbsN/ibdev``:
+  the RDMA devices a rank has opened, which on Kubernetes are the ones its device plugin gave
+  the container.
 
 A source says which NICs a rank *may* use; NCCL then picks, for each of its GPUs, the nearest
 of those (:func:`chosen`), so that NIC is the one reported, and it is far when a nearer NIC
@@ -38,6 +42,10 @@ MAX_PIDS = 64
 #: the longest NCCL_IB_HCA value taken, and the longest rdma.current file
 MAX_VALUE = 4096
 RDMA_CURRENT_LIMIT = 16 * 1024
+#: the most file descriptors looked at per process for uverbs devices
+MAX_FDS = 65_536
+_UVERBS = re.compile(r"/dev/infiniband/uverbs([0-9]{1,4})")
+_IBDEV = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _KEY = b"NCCL_IB_HCA="
 _ENTRY = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?::([0-9]{1,3}))?")
 _RDMA_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]{0,63})((?: [a-z_]+=(?:max|[0-9]{1,19}))*)")
@@ -100,8 +108,47 @@ def parse_rdma_current(text: str) -> frozenset[str]:
 class NicUseReader:
     """Reads which RDMA NICs each workload uses (see the module docstring)."""
 
-    def __init__(self, procfs: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, procfs: str | os.PathLike[str], sysfs: str | os.PathLike[str] | None = None
+    ) -> None:
         self._procfs = os.fspath(procfs)
+        self._sysfs = os.fspath(sysfs) if sysfs is not None else None
+
+    def uverbs_devices(self) -> dict[str, str]:
+        """``/dev/infiniband/uverbsN`` -> its RDMA device name (``class/infiniband_verbs``)."""
+        if self._sysfs is None:
+            return {}
+        base = os.path.join(self._sysfs, "class", "infiniband_verbs")
+        try:
+            names = [n for n in os.listdir(base) if _UVERBS.fullmatch(f"/dev/infiniband/{n}")]
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return {}
+        found: dict[str, str] = {}
+        for name in names[:1024]:
+            try:
+                ibdev = read_all(os.path.join(base, name, "ibdev"), 256).decode("ascii", "replace")
+            except _UNREADABLE:
+                continue
+            if _IBDEV.fullmatch(ibdev.strip()):
+                found[f"/dev/infiniband/{name}"] = ibdev.strip()
+        return found
+
+    def fd_nics(self, pid: int, devices: Mapping[str, str]) -> frozenset[str]:
+        """The RDMA devices whose uverbs files ``pid`` holds open."""
+        base = os.path.join(self._procfs, str(pid), "fd")
+        try:
+            names = os.listdir(base)[:MAX_FDS]
+        except _UNREADABLE:
+            return frozenset()
+        found: set[str] = set()
+        for name in names:
+            try:
+                target = os.readlink(os.path.join(base, name))
+            except (*_UNREADABLE, OSError):
+                continue
+            if target in devices:
+                found.add(devices[target])
+        return frozenset(found)
 
     def environ_nics(self, pid: int, nics: Sequence[str]) -> frozenset[str] | None:
         """The NICs ``pid``'s ``NCCL_IB_HCA`` selects; ``None`` without a valid one."""
@@ -138,11 +185,15 @@ class NicUseReader:
             return []
         seen: dict[str, list[tuple[str, str, bool]]] = {}
         ordered = sorted(pids, key=lambda pid: (pid not in pid_gpus, pid))[:MAX_PIDS]
+        devices = self.uverbs_devices()
         for pid in ordered:
-            allowed = self.environ_nics(pid, locality.nics)
             mine = frozenset(pid_gpus.get(pid, ())) or gpus
+            allowed = self.environ_nics(pid, locality.nics)
             for nic, link, near in chosen(locality, mine, allowed or frozenset()):
                 seen.setdefault(nic, []).append(("nccl_env", link, near))
+            opened = self.fd_nics(pid, devices) if devices else frozenset()
+            for nic, link, near in chosen(locality, mine, opened & set(locality.nics)):
+                seen.setdefault(nic, []).append(("uverbs", link, near))
         charged = self.cgroup_nics(cgroup, layout) & set(locality.nics)
         for nic, link, near in chosen(locality, gpus, charged):
             seen.setdefault(nic, []).append(("rdma_cgroup", link, near))

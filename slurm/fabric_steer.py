@@ -143,6 +143,11 @@ def steps_for(recommendation: Recommendation) -> tuple[Step, ...]:
     if not isinstance(wait, int | float):
         raise InvalidChangeError(f"proposed wait {wait!r} is not a number of seconds")
     if recommendation.kind == RecommendationKind.MIGRATE_JOB:
+        if proposed.get("requeue") is not True:
+            raise InvalidChangeError(
+                f"{recommendation.id} moves other jobs through its actions, not by steering "
+                f"{workload[:80]}"
+            )
         return requeue_steps(job_id_of(workload), nodes, switches)
     return steer_steps(job_id_of(workload), nodes, switches, float(wait))
 

@@ -55,6 +55,7 @@ class FabricAdvice:
     run_seconds: float
     hold: Hold | None
     free: Mapping[str, NodeFree]
+    after: str = ""
 
 
 def leaves_spanned(tree: CellTree, nodes: tuple[str, ...]) -> int:
@@ -172,7 +173,9 @@ def advice_recommendation(policy: str, advice: FabricAdvice) -> Recommendation:
 
 def _why(advice: FabricAdvice, now_above: int) -> str:
     choice, tree = advice.choice, advice.tree
-    if now_above == 0:
+    if advice.after:
+        reason = f"the tightest level it fits under, once {advice.after}"
+    elif now_above == 0:
         reason = f"the tightest level it fits under; {choice.candidates} such cell(s) free"
     else:
         below = tree.levels[choice.level - 1]

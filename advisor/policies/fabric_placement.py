@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from toposcope.advisor.fabric_wait import (
     LEVEL_SLOWDOWN_PRIOR,
@@ -56,11 +56,25 @@ from toposcope.advisor.fabric_wait import (
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.policies.fabric_advice import FabricAdvice, Hold, advice_recommendation
+from toposcope.advisor.policies.fabric_defrag import (
+    clearing_pays,
+    defrag_recommendation,
+    moved_gpus,
+    occupants_of,
+    take_after_clearing,
+)
 from toposcope.advisor.policies.fabric_moves import MoveRule, spread_moves
 from toposcope.advisor.recommendations import CHECKPOINT_RESTORE_S
 from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, ToposcopeError
-from toposcope.fabric.cellfit import choose, lowest_level_possible, node_ready_wait, span_level
+from toposcope.fabric.celldefrag import Occupant, clear_cell
+from toposcope.fabric.cellfit import (
+    Choice,
+    choose,
+    lowest_level_possible,
+    node_ready_wait,
+    span_level,
+)
 from toposcope.fabric.cells import CellTree, NodeFree
 from toposcope.fabric.model import Fabric
 from toposcope.report.recommendation import Note, Recommendation
@@ -102,6 +116,11 @@ class FabricPlacementSettings(PolicySettings):
         True,
         help="move running multi-node jobs spread beyond need onto a tighter cell when the "
         "time saved beats a restart (the job must have opted in to migration)",
+    )
+    defragment: bool = setting(
+        True,
+        help="clear a leaf for a pending job by moving single-node jobs off it, when the "
+        "faster run is worth more than their restarts",
     )
     restart_seconds: float = setting(
         CHECKPOINT_RESTORE_S,
@@ -156,12 +175,13 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
                     "gpu-placement places single-node jobs",
                 )
             )
+        occupants = occupants_of(model, tree)
         for job in sorted(jobs, key=lambda j: (-j.gpus_requested, j.name)):
-            rec = self._one(tree, free, holders, job, per_node, len(model.pending) - 1)
-            if isinstance(rec, Note):
-                notes.append(rec)
+            found = self._one(tree, free, holders, occupants, job, per_node, len(model.pending) - 1)
+            if isinstance(found, Note):
+                notes.append(found)
                 continue
-            recs.append(rec)
+            recs += found
         if self.settings.move_spread:
             rule = MoveRule(self.settings.slowdown_per_level, self.settings.restart_seconds)
             moves, unpriced = spread_moves(self.name, tree, free, model, rule)
@@ -179,10 +199,11 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         tree: CellTree,
         free: dict[str, NodeFree],
         holders: Mapping[str, list[tuple[int, float | None]]],
+        occupants: dict[str, list[Occupant]],
         job: PendingWorkload,
         per_node: int,
         others: int,
-    ) -> Recommendation | Note:
+    ) -> list[Recommendation] | Note:
         nodes = math.ceil(job.gpus_requested / per_node)
         share = math.ceil(job.gpus_requested / nodes)
         choice = choose(tree, free, nodes, share)
@@ -192,7 +213,7 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         s = self.settings
         hold = self._hold(tree, free, holders, job, nodes, share, choice.level, tightest, others)
         eligible = sorted(n for n, f in free.items() if f.free >= share)
-        first_fit = eligible[:nodes]
+        first_fit = tuple(eligible[:nodes])
         first_level = span_level(tree, first_fit) or choice.level
         advice = FabricAdvice(
             job=job.name,
@@ -200,17 +221,67 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
             tree=tree,
             choice=choice,
             tightest=tightest,
-            first_fit=tuple(first_fit),
+            first_fit=first_fit,
             first_fit_level=first_level,
             per_level=s.slowdown_per_level,
             run_seconds=s.run_seconds,
             hold=hold,
             free=dict(free),
         )
+        if hold is None and choice.level > tightest and s.defragment:
+            cleared = self._clear(tree, free, occupants, advice, nodes, share)
+            if cleared:
+                return cleared
         rec = advice_recommendation(self.name, advice)
         if hold is None:
             _take(free, choice.nodes, share, choice.gpu_indices)
-        return rec
+            for node in choice.nodes:
+                occupants.setdefault(node, []).append(Occupant(job.name, share, False))
+        return [rec]
+
+    def _clear(
+        self,
+        tree: CellTree,
+        free: dict[str, NodeFree],
+        occupants: dict[str, list[Occupant]],
+        advice: FabricAdvice,
+        nodes: int,
+        share: int,
+    ) -> list[Recommendation]:
+        """Clear a cell of the tightest level for the job when that pays: the move of the
+        small jobs, then the job's placement on the cleared cell (:mod:`.fabric_defrag`).
+        """
+        s = self.settings
+        clearing = clear_cell(tree, free, occupants, advice.tightest, nodes, share)
+        if clearing is None:
+            return []
+        saved = advice.choice.level - advice.tightest
+        net = clearing_pays(clearing, saved, s.run_seconds, s.slowdown_per_level, s.restart_seconds)
+        if net <= 0:
+            return []
+        moves = defrag_recommendation(self.name, advice.job, clearing, net, s.run_seconds)
+        choice = Choice(
+            level=clearing.level,
+            level_name=tree.levels[clearing.level],
+            cell=clearing.cell,
+            nodes=clearing.nodes,
+            gpus_per_node=share,
+            gpu_indices=(),
+            broken=(),
+            broken_count=0,
+            kept_whole=(),
+            kept_whole_count=0,
+            candidates=1,
+            rail_aligned=None,
+        )
+        after = f"{len(clearing.moves)} job(s) moved out ({moves.id})"
+        place = advice_recommendation(self.name, replace(advice, choice=choice, after=after))
+        take_after_clearing(free, clearing, share, moved_gpus(clearing))
+        for move in clearing.moves:
+            occupants.setdefault(move.to_node, []).append(Occupant(move.job, move.gpus, False))
+        for node in clearing.nodes:
+            occupants[node] = [Occupant(advice.job, share, False)]
+        return [moves, place]
 
     def _hold(
         self,

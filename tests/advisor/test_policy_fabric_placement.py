@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tests.advisor.builders import cluster, pcie8
 from tests.helpers import REPO
 from toposcope.advisor.fabric_wait import (
@@ -23,7 +25,9 @@ from toposcope.advisor.policies import build
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.fabric.slurmconf import read_topology_conf
 from toposcope.report.recommendation import RecommendationKind
+from toposcope.rm import ActionKind
 from toposcope.rm.plan import CommandStep
+from toposcope.slurm.control import InvalidChangeError
 from toposcope.slurm.fabric_steer import steps_for
 
 TREE = REPO / "tests" / "fixtures" / "fabric" / "slurm-tree.conf"
@@ -42,10 +46,10 @@ def model(held: Mapping[str, float | None], pending: Mapping[str, int]) -> Clust
     )
 
 
-def policy(*, wait: bool = True) -> FabricPlacement:
-    """The policy on Slurm's tree example (``wait``: whether it may hold jobs)."""
-    base = FabricPlacement().settings
-    return FabricPlacement(replace(base, wait=wait), fabric=read_topology_conf(TREE))
+def policy(*, wait: bool = True, defragment: bool = True) -> FabricPlacement:
+    """The policy on Slurm's tree example (whether it may hold jobs, and clear leaves)."""
+    base = replace(FabricPlacement().settings, wait=wait, defragment=defragment)
+    return FabricPlacement(base, fabric=read_topology_conf(TREE))
 
 
 def test_a_job_goes_to_the_tightest_leaf_and_says_which_cells_stay_whole() -> None:
@@ -87,11 +91,12 @@ def test_a_job_waits_for_a_leaf_when_the_wait_costs_less_than_the_slower_run() -
     assert rec.estimated_gain > 0.1
     # a two-hour wait costs more than running across the spine: it is placed now
     slow = {node: 7200.0 for node in held}
-    [now] = policy().evaluate(model(slow, {"mid": 40})).recommendations
+    [now] = policy(defragment=False).evaluate(model(slow, {"mid": 40})).recommendations
     assert "hold_level" not in now.proposed and now.proposed["level"] == "spine"
     assert len(now.proposed["nodes"]) == 5
     # and never waits when told not to
-    [eager] = policy(wait=False).evaluate(model(held, {"mid": 40})).recommendations
+    eager_policy = policy(wait=False, defragment=False)
+    [eager] = eager_policy.evaluate(model(held, {"mid": 40})).recommendations
     assert "hold_level" not in eager.proposed
 
 
@@ -203,3 +208,29 @@ def test_a_move_that_saves_less_than_a_restart_or_cannot_be_priced_is_not_made()
     unpriced = policy().evaluate(spread_job(None))
     assert unpriced.recommendations == ()
     assert any("time left is unknown" in n.reason for n in unpriced.undecided)
+
+
+def test_a_leaf_is_cleared_for_a_job_when_the_faster_run_beats_the_restarts() -> None:
+    # each leaf has 4 free nodes, the job needs 5 and nothing ends soon: moving one 8-GPU job
+    # out of s0 (600 s) buys a run on one leaf (1,800 s of a 4 h run at 0.125 per level)
+    held = {"dev0": 7200, "dev1": 7200, "dev6": 7200, "dev7": 7200, "dev12": 7200, "dev13": 7200}
+    moves, place = policy().evaluate(model(held, {"mid": 40})).recommendations
+    assert moves.kind is RecommendationKind.MIGRATE_JOB and moves.proposed["cell"] == "s0"
+    [action] = moves.actions
+    assert (action.kind, action.workload, action.node) == (ActionKind.MIGRATE, "job-dev0", "dev10")
+    assert moves.proposed["moves"] == [
+        {"workload": "job-dev0", "from_node": "dev0", "to_node": "dev10", "gpus": 8}
+    ]
+    assert abs(moves.estimated_gain - 1200 / 14400) < 1e-6
+    assert place.kind is RecommendationKind.PLACE and place.proposed["level"] == "leaf"
+    assert sorted(place.proposed["nodes"]) == ["dev0", "dev2", "dev3", "dev4", "dev5"]
+    assert moves.id in place.proposed["why"] and not set(moves.claims) & set(place.claims)
+    with pytest.raises(InvalidChangeError, match="through its actions"):
+        steps_for(moves)
+    # a short run is not worth the restart: placed across the spine instead
+    short = FabricPlacement(
+        replace(FabricPlacement().settings, run_seconds=3600.0),
+        fabric=read_topology_conf(TREE),
+    )
+    [spread] = short.evaluate(model(held, {"mid": 40})).recommendations
+    assert spread.kind is RecommendationKind.PLACE and spread.proposed["level"] == "spine"

@@ -10,7 +10,10 @@ them as they read a real node:
   with ``counters/`` (the IBTA error counters, all 0, and the 32-bit traffic counters,
   which stop at their maximum as old HCAs' do) and ``counters_ext/`` (the 64-bit
   ``port_{xmit,rcv}_{data,packets}_64``; ``*_data`` count 4-byte words);
-* any other NIC (``eth0``): ``class/net/<if>/{device, type, dev_port, operstate, speed}``.
+* any other NIC (``eth0``): ``class/net/<if>/{device, type, dev_port, operstate, speed}``;
+* per RDMA device ``class/infiniband_verbs/uverbsN/ibdev``, and a part of a multi-node job
+  holds every ``/dev/infiniband/uverbsN`` open (:meth:`NicTree.uverbs_files`), as NCCL does
+  without ``NCCL_IB_HCA``, so the exporter sees which HCAs each rank may use.
 
 Traffic: a workload that is a part of a multi-node job (``network``: the scenario's
 ``fabric.multi_node_jobs``, :mod:`toposcope.sim.scenario_fabric`) sends and receives
@@ -120,6 +123,7 @@ class NicTree:
             nic for nic in template.nics if is_rdma(nic) and _BUS_ID.fullmatch(nic.pci_bus_id)
         ]
         self._bytes = {nic.name: 0.0 for nic in self._rdma}
+        self._verbs: list[str] = []
         self._time: float | None = None
         for number, nic in enumerate(template.nics):
             if _BUS_ID.fullmatch(nic.pci_bus_id) is None:
@@ -130,7 +134,19 @@ class NicTree:
                 self._write_net(nic)
         self._write_counters()
 
+    def uverbs_files(self, workload: str) -> list[str]:
+        """The ``/dev/infiniband/uverbsN`` files a workload's process holds open: every RDMA
+        device for a part of a multi-node job (NCCL opens each HCA it may use, all of them
+        without ``NCCL_IB_HCA``), none for any other workload.
+        """
+        if workload not in self._network:
+            return []
+        return [f"/dev/infiniband/uverbs{number}" for number in range(len(self._rdma))]
+
     def _write_rdma(self, nic: NicSpec, number: int) -> None:
+        verbs = self._class / "infiniband_verbs" / f"uverbs{len(self._verbs)}"
+        self._verbs.append(nic.name)
+        _write(verbs / "ibdev", f"{nic.name}\n")
         base = self._class / "infiniband" / nic.name
         _link(base / "device", f"../../../bus/pci/devices/{nic.pci_bus_id}")
         _write(base / "fw_ver", "20.39.1002\n")

@@ -194,6 +194,8 @@ class NodeTree:
             _link(fd_dir + "/3", "/dev/nvidiactl")
             for i, gpu in enumerate(gpus):
                 _link(f"{fd_dir}/{4 + i}", f"/dev/nvidia{gpu}")
+        for i, device in enumerate(self._nics.uverbs_files(workload.name)):
+            _link(f"{fd_dir}/{4 + len(gpus) + i}", device)
         cpus = format_cpulist(workload.allocation.cpus)
         mems = format_cpulist(workload.allocation.mems)
         comm = _COMMS[workload.spec.kind]

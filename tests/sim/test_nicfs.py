@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.exporters.test_infiniband import node_exporter_samples, registry_for
 from toposcope.sim.clock import SimClock
@@ -89,3 +90,20 @@ def test_each_hca_sits_behind_the_pcie_switch_of_two_gpus(
     # the PCIe 4-GPU server's HCAs hang off root ports: no GPU has one nearer than NODE
     pcie = build_from_sysfs(root / "pcie4-01" / "sys", root / "pcie4-01" / "proc")
     assert {link.link for link in pcie.gpu_nic_links} == {"NODE", "SYS"}
+
+
+def test_each_rank_of_the_multi_node_job_opens_the_hcas_and_uses_its_gpus_nearest(
+    demo: tuple[SimCluster, SimExporters],
+) -> None:
+    _, exporters = demo
+    families = text_string_to_metric_families(exporters.scrape("dgx-03").decode())
+    used = [
+        s.labels
+        for family in families
+        for s in family.samples
+        if s.name == "toposcope_workload_nic_used_info"
+    ]
+    assert {u["workload"] for u in used} == {"llm-pretrain-a.service"}
+    assert {(u["nic"], u["source"], u["link"], u["near"]) for u in used} == {
+        (f"mlx5_{n}", "uverbs", "PIX", "true") for n in range(8)
+    }

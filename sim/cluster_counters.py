@@ -1,4 +1,5 @@
-"""Counters of a simulated node integrated over time: job progress, CPU seconds per CPU,
+"""Counters of a simulated node integrated over time: job progress and steps
+(:mod:`~toposcope.sim.job_steps`), CPU seconds per CPU,
 numastat pages, GPU energy, and GPU traffic and activity
 (:class:`~toposcope.sim.cluster.SimCluster` calls :func:`integrate` whenever a node is read or
 changes).
@@ -16,6 +17,7 @@ from itertools import pairwise
 from toposcope.sim.cluster_state import MEMORY_CHURN_PER_SECOND, PAGE, SimNode, SimWorkload
 from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts
 from toposcope.sim.gpu_traffic import GpuCounters, gpu_flows
+from toposcope.sim.job_steps import steps_in
 from toposcope.sim.model import placement
 from toposcope.sim.placement import Footprint, memory_layout
 
@@ -58,6 +60,8 @@ def integrate(
             continue
         if not perf.stalled:
             workload.progress += active / perf.slowdown
+            if workload.spec.base_throughput > 0:
+                workload.steps += steps_in(name, active * scale, perf.slowdown, until)
         spec = workload.spec
         seconds = perf.cpu_rate * active * scale
         workload.cpu_seconds += seconds

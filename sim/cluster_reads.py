@@ -156,6 +156,20 @@ class SimClusterReads(SimClusterCore):
                 )
             return rows
 
+    def job_steps(self) -> list[tuple[str, float]]:
+        """Steps done by every running job that has a throughput, counted up to now (each
+        node's counters integrated first; :mod:`~toposcope.sim.job_steps`).
+        """
+        with self._lock:
+            now = self.sync()
+            for node in self._nodes.values():
+                self._integrate(node, now)
+            return [
+                (name, workload.steps)
+                for name, workload in sorted(self._workloads.items())
+                if workload.state == RUNNING and workload.spec.base_throughput > 0
+            ]
+
     def action_counts(self) -> dict[tuple[str, str], int]:
         """Actions carried out so far by (kind, result)."""
         with self._lock:

@@ -64,6 +64,7 @@ class SimWorkload:
     allocation: Allocation | None = None
     pinned: bool = False
     progress: float = 0.0
+    steps: float = 0.0
     cpu_seconds: float = 0.0
     started_at: float | None = None
     finished_at: float | None = None

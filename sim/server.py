@@ -12,7 +12,11 @@ Routes of :func:`make_sim_app`:
     the simulator process's own ``process_*`` and ``toposcope_build_info``, and the
     simulated scheduler's queue (the catalogue's ``toposcope_queue_*`` families,
     ``scheduler="sim"``: :mod:`toposcope.sim.queue_metrics`), and with a scenario fabric
-    the fabric and its multi-node jobs' spread (:mod:`toposcope.sim.fabric`).
+    the fabric and its multi-node jobs' spread (:mod:`toposcope.sim.fabric`), and every
+    running job's step counter (:mod:`toposcope.sim.job_steps`).
+``GET /jobs/metrics``
+    the jobs' step counters alone, as the jobs' own metrics endpoints would publish them
+    (what a ``--progress-metric`` reads; a scrape job of its own).
 ``GET /targets.json``
     the file_sd targets this server would write (see :func:`file_sd_targets`).
 ``/api/...``
@@ -49,6 +53,7 @@ from toposcope.serving.httpserver import HttpServer
 from toposcope.serving.selfmetrics import with_self_metrics
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.fabric import SimFabric
+from toposcope.sim.job_steps import render_steps, steps_family
 from toposcope.sim.nodefs import ExportersClosed, SimExporters
 from toposcope.sim.paths import UnsafePathError
 from toposcope.sim.queue_metrics import queue_families
@@ -155,6 +160,9 @@ def make_sim_app(
         if path == "/truth/metrics":
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [render_truth(cluster)]
+        if path == "/jobs/metrics":
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+            return [render_steps(cluster.job_steps())]
         if path == "/targets.json":
             start_response("200 OK", [("Content-Type", "application/json")])
             return [json.dumps(file_sd_targets(cluster.node_names(), address)).encode()]
@@ -169,8 +177,8 @@ def make_sim_app(
 
 
 class QueueCollector(Collector):
-    """The cluster's queue families, and with a fabric its multi-node jobs' spread, read at
-    each scrape.
+    """The cluster's queue families, and with a fabric its multi-node jobs' spread, and the
+    jobs' step counters, read at each scrape.
     """
 
     def __init__(self, cluster: SimCluster, fabric: SimFabric | None = None) -> None:
@@ -178,10 +186,11 @@ class QueueCollector(Collector):
         self.fabric = fabric
 
     def collect(self) -> Iterable[Metric]:
-        """The ``toposcope_queue_*`` families (and the fabric's) now."""
+        """The ``toposcope_queue_*`` families (and the fabric's) and the step counters now."""
         families = list(queue_families(self.cluster))
         if self.fabric is not None:
             families.extend(self.fabric.families(self.cluster))
+        families.append(steps_family(self.cluster.job_steps()))
         return families
 
 

@@ -87,6 +87,15 @@ SIM_SPECS: tuple[MetricSpec, ...] = (
         part="sim",
     ),
     row(
+        "toposcope_sim_job_steps_total",
+        "counter",
+        ["workload"],
+        "Steps a running simulated job has done, as its own step counter would publish them "
+        "(served on the simulator's /metrics and /jobs/metrics, not with the truth): one step "
+        "is 0.25 s of its work at its base rate, each step's time jittered by 10%.",
+        part="sim",
+    ),
+    row(
         "toposcope_sim_actions_total",
         "counter",
         ["kind", "result"],

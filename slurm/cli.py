@@ -36,7 +36,12 @@ from toposcope.identity.names import is_node_name
 from toposcope.queue.accounts import DEFAULT_MAX_ACCOUNTS, MAX_MAX_ACCOUNTS, OTHER_ACCOUNT
 from toposcope.serving.httpserver import HttpServer
 from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
-from toposcope.slurm.exporter import QueueCollector, exporter_registry, make_app
+from toposcope.slurm.exporter import (
+    QueueCollector,
+    exporter_registry,
+    fabric_exposition,
+    make_app,
+)
 from toposcope.slurm.fabric_options import add_fabric_arguments, load_exporter_fabric
 from toposcope.slurm.report import state_to_json, state_to_text
 from toposcope.slurm.settings import (
@@ -188,17 +193,18 @@ def serve_exporter(args: argparse.Namespace) -> int:
         )
     settings = settings_from_args(args, os.environ)
     reader = open_reader(settings)
+    fabric = load_exporter_fabric(args)
     collector = QueueCollector(
-        reader,
-        open_commands(settings),
-        max_accounts=args.slurm_max_accounts,
-        fabric=load_exporter_fabric(args),
+        reader, open_commands(settings), max_accounts=args.slurm_max_accounts, fabric=fabric
     )
+    static = fabric_exposition(fabric)
     registry = exporter_registry(collector)
     if args.print:
-        sys.stdout.write(generate_latest(registry).decode())
+        sys.stdout.write((generate_latest(registry) + static).decode())
         return 0
-    server = HttpServer(make_app(registry, reader.source), args.listen, methods=("GET", "HEAD"))
+    server = HttpServer(
+        make_app(registry, reader.source, static), args.listen, methods=("GET", "HEAD")
+    )
     web = apply_web_arguments(server, args)
     LOG.info(
         "serving /metrics on %s (%s), reading Slurm from %s",

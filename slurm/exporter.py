@@ -12,9 +12,12 @@ and ``..._duration_seconds`` for each of its two collectors, as node_exporter do
 - ``slurm_priority``: ``sprio``'s weighted priority factors per partition and account
   (:mod:`toposcope.slurm.queue_priority`), only where the multifactor priority plugin is
   configured; otherwise left out with one logged reason, as fair-share;
-- ``slurm_fabric``: only when a fabric is given (``--fabric-...``): the fabric's switches and
-  nodes, and how far each running multi-node job is spread over it
-  (:mod:`toposcope.fabric.spread`, :mod:`toposcope.slurm.fabric_jobs`).
+- ``slurm_fabric``: only when a fabric is given (``--fabric-...``): how far each running
+  multi-node job is spread over it (:mod:`toposcope.fabric.spread`,
+  :mod:`toposcope.slurm.fabric_jobs`). The fabric's own series (its switches and nodes:
+  100,000 series and 9 MB at 10,000 nodes with 8 ports each) never change, so they are
+  rendered once (:func:`fabric_exposition`) and appended to every answer rather than
+  serialised again on each scrape.
 
 Account labels are bounded (:mod:`toposcope.queue.accounts`): names that break the label rule
 are ``(invalid)``, and beyond ``max_accounts`` accounts per partition (``--slurm-max-accounts``)
@@ -98,7 +101,6 @@ class QueueCollector:
         self._clock = clock
         self._skip_reasons: dict[str, str | None] = {}
         self.fabric = fabric
-        self._fabric_series = [] if fabric is None else fabric_families(fabric.fabric)
 
     def _skip(self, collector: str, reason: str | None) -> None:
         """Log when the reason for leaving ``collector`` out appears, changes or goes."""
@@ -194,15 +196,37 @@ class QueueCollector:
         success: GaugeMetricFamily | CounterMetricFamily,
         duration: GaugeMetricFamily | CounterMetricFamily,
     ) -> list[Metric]:
-        """The fabric's series and its multi-node jobs' spread; success 0 without a read."""
+        """The multi-node jobs' spread; success 0 without a read."""
         started = self._clock()
         fabric = self.fabric
         out: list[Metric] = []
         if fabric is not None and state is not None:
-            out = [*self._fabric_series, *job_families(fabric.spreads(placements(state.running)))]
+            out = job_families(fabric.spreads(placements(state.running)))
         success.add_metric([FABRIC_COLLECTOR], 0.0 if state is None else 1.0)
         duration.add_metric([FABRIC_COLLECTOR], self._clock() - started)
         return out
+
+
+class _Fixed:
+    """A collector of fixed families, to render them once."""
+
+    def __init__(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> list[Metric]:
+        """The fixed families."""
+        return self.metrics
+
+
+def fabric_exposition(fabric: FabricIndex | None) -> bytes:
+    """The fabric's switch and node series as exposition text, rendered once (empty
+    without a fabric); :func:`make_app` appends it to every scrape.
+    """
+    if fabric is None:
+        return b""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(fabric_families(fabric.fabric)))
+    return generate_latest(registry)
 
 
 def exporter_registry(collector: QueueCollector) -> CollectorRegistry:
@@ -221,13 +245,19 @@ def _landing_page(source: str) -> bytes:
     ).encode()
 
 
-def make_app(registry: CollectorRegistry, source: str) -> Callable[..., Iterable[bytes]]:
-    """The exporter's WSGI application: ``/metrics``, ``/-/healthy``, ``/-/ready``, ``/``."""
+def make_app(
+    registry: CollectorRegistry, source: str, static: bytes = b""
+) -> Callable[..., Iterable[bytes]]:
+    """The exporter's WSGI application: ``/metrics``, ``/-/healthy``, ``/-/ready``, ``/``.
+
+    ``static`` is exposition text served after the registry's on every ``/metrics`` (the
+    fabric's series, :func:`fabric_exposition`).
+    """
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            output = generate_latest(registry)
+            output = generate_latest(registry) + static
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [output]
         if path in ("/-/healthy", "/-/ready"):

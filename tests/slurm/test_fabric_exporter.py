@@ -19,7 +19,7 @@ from tests.slurm.test_queue_accounts import parse
 from tests.slurm.test_queue_time_left import NOW, _commands, _squeue
 from toposcope.fabric.slurmconf import parse_topology_conf
 from toposcope.fabric.spread import FabricIndex
-from toposcope.slurm.exporter import QueueCollector
+from toposcope.slurm.exporter import QueueCollector, fabric_exposition, make_app
 from toposcope.slurm.reader import CommandReader
 
 APART = "SwitchName=s0 Nodes=n[1-2]\nSwitchName=s1 Nodes=n[3-4]\nSwitchName=s2 Switches=s[0-1]\n"
@@ -31,12 +31,16 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def scrape(tmp_path: Path, conf: str) -> Samples:
-    """One scrape of the queue collector with the fabric ``conf``, parsed."""
+    """One ``/metrics`` of the exporter's app with the fabric ``conf``, parsed: the queue
+    collector's series and the fabric's, rendered once.
+    """
     fabric = FabricIndex(parse_topology_conf(conf, "topology.conf"))
     reader = CommandReader(_commands(tmp_path, _squeue()), clock=lambda: NOW)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueCollector(reader, None, fabric=fabric))
-    return parse(generate_latest(registry).decode())
+    app = make_app(registry, "test", fabric_exposition(fabric))
+    body = b"".join(app({"PATH_INFO": "/metrics"}, lambda *_: None))
+    return parse(body.decode())
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
@@ -95,6 +99,7 @@ def test_the_command_prints_the_spread_and_refuses_a_bad_fabric_with_its_line(
     )
     assert done.returncode == 0, done.stderr
     assert 'toposcope_job_fabric_top_level{partition="gpu",scheduler="slurm",' in done.stdout
+    assert 'toposcope_fabric_switch_info{level="leaf",parent="s2",switch="s0"} 1.0' in done.stdout
     conf.write_text(APART + "SwitchName=s3 Switches=nowhere\n")
     bad = subprocess.run(
         [*command, "--fabric-slurm-topology", str(conf)],

@@ -3,7 +3,8 @@ multi-node job, from the recorded Slurm outputs of ``tests/fixtures/slurm``.
 
 The recorded cluster runs job 3 on ``n[2-3]`` with GPUs 0-1 on each (a two-node job; jobs 1
 and 2 share ``n1``). The fabric is Slurm's documented ``topology.conf`` form, written here
-with those node names: once with ``n2`` and ``n3`` under one leaf, once under two.
+with those node names: once with ``n2`` and ``n3`` under one leaf, once under two. The last
+test runs a real two-node job on the local Slurm cluster (real slurmctld and slurmd).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from tests.slurm.conftest import wait_running
 from tests.slurm.test_queue_accounts import parse
 from tests.slurm.test_queue_time_left import NOW, _commands, _squeue
 from toposcope.fabric.slurmconf import parse_topology_conf
 from toposcope.fabric.spread import FabricIndex
+from toposcope.slurm.commands import SlurmCommands
 from toposcope.slurm.exporter import QueueCollector, fabric_exposition, make_app
+from toposcope.slurm.localcluster import LocalCluster
 from toposcope.slurm.reader import CommandReader
 
 APART = "SwitchName=s0 Nodes=n[1-2]\nSwitchName=s1 Nodes=n[3-4]\nSwitchName=s2 Switches=s[0-1]\n"
@@ -110,3 +114,35 @@ def test_the_command_prints_the_spread_and_refuses_a_bad_fabric_with_its_line(
     )
     assert bad.returncode == 2
     assert f"{conf}:4" in bad.stderr and "nowhere" in bad.stderr
+
+
+def test_a_real_two_node_job_on_the_local_slurm_cluster(slurm: LocalCluster) -> None:
+    """A job Slurm really runs on two nodes, read through squeue and scontrol, measured on a
+    fabric of two leaves that each hold two of the cluster's four nodes.
+    """
+    first, second, third, fourth = slurm.node_names
+    conf = (
+        f"SwitchName=s0 Nodes={first},{third}\n"
+        f"SwitchName=s1 Nodes={second},{fourth}\n"
+        "SwitchName=s2 Switches=s[0-1]\n"
+    )
+    job = slurm.sbatch("-N", "2", "--gres=gpu:2", "--wrap", "sleep 600")
+    wait_running(slurm, job)
+    fabric = FabricIndex(parse_topology_conf(conf, "topology.conf"))
+    reader = CommandReader(SlurmCommands(slurm.layout.slurm_conf))
+    state = reader.read()
+    (running,) = [r for r in state.running if r.job_id == job]
+    leaf = {first: "s0", third: "s0", second: "s1", fourth: "s1"}
+    spanned = len({leaf[node] for node in running.nodes})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector(reader, None, fabric=fabric))
+    series = parse(generate_latest(registry).decode())
+    key = {"scheduler": "slurm", "partition": running.partition, "workload": f"slurm-job-{job}"}
+    assert value(series, "toposcope_job_fabric_nodes", **key) == 2
+    assert value(series, "toposcope_job_fabric_gpus", **key) == 4
+    assert value(series, "toposcope_job_fabric_domains", **key, level="leaf") == spanned
+    assert value(series, "toposcope_job_fabric_domains_needed", **key, level="leaf") == 1
+    assert value(series, "toposcope_job_fabric_top_level", **key) == spanned - 1
+    indices = {tuple(a.gpus) for a in running.allocations}
+    aligned = value(series, "toposcope_job_fabric_rail_aligned", **key)
+    assert aligned == (1 if len(indices) == 1 else 0)

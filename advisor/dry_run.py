@@ -6,19 +6,22 @@ manager API (``sim``, ``agent``, ``dry-run``) and ``systemd`` here
 loaded by name and told to plan only, so that a dry run works from the report alone when the
 cluster cannot be reached (each plan then says, as a comment, what it could not check). The
 script (:func:`render_dry_run`) names each recommendation, then its actions' plans
-(:func:`toposcope.rm.plan_script.plan_lines`).
+(:func:`toposcope.rm.plan_script.plan_lines`); a fabric placement of a multi-node job (no
+action: it names several nodes) is planned whole by a backend that can
+(:class:`FabricPlanner`: Kubernetes' Kueue annotations or gated pods' affinity).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Protocol, runtime_checkable
 
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.rmclients import backend_names, make_resource_manager
 from toposcope.advisor.rmclients.plans import AGENT_URL, SIM_URL, ApiPlanner, SystemdPlanner
 from toposcope.errors import UsageError
-from toposcope.report.recommendation import Report
+from toposcope.report.recommendation import Recommendation, RecommendationKind, Report
 from toposcope.rm import ActionRequest, ResourceManagerError
 from toposcope.rm.plan import AGENT_KINDS, Plan, PlanHints, Planner, WorkloadHints, refused
 from toposcope.rm.plan_script import comment, plan_lines
@@ -73,6 +76,21 @@ class GuardedPlanner:
             return refused(request, self.backend, str(exc))
 
 
+@runtime_checkable
+class FabricPlanner(Protocol):
+    """A backend that plans a fabric placement of a pending multi-node job (a
+    ``fabric-placement`` recommendation without actions: it names several nodes).
+    """
+
+    def plan_fabric(self, recommendation: Recommendation) -> Plan:
+        """The plan; a refusal is its ``refused`` (never raised)."""
+        ...
+
+
+def _fabric_placement(rec: Recommendation) -> bool:
+    return rec.policy == "fabric-placement" and rec.kind == RecommendationKind.PLACE
+
+
 def hints_from(model: ClusterModel) -> PlanHints:
     """What the metrics say about each workload (pod, namespace, container, cgroup)."""
     return PlanHints(
@@ -95,7 +113,9 @@ def render_dry_run(report: Report, backend: str, planner: Planner, hints: PlanHi
     ]
     for rec in report.by_gain():
         lines += ["", comment(f"{rec.id}: {rec.summary}")]
-        if not rec.actions:
+        if not rec.actions and isinstance(planner, FabricPlanner) and _fabric_placement(rec):
+            lines += plan_lines(planner.plan_fabric(rec))
+        elif not rec.actions:
             lines.append(comment("advice for a person: no action to run"))
         for action in rec.actions:
             request = action if action.node else replace(action, node=rec.target.node)
@@ -106,6 +126,7 @@ def render_dry_run(report: Report, backend: str, planner: Planner, hints: PlanHi
 __all__ = [
     "NO_PLAN",
     "PRINT_ONLY",
+    "FabricPlanner",
     "GuardedPlanner",
     "dry_run_backends",
     "hints_from",

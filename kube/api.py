@@ -24,9 +24,10 @@ from typing import Any
 
 import httpx2
 from lightkube import ApiError, Client, ConfigError, KubeConfig
-from lightkube.generic_resource import create_namespaced_resource
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet, StatefulSet
+from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.resources.resource_v1 import ResourceSlice
 from lightkube.resources.resource_v1beta1 import ResourceSlice as ResourceSliceV1beta1
@@ -35,12 +36,25 @@ from lightkube.types import PatchType
 
 from toposcope.errors import ConfigError as ToposcopeConfigError
 from toposcope.kube.annotations import FIELD_MANAGER
-from toposcope.kube.paths import MERGE_PATCH, parse_path
+from toposcope.kube.paths import JSON_PATCH, MERGE_PATCH, parse_path
 from toposcope.rm import ResourceManagerError, RetryLaterError
 from toposcope.rm.plan import HttpStep, Step
 
 #: the Kubeflow notebook custom resource (kubeflow.org/v1 Notebook)
 Notebook = create_namespaced_resource("kubeflow.org", "v1", "Notebook", "notebooks")
+
+#: the multi-node jobs and Kueue Workloads a fabric placement steers (:mod:`.fabric_steer`)
+FABRIC_KINDS: dict[str, Any] = {
+    "Job": Job,
+    "JobSet": create_namespaced_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+    "PyTorchJob": create_namespaced_resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
+    "Workload": create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+}
+#: Kueue's cluster-scoped Topology in the versions read, newest first
+TOPOLOGIES: tuple[Any, ...] = tuple(
+    create_global_resource("kueue.x-k8s.io", version, "Topology", "topologies")
+    for version in ("v1beta2", "v1beta1")
+)
 
 #: owner kinds toposcope reads and patches, by the ``kind`` of an owner reference
 OWNER_KINDS: dict[str, Any] = {
@@ -149,6 +163,67 @@ class KubeApi:
                 return []
             raise
 
+    def fabric_object(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """One job or Kueue Workload of :data:`FABRIC_KINDS`."""
+        with api_errors(f"get {kind} {namespace}/{name}"):
+            return _plain(self.client.get(FABRIC_KINDS[kind], name, namespace=namespace))
+
+    def fabric_objects(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+        """Every object of ``kind`` (:data:`FABRIC_KINDS`) in ``namespace``; none when the
+        kind is not served (Kueue or the job controller not installed).
+        """
+        try:
+            with api_errors(f"list {kind} in {namespace}"):
+                found = self.client.list(FABRIC_KINDS[kind], namespace=namespace)
+                return [_plain(o) for o in found]
+        except ResourceManagerError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
+    def topology_levels(self) -> dict[str, list[str]]:
+        """Each Kueue Topology's name and its levels' node labels (highest first), from the
+        newest version served; none where Kueue serves no Topology.
+        """
+        for resource in TOPOLOGIES:
+            try:
+                with api_errors("list Kueue Topologies"):
+                    found = [_plain(t) for t in self.client.list(resource)]
+            except ResourceManagerError as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            return {
+                str(t.get("metadata", {}).get("name")): [
+                    str(level.get("nodeLabel"))
+                    for level in (t.get("spec") or {}).get("levels") or []
+                    if isinstance(level, dict)
+                ]
+                for t in found
+            }
+        return {}
+
+    def pods_in(self, namespace: str) -> list[dict[str, Any]]:
+        """Every pod of ``namespace``."""
+        with api_errors(f"list pods in {namespace}"):
+            return [_plain(p) for p in self.client.list(Pod, namespace=namespace)]
+
+    def json_patch(self, kind: str, namespace: str, name: str, operations: list[Any]) -> None:
+        """A JSON patch (RFC 6902) of a pod, job or Workload, dry run first; its ``test``
+        operations make the API server refuse it when the object changed since it was read.
+        """
+        resource = Pod if kind == "Pod" else FABRIC_KINDS.get(kind) or OWNER_KINDS[kind]
+        for dry in (True, False):
+            with api_errors(f"patch {kind} {namespace}/{name}"):
+                self.client.patch(
+                    resource,
+                    name,
+                    operations,
+                    namespace=namespace,
+                    patch_type=PatchType.JSON,
+                    dry_run=dry,
+                )
+
     def resource_slices(self, node: str) -> list[dict[str, Any]]:
         """The DRA ResourceSlices of ``node``, from the newest version the API server serves;
         none where it serves none (DRA off: 404). Other refusals are raised (403: RBAC).
@@ -204,7 +279,9 @@ class KubeApi:
 
     def execute(self, step: Step) -> None:
         """Send one planned request (:mod:`~toposcope.kube.plans`): a merge patch of a pod, an
-        owner or an owner's scale, or a pod's eviction; anything else is refused unsent.
+        owner or an owner's scale, a JSON patch of a pod, a job or a Kueue Workload
+        (:mod:`~toposcope.kube.fabric_steer`), or a pod's eviction; anything else is refused
+        unsent.
         """
         if not isinstance(step, HttpStep) or step.api != "kubernetes":
             raise ResourceManagerError(f"not a Kubernetes request: {step}", 422)
@@ -216,6 +293,10 @@ class KubeApi:
             self.patch_scale(kind, namespace, name, body)
         elif step.method == "PATCH" and not sub and step.content_type == MERGE_PATCH:
             self.patch(kind, namespace, name, body)
+        elif step.method == "PATCH" and not sub and step.content_type == JSON_PATCH:
+            if not isinstance(step.body, list):
+                raise ResourceManagerError(f"a JSON patch is a list: {step.url}", 422)
+            self.json_patch(kind, namespace, name, step.body)
         else:
             raise ResourceManagerError(
                 f"not a request toposcope sends: {step.method} {step.url}", 422
@@ -234,4 +315,12 @@ class KubeApi:
         return old
 
 
-__all__ = ["OWNER_KINDS", "RESOURCE_SLICES", "SCALABLE", "KubeApi", "api_errors", "client_from"]
+__all__ = [
+    "FABRIC_KINDS",
+    "OWNER_KINDS",
+    "RESOURCE_SLICES",
+    "SCALABLE",
+    "KubeApi",
+    "api_errors",
+    "client_from",
+]

@@ -26,6 +26,10 @@ contract's (:class:`~toposcope.rm.base.BaseResourceManager`). What each action d
   A bare pod is never deleted.
 * ``unplace`` (the advisor's revert) restores what the owner's ``toposcope.io/undo`` record
   says: the template's affinity, the replicas, the running notebook.
+* a fabric placement of a pending multi-node job (the advisor's ``fabric-placement``,
+  :meth:`KubernetesResourceManager.steer_fabric`): Kueue's topology annotation on the job's
+  pod templates and its pending Workload, or node affinity to the chosen nodes for gated
+  pods without Kueue (:mod:`.fabric_steer`).
 * ``pin`` and ``migrate-memory`` are refused with the kubelet settings that do it: toposcope
   never rewrites a Guaranteed pod's cpuset, which the kubelet's CPU manager reconciles.
 """
@@ -40,10 +44,12 @@ from typing import Any
 from toposcope.errors import ConfigError
 from toposcope.kube.annotations import KUBEFLOW_STOPPED, UNDO
 from toposcope.kube.api import SCALABLE, KubeApi, client_from
-from toposcope.kube.options import KubeLimits, limits_from
+from toposcope.kube.fabric_steer import FabricSteerPlanner
+from toposcope.kube.options import KubeLimits, kueue_levels_from, limits_from
 from toposcope.kube.plans import KUBELET_ADVICE, STEERABLE, KubePlanner
 from toposcope.kube.undo import SCALE, STEER, STOP, UndoRecord, record_of
 from toposcope.kube.views import node_view, split_workload, workload_view
+from toposcope.report.recommendation import Recommendation
 from toposcope.rm import (
     ActionKind,
     ActionRequest,
@@ -74,12 +80,17 @@ class KubernetesResourceManager(BaseResourceManager):
     """
 
     def __init__(
-        self, api: KubeApi | None, limits: KubeLimits | None = None, why: str = ""
+        self,
+        api: KubeApi | None,
+        limits: KubeLimits | None = None,
+        why: str = "",
+        kueue_levels: tuple[str, ...] = (),
     ) -> None:
         super().__init__()
         self._api = api
         self.limits = limits or KubeLimits()
         self.planner = KubePlanner(api, why)
+        self.fabric_planner = FabricSteerPlanner(api, why, kueue_levels)
         self._ids = itertools.count(1)
         self._evicted: Counter[str] = Counter()
 
@@ -101,6 +112,25 @@ class KubernetesResourceManager(BaseResourceManager):
     def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
         """What :meth:`apply` would do now (see :mod:`~toposcope.kube.plans`)."""
         return self.planner.plan(request, hints)
+
+    def plan_fabric(self, recommendation: Recommendation) -> Plan:
+        """What :meth:`steer_fabric` would do now for a fabric-placement recommendation
+        (:mod:`~toposcope.kube.fabric_steer`); a refusal is the plan's ``refused``.
+        """
+        return self.fabric_planner.plan(recommendation)
+
+    def steer_fabric(self, recommendation: Recommendation) -> ActionState:
+        """Apply a fabric-placement recommendation: its plan against the API server now,
+        each request sent as planned (dry run first). A refusal is a
+        :class:`ResourceManagerError`; the change cannot be undone by toposcope (Kueue may
+        have admitted the job, the scheduler bound the pods).
+        """
+        plan = self.fabric_planner.plan(recommendation)
+        if plan.refused:
+            raise ResourceManagerError(plan.refused, 409, "workload")
+        self._execute(plan)
+        note = "; ".join(plan.notes)
+        return self._state(plan.request, irreversible=True, note=note)
 
     def _state(self, request: ActionRequest, **kwargs: Any) -> ActionState:
         action_id = f"kube-{next(self._ids):06d}"
@@ -208,5 +238,9 @@ def kubernetes_resource_manager(**options: object) -> KubernetesResourceManager:
     except ConfigError as exc:
         if not options.get("plan_only"):
             raise
-        return KubernetesResourceManager(None, limits_from(dict(options)), str(exc))
-    return KubernetesResourceManager(KubeApi(client), limits_from(dict(options)))
+        return KubernetesResourceManager(
+            None, limits_from(dict(options)), str(exc), kueue_levels_from(dict(options))
+        )
+    return KubernetesResourceManager(
+        KubeApi(client), limits_from(dict(options)), kueue_levels=kueue_levels_from(dict(options))
+    )

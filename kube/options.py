@@ -55,6 +55,15 @@ def add_manager_options(parser: argparse.ArgumentParser, *, suppress: bool = Fal
         metavar="SECONDS",
         help="timeout of each API request (30)",
     )
+    group.add_argument(
+        "--kube-kueue-levels",
+        dest="kubernetes_kueue_levels",
+        default=default(None),
+        metavar="LABEL,...",
+        help="the node labels of the Kueue Topology's levels, highest first, for fabric "
+        "placements (default: read the cluster's only Topology; needed for --dry-run without "
+        "an API server)",
+    )
     limits = KubeLimits()
     for name, value, what in (
         ("max-evictions", limits.evictions, "evictions per run"),
@@ -69,6 +78,21 @@ def add_manager_options(parser: argparse.ArgumentParser, *, suppress: bool = Fal
             metavar="N",
             help=f"{what} ({value}; 0: none)",
         )
+
+
+def kueue_levels_from(options: dict[str, object]) -> tuple[str, ...]:
+    """The ``--kube-kueue-levels`` labels (none when not given); a :class:`UsageError` for a
+    malformed list.
+    """
+    from toposcope.kube.fabric_steer import parse_levels  # noqa: PLC0415
+
+    text = options.get("kubernetes_kueue_levels")
+    if not text:
+        return ()
+    try:
+        return parse_levels(str(text))
+    except ValueError as exc:
+        raise UsageError(f"--kube-kueue-levels: {exc}") from None
 
 
 def limits_from(options: dict[str, object]) -> KubeLimits:

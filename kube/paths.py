@@ -20,9 +20,13 @@ API_PATHS = {
     "Deployment": ("/apis/apps/v1", "deployments"),
     "StatefulSet": ("/apis/apps/v1", "statefulsets"),
     "Notebook": ("/apis/kubeflow.org/v1", "notebooks"),
+    "Job": ("/apis/batch/v1", "jobs"),
+    "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
+    "PyTorchJob": ("/apis/kubeflow.org/v1", "pytorchjobs"),
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads"),
 }
 _PATH_RE = re.compile(
-    r"(?P<prefix>/api/v1|/apis/[a-z0-9.]+/v1)/namespaces/(?P<ns>[a-z0-9-]+)/"
+    r"(?P<prefix>/api/v1|/apis/[a-z0-9.-]+/v[0-9a-z]+)/namespaces/(?P<ns>[a-z0-9-]+)/"
     r"(?P<resource>[a-z]+)/(?P<name>[a-z0-9.-]+)(?:/(?P<sub>eviction|scale))?"
 )
 #: a JSON merge patch (RFC 7386), what every patch toposcope sends is

@@ -46,10 +46,11 @@ from toposcope.rm import (
     ResourceManagerError,
     WorkloadView,
 )
-from toposcope.rm.plan import Plan, PlanHints
+from toposcope.rm.plan import Plan, PlanHints, refused
 from toposcope.slurm.apply_options import ApplySettings, apply_settings_from_args
 from toposcope.slurm.control import SlurmControl
-from toposcope.slurm.fabric_steer import steer_plan
+from toposcope.slurm.errors import SlurmError
+from toposcope.slurm.fabric_steer import steer_plan, steps_for
 from toposcope.slurm.migration import Migrations
 from toposcope.slurm.plans import BINDING_ADVICE, SlurmPlanner, shorter_limit
 from toposcope.slurm.reader import CommandReader, RestReader, SlurmReader
@@ -175,6 +176,37 @@ class SlurmResourceManager(BaseResourceManager):
                 "(--slurm-max-migrations raises the limit)"
             )
             raise ResourceManagerError(f"migrate refused: {why}", 409, "kind")
+
+    def plan_fabric(self, recommendation: Recommendation) -> Plan:
+        """What :meth:`steer_fabric` would do now (``advise --dry-run``): the plan against
+        the cluster as read or, when Slurm cannot be read, the steps from the recommendation
+        alone, saying what was not checked; a refusal is the plan's ``refused``.
+        """
+        nodes = [str(n) for n in recommendation.proposed.get("nodes") or []]
+        request = ActionRequest(
+            f"{recommendation.id}-0",
+            ActionKind.PLACE,
+            recommendation.target.workload or "",
+            nodes[0] if nodes else None,
+            reason=recommendation.summary,
+        )
+        try:
+            if not self.planner.unreachable:
+                try:
+                    state = self.read()
+                except ResourceManagerError as exc:
+                    first = (str(exc).splitlines() or [""])[0]
+                    self.planner.unreachable = f"Slurm could not be read ({first})"
+                else:
+                    return steer_plan(recommendation, state)
+            unknown = (
+                f"whether the job is still pending and asks for no node list of its own, and "
+                f"whether nodes {','.join(nodes) or '(none)'} take its partition's jobs: "
+                f"{self.planner.unreachable}",
+            )
+            return Plan(request, "slurm", steps_for(recommendation), unknown=unknown)
+        except (ResourceManagerError, SlurmError) as exc:
+            return refused(request, "slurm", str(exc))
 
     def steer_fabric(self, recommendation: Recommendation) -> ActionState:
         """Apply a fabric-placement recommendation: the plan of

@@ -18,6 +18,7 @@ from functools import cached_property
 
 from toposcope.advisor.dra_state import DraDevice
 from toposcope.advisor.link_prices import Measured, NodePrices
+from toposcope.advisor.nic_state import NicState
 from toposcope.topology.model import LinkType, link_type
 
 LOG = logging.getLogger("toposcope.advisor.model")
@@ -284,7 +285,8 @@ class ClusterModel:
     ``dropped_series`` counts by reason the series the loaders left out for a bad name.
     ``gpu_activity_source`` names where the GPU traffic and activity figures came from
     (``toposcope`` or ``dcgm``: see ``--gpu-metrics-source``). ``dra_devices`` are the devices
-    pods hold through ResourceClaims (:mod:`~toposcope.advisor.dra_state`).
+    pods hold through ResourceClaims (:mod:`~toposcope.advisor.dra_state`); ``nics`` the RDMA
+    NICs near each GPU and those each workload uses (:mod:`~toposcope.advisor.nic_state`).
     """
 
     nodes: Mapping[str, NodeModel]
@@ -298,6 +300,7 @@ class ClusterModel:
     dropped_series: Mapping[str, int] = field(default_factory=dict)
     gpu_activity_source: str = "toposcope"
     dra_devices: tuple[DraDevice, ...] = ()
+    nics: NicState = field(default_factory=NicState)
 
     def node(self, name: str) -> NodeModel | None:
         """The node called ``name`` or ``None``."""

@@ -29,6 +29,7 @@ from toposcope.advisor.model import (
     PendingWorkload,
     WorkloadModel,
 )
+from toposcope.advisor.nic_state import read_nic_state
 from toposcope.cpulist import parse_cpulist
 from toposcope.errors import SourceError
 from toposcope.identity.node import AUTO, NodeNamer
@@ -362,6 +363,7 @@ def build_model(
         source=data.source,
         present=data.present_metrics(),
         dra_devices=read_dra_devices(data, builder.namer),
+        nics=read_nic_state(data, builder.namer),
         notes=data.notes,
         pending=tuple(pending),
         dropped_series=data.dropped_series,

@@ -118,6 +118,18 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
     QueryRow("dra-device-aligned", "toposcope_kubelet_device_numa_aligned", reduction="max"),
     # PCIe roots each claim's devices of one driver span
     QueryRow("dra-claim-pcie-roots", "toposcope_kubelet_dra_claim_pcie_roots", reduction="max"),
+    # RDMA NICs ----------------------------------------------------------------------------
+    # each GPU's PCIe tier to each RDMA NIC of its host, nearest flagged
+    QueryRow("gpu-nic-links", "toposcope_gpu_nic_link_info"),
+    # the RDMA NICs each workload uses (NCCL_IB_HCA, RDMA cgroup, uverbs), near or far
+    QueryRow("workload-nic-used", "toposcope_workload_nic_used_info"),
+    # RDMA ports with their state (the ports an NCCL_IB_HCA entry names), their traffic
+    # (bytes per second per direction) and their signalling rate
+    QueryRow("nic-ports", "toposcope_nic_port_info"),
+    QueryRow("nic-port-traffic", "toposcope_nic_port_bytes_total", reduction="rate"),
+    QueryRow("nic-port-speed", "toposcope_nic_port_rate_bytes_per_second"),
+    # whether each running multi-node job's ranks sit on the same rails (fabric exporter)
+    QueryRow("job-rail-aligned", "toposcope_job_fabric_rail_aligned"),
 )
 
 #: the queries a placement (``toposcope place``) needs: topology and GPU state, no workloads

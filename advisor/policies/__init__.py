@@ -30,6 +30,7 @@ from toposcope.advisor.policies.gpu_placement import GpuPlacement
 from toposcope.advisor.policies.idle_release import IdleRelease
 from toposcope.advisor.policies.job_migration import JobMigration
 from toposcope.advisor.policies.memory_migration import MemoryMigration
+from toposcope.advisor.policies.nic_affinity import NicAffinity
 from toposcope.advisor.policies.node_settings import NodeSettingsCheck
 from toposcope.advisor.policies.numa_pinning import NumaPinning
 from toposcope.errors import ConfigError
@@ -45,6 +46,7 @@ POLICIES: dict[str, PolicyType] = {
     NodeSettingsCheck.name: NodeSettingsCheck,
     DraAlignment.name: DraAlignment,
     FabricPlacement.name: FabricPlacement,
+    NicAffinity.name: NicAffinity,
 }
 
 #: the policies that place pending jobs: the advisor reads the resource manager's queue for them

@@ -27,6 +27,7 @@ def test_registry_names_match_classes() -> None:
         "config",
         "dra-alignment",
         "fabric-placement",
+        "nic-affinity",
     }
     for name, cls in POLICIES.items():
         assert cls.name == name

@@ -1,0 +1,135 @@
+"""nic-affinity's advice as the dry run prints it: a Kubernetes owner's template patch, the
+Slurm forms, or the environment, every script valid for ``bash -n`` and every body valid
+against the Kubernetes schemas once merged into its owner.
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from typing import Any
+
+import pytest
+from kubernetes_validate import validate  # type: ignore[import-untyped]
+
+from tests.advisor.test_dry_run import DEPLOYMENT, KUBERNETES_VERSION, bash_n
+from toposcope.advisor.nic_advice import (
+    STRATEGIC_MERGE,
+    AdviceError,
+    config_lines,
+    hca_value,
+    kube_plan,
+    nccl_env,
+    slurm_forms,
+    template_patch,
+)
+from toposcope.rm.plan import HttpStep
+
+ENV = nccl_env(hca_value([("mlx5_0", ("1",)), ("mlx5_1", ("1",))]), "PXB", False)
+
+
+def proposed(owner: tuple[str, str], container: str = "main") -> dict[str, Any]:
+    return {
+        "workload": "pod-trainer",
+        "node": "dgx-a100-1",
+        "env": ENV,
+        "slurm": slurm_forms(ENV, "4242", "dgx-a100-1"),
+        "kubernetes": {
+            "namespace": "ml",
+            "pod": "trainer-7d9f-abcde",
+            "container": container,
+            "owner_kind": owner[0],
+            "owner_name": owner[1],
+            "template_patch": template_patch(container, ENV, {"rdma/hca_a": "1"}),
+        },
+    }
+
+
+def strategic_merge(owner: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """The owner with the patch's containers merged by name (env merged by name), as the API
+    server's strategic merge does for a pod template.
+    """
+    merged = copy.deepcopy(owner)
+    containers = merged["spec"]["template"]["spec"]["containers"]
+    for change in patch["spec"]["template"]["spec"]["containers"]:
+        (target,) = [c for c in containers if c["name"] == change["name"]]
+        env = {e["name"]: e for e in target.get("env", [])}
+        env.update({e["name"]: e for e in change["env"]})
+        target["env"] = list(env.values())
+        if "resources" in change:
+            target["resources"] = change["resources"]
+    return merged
+
+
+def test_a_deployments_template_is_patched_by_a_strategic_merge() -> None:
+    plan = kube_plan("pod-trainer", "dgx-a100-1", proposed(("Deployment", "trainer"))["kubernetes"])
+    (step,) = plan.steps
+    assert isinstance(step, HttpStep) and step.content_type == STRATEGIC_MERGE
+    assert step.url == "/apis/apps/v1/namespaces/ml/deployments/trainer"
+    assert isinstance(step.body, dict)
+    validate(strategic_merge(DEPLOYMENT, step.body), KUBERNETES_VERSION, strict=True)
+    lines = config_lines(proposed(("Deployment", "trainer")), "kubernetes")
+    script = "\n".join(lines) + "\n"
+    bash_n(script)
+    (command,) = [shlex.split(line) for line in lines if not line.startswith("#")]
+    assert command[:4] == ["kubectl", "patch", "deployments.apps", "trainer"]
+    assert "--type=strategic" in command and "--namespace" in command
+
+
+def test_a_jobs_immutable_template_is_refused_with_the_patch_as_a_note() -> None:
+    lines = config_lines(proposed(("Job", "llm-pretrain")), "kubernetes")
+    bash_n("\n".join(lines) + "\n")
+    assert all(line.startswith("#") for line in lines)
+    text = "\n".join(lines)
+    assert "refuses this action" in text and "NCCL_IB_HCA" in text
+
+
+def test_slurm_and_other_backends_print_comments_only() -> None:
+    for backend in ("slurm", "sim", "agent"):
+        lines = config_lines(proposed(("", "")), backend)
+        bash_n("\n".join(lines) + "\n")
+        assert all(line.startswith("#") for line in lines)
+    slurm = "\n".join(config_lines(proposed(("", "")), "slurm"))
+    assert "TaskProlog" in slurm and "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1" in slurm
+    other = "\n".join(config_lines(proposed(("", "")), "sim"))
+    assert "# NCCL_IB_HCA==mlx5_0:1,mlx5_1:1" in other
+
+
+def test_a_single_nic_gets_an_export_flag() -> None:
+    env = nccl_env(hca_value([("mlx5_0", ("1",))]), "PIX", True)
+    forms = slurm_forms(env, "77", "node-1")
+    assert forms["export_flag"] == (
+        "--export=ALL,NCCL_CROSS_NIC=0,NCCL_IB_HCA==mlx5_0:1,NCCL_NET_GDR_LEVEL=PIX"
+    )
+    assert env == {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_NET_GDR_LEVEL": "PIX", "NCCL_CROSS_NIC": "0"}
+
+
+def test_a_nic_without_known_ports_is_named_whole() -> None:
+    assert hca_value([("mlx5_0", ()), ("mlx5_1", ("1", "2"))]) == "=mlx5_0,mlx5_1:1,mlx5_1:2"
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        (lambda: hca_value([("mlx5_0 ", ())]), "NIC name"),
+        (lambda: hca_value([("mlx5_0", ("1;id",))]), "port"),
+        (lambda: hca_value([]), "no NIC"),
+        (lambda: slurm_forms(ENV, "42; id", "n1"), "Slurm job id"),
+        (lambda: slurm_forms(ENV, "42", "n1;id"), "host name"),
+        (lambda: template_patch("Main", ENV, {}), "container name"),
+        (
+            lambda: kube_plan(
+                "w", "n", {**proposed(("Deployment", "a/b"))["kubernetes"]}
+            ),
+            "owner name",
+        ),
+        (
+            lambda: kube_plan("w", "n", {**proposed(("Deployment", "x"))["kubernetes"],
+                                         "namespace": "ML"}),
+            "namespace",
+        ),
+    ],
+)  # fmt: skip
+def test_names_from_metrics_are_checked_before_any_command(call: Any, what: str) -> None:
+    with pytest.raises(AdviceError, match=what):
+        call()

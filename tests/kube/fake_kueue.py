@@ -1,4 +1,5 @@
-"""The contract server with Kueue Workloads and the jobs Kueue admits: batch Jobs, JobSets.
+"""The contract server with Kueue Workloads and the jobs Kueue admits: batch Jobs, JobSets,
+PyTorchJobs.
 
 Only what :mod:`toposcope.kube.fabric_steer` relies on, each rule from its upstream source:
 
@@ -6,13 +7,14 @@ Only what :mod:`toposcope.kube.fabric_steer` relies on, each rule from its upstr
   evanphx/json-patch): ``test``, ``add``, ``remove``, ``replace`` on object members and
   array positions, pointers unescaped (``~1`` is ``/``, ``~0`` is ``~``); a failed ``test`` or
   a missing parent is 422 and nothing changes.
-* **Structural schemas** (``apiextensions-apiserver``): a patched JobSet or Workload is
+* **Structural schemas** (``apiextensions-apiserver``): a patched JobSet, PyTorchJob or
+  Workload is
   validated against its CRD's published schema (``tests/fixtures/kube/crds``) with unknown
   fields refused, as ``fieldValidation=Strict`` does; a patched Job, and every pod template
   as a Pod, with kubernetes-validate. A body that fails is 422 and kept in ``invalid``.
 * **Suspended jobs** (KEP-2926 "mutable scheduling directives", ``pkg/apis/batch/
   validation``; JobSet ``pkg/webhooks/jobset_webhook.go``): a pod template changes only while
-  the job is suspended.
+  the job is suspended (a PyTorchJob's ``spec.runPolicy.suspend``).
 * **Workload PodSets** (kueue ``pkg/webhooks/workload_webhook.go`` ``ValidateWorkloadUpdate``):
   immutable once the Workload has the ``QuotaReserved`` condition.
 """
@@ -34,16 +36,19 @@ from tests.kube.fake_topologies import TopologyApiServer
 from toposcope.kube.fabric_kueue import quota_reserved
 
 _ROUTE = re.compile(
-    r"^/apis/(?P<gv>batch/v1|jobset\.x-k8s\.io/v1alpha2|kueue\.x-k8s\.io/v1beta2)"
-    r"/namespaces/(?P<ns>[a-z0-9-]+)/(?P<plural>jobs|jobsets|workloads)(?:/(?P<name>[a-z0-9.-]+))?$"
+    r"^/apis/(?:batch/v1|jobset\.x-k8s\.io/v1alpha2|kubeflow\.org/v1|kueue\.x-k8s\.io/v1beta2)"
+    r"/namespaces/(?P<ns>[a-z0-9-]+)/(?P<plural>jobs|jobsets|pytorchjobs|workloads)"
+    r"(?:/(?P<name>[a-z0-9.-]+))?$"
 )
 KINDS = {
     "jobs": ("batch/v1", "Job"),
     "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    "pytorchjobs": ("kubeflow.org/v1", "PyTorchJob"),
     "workloads": ("kueue.x-k8s.io/v1beta2", "Workload"),
 }
 SCHEMAS = {
     "JobSet": "jobset.x-k8s.io_jobsets.v1alpha2.json",
+    "PyTorchJob": "kubeflow.org_pytorchjobs.v1.json",
     "Workload": "kueue.x-k8s.io_workloads.v1beta2.json",
 }
 
@@ -123,6 +128,8 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     spec = obj.get("spec") or {}
     if obj["kind"] == "Job":
         return [spec.get("template") or {}]
+    if obj["kind"] == "PyTorchJob":
+        return [r.get("template") or {} for _, r in sorted(spec["pytorchReplicaSpecs"].items())]
     if obj["kind"] == "JobSet":
         return [
             (j["template"].get("spec") or {}).get("template") or {} for j in spec["replicatedJobs"]
@@ -200,7 +207,8 @@ class KueueApiServer(TopologyApiServer):
             if quota_reserved(old) and old["spec"]["podSets"] != new["spec"]["podSets"]:
                 raise ApiFailure(422, "Invalid", "spec.podSets: field is immutable")
             return
-        if pod_templates(old) != pod_templates(new) and not old["spec"].get("suspend"):
+        suspended = (old["spec"].get("runPolicy") or old["spec"]).get("suspend")
+        if pod_templates(old) != pod_templates(new) and not suspended:
             raise ApiFailure(
                 422, "Invalid", "spec.template: field is immutable while the job is not suspended"
             )

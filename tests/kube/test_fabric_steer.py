@@ -206,6 +206,20 @@ def batch_job(name: str) -> dict[str, Any]:
     }
 
 
+def pytorch_job(name: str) -> dict[str, Any]:
+    replicas = {
+        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template(0, {})},
+        "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template()},
+    }
+    del replicas["Worker"]["template"]["metadata"]
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": replicas},
+    }
+
+
 def gated_pod(name: str, job: str) -> dict[str, Any]:
     pod = template()
     pod["metadata"] = {
@@ -229,6 +243,8 @@ def kueue() -> Iterator[Running]:
     admitted = fake.add_job(jobset("admitted"))
     fake.add_job(workload("jobset-admitted-4c5d6", admitted, reserved=True))
     fake.add_job(batch_job("solo"))
+    torch = fake.add_job(pytorch_job("torch"))
+    fake.add_job(workload("pytorchjob-torch-7e8f9", torch))
     for index in range(3):
         fake.add(gated_pod(f"plain-{index}", "plain"))
     fake.add(gated_pod("other-0", "other"))
@@ -293,6 +309,21 @@ def test_a_kueue_batch_job_is_annotated_and_validates(kueue: Running, tmp_path: 
     stored = fake.jobs[("jobs", NS, "solo")]["spec"]["template"]["metadata"]
     assert stored["annotations"] == {PREFERRED: RACK}
     assert any("none yet" in text for text in plan.checked)  # no Workload created yet
+
+
+def test_a_kueue_pytorchjob_gets_it_on_master_and_workers(kueue: Running, tmp_path: Path) -> None:
+    manager = backend(kueue, tmp_path)
+    rec = advice({}, "ml:PyTorchJob:torch", 32)
+    plan = manager.plan_fabric(rec)
+    manager.steer_fabric(rec)
+    assert sent(kueue) == planned(plan) and len(plan.steps) == 2
+    fake = kueue.fake
+    assert isinstance(fake, KueueApiServer) and fake.invalid == []
+    stored = fake.jobs[("pytorchjobs", NS, "torch")]["spec"]["pytorchReplicaSpecs"]
+    for replica in ("Master", "Worker"):
+        assert stored[replica]["template"]["metadata"]["annotations"] == {REQUIRED: BLOCK}
+    podsets = fake.jobs[("workloads", NS, "pytorchjob-torch-7e8f9")]["spec"]["podSets"]
+    assert [p["topologyRequest"]["required"] for p in podsets] == [BLOCK, BLOCK]
 
 
 def test_refusals_send_nothing(kueue: Running, tmp_path: Path) -> None:

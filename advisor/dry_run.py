@@ -8,7 +8,8 @@ cluster cannot be reached (each plan then says, as a comment, what it could not 
 script (:func:`render_dry_run`) names each recommendation, then its actions' plans
 (:func:`toposcope.rm.plan_script.plan_lines`); a fabric placement of a multi-node job (no
 action: it names several nodes) is planned whole by a backend that can
-(:class:`FabricPlanner`: Kubernetes' Kueue annotations or gated pods' affinity).
+(:class:`FabricPlanner`: Kubernetes' Kueue annotations or gated pods' affinity); a
+nic-affinity ``config`` is printed in the backend's terms, never applied (:func:`nic_lines`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.nic_advice import AdviceError, config_lines
 from toposcope.advisor.rmclients import backend_names, make_resource_manager
 from toposcope.advisor.rmclients.plans import AGENT_URL, SIM_URL, ApiPlanner, SystemdPlanner
 from toposcope.errors import UsageError
@@ -91,6 +93,16 @@ def _fabric_placement(rec: Recommendation) -> bool:
     return rec.policy == "fabric-placement" and rec.kind == RecommendationKind.PLACE
 
 
+def nic_lines(rec: Recommendation, backend: str) -> list[str]:
+    """A nic-affinity recommendation's environment in ``backend``'s terms (a ``config``:
+    printed, never applied); a report whose names fail their check gets a comment instead.
+    """
+    try:
+        return config_lines(rec.proposed, backend)
+    except (AdviceError, KeyError) as exc:
+        return [comment(f"nic-affinity advice not printed: {exc}")]
+
+
 def hints_from(model: ClusterModel) -> PlanHints:
     """What the metrics say about each workload (pod, namespace, container, cgroup)."""
     return PlanHints(
@@ -115,6 +127,8 @@ def render_dry_run(report: Report, backend: str, planner: Planner, hints: PlanHi
         lines += ["", comment(f"{rec.id}: {rec.summary}")]
         if not rec.actions and isinstance(planner, FabricPlanner) and _fabric_placement(rec):
             lines += plan_lines(planner.plan_fabric(rec))
+        elif not rec.actions and rec.policy == "nic-affinity":
+            lines += nic_lines(rec, backend)
         elif not rec.actions:
             lines.append(comment("advice for a person: no action to run"))
         for action in rec.actions:
@@ -130,6 +144,7 @@ __all__ = [
     "GuardedPlanner",
     "dry_run_backends",
     "hints_from",
+    "nic_lines",
     "planner_for",
     "render_dry_run",
 ]

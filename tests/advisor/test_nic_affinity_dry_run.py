@@ -6,13 +6,17 @@ against the Kubernetes schemas once merged into its owner.
 from __future__ import annotations
 
 import copy
+import json
 import shlex
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from kubernetes_validate import validate  # type: ignore[import-untyped]
 
-from tests.advisor.test_dry_run import DEPLOYMENT, KUBERNETES_VERSION, bash_n
+from tests.advisor.test_dry_run import DEPLOYMENT, KUBERNETES_VERSION, bash_n, fixture_report
+from tests.advisor.test_policy_nic_affinity import POD, SLURM, loaded, model_of, used
+from toposcope.advisor.dry_run import planner_for, render_dry_run
 from toposcope.advisor.nic_advice import (
     STRATEGIC_MERGE,
     AdviceError,
@@ -23,7 +27,9 @@ from toposcope.advisor.nic_advice import (
     slurm_forms,
     template_patch,
 )
-from toposcope.rm.plan import HttpStep
+from toposcope.advisor.policies.nic_affinity import NicAffinity
+from toposcope.report.decoder import report_from_json
+from toposcope.rm.plan import HttpStep, PlanHints
 
 ENV = nccl_env(hca_value([("mlx5_0", ("1",)), ("mlx5_1", ("1",))]), "PXB", False)
 
@@ -133,3 +139,45 @@ def test_a_nic_without_known_ports_is_named_whole() -> None:
 def test_names_from_metrics_are_checked_before_any_command(call: Any, what: str) -> None:
     with pytest.raises(AdviceError, match=what):
         call()
+
+
+@pytest.mark.parametrize("backend", ["kubernetes", "slurm", "sim"])
+def test_the_dry_run_prints_a_reports_nic_advice_for_each_backend(backend: str) -> None:
+    """A report with one rank per kind (a Slurm job, a Deployment's pod) read back from its
+    JSON, rendered by the dry run as it renders every report.
+    """
+    far_job = used(SLURM, "mlx5_2", "nccl_env", "SYS", near=False)
+    far_pod = used(POD, "mlx5_2", "nccl_env", "SYS", near=False)
+    recs = [
+        *NicAffinity().evaluate(model_of(loaded(SLURM, [far_job]))).recommendations,
+        *NicAffinity()
+        .evaluate(model_of(loaded({**POD, "container": "main"}, [
+            replace(far_pod, labels={**far_pod.labels, "container": "main"})
+        ], owner=("Deployment", "trainer"))))
+        .recommendations,
+    ]  # fmt: skip
+    assert len(recs) == 2
+    report = replace(fixture_report(), recommendations=tuple(recs))
+    again = report_from_json(json.dumps(report.to_dict()))
+    script = render_dry_run(again, backend, planner_for(backend, None, {}), PlanHints())
+    bash_n(script)
+    assert "advice for a person" not in script
+    assert script.count("config (never applied): NCCL environment") == 2
+    if backend == "kubernetes":
+        assert "kubectl patch deployments.apps trainer --namespace research --type=strategic" in (
+            script
+        )
+    if backend == "slurm":
+        assert "# TaskProlog lines" in script and '"$SLURM_JOB_ID" = 4242' in script
+
+
+def test_a_report_edited_to_hold_a_bad_name_prints_a_comment() -> None:
+    far = used(SLURM, "mlx5_2", "nccl_env", "SYS", near=False)
+    (rec,) = NicAffinity().evaluate(model_of(loaded(SLURM, [far]))).recommendations
+    bad = replace(rec, proposed={**rec.proposed, "slurm": None, "kubernetes": {
+        **proposed(("Deployment", "x; reboot"))["kubernetes"]}})  # fmt: skip
+    report = replace(fixture_report(), recommendations=(bad,))
+    script = render_dry_run(report, "kubernetes", planner_for("kubernetes", None, {}), PlanHints())
+    bash_n(script)
+    assert "nic-affinity advice not printed: owner name" in script
+    assert "reboot" not in "\n".join(line for line in script.splitlines() if line[:1] != "#")

@@ -8,7 +8,10 @@ from __future__ import annotations
 import copy
 import json
 import shlex
+import shutil
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -181,3 +184,36 @@ def test_a_report_edited_to_hold_a_bad_name_prints_a_comment() -> None:
     bash_n(script)
     assert "nic-affinity advice not printed: owner name" in script
     assert "reboot" not in "\n".join(line for line in script.splitlines() if line[:1] != "#")
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
+def test_real_kubectl_merges_the_printed_patch_into_the_owner(tmp_path: Path) -> None:
+    """The printed ``kubectl patch`` body, applied by kubectl itself to the owner's manifest
+    (``--local``: no API server): the container's other variables and the other containers
+    stay, the rank's old ``NCCL_IB_HCA`` is replaced, and the result validates.
+    """
+    owner = copy.deepcopy(DEPLOYMENT)
+    containers = owner["spec"]["template"]["spec"]["containers"]
+    containers[0]["env"] = [
+        {"name": "KEEP", "value": "1"},
+        {"name": "NCCL_IB_HCA", "value": "mlx5_2"},
+    ]
+    containers.insert(0, {"name": "sidecar", "image": "proxy:1"})
+    manifest = tmp_path / "deployment.json"
+    manifest.write_text(json.dumps(owner))
+    lines = config_lines(proposed(("Deployment", "trainer")), "kubernetes")
+    (command,) = [shlex.split(line) for line in lines if not line.startswith("#")]
+    body = command[command.index("-p") + 1]
+    done = subprocess.run(
+        ["kubectl", "patch", "--local", "-f", str(manifest), "--type=strategic", "-p", body,
+         "-o", "json"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    patched = json.loads(done.stdout)
+    validate(patched, KUBERNETES_VERSION, strict=True)
+    sidecar, main = patched["spec"]["template"]["spec"]["containers"]
+    assert sidecar == {"name": "sidecar", "image": "proxy:1"}
+    env = {e["name"]: e["value"] for e in main["env"]}
+    assert env == {"KEEP": "1", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_NET_GDR_LEVEL": "PXB"}
+    assert main["resources"]["limits"] == {"rdma/hca_a": "1"}

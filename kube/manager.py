@@ -45,6 +45,7 @@ from toposcope.errors import ConfigError
 from toposcope.kube.annotations import KUBEFLOW_STOPPED, UNDO
 from toposcope.kube.api import SCALABLE, KubeApi, client_from
 from toposcope.kube.fabric_steer import FabricSteerPlanner
+from toposcope.kube.kueue_pending import pending_jobs
 from toposcope.kube.options import KubeLimits, kueue_levels_from, limits_from
 from toposcope.kube.plans import KUBELET_ADVICE, STEERABLE, KubePlanner
 from toposcope.kube.undo import SCALE, STEER, STOP, UndoRecord, record_of
@@ -70,6 +71,11 @@ LOG = logging.getLogger("toposcope.kube")
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     meta: dict[str, Any] = obj.get("metadata", {})
     return meta
+
+
+def _gpus(topology: dict[str, object]) -> int:
+    value = topology.get("gpus", 0)
+    return value if isinstance(value, int) else 0
 
 
 class KubernetesResourceManager(BaseResourceManager):
@@ -106,8 +112,19 @@ class KubernetesResourceManager(BaseResourceManager):
         return [v for v in map(node_view, self.api.nodes()) if v is not None]
 
     def workloads(self) -> list[WorkloadView]:
-        """Every pod: running ones on their node, pending ones with their GPU request."""
-        return [v for v in map(workload_view, self.api.pods()) if v is not None]
+        """Every pod: running ones on their node, pending ones with their GPU request; and
+        each pending multi-node job of Kueue, which has no pods yet (:mod:`.kueue_pending`).
+        """
+        pods = [v for v in map(workload_view, self.api.pods()) if v is not None]
+        try:
+            kueue = self.api.fabric_objects("Workload", "*")
+        except ResourceManagerError as exc:
+            LOG.warning("Kueue Workloads not read: %s", exc)
+            kueue = []
+        if not kueue:
+            return pods
+        largest = max((_gpus(n.topology) for n in self.nodes()), default=0)
+        return pods + pending_jobs(kueue, largest)
 
     def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
         """What :meth:`apply` would do now (see :mod:`~toposcope.kube.plans`)."""

@@ -26,6 +26,9 @@ NEEDED = {
     ("apps", "deployments/scale", "get"), ("apps", "deployments/scale", "update"),
     ("apps", "statefulsets/scale", "update"), ("kubeflow.org", "notebooks", "patch"),
     ("resource.k8s.io", "resourceslices", "list"),
+    ("kueue.x-k8s.io", "topologies", "list"), ("kueue.x-k8s.io", "workloads", "list"),
+    ("kueue.x-k8s.io", "workloads", "patch"), ("batch", "jobs", "patch"),
+    ("jobset.x-k8s.io", "jobsets", "patch"), ("kubeflow.org", "pytorchjobs", "patch"),
 }  # fmt: skip
 
 
@@ -52,4 +55,7 @@ def test_the_role_is_least_privilege_and_enough() -> None:
     assert rules >= NEEDED
     assert not {v for _, _, v in rules} & {"delete", "deletecollection", "*", "escalate"}
     assert not {r for _, r, _ in rules} & {"secrets", "*", "pods/exec"}
-    assert {g for g, _, _ in rules} <= {"", "apps", "kubeflow.org", "resource.k8s.io"}
+    assert {g for g, _, _ in rules} <= {
+        "", "apps", "kubeflow.org", "resource.k8s.io", "kueue.x-k8s.io", "batch",
+        "jobset.x-k8s.io",
+    }  # fmt: skip

@@ -37,7 +37,7 @@ from toposcope.kube.fabric_kueue import quota_reserved
 
 _ROUTE = re.compile(
     r"^/apis/(?:batch/v1|jobset\.x-k8s\.io/v1alpha2|kubeflow\.org/v1|kueue\.x-k8s\.io/v1beta2)"
-    r"/namespaces/(?P<ns>[a-z0-9-]+)/(?P<plural>jobs|jobsets|pytorchjobs|workloads)"
+    r"(?:/namespaces/(?P<ns>[a-z0-9-]+))?/(?P<plural>jobs|jobsets|pytorchjobs|workloads)"
     r"(?:/(?P<name>[a-z0-9.-]+))?$"
 )
 KINDS = {
@@ -179,10 +179,16 @@ class KueueApiServer(TopologyApiServer):
         plural, ns, name = found["plural"], found["ns"], found["name"]
         api_version, kind = KINDS[plural]
         if name is None and method == "GET":
-            items = [o for (p, n, _), o in sorted(self.jobs.items()) if p == plural and n == ns]
+            items = [
+                o
+                for (p, n, _), o in sorted(self.jobs.items())
+                if p == plural and (ns is None or n == ns)
+            ]
             meta = {"resourceVersion": str(self.version)}
             return 200, {"apiVersion": api_version, "kind": f"{kind}List", "metadata": meta,
                          "items": items}  # fmt: skip
+        if ns is None:
+            raise ApiFailure(404, "NotFound", f"the server could not find {path}")
         key = (plural, ns, name or "")
         if key not in self.jobs:
             raise ApiFailure(404, "NotFound", f'{plural} "{name}" not found')

@@ -326,6 +326,40 @@ def test_a_kueue_pytorchjob_gets_it_on_master_and_workers(kueue: Running, tmp_pa
     assert [p["topologyRequest"]["required"] for p in podsets] == [BLOCK, BLOCK]
 
 
+def test_pending_kueue_jobs_are_listed_and_the_policy_steers_them(
+    kueue: Running, tmp_path: Path
+) -> None:
+    manager = backend(kueue, tmp_path)
+    pending = {w.name: w.gpus_requested for w in manager.workloads() if w.state == "pending"}
+    # suspended jobs have no pods: their Workloads stand for them; an admitted one is not
+    # pending, and the gated pods of jobs without Kueue stay pods of their own
+    assert pending == {
+        "ml:JobSet:train": 24, "ml:PyTorchJob:torch": 24,
+        "ml/plain-0": 8, "ml/plain-1": 8, "ml/plain-2": 8, "ml/other-0": 8,
+    }  # fmt: skip
+    jobs = [PendingWorkload(n, g) for n, g in pending.items() if ":" in n]
+    found = (
+        fabric_policy()
+        .evaluate(cluster([pcie8(name) for name in NODES], pending=jobs))
+        .recommendations
+    )
+    assert {r.target.workload for r in found} == {"ml:JobSet:train", "ml:PyTorchJob:torch"}
+    assert len({r.proposed["cell"] for r in found}) == 2  # one rack each
+    for rec in found:
+        manager.steer_fabric(rec)
+    fake = kueue.fake
+    assert isinstance(fake, KueueApiServer) and fake.invalid == []
+    requests = [
+        p["topologyRequest"]["required"]
+        for key in (
+            ("workloads", NS, "jobset-train-1a2b3"),
+            ("workloads", NS, "pytorchjob-torch-7e8f9"),
+        )
+        for p in fake.jobs[key]["spec"]["podSets"]
+    ]
+    assert requests == [RACK] * 4
+
+
 def test_refusals_send_nothing(kueue: Running, tmp_path: Path) -> None:
     manager = backend(kueue, tmp_path)
     for workload_name, why in (

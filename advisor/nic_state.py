@@ -56,6 +56,13 @@ class NodeNics:
     ports: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     bytes_per_second: Mapping[str, float] = field(default_factory=dict)
     port_rate: Mapping[str, float] = field(default_factory=dict)
+    port_known: frozenset[str] = frozenset()
+
+    def usable(self, nic: str) -> bool:
+        """Whether ``nic`` can carry traffic: an active port, or its ports' states unknown
+        (a NIC whose every port is down, say uncabled, is never advised).
+        """
+        return nic not in self.port_known or bool(self.ports.get(nic))
 
     @property
     def nics(self) -> tuple[str, ...]:
@@ -63,10 +70,12 @@ class NodeNics:
         return tuple(sorted({nic for _, nic in self.links}))
 
     def nearest(self, gpu: int) -> tuple[str, tuple[str, ...]]:
-        """``(tier, NICs)``: the nearest tier from ``gpu`` and the NICs at it (``("", ())``
-        when the GPU's links are unknown).
+        """``(tier, NICs)``: the nearest tier from ``gpu`` to a usable NIC and the usable NICs
+        at it (``("", ())`` when the GPU's links are unknown).
         """
-        tiers = {nic: link for (g, nic), link in self.links.items() if g == gpu}
+        tiers = {
+            nic: link for (g, nic), link in self.links.items() if g == gpu and self.usable(nic)
+        }
         if not tiers:
             return "", ()
         best = min(tiers.values(), key=tier_rank)
@@ -113,11 +122,15 @@ def _links(data: LoadedData, namer: Namer) -> dict[str, dict[tuple[int, str], st
 
 
 def _ports(data: LoadedData, namer: Namer) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Active ports per node and NIC; a NIC with ports but none active maps to ``()``."""
     ports: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for s in data.samples("nic-ports"):
         device, port = s.labels.get("device", ""), s.labels.get("port", "")
-        if device and port and s.labels.get("state", "").upper() == "ACTIVE":
-            ports[namer(s.labels)][device].add(port)
+        if not device or not port:
+            continue
+        active = ports[namer(s.labels)][device]
+        if s.labels.get("state", "").upper() == "ACTIVE":
+            active.add(port)
     return {
         node: {nic: tuple(sorted(p, key=lambda x: (len(x), x))) for nic, p in nics.items()}
         for node, nics in ports.items()
@@ -153,9 +166,10 @@ def read_nic_state(data: LoadedData, namer: Namer) -> NicState:
     nodes = {
         node: NodeNics(
             dict(node_links),
-            ports.get(node, {}),
+            {nic: active for nic, active in ports.get(node, {}).items() if active},
             dict(traffic.get(node, {})),
             dict(speeds.get(node, {})),
+            frozenset(ports.get(node, {})),
         )
         for node, node_links in links.items()
     }

@@ -3,12 +3,14 @@ leaves NCCL's NIC choice open while a near NIC exists, gets the environment that
 its near NICs.
 
 Rule. For each workload holding GPUs on a node whose exporter publishes the GPU-to-NIC tiers
-(``toposcope_gpu_nic_link_info``), the nearest NICs of its GPUs are the wanted set. It is
-advised when
+(``toposcope_gpu_nic_link_info``), the nearest usable NICs of its GPUs are the wanted set
+(usable: an ``ACTIVE`` port in ``toposcope_nic_port_info``, or no port state published; an
+uncabled NIC is never advised). It is advised when
 
 * one of its ranks uses a NIC other than its GPU's nearest
   (``toposcope_workload_nic_used_info{near="false"}``: ``NCCL_IB_HCA`` naming only the other
-  socket's HCA, a container given the far NIC by its device plugin), or
+  socket's HCA, a container given the far NIC by its device plugin) at a tier past the
+  nearest usable one, or
 * it uses RDMA (any ``toposcope_workload_nic_used_info``) without ``NCCL_IB_HCA`` while one
   of its GPUs has a NIC under its PCIe switch or host bridge: NCCL then picks by the PCI tree
   it detects, which in a VM or a container that hides the switches can be the wrong one.
@@ -168,7 +170,8 @@ class NicAffinity(Policy[NicAffinitySettings]):
                 f"its GPUs' nearest RDMA NIC is {near_tier} away: no NCCL setting brings a "
                 "NIC nearer; GPUs with a NIC under their PCIe switch would (gpu-placement)"
             )
-        far = [u for u in uses if not u.near]
+        # a NIC nearer than the one used may be down (uncabled): far only past the near tier
+        far = [u for u in uses if not u.near and tier_rank(u.link) > tier_rank(near_tier)]
         pinned = any(u.source == "nccl_env" for u in uses)
         if not far and pinned:
             return ""

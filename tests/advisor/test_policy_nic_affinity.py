@@ -69,11 +69,13 @@ def loaded(
     owner: tuple[str, str] = ("", ""),
     links: list[Sample] | None = None,
     rail: float | None = None,
+    down: tuple[str, ...] = (),
 ) -> LoadedData:
     info = {**TARGET, **who, "owner_kind": owner[0], "owner_name": owner[1]}
     ports = [
         Sample({**TARGET, "device": f"mlx5_{i}", "port": "1", "link_layer": "InfiniBand",
-                "state": "ACTIVE", "phys_state": "LinkUp"}, 1.0)
+                "state": "DOWN" if f"mlx5_{i}" in down else "ACTIVE",
+                "phys_state": "Polling" if f"mlx5_{i}" in down else "LinkUp"}, 1.0)
         for i in range(10)
     ]  # fmt: skip
     rates = [  # tx carries the traffic, rx half of it
@@ -246,3 +248,27 @@ def test_the_task_prolog_snippet_prints_the_exports_for_its_job_only(tmp_path: P
         "export NCCL_NET_GDR_LEVEL=PXB",
     ]
     assert run("4243", NODE) == "" and run("4242", "dgx-a100-2") == ""
+
+
+def test_a_near_nic_whose_ports_are_down_is_never_advised() -> None:
+    """mlx5_0 and mlx5_1 uncabled: GPUs 0 and 1 have no usable NIC nearer than the socket
+    link, so the rank on mlx5_2 is where it can be, and no HCA list helps.
+    """
+    far = used(SLURM, "mlx5_2", "nccl_env", "SYS", near=False)
+    model = model_of(loaded(SLURM, [far], down=("mlx5_0", "mlx5_1")))
+    nics = model.nics.node(NODE)
+    assert nics is not None and not nics.usable("mlx5_0") and nics.usable("mlx5_2")
+    assert nics.nearest(0)[0] == "SYS" and "mlx5_0" not in nics.nearest(0)[1]
+    evaluation = NicAffinity().evaluate(model)
+    assert evaluation.recommendations == ()
+    assert "no NCCL setting" in evaluation.undecided[0].reason
+
+
+def test_one_uncabled_nic_of_a_pair_leaves_the_other_in_the_list() -> None:
+    far = used(SLURM, "mlx5_2", "nccl_env", "SYS", near=False)
+    model = model_of(loaded(SLURM, [far], down=("mlx5_1",)))
+    (rec,) = NicAffinity().evaluate(model).recommendations
+    assert rec.proposed["env"]["NCCL_IB_HCA"] == "=mlx5_0:1"
+    assert rec.proposed["slurm"]["export_flag"] == (
+        "--export=ALL,NCCL_IB_HCA==mlx5_0:1,NCCL_NET_GDR_LEVEL=PXB"
+    )

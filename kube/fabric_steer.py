@@ -116,12 +116,9 @@ def _controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
 
 
 def _request_of(rec: Recommendation) -> ActionRequest:
-    nodes = [str(n) for n in rec.proposed.get("nodes") or []]
+    """The request a fabric placement stands for (no single node: the job has several)."""
     kind = ActionKind.MIGRATE if rec.kind == RecommendationKind.MIGRATE_JOB else ActionKind.PLACE
-    return ActionRequest(
-        f"{rec.id}-0", kind, rec.target.workload or "", nodes[0] if nodes else None,
-        reason=rec.summary,
-    )  # fmt: skip
+    return ActionRequest(f"{rec.id}-0", kind, rec.target.workload or "", None, reason=rec.summary)
 
 
 def _nodes(rec: Recommendation) -> list[str]:
@@ -346,6 +343,11 @@ class FabricSteerPlanner:
         if wanted is not None:
             what = f"{wanted.annotation}: {wanted.label}"
             if kind == "Job":
+                unknown.append(
+                    f"Job {namespace}/{name} was not read: {self.why}; whether it is Kueue's "
+                    f"({QUEUE_LABEL}) and still suspended (the API server refuses a change of "
+                    "the template of a Job that started)"
+                )
                 others = {a: None for a in _OTHERS[wanted.annotation]}
                 body = {
                     "spec": {

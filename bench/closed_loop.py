@@ -76,7 +76,9 @@ from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
 from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
-from toposcope.sim.cluster import DONE, SimCluster, checkpoint_restore_seconds
+from toposcope.sim.cluster import DONE, SimCluster
+from toposcope.sim.gang_engine import GangBook
+from toposcope.sim.gang_oracle import gang_move_costs
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.judge import (
     CALIBRATION_TARGET,
@@ -125,18 +127,13 @@ def move_costs(
     chosen: Mapping[str, Allocation | None],
     start: Mapping[str, Allocation | None],
     specs: Mapping[str, JobSpec],
+    gangs: GangBook | None = None,
 ) -> dict[str, float]:
     """Checkpoint-restore seconds of the jobs an oracle solution moves off their GPUs or
-    node from where they ran at ``start`` (placing a pending job costs nothing).
+    node from where they ran at ``start`` (placing a pending job costs nothing; moving one
+    part of a gang job restarts every rank: :func:`~toposcope.sim.gang_oracle.gang_move_costs`).
     """
-    costs = {}
-    for name, alloc in chosen.items():
-        was = start.get(name)
-        if alloc is None or was is None or name not in specs:
-            continue
-        if alloc.node != was.node or sorted(alloc.gpus) != sorted(was.gpus):
-            costs[name] = checkpoint_restore_seconds(specs[name])
-    return costs
+    return gang_move_costs(chosen, start, specs, gangs)
 
 
 def horizons_now(cluster: SimCluster, names: Iterable[str], horizon_s: float) -> dict[str, float]:
@@ -199,7 +196,9 @@ def judge_scenario(
     oracle_total, best = max(
         (
             horizon_total(
-                found.efficiencies, move_costs(found.allocations, start, specs), kept_horizons
+                found.efficiencies,
+                move_costs(found.allocations, start, specs, cluster.gangs),
+                kept_horizons,
             ),
             index,
         )

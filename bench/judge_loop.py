@@ -152,13 +152,17 @@ def action_costs(audit_db: Path, rec_ids: set[str], cluster: SimCluster) -> floa
 
 def applied_costs(cluster: SimCluster) -> dict[str, float]:
     """Seconds each workload stood still for the moves carried out so far (a migrate's
-    checkpoint-restore; pins and page migrations let the job run on).
+    checkpoint-restore, for every part of a gang job when one part moves; pins and page
+    migrations let the job run on).
     """
     paused: dict[str, float] = {}
+    book = cluster.gangs
     for state in cluster.recorded():
         if state.status is ActionStatus.SUCCEEDED and state.request.kind is ActionKind.MIGRATE:
             name = state.request.workload
-            paused[name] = paused.get(name, 0.0) + state.cost_seconds
+            # a gang's part that moves stops every rank of its gang for as long
+            for stopped in (name, *(book.siblings(name) if book is not None else ())):
+                paused[stopped] = paused.get(stopped, 0.0) + state.cost_seconds
     return paused
 
 

@@ -40,6 +40,7 @@ from toposcope.sim.cluster_state import (
     SimWorkload,
     short_list,
 )
+from toposcope.sim.gang_engine import GangBook, pending_gang_parts
 from toposcope.sim.jobs import JobSpec, is_unit_name
 from toposcope.sim.model import CoRunner, evaluate
 from toposcope.sim.nodetemplate import NodeTemplate
@@ -70,6 +71,18 @@ class SimClusterCore(BaseResourceManager):
         #: While :meth:`building`: nodes whose jobs' speeds are still to be computed, in the
         #: order they last changed (``None``: every change is computed at once).
         self._stale: dict[str, SimNode] | None = None
+        #: multi-node gang jobs (:mod:`toposcope.sim.gang_engine`), when the scenario has any
+        self._gangs: GangBook | None = None
+
+    def use_gangs(self, book: GangBook) -> None:
+        """Run the gangs of ``book`` as gangs (before their parts are submitted)."""
+        with self._lock:
+            self._gangs = book
+
+    @property
+    def gangs(self) -> GangBook | None:
+        """The cluster's gang jobs (``None``: every job runs on its own)."""
+        return self._gangs
 
     # -- building ---------------------------------------------------------------------------
 
@@ -241,17 +254,24 @@ class SimClusterCore(BaseResourceManager):
         for name in sorted(node.workloads):
             workload = self._workloads[name]
             assert workload.allocation is not None
-            workload.perf = evaluate(
+            workload.perf = workload.node_perf = evaluate(
                 workload.spec, workload.allocation, node.template, self._co_runners(node, name)
             )
-            if workload.paused_until > self._time:
-                self._push(workload.paused_until, "resume", name, workload.version)
-            duration = workload.spec.duration
-            if duration is None or workload.perf.stalled:
-                continue
-            remaining = max(duration - workload.progress, 0.0)
-            begin = max(self._time, workload.paused_until)
-            self._push(begin + remaining * workload.perf.slowdown, "finish", name, workload.version)
+            self._plan_events(workload)
+        if self._gangs is not None:
+            self._gangs.regang(self)
+
+    def _plan_events(self, workload: SimWorkload) -> None:
+        """Plan a placed workload's resume and completion events at its current version."""
+        name = workload.spec.name
+        if workload.paused_until > self._time:
+            self._push(workload.paused_until, "resume", name, workload.version)
+        duration = workload.spec.duration
+        if duration is None or workload.perf is None or workload.perf.stalled:
+            return
+        remaining = max(duration - workload.progress, 0.0)
+        begin = max(self._time, workload.paused_until)
+        self._push(begin + remaining * workload.perf.slowdown, "finish", name, workload.version)
 
     # -- placement ------------------------------------------------------------------------------
 
@@ -353,6 +373,8 @@ class SimClusterCore(BaseResourceManager):
         self._finished.append(workload.spec.name)
         if node is not None:
             self._refresh(node)
+        if self._gangs is not None:
+            self._gangs.finish_together(self, workload.spec.name)
         self._schedule()
 
     def _schedule(self) -> None:
@@ -364,6 +386,13 @@ class SimClusterCore(BaseResourceManager):
             key=lambda w: (w.spec.submit_time, w.spec.name),
         )
         for workload in pending:
+            if workload.state != PENDING:
+                continue
+            if self._gangs is not None and workload.spec.name in self._gangs.part_of:
+                parts = pending_gang_parts(self._gangs, workload, pending)
+                for part, where in self._gangs.first_fit(self, parts) or []:
+                    self._start(part, where, pinned=False)
+                continue
             allocation = self._first_fit(workload.spec)
             if allocation is not None:
                 self._start(workload, allocation, pinned=False)

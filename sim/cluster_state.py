@@ -70,6 +70,8 @@ class SimWorkload:
     finished_at: float | None = None
     paused_until: float = 0.0
     perf: Performance | None = None
+    #: the node model's performance alone (``perf`` is the gang's for a gang's part)
+    node_perf: Performance | None = None
     pid: int = 0
     version: int = 0
     initial: Allocation | None = None

@@ -287,18 +287,22 @@ def released(spec: JobSpec) -> JobSpec:
     return replace(spec, gpus=0, gpu_demand=0.0, gpu_memory_bytes=0)
 
 
-def solve(
-    cluster: SimCluster, names: Iterable[str] | None = None, budget_s: float = 60.0
-) -> OracleResult:
-    """The best joint allocation of the cluster's jobs now (see the module docstring).
-
-    ``names`` restricts the counted jobs (default: every running or pending job with a
-    non-zero ideal throughput); the others keep their place, except that GPU holders that
-    count nothing (notebooks) release their GPUs. ``budget_s`` bounds the ejection chains
-    (the single-job search always runs to its local optimum).
+@dataclass
+class Start:
+    """What a search starts from: the counted jobs' ideals, every job's spec as the oracle
+    sees it, where each job is now (``start``: notebooks released, pending ``None``), the
+    cluster as it is now (``now``: notebooks still holding their GPUs) and the templates.
     """
-    started = time.perf_counter()
-    deadline = started + budget_s
+
+    ideal: dict[str, float]
+    specs: dict[str, JobSpec]
+    start: dict[str, Allocation | None]
+    now: dict[str, Allocation | None]
+    templates: dict[str, NodeTemplate]
+
+
+def starting_point(cluster: SimCluster, names: Iterable[str] | None = None) -> Start:
+    """The jobs the oracle counts and where they are (see :func:`solve`)."""
     states = [s for s in cluster.job_states() if s.state != DONE]
     arrived = [s for s in states if s.state == RUNNING or s.spec.submit_time <= cluster.now]
     wanted = set(names) if names is not None else None
@@ -316,9 +320,65 @@ def solve(
             specs[s.name] = released(s.spec) if value <= 0 else s.spec
             start[s.name] = replace(s.allocation, gpus=[]) if value <= 0 else s.allocation
     templates = {n: cluster.template_of(n) for n in cluster.node_names()}
-    search = _Search(templates, specs, ideal)
+    now = {s.name: s.allocation for s in arrived if s.name in specs}
+    return Start(ideal, specs, start, now, templates)
+
+
+def finish(
+    search: _Search,
+    start: Start,
+    best_alloc: dict[str, Allocation | None],
+    best_total: float,
+    baseline: float,
+    started: float,
+) -> OracleResult:
+    """The :class:`OracleResult` of a search that found ``best_alloc``."""
+    search.load(best_alloc)
+    efficiencies = {}
+    for name in start.ideal:
+        chosen = best_alloc.get(name)
+        efficiencies[name] = (
+            0.0
+            if chosen is None
+            else search.efficiency(name, chosen, search.co_runners(chosen.node, name))
+        )
+    total_gpus = sum(len(t.gpus) for t in start.templates.values())
+    bound = float(knapsack_bound([start.specs[n].gpus for n in start.ideal], total_gpus))
+    return OracleResult(
+        baseline=baseline,
+        total=best_total,
+        upper_bound=bound,
+        exact=best_total >= bound - 1e-6,
+        allocations=best_alloc,
+        efficiencies=efficiencies,
+        jobs=len(start.ideal),
+        evaluations=search.evaluations,
+        seconds=time.perf_counter() - started,
+    )  # fmt: skip
+
+
+def solve(
+    cluster: SimCluster, names: Iterable[str] | None = None, budget_s: float = 60.0
+) -> OracleResult:
+    """The best joint allocation of the cluster's jobs now (see the module docstring).
+
+    ``names`` restricts the counted jobs (default: every running or pending job with a
+    non-zero ideal throughput); the others keep their place, except that GPU holders that
+    count nothing (notebooks) release their GPUs. ``budget_s`` bounds the ejection chains
+    (the single-job search always runs to its local optimum). A cluster with gang jobs is
+    solved by :func:`toposcope.sim.gang_oracle.solve_gangs`.
+    """
+    if cluster.gangs is not None:
+        from toposcope.sim.gang_oracle import solve_gangs  # noqa: PLC0415 (it imports this)
+
+        return solve_gangs(cluster, names, budget_s)
+    started = time.perf_counter()
+    deadline = started + budget_s
+    point = starting_point(cluster, names)
+    ideal, specs, start = point.ideal, point.specs, point.start
+    search = _Search(point.templates, specs, ideal)
     # the starting point as the cluster is now (notebooks still holding their GPUs)
-    search.load({s.name: s.allocation for s in arrived if s.name in specs})
+    search.load(point.now)
     baseline = search.total()
     order = sorted(ideal, key=lambda n: (-specs[n].gpus, -specs[n].threads, n))
     best_total, best_alloc = -1.0, dict(start)
@@ -333,28 +393,7 @@ def solve(
         total = search.total()
         if total > best_total + EPSILON:
             best_total, best_alloc = total, dict(search.alloc)
-    search.load(best_alloc)
-    efficiencies = {}
-    for name in ideal:
-        chosen = best_alloc.get(name)
-        efficiencies[name] = (
-            0.0
-            if chosen is None
-            else search.efficiency(name, chosen, search.co_runners(chosen.node, name))
-        )
-    total_gpus = sum(len(t.gpus) for t in templates.values())
-    bound = float(knapsack_bound([specs[n].gpus for n in ideal], total_gpus))
-    return OracleResult(
-        baseline=baseline,
-        total=best_total,
-        upper_bound=bound,
-        exact=best_total >= bound - 1e-6,
-        allocations=best_alloc,
-        efficiencies=efficiencies,
-        jobs=len(ideal),
-        evaluations=search.evaluations,
-        seconds=time.perf_counter() - started,
-    )
+    return finish(search, point, best_alloc, best_total, baseline, started)
 
 
 __all__ = ["PENDING", "OracleResult", "aggregate", "knapsack_bound", "released", "solve"]

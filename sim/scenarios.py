@@ -56,6 +56,7 @@ from toposcope.identity.names import (
 from toposcope.rm import ResourceManagerError
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
+from toposcope.sim.gang_engine import GangBook
 from toposcope.sim.jobs import MAX_JOBS, short_repr
 from toposcope.sim.scenario_fabric import scenario_fabric
 from toposcope.sim.scenario_generate import generate_cluster
@@ -224,6 +225,8 @@ def build_cluster(scenario: Scenario, clock: SimClock | None = None) -> SimClust
     cluster = SimCluster(clock or SimClock(seed=scenario.seed), scheduler=scenario.scheduler)
     for node in scenario.nodes:
         cluster.add_node(node.name, node.template, node.labels)
+    if scenario.fabric is not None and scenario.fabric.gangs:
+        cluster.use_gangs(GangBook(scenario.fabric.prices(), scenario.fabric.gangs))
     with cluster.building():
         for job in scenario.jobs:
             try:

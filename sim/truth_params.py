@@ -3,9 +3,10 @@
 The performance model (:mod:`toposcope.sim.model`) reads its figures only from here, never
 from the advisor: link bandwidths per tier, remote/local memory bandwidth ratios by SLIT
 distance, the formulas' global weights, what a GPU's activity and traffic counters show
-(:data:`GPU_PARAMETERS`), and per job class the ranges each job draws its
-NUMA sensitivity, communication fraction, input-pipeline weight and GPU-sharing overhead
-from. Every parameter carries its default, its range, whether it is ``measured`` (a cited
+(:data:`GPU_PARAMETERS`), what the network between nodes costs a multi-node gang job
+(:data:`FABRIC_PARAMETERS`, :mod:`toposcope.sim.gang_price`), and per job class the ranges
+each job draws its NUMA sensitivity, communication fraction, input-pipeline weight and
+GPU-sharing overhead from. Every parameter carries its default, its range, whether it is ``measured`` (a cited
 publication) or ``assumed``, and its source. A bad file is a :class:`ConfigError` naming
 ``FILE:LINE: FIELD``.
 """
@@ -16,7 +17,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -52,6 +53,18 @@ GPU_PARAMETERS = (
 )
 #: the GPU parameters that are shares of a whole (at most 1)
 GPU_SHARES = GPU_PARAMETERS[:5]
+#: the network between nodes (:mod:`toposcope.sim.gang_price`)
+FABRIC_PARAMETERS = (
+    "port_gbps",
+    "oversubscription",
+    "nic_host_bridge",
+    "nic_cross_socket",
+    "data_parallel",
+    "tensor_parallel",
+    "pipeline",
+)
+#: the fabric parameters that are shares of a whole (at most 1)
+FABRIC_SHARES = FABRIC_PARAMETERS[2:]
 KINDS = ("measured", "assumed")
 #: the job classes (the values of :class:`~toposcope.sim.jobs.JobKind`)
 CLASS_NAMES = ("cpu-train", "gpu-train", "inference", "notebook")
@@ -77,6 +90,7 @@ class Truth:
     model: dict[str, Parameter]
     classes: dict[str, dict[str, Parameter]]
     gpu: dict[str, Parameter]
+    fabric: dict[str, Parameter] = field(default_factory=dict)
 
     def link_bandwidth(self, tier: str) -> float:
         """Effective GB/s of a link tier."""
@@ -103,6 +117,10 @@ class Truth:
     def gpu_figure(self, name: str) -> float:
         """A figure of what a GPU's counters show (:data:`GPU_PARAMETERS`)."""
         return self.gpu[name].value
+
+    def fabric_figure(self, name: str) -> float:
+        """A figure of the network between nodes (:data:`FABRIC_PARAMETERS`)."""
+        return self.fabric[name].value
 
 
 class _Checker:
@@ -177,7 +195,9 @@ def load_truth(path: Path | str = TRUTH_FILE) -> Truth:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if root is None:
         raise ConfigError(f"{path}: empty truth file")
-    top = check.mapping(root, "truth", ("links", "numa_bandwidth", "model", "gpu", "classes"))
+    top = check.mapping(
+        root, "truth", ("links", "numa_bandwidth", "model", "gpu", "fabric", "classes")
+    )
     links = check.mapping(top["links"], "links", LINK_TIERS)
     points_node = top["numa_bandwidth"]
     if not isinstance(points_node, yaml.SequenceNode) or not points_node.value:
@@ -200,6 +220,14 @@ def load_truth(path: Path | str = TRUTH_FILE) -> Truth:
         gpu[name] = check.parameter(gpu_nodes[name], f"gpu.{name}")
         if name in GPU_SHARES and gpu[name].high > 1:
             raise check.fail(gpu_nodes[name], f"gpu.{name}", "a share must be <= 1")
+    fabric_nodes = check.mapping(top["fabric"], "fabric", FABRIC_PARAMETERS)
+    fabric: dict[str, Parameter] = {}
+    for name in FABRIC_PARAMETERS:
+        fabric[name] = check.parameter(fabric_nodes[name], f"fabric.{name}", positive=True)
+        if name in FABRIC_SHARES and fabric[name].high > 1:
+            raise check.fail(fabric_nodes[name], f"fabric.{name}", "a share must be <= 1")
+    if fabric["oversubscription"].low < 1:
+        raise check.fail(fabric_nodes["oversubscription"], "fabric.oversubscription", "below 1:1")
     classes = check.mapping(
         top["classes"], "classes", ("cpu-train", "gpu-train", "inference", "notebook")
     )
@@ -215,6 +243,7 @@ def load_truth(path: Path | str = TRUTH_FILE) -> Truth:
             for name, node in classes.items()
         },
         gpu=gpu,
+        fabric=fabric,
     )
 
 

@@ -8,7 +8,8 @@ not told, to judge advice on machines whose behaviour nobody tuned for.
   (:func:`perturb_scenario`), and
 * every global figure of the truth (each link tier's bandwidth, each remote/local memory
   ratio, each model weight, each figure of a GPU's activity and traffic) by a factor drawn
-  once per run (:func:`perturb_truth`),
+  once per run (:func:`perturb_truth`), the fabric's too (port rate, oversubscription, the
+  NIC-far shares, each communication pattern's share of a step),
   put in place with :func:`toposcope.sim.truth_params.truth_in_effect`.
 
 Draws are seeded by the run's seed, the job's name and the parameter's name, so a run is
@@ -25,7 +26,7 @@ from dataclasses import replace
 
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.scenarios import Scenario
-from toposcope.sim.truth_params import GPU_SHARES, Parameter, Truth
+from toposcope.sim.truth_params import FABRIC_SHARES, GPU_SHARES, Parameter, Truth
 
 #: the largest perturbation accepted (a factor of 0 or below would invert a parameter)
 MAX_FRACTION = 0.9
@@ -85,7 +86,22 @@ def perturb_truth(base: Truth, fraction: float, seed: int) -> Truth:
             )
             for name, p in base.gpu.items()
         },
+        fabric={name: _fabric_scaled(name, p, seed, fraction) for name, p in base.fabric.items()},
     )
+
+
+def _fabric_scaled(name: str, param: Parameter, seed: int, fraction: float) -> Parameter:
+    """A fabric figure scaled by its factor: shares stay at most 1, oversubscription at
+    least 1:1.
+    """
+    scaled = _scaled(
+        param,
+        factor(seed, "fabric", name, fraction=fraction),
+        ceiling=1.0 if name in FABRIC_SHARES else None,
+    )
+    if name == "oversubscription" and scaled.value < 1.0:
+        return replace(scaled, value=1.0, low=min(scaled.low, 1.0))
+    return scaled
 
 
 def perturb_job(spec: JobSpec, fraction: float, seed: int, overhead: float) -> JobSpec:

@@ -15,6 +15,7 @@ from toposcope.advisor.comm_share import (
     NVLINK_GBPS,
     PCIE_CAPACITY_GBPS,
 )
+from toposcope.advisor.fabric_wait import LEVEL_SLOWDOWN_PRIOR
 from toposcope.advisor.gpu_sets import LINK_FACTOR
 from toposcope.advisor.link_prices import COMM_SHARE, NVLINK_GBPS_PER_LINK, REFERENCE_GBPS
 from toposcope.advisor.locality import CRI_RM_PENALTY
@@ -317,7 +318,7 @@ def _sim_modules_of_the_model() -> list[Path]:
     """sim/model.py, the GPU traffic and activity model and how the fake NVML answers it, and
     the simulator modules they import, transitively."""
     seen: dict[str, Path] = {}
-    todo = ["model", "gpu_activity", "gpu_traffic", "nvml_activity"]
+    todo = ["model", "gpu_activity", "gpu_traffic", "nvml_activity", "gang_price"]
     while todo:
         name = todo.pop()
         if name in seen:
@@ -346,10 +347,11 @@ def test_the_simulator_imports_nothing_from_the_advisor_and_shares_no_constant()
         COMM_SHARE,
         REFERENCE_GBPS,
         *NVLINK_GBPS_PER_LINK.values(),
+        LEVEL_SLOWDOWN_PRIOR,
     }
-    assert {0.5776, 1.4, 2.0} <= beliefs
+    assert {0.5776, 1.4, 2.0, 0.125} <= beliefs
     modules = _sim_modules_of_the_model()
-    assert {SIM / "truth_params.py", SIM / "gpu_traffic.py"} <= set(modules)
+    assert {SIM / "truth_params.py", SIM / "gpu_traffic.py", SIM / "gang_price.py"} <= set(modules)
     for path in modules:
         text = path.read_text()
         assert "advisor" not in text.replace("the advisor", "").replace("advisor's", ""), path
@@ -366,6 +368,8 @@ def test_the_simulator_imports_nothing_from_the_advisor_and_shares_no_constant()
         *(p.value for p in t.model.values()),
         *(p.value for c in t.classes.values() for p in c.values()),
         *(p.value for p in t.gpu.values()),
+        *(p.value for p in t.fabric.values()),
     }
+    assert len(t.fabric) == 7
     assert not figures & beliefs
     assert not any(advisor in p.parents for p in modules)

@@ -14,9 +14,10 @@ for a job whose ranks are rail-aligned (each ring keeps to one rail). It is spel
 * for Kubernetes (:func:`kube_plan`): a strategic merge patch of the owner's pod template
   that sets the container's env (merged by container and variable name) and, where the
   operator maps NICs to the RDMA device plugin's resources, requests the near NICs'
-  resources instead of the others; a Deployment or StatefulSet is patched (a rollout), the
-  template of a Job-like owner is immutable once created, so the plan then refuses and says
-  what to put into the next submission.
+  resources instead of the far ones in use (their keys ``null``: a merge deletes them); a
+  Deployment or StatefulSet is patched (a rollout), the template of a Job-like owner is
+  immutable once created, so the plan then refuses and says what to put into the next
+  submission.
 
 A ``config`` recommendation is never applied: these plans are rendered (:func:`config_lines`,
 the dry-run's script) for a person to review. Names from metrics (NICs, ports, nodes, Slurm
@@ -144,11 +145,22 @@ def parse_resource_map(items: Sequence[str]) -> dict[str, str]:
     return mapping
 
 
+def dropped_resources(
+    far: Sequence[str], wanted: Mapping[str, str], mapping: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The device plugin resources of the far NICs in use that the near ones replace."""
+    return tuple(sorted({mapping[n] for n in far if n in mapping} - set(wanted)))
+
+
 def template_patch(
-    container: str, env: Mapping[str, str], limits: Mapping[str, str]
+    container: str,
+    env: Mapping[str, str],
+    limits: Mapping[str, str],
+    dropped: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A strategic merge patch of a pod template: ``container``'s env (merged by name) and,
-    when given, its device plugin limits.
+    when given, its device plugin limits, the ``dropped`` resources removed (a ``null`` key
+    deletes it in a merge).
     """
     check(_DNS_LABEL, container, "container name", 63)
     entry: dict[str, Any] = {
@@ -156,7 +168,11 @@ def template_patch(
         "env": [{"name": name, "value": value} for name, value in sorted(env.items())],
     }
     if limits:
-        entry["resources"] = {"limits": dict(limits), "requests": dict(limits)}
+        amounts: dict[str, str | None] = {
+            **{check(_RESOURCE, r, "resource name", 317): None for r in dropped},
+            **limits,
+        }
+        entry["resources"] = {"limits": dict(amounts), "requests": dict(amounts)}
     return {"spec": {"template": {"spec": {"containers": [entry]}}}}
 
 
@@ -220,6 +236,7 @@ __all__ = [
     "AdviceError",
     "check",
     "config_lines",
+    "dropped_resources",
     "hca_value",
     "kube_plan",
     "nccl_env",

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.nic_advice import (
     AdviceError,
+    dropped_resources,
     hca_value,
     nccl_env,
     parse_resource_map,
@@ -232,9 +233,12 @@ class NicAffinity(Policy[NicAffinitySettings]):
         job = who.slurm_job_id or (m.group(1) if (m := _SLURM_WORKLOAD.fullmatch(w.name)) else "")
         if job:
             proposed["slurm"] = slurm_forms(env, job, w.node)
-        limits = resources_for(wanted, parse_resource_map(self.settings.rdma_resources))
+        mapping = parse_resource_map(self.settings.rdma_resources)
+        limits = resources_for(wanted, mapping)
+        dropped = dropped_resources([u.nic for u in far], limits, mapping) if limits else ()
         if limits:
             proposed["rdma_resources"] = limits
+            proposed["rdma_resources_dropped"] = list(dropped)
         if w.pod and w.namespace and w.container:
             proposed["kubernetes"] = {
                 "namespace": w.namespace,
@@ -242,7 +246,7 @@ class NicAffinity(Policy[NicAffinitySettings]):
                 "container": w.container,
                 "owner_kind": who.owner_kind,
                 "owner_name": who.owner_name,
-                "template_patch": template_patch(w.container, env, limits),
+                "template_patch": template_patch(w.container, env, limits, dropped),
             }
         used = ", ".join(sorted({f"{u.nic} ({u.link}, by {u.source})" for u in far}))
         why = (

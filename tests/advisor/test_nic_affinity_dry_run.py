@@ -49,14 +49,15 @@ def proposed(owner: tuple[str, str], container: str = "main") -> dict[str, Any]:
             "container": container,
             "owner_kind": owner[0],
             "owner_name": owner[1],
-            "template_patch": template_patch(container, ENV, {"rdma/hca_a": "1"}),
+            "template_patch": template_patch(container, ENV, {"rdma/hca_a": "1"}, ["rdma/hca_c"]),
         },
     }
 
 
 def strategic_merge(owner: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """The owner with the patch's containers merged by name (env merged by name), as the API
-    server's strategic merge does for a pod template.
+    """The owner with the patch's containers merged by name (env merged by name, resources by
+    key, null keys deleted), as the API server's strategic merge does for a pod template; the
+    test below has real kubectl do the same.
     """
     merged = copy.deepcopy(owner)
     containers = merged["spec"]["template"]["spec"]["containers"]
@@ -65,8 +66,11 @@ def strategic_merge(owner: dict[str, Any], patch: dict[str, Any]) -> dict[str, A
         env = {e["name"]: e for e in target.get("env", [])}
         env.update({e["name"]: e for e in change["env"]})
         target["env"] = list(env.values())
-        if "resources" in change:
-            target["resources"] = change["resources"]
+        for part, amounts in change.get("resources", {}).items():  # a null key is deleted
+            kept = {**target.get("resources", {}).get(part, {}), **amounts}
+            target.setdefault("resources", {})[part] = {
+                k: v for k, v in kept.items() if v is not None
+            }
     return merged
 
 
@@ -198,6 +202,8 @@ def test_real_kubectl_merges_the_printed_patch_into_the_owner(tmp_path: Path) ->
         {"name": "KEEP", "value": "1"},
         {"name": "NCCL_IB_HCA", "value": "mlx5_2"},
     ]
+    far = {"rdma/hca_c": "1", "cpu": "2"}
+    containers[0]["resources"] = {"limits": dict(far), "requests": dict(far)}
     containers.insert(0, {"name": "sidecar", "image": "proxy:1"})
     manifest = tmp_path / "deployment.json"
     manifest.write_text(json.dumps(owner))
@@ -216,4 +222,5 @@ def test_real_kubectl_merges_the_printed_patch_into_the_owner(tmp_path: Path) ->
     assert sidecar == {"name": "sidecar", "image": "proxy:1"}
     env = {e["name"]: e["value"] for e in main["env"]}
     assert env == {"KEEP": "1", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_NET_GDR_LEVEL": "PXB"}
-    assert main["resources"]["limits"] == {"rdma/hca_a": "1"}
+    assert main["resources"]["limits"] == {"rdma/hca_a": "1", "cpu": "2"}
+    assert main["resources"]["requests"] == {"rdma/hca_a": "1", "cpu": "2"}

@@ -272,3 +272,20 @@ def test_one_uncabled_nic_of_a_pair_leaves_the_other_in_the_list() -> None:
     assert rec.proposed["slurm"]["export_flag"] == (
         "--export=ALL,NCCL_IB_HCA==mlx5_0:1,NCCL_NET_GDR_LEVEL=PXB"
     )
+
+
+def test_a_pod_given_the_far_hca_by_its_device_plugin_asks_for_the_near_ones_instead() -> None:
+    far = used(POD, "mlx5_2", "uverbs", "SYS", near=False)
+    pairs = ("mlx5_0=rdma/hca_a", "mlx5_1=rdma/hca_b", "mlx5_2=rdma/hca_c")
+    data = loaded(POD, [far], owner=("StatefulSet", "llm"))
+    policy = NicAffinity(NicAffinitySettings(rdma_resources=pairs))
+    (rec,) = policy.evaluate(model_of(data)).recommendations
+    assert rec.proposed["rdma_resources_dropped"] == ["rdma/hca_c"]
+    (container,) = rec.proposed["kubernetes"]["template_patch"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["resources"]["limits"] == {
+        "rdma/hca_c": None,
+        "rdma/hca_a": "1",
+        "rdma/hca_b": "1",
+    }

@@ -207,11 +207,12 @@ def batch_job(name: str) -> dict[str, Any]:
 
 
 def pytorch_job(name: str) -> dict[str, Any]:
+    worker = template()
+    del worker["metadata"]  # no metadata at all: the annotations' parent is added
     replicas = {
         "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template(0, {})},
-        "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template()},
+        "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": worker},
     }
-    del replicas["Worker"]["template"]["metadata"]
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from kubernetes_validate import validate  # type: ignore[import-untyped]
 
@@ -30,7 +31,8 @@ from toposcope.advisor.nic_advice import (
     slurm_forms,
     template_patch,
 )
-from toposcope.advisor.policies.nic_affinity import NicAffinity
+from toposcope.advisor.policies.nic_affinity import NicAffinity, NicAffinitySettings
+from toposcope.advisor.report_schema import report_schema
 from toposcope.report.decoder import report_from_json
 from toposcope.rm.plan import HttpStep, PlanHints
 
@@ -196,7 +198,7 @@ def test_real_kubectl_merges_the_printed_patch_into_the_owner(tmp_path: Path) ->
     (``--local``: no API server): the container's other variables and the other containers
     stay, the rank's old ``NCCL_IB_HCA`` is replaced, and the result validates.
     """
-    owner = copy.deepcopy(DEPLOYMENT)
+    owner: dict[str, Any] = copy.deepcopy(DEPLOYMENT)
     containers = owner["spec"]["template"]["spec"]["containers"]
     containers[0]["env"] = [
         {"name": "KEEP", "value": "1"},
@@ -224,3 +226,22 @@ def test_real_kubectl_merges_the_printed_patch_into_the_owner(tmp_path: Path) ->
     assert env == {"KEEP": "1", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_NET_GDR_LEVEL": "PXB"}
     assert main["resources"]["limits"] == {"rdma/hca_a": "1", "cpu": "2"}
     assert main["resources"]["requests"] == {"rdma/hca_a": "1", "cpu": "2"}
+
+
+def test_a_report_of_nic_advice_is_valid_against_the_report_schema() -> None:
+    """Both forms (a Slurm job measured, a pod with device plugin resources swapped) in one
+    report, as JSON, against the published schema; then read back unchanged.
+    """
+    far_pod = used(POD, "mlx5_2", "uverbs", "SYS", near=False)
+    pairs = ("mlx5_0=rdma/hca_a", "mlx5_1=rdma/hca_b", "mlx5_2=rdma/hca_c")
+    policy = NicAffinity(NicAffinitySettings(rdma_resources=pairs))
+    data = loaded(POD, [far_pod], owner=("StatefulSet", "llm"))
+    far_job = used(SLURM, "mlx5_2", "nccl_env", "SYS", near=False)
+    recs = (
+        *policy.evaluate(model_of(data)).recommendations,
+        *NicAffinity().evaluate(model_of(loaded(SLURM, [far_job]))).recommendations,
+    )
+    document = json.loads(json.dumps(replace(fixture_report(), recommendations=recs).to_dict()))
+    jsonschema.validate(document, report_schema())
+    again = report_from_json(json.dumps(document))
+    assert {r.id: r.proposed for r in again.recommendations} == {r.id: r.proposed for r in recs}

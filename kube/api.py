@@ -213,15 +213,18 @@ class KubeApi:
         operations make the API server refuse it when the object changed since it was read.
         """
         resource = Pod if kind == "Pod" else FABRIC_KINDS.get(kind) or OWNER_KINDS[kind]
+        self._send_patch(resource, namespace, name, operations, PatchType.JSON, f"patch {kind}")
+
+    def _send_patch(
+        self, resource: Any, namespace: str, name: str, body: Any, patch_type: PatchType, what: str
+    ) -> None:
+        """``body`` as a ``patch_type`` patch of ``namespace/name``, dry run first (a refusal
+        stops it before anything changes); errors name ``what`` and the object.
+        """
         for dry in (True, False):
-            with api_errors(f"patch {kind} {namespace}/{name}"):
+            with api_errors(f"{what} {namespace}/{name}"):
                 self.client.patch(
-                    resource,
-                    name,
-                    operations,
-                    namespace=namespace,
-                    patch_type=PatchType.JSON,
-                    dry_run=dry,
+                    resource, name, body, namespace=namespace, patch_type=patch_type, dry_run=dry
                 )
 
     def resource_slices(self, node: str) -> list[dict[str, Any]]:
@@ -252,30 +255,12 @@ class KubeApi:
         hold ``metadata.resourceVersion`` so that a change since it was read is a 409.
         """
         resource = Pod if kind == "Pod" else OWNER_KINDS[kind]
-        for dry in (True, False):
-            with api_errors(f"patch {kind} {namespace}/{name}"):
-                self.client.patch(
-                    resource,
-                    name,
-                    body,
-                    namespace=namespace,
-                    patch_type=PatchType.MERGE,
-                    dry_run=dry,
-                )
+        self._send_patch(resource, namespace, name, body, PatchType.MERGE, f"patch {kind}")
 
     def patch_scale(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> None:
         """A JSON merge patch of an owner's ``scale`` subresource, dry run first."""
         resource = SCALABLE[kind].Scale
-        for dry in (True, False):
-            with api_errors(f"scale {kind} {namespace}/{name}"):
-                self.client.patch(
-                    resource,
-                    name,
-                    body,
-                    namespace=namespace,
-                    patch_type=PatchType.MERGE,
-                    dry_run=dry,
-                )
+        self._send_patch(resource, namespace, name, body, PatchType.MERGE, f"scale {kind}")
 
     def execute(self, step: Step) -> None:
         """Send one planned request (:mod:`~toposcope.kube.plans`): a merge patch of a pod, an

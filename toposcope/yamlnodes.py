@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from toposcope.errors import ConfigError
+
 if TYPE_CHECKING:
     import yaml
 
@@ -27,6 +29,26 @@ _MAP = "tag:yaml.org,2002:map"
 
 #: builds the exception for a refusal: (line, "field: problem") -> exception
 Refuse = Callable[[int, str], Exception]
+
+
+def compose_config(text: str, source: str) -> yaml.Node | None:
+    """A configuration file's YAML ``text`` composed with the safe loader (``None`` when it
+    holds no document); YAML that does not parse is a :class:`ConfigError` naming ``source``
+    and, where PyYAML knows it, the line.
+    """
+    import yaml  # noqa: PLC0415 (PyYAML only when such a file is read)
+
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{source}{at}: not valid YAML: {exc}") from exc
+
+
+def refuse_in(source: str) -> Refuse:
+    """Refusals as ``source:line: field: problem`` :class:`ConfigError` s."""
+    return lambda line, problem: ConfigError(f"{source}:{line}: {problem}")
 
 
 class YamlNodes:

@@ -54,7 +54,7 @@ from toposcope.boundedread import read_bounded
 from toposcope.errors import ConfigError
 from toposcope.report.recommendation import RecommendationKind, Risk
 from toposcope.rm import ActionKind
-from toposcope.yamlnodes import YamlNodes
+from toposcope.yamlnodes import YamlNodes, compose_config, refuse_in
 
 if TYPE_CHECKING:
     import yaml
@@ -281,18 +281,8 @@ class _Reader(YamlNodes):
 
 def parse_policy(text: str, source: str) -> AutoApplyPolicy:
     """The policy in YAML ``text``; ``source`` names it in errors (``source:line: ...``)."""
-    import yaml  # noqa: PLC0415 (PyYAML only when a policy file is read)
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{source}{at}: not valid YAML: {exc}") from exc
-    reader = _Reader(
-        lambda line, problem: ConfigError(f"{source}:{line}: {problem}"),
-        null_mapping_is_empty=True,
-    )
+    root = compose_config(text, source)
+    reader = _Reader(refuse_in(source), null_mapping_is_empty=True)
     if root is None:
         return AutoApplyPolicy(source=source)
     top = reader.mapping(root, "(top level)", _TOP)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from toposcope.errors import ConfigError
 from toposcope.identity.names import USER_NAME_RULE, is_user_name
 from toposcope.serving.tlsconfig import CLIENT_AUTH_TYPES, TLS_KEYS, TLS_VERSIONS, TlsSettings
-from toposcope.yamlnodes import YamlNodes
+from toposcope.yamlnodes import YamlNodes, compose_config, refuse_in
 
 if TYPE_CHECKING:
     import yaml
@@ -163,19 +163,8 @@ def parse_web_config(text: str, source: str, folder: Path | None = None) -> WebC
     """Check web configuration YAML ``text``; ``source`` names it in errors and ``folder``
     is where relative TLS file paths are (the working directory without one).
     """
-    # PyYAML is needed only when a file is read (see the module docstring)
-    import yaml  # noqa: PLC0415
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{source}{at}: not valid YAML: {exc}") from exc
-    reader = YamlNodes(
-        lambda line, problem: ConfigError(f"{source}:{line}: {problem}"),
-        null_mapping_is_empty=True,
-    )
+    root = compose_config(text, source)
+    reader = YamlNodes(refuse_in(source), null_mapping_is_empty=True)
     if root is None:
         return WebConfig(source)
     top = reader.mapping(root, "(top level)", TOP_KEYS)

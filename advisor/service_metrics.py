@@ -111,6 +111,13 @@ class _Families:
         return self.found
 
 
+def families_text(found: list[Metric]) -> bytes:
+    """Families built for one answer (this service's, the automatic loop's) in the Prometheus
+    text format.
+    """
+    return generate_latest(_Families(found))
+
+
 def exposition(figures: ServiceFigures) -> bytes:
     """The families of ``figures`` in the Prometheus text format."""
-    return generate_latest(_Families(families(figures)))
+    return families_text(families(figures))

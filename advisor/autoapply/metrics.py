@@ -8,15 +8,13 @@ stopped; when it last ran.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
 from toposcope.advisor.autoapply.config import AUTOMATIC_KINDS
 from toposcope.advisor.autoapply.decisions import DECISIONS
 from toposcope.advisor.autoapply.limits import CODES
 from toposcope.advisor.autoapply.loop import AutoApplier
+from toposcope.advisor.service_metrics import families_text
 from toposcope.catalogue import spec
 
 #: skip codes besides the policy's: the applier left it as it was, the dry run refused it
@@ -48,17 +46,6 @@ def auto_families(auto: AutoApplier, now: float) -> list[Metric]:
     return found
 
 
-class _Families:
-    """Adapts a list of families to the collector interface ``generate_latest`` expects."""
-
-    def __init__(self, found: list[Metric]) -> None:
-        self.found = found
-
-    def collect(self) -> Iterable[Metric]:
-        """The families."""
-        return self.found
-
-
 def auto_exposition(auto: AutoApplier, now: float) -> bytes:
     """The families of ``auto`` in the Prometheus text format."""
-    return generate_latest(_Families(auto_families(auto, now)))
+    return families_text(auto_families(auto, now))

@@ -20,6 +20,9 @@ Jobs still waiting or running when the replay stops (``--drain-days`` after the 
 arrival) count with the stop time. Target: toposcope's mean queueing delay at most half
 first-fit's, its locality slowdown at most 5% (``met``/``MISSED``; exit status 0).
 ``--plot FILE`` writes the queueing-delay CDF and utilisation over time (plotly HTML).
+
+``--fabric`` replays multi-node gang jobs on a tree fabric instead, comparing fabric
+placement policies (:mod:`fabric_replay`; its own options follow ``--fabric``).
 """
 
 from __future__ import annotations
@@ -104,6 +107,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--policies", default=",".join(p.name for p in POLICIES))
     parser.add_argument("--plot", type=Path, metavar="FILE", help="write the figure here")
     parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument(
+        "--fabric",
+        action="store_true",
+        help="replay gang jobs on a tree fabric (trace_replay.py --fabric --help for its options)",
+    )
     args = parser.parse_args()
     if not 0 < args.days <= 60 or not 0 < args.load <= 10 or not 0 <= args.drain_days <= 60:
         parser.error("--days must be in (0, 60], --load in (0, 10], --drain-days in [0, 60]")
@@ -114,6 +122,10 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     """Replay the trace under every policy and print the figures."""
+    if "--fabric" in sys.argv[1:]:
+        import fabric_replay  # noqa: PLC0415 (only the fabric replay needs it)
+
+        return fabric_replay.main([a for a in sys.argv[1:] if a != "--fabric"])
     args = parse_args()
     known = {p.name: p for p in POLICIES}
     try:

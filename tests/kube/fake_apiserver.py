@@ -33,8 +33,10 @@ import json
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -458,6 +460,20 @@ def serve(fake: FakeApiServer) -> Running:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return Running(fake, f"http://127.0.0.1:{server.server_address[1]}", server, thread)
+
+
+@contextmanager
+def served_kubeconfig(fake: FakeApiServer, folder: Path) -> Iterator[Path]:
+    """``fake`` served on loopback for the block; yields a kubeconfig written in ``folder``
+    that points at it.
+    """
+    running = serve(fake)
+    try:
+        config = folder / "kubeconfig"
+        config.write_text(kubeconfig(running.url), encoding="utf-8")
+        yield config
+    finally:
+        running.stop()
 
 
 def kubeconfig(url: str) -> str:

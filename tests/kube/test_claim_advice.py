@@ -22,7 +22,7 @@ from kubernetes_validate import validate  # type: ignore[import-untyped]
 
 from tests.advisor.fakes import FakeServer, Request
 from tests.helpers import FIXTURES
-from tests.kube.fake_apiserver import kubeconfig, merge_patch, serve
+from tests.kube.fake_apiserver import merge_patch, served_kubeconfig
 from tests.kube.fake_dra import DraApiServer
 from toposcope.cli import main
 from toposcope.kubeapi.claim_advice import NoChange, Owner, propose
@@ -141,13 +141,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[DraApiServer, Path]]:
         "spec": {"selector": {"matchLabels": {"app": "llm-train"}}},
     })  # fmt: skip
     fake.add(pod())
-    running = serve(fake)
-    config = tmp_path / "kubeconfig"
-    config.write_text(kubeconfig(running.url), encoding="utf-8")
-    try:
+    with served_kubeconfig(fake, tmp_path) as config:
         yield fake, config
-    finally:
-        running.stop()
 
 
 def test_a_pod_with_gpus_under_two_roots_gets_a_validated_template_and_owner_patch(

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.helpers import FIXTURES
-from tests.kube.fake_apiserver import kubeconfig, serve
+from tests.kube.fake_apiserver import served_kubeconfig
 from tests.kube.fake_dra import DraApiServer
 from toposcope.kubeapi.client import KubeApi, KubeApiError, from_kubeconfig
 from toposcope.kubeapi.resourceslices import (
@@ -44,13 +44,8 @@ def all_slices() -> list[dict[str, Any]]:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[DraApiServer, Path]]:
     fake = DraApiServer(slices=all_slices())
-    running = serve(fake)
-    config = tmp_path / "kubeconfig"
-    config.write_text(kubeconfig(running.url), encoding="utf-8")
-    try:
+    with served_kubeconfig(fake, tmp_path) as config:
         yield fake, config
-    finally:
-        running.stop()
 
 
 def test_a_full_gpu_is_named_by_its_uuid_pci_address_and_pcie_root(
@@ -113,15 +108,10 @@ def test_the_newest_served_version_is_read_and_v1beta1_devices_nest_under_basic(
     tmp_path: Path, served: tuple[str, ...], version: str
 ) -> None:
     fake = DraApiServer(slices=all_slices(), served=served)
-    running = serve(fake)
-    try:
-        config = tmp_path / "kubeconfig"
-        config.write_text(kubeconfig(running.url), encoding="utf-8")
+    with served_kubeconfig(fake, tmp_path) as config:
         api = from_kubeconfig(config)
         found, slices = read_slices(api, AKS_MIG)
         devices = read_node_devices(api, AKS_MIG)
-    finally:
-        running.stop()
     assert found == version
     if not served:
         assert (slices, devices) == ([], {})
@@ -148,13 +138,8 @@ def test_pages_are_followed(tmp_path: Path) -> None:
         for i in range(3)
     ]
     fake = DraApiServer(slices=many, page_size=1)
-    running = serve(fake)
-    try:
-        config = tmp_path / "kubeconfig"
-        config.write_text(kubeconfig(running.url), encoding="utf-8")
+    with served_kubeconfig(fake, tmp_path) as config:
         devices = read_node_devices(from_kubeconfig(config), "n1")
-    finally:
-        running.stop()
     assert sorted(d.name for d in devices.values()) == ["gpu-0", "gpu-1", "gpu-2"]
     assert len([r for r in fake.requests if "resourceslices" in r.path]) == 3
 

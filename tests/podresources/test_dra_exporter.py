@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.helpers import FIXTURES
-from tests.kube.fake_apiserver import kubeconfig, serve
+from tests.kube.fake_apiserver import served_kubeconfig
 from tests.kube.fake_dra import DraApiServer
 from tests.podresources.server import GPU_NODE_DRA, NODE_ROOT, PodResourcesServer
 from tests.podresources.test_exporter import Rows, parse, success
@@ -39,13 +39,8 @@ def dra_kubelet(socket_dir: Path) -> Iterator[PodResourcesServer]:
 def api(tmp_path: Path) -> Iterator[tuple[DraApiServer, Path]]:
     document = yaml.safe_load((FIXTURES / "dra" / "gpu-node-1.yaml").read_text())
     fake = DraApiServer(slices=document["items"])
-    running = serve(fake)
-    config = tmp_path / "kubeconfig"
-    config.write_text(kubeconfig(running.url), encoding="utf-8")
-    try:
+    with served_kubeconfig(fake, tmp_path) as config:
         yield fake, config
-    finally:
-        running.stop()
 
 
 def scrape(capsys: pytest.CaptureFixture[str], socket: Path, *extra: str) -> Rows:
@@ -58,17 +53,23 @@ def scrape(capsys: pytest.CaptureFixture[str], socket: Path, *extra: str) -> Row
     return parse(out)
 
 
-def test_dra_gpus_are_attributed_to_their_pod_with_dcgm_exporters_labels(
+@pytest.fixture
+def dra_rows(
     dra_kubelet: PodResourcesServer,
     api: tuple[DraApiServer, Path],
     capsys: pytest.CaptureFixture[str],
-) -> None:
+) -> Rows:
+    """One scrape of the DRA kubelet with the node's ResourceSlices read from the API."""
     _, config = api
-    rows = scrape(
+    return scrape(
         capsys, dra_kubelet.socket,
         "--kubernetes.dra-slices", "--kubernetes.kubeconfig", str(config),
         "--kubernetes.node-name", NODE,
     )  # fmt: skip
+
+
+def test_dra_gpus_are_attributed_to_their_pod_with_dcgm_exporters_labels(dra_rows: Rows) -> None:
+    rows = dra_rows
     assert success(rows, "kubelet") == 1.0
     held = {
         (labels["pod"], labels["device_id"]): (
@@ -104,16 +105,9 @@ def test_dra_gpus_are_attributed_to_their_pod_with_dcgm_exporters_labels(
 
 
 def test_a_dra_gpu_off_the_exclusive_cpus_node_is_misaligned_by_slit_distance(
-    dra_kubelet: PodResourcesServer,
-    api: tuple[DraApiServer, Path],
-    capsys: pytest.CaptureFixture[str],
+    dra_rows: Rows,
 ) -> None:
-    _, config = api
-    rows = scrape(
-        capsys, dra_kubelet.socket,
-        "--kubernetes.dra-slices", "--kubernetes.kubeconfig", str(config),
-        "--kubernetes.node-name", NODE,
-    )  # fmt: skip
+    rows = dra_rows
     aligned = {
         (labels["device_id"], labels["against"]): value
         for labels, value in rows["toposcope_kubelet_device_numa_aligned"]
@@ -203,17 +197,12 @@ def test_a_dra_mig_device_names_its_parent_gpu_and_gpu_instance(
     mig = document["items"][0]["spec"]["devices"][2]
     mig["attributes"]["parentUUID"] = {"string": "GPU-1f2e3d4c-0001-4a5b-8c7d-9e0f1a2b3c01"}
     mig["attributes"]["uuid"] = {"string": "MIG-7c1d0a9e-dddd-5b2c-9d3e-4f5a6b7c8d03"}
-    running = serve(DraApiServer(slices=document["items"]))
-    config = tmp_path / "mig-kubeconfig"
-    config.write_text(kubeconfig(running.url), encoding="utf-8")
-    try:
+    with served_kubeconfig(DraApiServer(slices=document["items"]), tmp_path) as config:
         code = main(
             ["exporter", "--root", str(NODE_ROOT), "--nvml", "fake:mig",
              "--kubelet.pod-resources-socket", str(dra_kubelet.socket), "--kubernetes.dra-slices",
              "--kubernetes.kubeconfig", str(config), "--kubernetes.node-name", NODE, "--print"]
         )  # fmt: skip
-    finally:
-        running.stop()
     assert code == 0
     rows = parse(capsys.readouterr()[0])
     (labels,) = [

@@ -6,8 +6,10 @@ Built from the node exporter's fabric series (``toposcope_gpu_nic_link_info``,
 ``toposcope_nic_port_bytes_total``, ``toposcope_nic_port_rate_bytes_per_second``; the NIC is
 their ``device`` label), the owner and Slurm job labels of ``toposcope_workload_info`` and,
 from the cluster-level fabric exporter, ``toposcope_job_fabric_rail_aligned`` (joined on
-``workload``). Nodes are named as the model builder names them. Nothing here is validated
-for use in a command: :mod:`toposcope.advisor.nic_advice` checks every name it writes.
+``workload``) and the NIC ports the fabric model cables to a switch
+(``toposcope_fabric_node_info``). Nodes are named as the model builder names them. Nothing
+here is validated for use in a command: :mod:`toposcope.advisor.nic_advice` checks every name
+it writes.
 """
 
 from __future__ import annotations
@@ -57,12 +59,15 @@ class NodeNics:
     bytes_per_second: Mapping[str, float] = field(default_factory=dict)
     port_rate: Mapping[str, float] = field(default_factory=dict)
     port_known: frozenset[str] = frozenset()
+    cabled: frozenset[str] | None = None
 
     def usable(self, nic: str) -> bool:
-        """Whether ``nic`` can carry traffic: an active port, or its ports' states unknown
-        (a NIC whose every port is down, say uncabled, is never advised).
+        """Whether ``nic`` can carry traffic: an active port (or its ports' states unknown),
+        and cabled to a switch where the fabric model lists the node's ports (a NIC whose
+        every port is down, or that no switch reaches, is never advised).
         """
-        return nic not in self.port_known or bool(self.ports.get(nic))
+        active = nic not in self.port_known or bool(self.ports.get(nic))
+        return active and (self.cabled is None or nic in self.cabled)
 
     @property
     def nics(self) -> tuple[str, ...]:
@@ -159,10 +164,26 @@ def _speeds(data: LoadedData, namer: Namer) -> dict[str, dict[str, float]]:
     return speeds
 
 
+def _cabled(data: LoadedData, namer: Namer) -> dict[str, frozenset[str]]:
+    """Per node, the NICs the fabric model cables to a leaf (nodes listed without ports,
+    ``nic=""``, are left out: their cabling is unknown).
+    """
+    cabled: dict[str, set[str]] = defaultdict(set)
+    unknown: set[str] = set()
+    for s in data.samples("fabric-node-ports"):
+        node, nic = namer(s.labels), s.labels.get("nic", "")
+        if nic:
+            cabled[node].add(nic)
+        else:
+            unknown.add(node)
+    return {node: frozenset(nics) for node, nics in cabled.items() if node not in unknown}
+
+
 def read_nic_state(data: LoadedData, namer: Namer) -> NicState:
     """Every node's NIC locality and traffic, and every workload's NIC uses and identity."""
     links, ports = _links(data, namer), _ports(data, namer)
     traffic, speeds = _traffic(data, namer), _speeds(data, namer)
+    cabled = _cabled(data, namer)
     nodes = {
         node: NodeNics(
             dict(node_links),
@@ -170,6 +191,7 @@ def read_nic_state(data: LoadedData, namer: Namer) -> NicState:
             dict(traffic.get(node, {})),
             dict(speeds.get(node, {})),
             frozenset(ports.get(node, {})),
+            cabled.get(node),
         )
         for node, node_links in links.items()
     }

@@ -4,8 +4,9 @@ its near NICs.
 
 Rule. For each workload holding GPUs on a node whose exporter publishes the GPU-to-NIC tiers
 (``toposcope_gpu_nic_link_info``), the nearest usable NICs of its GPUs are the wanted set
-(usable: an ``ACTIVE`` port in ``toposcope_nic_port_info``, or no port state published; an
-uncabled NIC is never advised). It is advised when
+(usable: an ``ACTIVE`` port in ``toposcope_nic_port_info``, or no port state published, and
+cabled where the fabric model lists the node's ports: ``toposcope_fabric_node_info``, else
+``fabric_file``; an uncabled NIC is never advised). It is advised when
 
 * one of its ranks uses a NIC other than its GPU's nearest
   (``toposcope_workload_nic_used_info{near="false"}``: ``NCCL_IB_HCA`` naming only the other
@@ -40,7 +41,7 @@ the assumed chance that NCCL's own choice lands on a far NIC, times the far NIC'
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.nic_advice import (
@@ -58,6 +59,7 @@ from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, 
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import spec
 from toposcope.catalogue.fabric_metrics import FAR_TIERS
+from toposcope.errors import ToposcopeError
 from toposcope.report.recommendation import (
     Evidence,
     Note,
@@ -67,6 +69,8 @@ from toposcope.report.recommendation import (
     Target,
 )
 
+#: the fabric sources that name each node's NIC ports
+CABLING_FORMATS = ("file", "ibnetdiscover")
 LINK_METRIC = "toposcope_gpu_nic_link_info"
 USED_METRIC = "toposcope_workload_nic_used_info"
 PORT_METRIC = "toposcope_nic_port_bytes_total"
@@ -106,6 +110,17 @@ class NicAffinitySettings(PolicySettings):
         "VM or container)",
     )
     min_gain: float = setting(0.005, ge=0, lt=1, help="advise only above this estimated gain")
+    fabric_file: str = setting(
+        "",
+        help="a fabric whose node ports say which NICs are cabled, where the metrics hold no "
+        "toposcope_fabric_node_info (empty: the metrics' only)",
+    )
+    fabric_format: str = setting(
+        "file",
+        choices=CABLING_FORMATS,
+        help="what fabric_file is: a fabric YAML/JSON file (docs/fabric.md) or ibnetdiscover "
+        "output (topology.conf names no ports)",
+    )
     rdma_resources: tuple[str, ...] = setting(
         (),
         help="NIC=RESOURCE pairs: the RDMA device plugin's resource that gives each NIC "
@@ -145,12 +160,16 @@ class NicAffinity(Policy[NicAffinitySettings]):
         """One recommendation per workload to steer, notes for those no setting helps."""
         recs: list[Recommendation] = []
         notes: list[Note] = []
+        try:
+            state = with_cabling(model.nics, self._cabling())
+        except ToposcopeError as exc:
+            return Evaluation(undecided=(self.note("*", str(exc)),))
         for workload in model.workloads:
-            nics = model.nics.node(workload.node)
+            nics = state.node(workload.node)
             if nics is None or not workload.gpus:
                 continue
             try:
-                found = self._workload(workload, nics, model.nics)
+                found = self._workload(workload, nics, state)
             except AdviceError as exc:
                 notes.append(self.note(workload.key, f"cannot advise: {exc}"))
                 continue
@@ -159,6 +178,21 @@ class NicAffinity(Policy[NicAffinitySettings]):
             elif found:
                 notes.append(self.note(workload.key, found))
         return Evaluation(tuple(recs), tuple(notes))
+
+    def _cabling(self) -> dict[str, frozenset[str]]:
+        """Per node, the NICs ``fabric_file`` cables (empty without a file)."""
+        path = self.settings.fabric_file
+        if not path:
+            return {}
+        if self.settings.fabric_format == "ibnetdiscover":
+            from toposcope.fabric.ibnetdiscover import read_ibnetdiscover  # noqa: PLC0415
+
+            fabric = read_ibnetdiscover(path)
+        else:
+            from toposcope.fabric.yamlfile import read_fabric_file  # noqa: PLC0415
+
+            fabric = read_fabric_file(path)
+        return {n.name: frozenset(p.nic for p in n.ports) for n in fabric.nodes if n.ports}
 
     def _workload(self, w: WorkloadModel, nics: NodeNics, state: NicState) -> Recommendation | str:
         nearest = {g: nics.nearest(g) for g in w.gpus if nics.nearest(g)[1]}
@@ -305,4 +339,16 @@ class NicAffinity(Policy[NicAffinitySettings]):
         return evidence
 
 
-__all__ = ["NicAffinity", "NicAffinitySettings"]
+def with_cabling(state: NicState, cabled: dict[str, frozenset[str]]) -> NicState:
+    """``state`` with each node's cabled NICs from a fabric file where the metrics said none."""
+    if not cabled:
+        return state
+    nodes = {
+        name: nics if nics.cabled is not None or name not in cabled else
+        replace(nics, cabled=cabled[name])
+        for name, nics in state.nodes.items()
+    }  # fmt: skip
+    return replace(state, nodes=nodes)
+
+
+__all__ = ["CABLING_FORMATS", "NicAffinity", "NicAffinitySettings", "with_cabling"]

@@ -70,6 +70,7 @@ def loaded(
     links: list[Sample] | None = None,
     rail: float | None = None,
     down: tuple[str, ...] = (),
+    cabled: tuple[str, ...] | None = None,
 ) -> LoadedData:
     info = {**TARGET, **who, "owner_kind": owner[0], "owner_name": owner[1]}
     ports = [
@@ -94,6 +95,20 @@ def loaded(
         "nic-port-traffic": rates,
         "nic-port-speed": speeds,
         "job-rail-aligned": rails,
+        "fabric-node-ports": [
+            Sample(
+                {
+                    "job": "fabric",
+                    "instance": "fabric:9850",
+                    "node": NODE,
+                    "nic": nic,
+                    "leaf": "leaf-1",
+                    "block": "",
+                },
+                1.0,
+            )
+            for nic in cabled or ()
+        ],
     }
     wanted = {q.name: q for q in queries(names=list(answers))}
     results = {
@@ -289,3 +304,43 @@ def test_a_pod_given_the_far_hca_by_its_device_plugin_asks_for_the_near_ones_ins
         "rdma/hca_a": "1",
         "rdma/hca_b": "1",
     }
+
+
+def test_hcas_the_fabric_leaves_uncabled_are_never_advised() -> None:
+    """The fabric model cables only mlx5_0 of GPUs 0-1's pair (and the other socket's): the
+    HCA list names it alone; with neither of the pair cabled no setting helps.
+    """
+    far = used(SLURM, "mlx5_2", "nccl_env", "SYS", near=False)
+    model = model_of(loaded(SLURM, [far], cabled=("mlx5_0", "mlx5_2", "mlx5_3")))
+    (rec,) = NicAffinity().evaluate(model).recommendations
+    assert rec.proposed["env"]["NCCL_IB_HCA"] == "=mlx5_0:1"
+    model = model_of(loaded(SLURM, [far], cabled=("mlx5_2", "mlx5_3")))
+    evaluation = NicAffinity().evaluate(model)
+    assert evaluation.recommendations == ()
+    assert "no NCCL setting" in evaluation.undecided[0].reason
+
+
+def test_a_fabric_file_says_which_hcas_are_cabled_where_the_metrics_do_not(
+    tmp_path: Path,
+) -> None:
+    """The fabric file (docs/fabric.md's format) cables the other socket's pair only: the rank
+    is as near as it can be. A file that cannot be read is one note for the whole run.
+    """
+    fabric = tmp_path / "fabric.yaml"
+    fabric.write_text(
+        "switches:\n  - name: leaf-1\n    nodes: [dgx-a100-1]\nnodes:\n  - name: dgx-a100-1\n"
+        "    ports:\n      - {nic: mlx5_2, switch: leaf-1}\n      - {nic: mlx5_3, switch: leaf-1}\n"
+    )
+    far = used(SLURM, "mlx5_2", "nccl_env", "SYS", near=False)
+    settings = NicAffinitySettings(fabric_file=str(fabric))
+    evaluation = NicAffinity(settings).evaluate(model_of(loaded(SLURM, [far])))
+    assert evaluation.recommendations == ()
+    assert "no NCCL setting" in evaluation.undecided[0].reason
+    # the metrics' own cabling wins over the file
+    metrics = loaded(SLURM, [far], cabled=("mlx5_0", "mlx5_1"))
+    (rec,) = NicAffinity(settings).evaluate(model_of(metrics)).recommendations
+    assert rec.proposed["env"]["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1"
+    missing = NicAffinitySettings(fabric_file=str(tmp_path / "none.yaml"))
+    evaluation = NicAffinity(missing).evaluate(model_of(loaded(SLURM, [far])))
+    assert evaluation.recommendations == ()
+    assert [n.target for n in evaluation.undecided] == ["*"]

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from toposcope.fabric.model import Fabric, level_name
+from toposcope.fabric.spread import node_domains
 
 #: the level name of a fabric's blocks when it has no switches
 BLOCK_LEVEL = "block"
@@ -171,50 +172,7 @@ def _node_domains(fabric: Fabric) -> tuple[dict[str, tuple[frozenset[str], ...]]
             return {}, ()
         return {n: (frozenset((b.name,)),) for b in fabric.blocks for n in b.nodes}, (BLOCK_LEVEL,)
     levels = sorted({s.level for s in fabric.switches})
-    position = {level: at for at, level in enumerate(levels)}
-    parents: dict[str, list[str]] = {}
-    leaves_of: dict[str, list[str]] = {}
-    for switch in fabric.switches:
-        for child in switch.switches:
-            parents.setdefault(child, []).append(switch.name)
-        for node in switch.nodes:
-            leaves_of.setdefault(node, []).append(switch.name)
-    by_leaves: dict[frozenset[str], tuple[frozenset[str], ...]] = {}
-    result: dict[str, tuple[frozenset[str], ...]] = {}
-    for node, leaves in leaves_of.items():
-        key = frozenset(leaves)
-        domains = by_leaves.get(key)
-        if domains is None:
-            domains = _domains_above(fabric, key, parents, position, len(levels))
-            by_leaves[key] = domains
-        result[node] = domains
-    return result, tuple(level_name(level) for level in levels)
-
-
-def _domains_above(
-    fabric: Fabric,
-    leaves: frozenset[str],
-    parents: Mapping[str, list[str]],
-    position: Mapping[int, int],
-    depth: int,
-) -> tuple[frozenset[str], ...]:
-    by_level: list[set[str]] = [set() for _ in range(depth)]
-    seen: set[str] = set()
-    stack = list(leaves)
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        by_level[position[fabric.switch(name).level]].add(name)
-        stack.extend(parents.get(name, ()))
-    domains: list[frozenset[str]] = []
-    current: frozenset[str] = frozenset()
-    for names in by_level:
-        if names:
-            current = frozenset(names)
-        domains.append(current)
-    return tuple(domains)
+    return node_domains(fabric), tuple(level_name(level) for level in levels)
 
 
 def _cell_name(domain: frozenset[str]) -> str:

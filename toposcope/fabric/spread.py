@@ -118,55 +118,21 @@ class FabricIndex:
         self._index_blocks()
 
     def _index_switch_levels(self) -> None:
-        fabric = self.fabric
-        parents: dict[str, list[str]] = {}
-        leaves_of: dict[str, list[str]] = {}
-        for switch in fabric.switches:
-            for child in switch.switches:
-                parents.setdefault(child, []).append(switch.name)
-            for node in switch.nodes:
-                leaves_of.setdefault(node, []).append(switch.name)
         interned: list[dict[frozenset[str], int]] = [{} for _ in self.levels]
-        position = {level: at for at, level in enumerate(self.levels)}
-        by_leaves: dict[frozenset[str], tuple[int, ...]] = {}
-        for node, leaves in leaves_of.items():
-            key = frozenset(leaves)
-            numbers = by_leaves.get(key)
+        numbered: dict[tuple[frozenset[str], ...], tuple[int, ...]] = {}
+        for node, domains in node_domains(self.fabric).items():
+            numbers = numbered.get(domains)
             if numbers is None:
-                numbers = self._domains_above(key, parents, interned, position)
-                by_leaves[key] = numbers
+                numbers = tuple(
+                    table.setdefault(domain, len(table))
+                    for table, domain in zip(interned, domains, strict=True)
+                )
+                numbered[domains] = numbers
             self.domains[node] = numbers
         self._levels = tuple(
             _level(name, _sizes(self.domains.values(), at))
             for at, name in enumerate(self.level_names)
         )
-
-    def _domains_above(
-        self,
-        leaves: frozenset[str],
-        parents: Mapping[str, list[str]],
-        interned: list[dict[frozenset[str], int]],
-        position: Mapping[int, int],
-    ) -> tuple[int, ...]:
-        """The interned domain of each level above one set of leaves (iterative walk up)."""
-        by_level: list[set[str]] = [set() for _ in self.levels]
-        seen: set[str] = set()
-        stack = list(leaves)
-        while stack:
-            name = stack.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            by_level[position[self.fabric.switch(name).level]].add(name)
-            stack.extend(parents.get(name, ()))
-        numbers: list[int] = []
-        current: frozenset[str] = frozenset()
-        for at, names in enumerate(by_level):
-            if names:
-                current = frozenset(names)
-            table = interned[at]
-            numbers.append(table.setdefault(current, len(table)))
-        return tuple(numbers)
 
     def _index_blocks(self) -> None:
         sizes: list[int] = []
@@ -218,6 +184,58 @@ class FabricIndex:
     def spreads(self, jobs: Iterable[JobPlacement]) -> list[JobSpread]:
         """The spread of every multi-node job among ``jobs`` (single-node jobs are skipped)."""
         return [self.spread(job) for job in jobs if job.multi_node]
+
+
+def node_domains(fabric: Fabric) -> dict[str, tuple[frozenset[str], ...]]:
+    """Each node under a switch -> its domain per switch level, lowest level first (see the
+    module docstring); nodes under the same leaves share one tuple, computed once.
+    """
+    levels = sorted({s.level for s in fabric.switches})
+    position = {level: at for at, level in enumerate(levels)}
+    parents: dict[str, list[str]] = {}
+    leaves_of: dict[str, list[str]] = {}
+    for switch in fabric.switches:
+        for child in switch.switches:
+            parents.setdefault(child, []).append(switch.name)
+        for node in switch.nodes:
+            leaves_of.setdefault(node, []).append(switch.name)
+    by_leaves: dict[frozenset[str], tuple[frozenset[str], ...]] = {}
+    result: dict[str, tuple[frozenset[str], ...]] = {}
+    for node, leaves in leaves_of.items():
+        key = frozenset(leaves)
+        domains = by_leaves.get(key)
+        if domains is None:
+            domains = _domains_above(fabric, key, parents, position, len(levels))
+            by_leaves[key] = domains
+        result[node] = domains
+    return result
+
+
+def _domains_above(
+    fabric: Fabric,
+    leaves: frozenset[str],
+    parents: Mapping[str, list[str]],
+    position: Mapping[int, int],
+    depth: int,
+) -> tuple[frozenset[str], ...]:
+    """The domain of each level above one set of leaves (an iterative walk up)."""
+    by_level: list[set[str]] = [set() for _ in range(depth)]
+    seen: set[str] = set()
+    stack = list(leaves)
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        by_level[position[fabric.switch(name).level]].add(name)
+        stack.extend(parents.get(name, ()))
+    domains: list[frozenset[str]] = []
+    current: frozenset[str] = frozenset()
+    for names in by_level:
+        if names:
+            current = frozenset(names)
+        domains.append(current)
+    return tuple(domains)
 
 
 def rail_aligned(shares: Sequence[NodeShare]) -> bool | None:

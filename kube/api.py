@@ -49,7 +49,13 @@ FABRIC_KINDS: dict[str, Any] = {
     "JobSet": create_namespaced_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
     "PyTorchJob": create_namespaced_resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
     "Workload": create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+    "WorkloadV1beta1": create_namespaced_resource(
+        "kueue.x-k8s.io", "v1beta1", "Workload", "workloads"
+    ),
 }
+#: the kind read instead where the API server does not serve one (Kueue before 0.15 serves
+#: Workloads in ``v1beta1`` only)
+OLDER = {"Workload": "WorkloadV1beta1"}
 #: Kueue's cluster-scoped Topology in the versions read, newest first
 TOPOLOGIES: tuple[Any, ...] = tuple(
     create_global_resource("kueue.x-k8s.io", version, "Topology", "topologies")
@@ -164,22 +170,30 @@ class KubeApi:
             raise
 
     def fabric_object(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
-        """One job or Kueue Workload of :data:`FABRIC_KINDS`."""
-        with api_errors(f"get {kind} {namespace}/{name}"):
-            return _plain(self.client.get(FABRIC_KINDS[kind], name, namespace=namespace))
+        """One job or Kueue Workload of :data:`FABRIC_KINDS` (a Workload in ``v1beta1``
+        where ``v1beta2`` has none: :data:`OLDER`).
+        """
+        try:
+            with api_errors(f"get {kind} {namespace}/{name}"):
+                return _plain(self.client.get(FABRIC_KINDS[kind], name, namespace=namespace))
+        except ResourceManagerError as exc:
+            if exc.status != 404 or kind not in OLDER:
+                raise
+            return self.fabric_object(OLDER[kind], namespace, name)
 
     def fabric_objects(self, kind: str, namespace: str) -> list[dict[str, Any]]:
-        """Every object of ``kind`` (:data:`FABRIC_KINDS`) in ``namespace``; none when the
-        kind is not served (Kueue or the job controller not installed).
+        """Every object of ``kind`` (:data:`FABRIC_KINDS`) in ``namespace`` (``*``: all);
+        none when the kind is not served (Kueue or the job controller not installed; a
+        Workload is then read in the older version of :data:`OLDER`).
         """
         try:
             with api_errors(f"list {kind} in {namespace}"):
                 found = self.client.list(FABRIC_KINDS[kind], namespace=namespace)
                 return [_plain(o) for o in found]
         except ResourceManagerError as exc:
-            if exc.status == 404:
-                return []
-            raise
+            if exc.status != 404:
+                raise
+            return self.fabric_objects(OLDER[kind], namespace) if kind in OLDER else []
 
     def topology_levels(self) -> dict[str, list[str]]:
         """Each Kueue Topology's name and its levels' node labels (highest first), from the

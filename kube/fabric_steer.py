@@ -115,6 +115,13 @@ def _controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
     )
 
 
+def _workload_kind(workload: Mapping[str, Any]) -> str:
+    """The kind of :data:`toposcope.kube.paths.API_PATHS` a Workload was read in."""
+    return (
+        "WorkloadV1beta1" if workload.get("apiVersion") == "kueue.x-k8s.io/v1beta1" else "Workload"
+    )
+
+
 def _request_of(rec: Recommendation) -> ActionRequest:
     """The request a fabric placement stands for (no single node: the job has several)."""
     kind = ActionKind.MIGRATE if rec.kind == RecommendationKind.MIGRATE_JOB else ActionKind.PLACE
@@ -248,7 +255,7 @@ class FabricSteerPlanner:
             ]  # fmt: skip
             steps.append(
                 json_patch_step(
-                    "Workload",
+                    _workload_kind(workload),
                     namespace,
                     workload_name,
                     operations,

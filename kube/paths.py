@@ -24,6 +24,7 @@ API_PATHS = {
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
     "PyTorchJob": ("/apis/kubeflow.org/v1", "pytorchjobs"),
     "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads"),
+    "WorkloadV1beta1": ("/apis/kueue.x-k8s.io/v1beta1", "workloads"),
 }
 _PATH_RE = re.compile(
     r"(?P<prefix>/api/v1|/apis/[a-z0-9.-]+/v[0-9a-z]+)/namespaces/(?P<ns>[a-z0-9-]+)/"

@@ -16,7 +16,9 @@ Only what :mod:`toposcope.kube.fabric_steer` relies on, each rule from its upstr
   validation``; JobSet ``pkg/webhooks/jobset_webhook.go``): a pod template changes only while
   the job is suspended (a PyTorchJob's ``spec.runPolicy.suspend``).
 * **Workload PodSets** (kueue ``pkg/webhooks/workload_webhook.go`` ``ValidateWorkloadUpdate``):
-  immutable once the Workload has the ``QuotaReserved`` condition.
+  immutable once the Workload has the ``QuotaReserved`` condition. Workloads are served in
+  one version (:attr:`KueueApiServer.workload_version`; ``v1beta1`` as Kueue before 0.15) and
+  checked against the ``v1beta2`` schema (the fields used here are the same in both).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from tests.kube.fake_topologies import TopologyApiServer
 from toposcope.kube.fabric_kueue import quota_reserved
 
 _ROUTE = re.compile(
-    r"^/apis/(?:batch/v1|jobset\.x-k8s\.io/v1alpha2|kubeflow\.org/v1|kueue\.x-k8s\.io/v1beta2)"
+    r"^/apis/(?:batch/v1|jobset\.x-k8s\.io/v1alpha2|kubeflow\.org/v1|kueue\.x-k8s\.io/(?P<kv>v1beta[12]))"
     r"(?:/namespaces/(?P<ns>[a-z0-9-]+))?/(?P<plural>jobs|jobsets|pytorchjobs|workloads)"
     r"(?:/(?P<name>[a-z0-9.-]+))?$"
 )
@@ -142,6 +144,8 @@ class KueueApiServer(TopologyApiServer):
     """:class:`TopologyApiServer` with Jobs, JobSets and Workloads (module docstring)."""
 
     served: tuple[str, ...] = ("v1beta2", "v1beta1")
+    #: the one version Workloads are served in (``v1beta1``: Kueue before 0.15)
+    workload_version: str = "v1beta2"
     jobs: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     def add_job(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +181,8 @@ class KueueApiServer(TopologyApiServer):
         if found is None:
             return super()._route(method, path, query, body)
         plural, ns, name = found["plural"], found["ns"], found["name"]
+        if found["kv"] is not None and found["kv"] != self.workload_version:
+            raise ApiFailure(404, "NotFound", "the server could not find the requested resource")
         api_version, kind = KINDS[plural]
         if name is None and method == "GET":
             items = [

@@ -171,7 +171,9 @@ def jobset(name: str, *, suspend: bool = True) -> dict[str, Any]:
     }
 
 
-def workload(name: str, owner: dict[str, Any], *, reserved: bool = False) -> dict[str, Any]:
+def workload(
+    name: str, owner: dict[str, Any], *, reserved: bool = False, version: str = "v1beta2"
+) -> dict[str, Any]:
     meta = owner["metadata"]
     reference = {
         "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"],
@@ -183,7 +185,7 @@ def workload(name: str, owner: dict[str, Any], *, reserved: bool = False) -> dic
         {"name": "workers", "count": 3, "template": template()},
     ]  # fmt: skip
     body: dict[str, Any] = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "apiVersion": f"kueue.x-k8s.io/{version}",
         "kind": "Workload",
         "metadata": {"name": name, "namespace": NS, "ownerReferences": [reference]},
         "spec": {"queueName": "q", "podSets": podsets},
@@ -232,20 +234,22 @@ def gated_pod(name: str, job: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "status": {"phase": "Pending"}, **pod}
 
 
-@pytest.fixture
-def kueue() -> Iterator[Running]:
-    fake = KueueApiServer()
+@pytest.fixture(params=["v1beta2"])
+def kueue(request: pytest.FixtureRequest) -> Iterator[Running]:
+    fake = KueueApiServer(workload_version=request.param)
     fake.add_topology("default", *LEVELS)
     for name, (rack, block) in NODES.items():
         fake.add_node(name, {BLOCK: block, RACK: rack, HOST: name})
     train = fake.add_job(jobset("train"))
-    fake.add_job(workload("jobset-train-1a2b3", train))
+    fake.add_job(workload("jobset-train-1a2b3", train, version=fake.workload_version))
     fake.add_job(jobset("running", suspend=False))
     admitted = fake.add_job(jobset("admitted"))
-    fake.add_job(workload("jobset-admitted-4c5d6", admitted, reserved=True))
+    fake.add_job(
+        workload("jobset-admitted-4c5d6", admitted, reserved=True, version=fake.workload_version)
+    )
     fake.add_job(batch_job("solo"))
     torch = fake.add_job(pytorch_job("torch"))
-    fake.add_job(workload("pytorchjob-torch-7e8f9", torch))
+    fake.add_job(workload("pytorchjob-torch-7e8f9", torch, version=fake.workload_version))
     for index in range(3):
         fake.add(gated_pod(f"plain-{index}", "plain"))
     fake.add(gated_pod("other-0", "other"))
@@ -327,6 +331,7 @@ def test_a_kueue_pytorchjob_gets_it_on_master_and_workers(kueue: Running, tmp_pa
     assert [p["topologyRequest"]["required"] for p in podsets] == [BLOCK, BLOCK]
 
 
+@pytest.mark.parametrize("kueue", ["v1beta2", "v1beta1"], indirect=True)
 def test_pending_kueue_jobs_are_listed_and_the_policy_steers_them(
     kueue: Running, tmp_path: Path
 ) -> None:
@@ -359,6 +364,12 @@ def test_pending_kueue_jobs_are_listed_and_the_policy_steers_them(
         for p in fake.jobs[key]["spec"]["podSets"]
     ]
     assert requests == [RACK] * 4
+    version = fake.workload_version
+    patched = {w.path for w in fake.writes() if "/workloads/" in w.path and not w.dry_run}
+    assert patched == {
+        f"/apis/kueue.x-k8s.io/{version}/namespaces/ml/workloads/{name}"
+        for name in ("jobset-train-1a2b3", "pytorchjob-torch-7e8f9")
+    }
 
 
 def test_refusals_send_nothing(kueue: Running, tmp_path: Path) -> None:

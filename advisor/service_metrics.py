@@ -11,15 +11,15 @@ alert rules see a series before anything goes wrong.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
 from toposcope.advisor.loaders.screen import DROP_REASONS
 from toposcope.advisor.outcomes import VERIFIED_KINDS
 from toposcope.catalogue import spec
+from toposcope.exporters.exposition import families_text
 from toposcope.report.advisor_api import Verdict
 from toposcope.report.recommendation import RecommendationKind, Report, Severity
 
@@ -98,24 +98,6 @@ def families(figures: ServiceFigures) -> list[Metric]:
         success.add_metric([], figures.last_success)
         found.append(success)
     return found
-
-
-class _Families:
-    """Adapts a list of families to the collector interface ``generate_latest`` expects."""
-
-    def __init__(self, found: list[Metric]) -> None:
-        self.found = found
-
-    def collect(self) -> Iterable[Metric]:
-        """The families."""
-        return self.found
-
-
-def families_text(found: list[Metric]) -> bytes:
-    """Families built for one answer (this service's, the automatic loop's) in the Prometheus
-    text format.
-    """
-    return generate_latest(_Families(found))
 
 
 def exposition(figures: ServiceFigures) -> bytes:

@@ -60,15 +60,22 @@ def format_value(value: float) -> str:
     return text
 
 
-class _One:
-    """Adapts a single family to the collector interface ``generate_latest`` expects."""
+class _Built:
+    """Adapts families already built to the collector interface ``generate_latest`` expects."""
 
-    def __init__(self, family: Metric) -> None:
-        self.family = family
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self.families = list(families)
 
     def collect(self) -> Iterable[Metric]:
-        """Yield the one family."""
-        return [self.family]
+        """The families."""
+        return self.families
+
+
+def families_text(families: Iterable[Metric]) -> bytes:
+    """Client_python families already built (a service's own, a one-off report's) in the
+    Prometheus text format, as ``generate_latest`` writes them.
+    """
+    return generate_latest(_Built(families))
 
 
 def _escape_value(value: str) -> str:
@@ -224,7 +231,7 @@ def render_chunks(families: Iterable[Metric]) -> list[bytes]:
             chunks.append(family.data)
             continue
         if not _plain(family):
-            out.append(generate_latest(_One(family)).decode())
+            out.append(families_text([family]).decode())
             continue
         name = family.name + "_total" if family.type == "counter" else family.name
         out.append(_header(name, family.documentation, family.type))

@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
 from toposcope.boundedread import read_bounded
 from toposcope.errors import ConfigError, UsageError
+from toposcope.exporters.exposition import families_text
 from toposcope.fabric.job_families import fabric_families, job_families
 from toposcope.fabric.kube_jobs import DEFAULT_JOB_LABELS, job_placements, parse_job_label
 from toposcope.fabric.model import level_name
@@ -104,22 +104,9 @@ def _pods(args: argparse.Namespace) -> list[Any]:
     )
 
 
-class _Families:
-    """A collector serving fixed families, for their text exposition."""
-
-    def __init__(self, metrics: list[Metric]) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> list[Metric]:
-        """The fixed families."""
-        return self.metrics
-
-
 def exposition(metrics: list[Metric]) -> str:
     """``metrics`` in Prometheus' text exposition format."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(metrics))
-    return generate_latest(registry).decode()
+    return families_text(metrics).decode()
 
 
 def spread_to_json(spread: JobSpread) -> dict[str, Any]:

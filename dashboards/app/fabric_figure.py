@@ -54,6 +54,21 @@ def _ring(size: float, width: float) -> dict[str, object]:
     return {"color": SELECTED, "size": size, "symbol": "square-open", "line": {"width": width}}
 
 
+def _ring_selected(
+    figure: go.Figure, x: Sequence[float | str], y: Sequence[float | str], size: float
+) -> None:
+    """Ring the selected job's nodes at ``x``/``y`` (nothing when none is drawn)."""
+    if x:
+        figure.add_scatter(
+            x=x,
+            y=y,
+            mode="markers",
+            marker=_ring(size, 2),
+            hoverinfo="skip",
+            name="selected job's nodes",
+        )
+
+
 def share(held: float, up: float) -> float:
     """GPUs held over GPUs up (NaN without GPUs)."""
     return held / up if up > 0 else float("nan")
@@ -220,15 +235,7 @@ def _draw_nodes(
         ygap=1,
         name="nodes",
     )
-    if picked_x:
-        figure.add_scatter(
-            x=picked_x,
-            y=picked_y,
-            mode="markers",
-            marker=_ring(9, 2),
-            hoverinfo="skip",
-            name="selected job's nodes",
-        )
+    _ring_selected(figure, picked_x, picked_y, 9)
 
 
 def _lanes(
@@ -387,15 +394,7 @@ def blocks_figure(
             ygap=1 if len(blocks) <= 60 else 0,
         )
     )
-    if marked_x:
-        figure.add_scatter(
-            x=marked_x,
-            y=marked_y,
-            mode="markers",
-            marker=_ring(10, 2),
-            hoverinfo="skip",
-            name="selected job's nodes",
-        )
+    _ring_selected(figure, marked_x, marked_y, 10)
     figure.update_layout(
         template=TEMPLATE,
         title=title,

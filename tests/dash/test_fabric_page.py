@@ -194,6 +194,7 @@ def test_the_page_draws_the_selected_jobs_path(slurm_tree: FabricIndex, clients:
     assert "20 / 24" in str(summary) and "83%" in str(summary)  # three fabric nodes report
     names = [trace.name for trace in tree.data]
     assert "selected job's path" in names and "selected job's links" in names
+    assert "selected job's nodes" in names
     path = next(t for t in tree.data if t.name == "selected job's path")
     assert len(path.x) == 4  # s3 and the three leaves
     lanes = [t for t in tree.data if t.name in ("slurm-job-42", "slurm-job-7")]

@@ -17,7 +17,9 @@ their actions through a :class:`~toposcope.rm.ResourceManager`:
 * retry later: an action the resource manager refuses only for now (429, a disruption
   budget) is recorded ``retry-later`` and its recommendation's outcome is ``retry-later``
   (handled like a failure, earlier actions reverted); the next round applies it again;
-* :meth:`revert` undoes a recommendation (or one action) from the recorded before-state.
+* :meth:`revert` undoes a recommendation (or one action) from the recorded before-state;
+* a fabric placement of a pending multi-node job (no action: it names several nodes) is
+  carried out whole by a backend that steers such jobs (:mod:`.fabric`), audited the same.
 
 Recording answers and settling open rows is the ledger's
 (:mod:`~toposcope.advisor.applying.ledger`); reverting, newest action first and waiting
@@ -34,6 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from toposcope.advisor.applying.fabric import FabricSteerer, skip_reason, steer, steers
 from toposcope.advisor.applying.ledger import (
     DEFAULT_POLL_SECONDS,
     DEFAULT_WAIT_SECONDS,
@@ -215,6 +218,8 @@ class Applier:
         busy = self._in_progress(rec)
         if busy:
             return Outcome(rec.id, node, IN_PROGRESS, busy)
+        if not self.dry_run and steers(self.manager, rec):
+            return self._steer(rec, run)
         reason = self._skip_reason(rec, run)
         if reason:
             return Outcome(rec.id, node, "skipped", reason)
@@ -260,6 +265,32 @@ class Applier:
             if state.note:
                 detail += f"; {state.request.request_id}: {state.note}"
         return Outcome(rec.id, node, "applied", detail, tuple(done))
+
+    def _steer(self, rec: Recommendation, run: _RunState) -> Outcome:
+        """A fabric placement carried out whole by the backend (:mod:`.fabric`), under the
+        same skip rules and limits as actions.
+        """
+        assert self.audit is not None and self._ledger is not None
+        assert isinstance(self.manager, FabricSteerer)
+        node = rec.target.node
+        reason = skip_reason(self.audit, f"{rec.id}-0")
+        if run.unreachable:
+            reason = f"resource manager unreachable: {run.unreachable}"
+        elif run.applied >= self.max_per_run:
+            reason = reason or f"per-run limit of {self.max_per_run} reached"
+        if reason:
+            return Outcome(rec.id, node, "skipped", reason)
+        run.applied += 1
+        run.per_node[node] += 1
+        return steer(
+            self.manager,
+            rec,
+            self.audit,
+            self._ledger,
+            actor=self.actor,
+            backend=self.backend,
+            counts=self.counts,
+        )
 
     def _fail(
         self, rec: Recommendation, done: list[ActionState], detail: str, result: str = FAILED

@@ -26,6 +26,8 @@ import pytest
 from tests.advisor.builders import cluster, pcie8
 from tests.kube.fake_apiserver import ApiFailure, Running, kubeconfig, serve
 from tests.kube.fake_kueue import KueueApiServer, rfc6902
+from toposcope.advisor.applying import Applier
+from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.dry_run import planner_for, render_dry_run
 from toposcope.advisor.model import ClusterModel, PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
@@ -480,3 +482,26 @@ def test_the_contract_server_refuses_what_the_crds_refuse() -> None:
     with pytest.raises(ApiFailure):
         fake.add_job(unknown)
     assert len(fake.invalid) == 2
+
+
+def test_advise_apply_steers_a_fabric_placement_once_and_audits_it(
+    kueue: Running, tmp_path: Path
+) -> None:
+    manager = backend(kueue, tmp_path)
+    audit = AuditLog(tmp_path / "audit.sqlite")
+    applier = Applier(manager, audit, actor="ops@host", backend="kubernetes")
+    rec = advice({}, "ml:JobSet:train", 24)
+    refused = advice({}, "ml:JobSet:admitted", 24)
+    plan = manager.plan_fabric(rec)
+    by_id = {o.recommendation_id: o for o in applier.apply([rec, refused])}
+    assert by_id[rec.id].result == "applied", by_id[rec.id].detail
+    assert by_id[refused.id].result == "failed" and "reserved quota" in by_id[refused.id].detail
+    assert sent(kueue) == planned(plan)
+    entry = audit.entry(f"{rec.id}-0")
+    assert entry is not None and entry.state == "succeeded" and entry.irreversible
+    failed = audit.entry(f"{refused.id}-0")
+    assert failed is not None and failed.state == "failed"
+    again = {o.recommendation_id: o for o in applier.apply([rec, refused])}
+    assert again[rec.id].result == "skipped" and again[rec.id].detail == "already applied"
+    assert again[refused.id].result == "skipped"
+    assert sent(kueue) == planned(plan)  # nothing sent the second time

@@ -16,6 +16,7 @@ from tests.helpers import holds_any, modules_loaded_by
 from tests.kube.fake_apiserver import Running, kubeconfig, serve
 from tests.kube.fake_topologies import TopologyApiServer
 from toposcope.cli import main
+from toposcope.kubeapi.client import KubeApiError, continue_token
 
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
 HOST = "kubernetes.io/hostname"
@@ -182,3 +183,10 @@ def test_reading_the_api_imports_no_file_reader(config: Path) -> None:
         "toposcope.advisor",
     ):
         assert not holds_any(loaded, absent), absent
+
+
+def test_a_pages_continue_token_is_read_and_one_not_a_string_is_refused() -> None:
+    assert continue_token({"metadata": {"continue": "c2"}}, "/api/v1/nodes") == "c2"
+    assert continue_token({"metadata": {}, "items": []}, "/api/v1/nodes") == ""
+    with pytest.raises(KubeApiError, match=r"/api/v1/pods: metadata.continue is not a string"):
+        continue_token({"metadata": {"continue": 7}}, "/api/v1/pods")

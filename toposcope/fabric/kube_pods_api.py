@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toposcope.identity.names import is_object_name
-from toposcope.kubeapi.client import KubeApi, KubeApiError, KubeApiStatusError
+from toposcope.kubeapi.client import KubeApi, KubeApiError, KubeApiStatusError, continue_token
 
 POD_PAGE = 500
 MAX_POD_PAGES = 2_000
@@ -44,10 +44,7 @@ def list_running_pods(api: KubeApi, namespace: str | None = None) -> list[Any]:
         if not isinstance(items, list):
             raise KubeApiError(f"Kubernetes API {path}: the answer has no list of items")
         pods.extend(items)
-        meta = answer.get("metadata")
-        token = (meta.get("continue") or "") if isinstance(meta, Mapping) else ""
-        if not isinstance(token, str):
-            raise KubeApiError(f"Kubernetes API {path}: metadata.continue is not a string")
+        token = continue_token(answer, path)
         if not token:
             return pods
     raise KubeApiError(f"Kubernetes API {base}: more than {MAX_POD_PAGES} pages of pods")

@@ -38,7 +38,13 @@ from toposcope.fabric.kubernetes import (
 )
 from toposcope.fabric.located import Lines
 from toposcope.fabric.model import MAX_NODES, Fabric, FabricError
-from toposcope.kubeapi.client import KubeApi, KubeApiError, KubeApiStatusError, connect
+from toposcope.kubeapi.client import (
+    KubeApi,
+    KubeApiError,
+    KubeApiStatusError,
+    connect,
+    continue_token,
+)
 from toposcope.yamlnodes import python_nodes
 
 #: nodes asked for per request (a Node with its image list can take some 50 KB, so a page
@@ -139,10 +145,7 @@ def list_nodes(api: KubeApi, selector: str | None) -> list[LabeledNode]:
         reader = _reader(f"Kubernetes API {path}")
         root = _nodes_of(slim_nodes(answer), path)
         nodes.extend(reader.node(item, where) for item, where in reader.objects(root, "answer"))
-        meta = answer.get("metadata") if isinstance(answer, Mapping) else None
-        token = (meta.get("continue") or "") if isinstance(meta, Mapping) else ""
-        if not isinstance(token, str):
-            raise KubeApiError(f"Kubernetes API {path}: metadata.continue is not a string")
+        token = continue_token(answer, path)
         if not token:
             return nodes
     raise KubeApiError(f"Kubernetes API /api/v1/nodes: more than {MAX_NODE_PAGES} pages of nodes")

@@ -116,6 +116,17 @@ class KubeApiStatusError(KubeApiError):
         super().__init__(f"Kubernetes API {where}: HTTP {code} {reason}{detail}")
 
 
+def continue_token(answer: object, path: str) -> str:
+    """The ``metadata.continue`` of a list ``answer`` from ``path``: where the next page
+    starts, empty on the last page; a token that is not a string is refused.
+    """
+    meta = answer.get("metadata") if isinstance(answer, Mapping) else None
+    token = (meta.get("continue") or "") if isinstance(meta, Mapping) else ""
+    if not isinstance(token, str):
+        raise KubeApiError(f"Kubernetes API {path}: metadata.continue is not a string")
+    return token
+
+
 def _status_message(answer: urllib.error.HTTPError) -> str:
     """The ``message`` of the ``Status`` object an error answer carries; empty when none."""
     try:

@@ -190,7 +190,7 @@ def test_the_service_applies_what_the_dash_app_asks_and_lists_it(stack: Stack) -
     client = AdvisorClient(stack.urls["advisor"].removesuffix("/api/v1/recommendations"), token)
     moving = {r.workload for r in client.audit()}
 
-    def still_elsewhere(workload: str, node: str) -> bool:
+    def still_elsewhere(workload: str, node: str | None) -> bool:
         """Whether Slurm still runs the job off ``node``: an analysis from before the CLI
         test moved a job can still offer that move, which Slurm rightly refuses."""
         return stack.job(workload.removeprefix("slurm-job-"))["NodeList"] != node

@@ -1,4 +1,4 @@
-"""Pending multi-node jobs of Kueue, as the resource-manager contract's pending workloads.
+"""Pending multi-node jobs (Kueue's, and gated pods'), as the contract's pending workloads.
 
 A job Kueue has not admitted is suspended and has no pods yet, so the pods the backend lists
 (:mod:`.views`) do not show it. Its Kueue ``Workload`` does: each PodSet has a ``count`` of
@@ -9,6 +9,10 @@ Workload without quota reserved, owned by one of the job kinds the fabric placem
 running jobs) asking for the PodSets' GPUs in all. Only jobs asking for more GPUs than the
 largest node has are listed: a job that fits one node is Kueue's to place, and its pods
 are placed one by one once they exist.
+
+Without Kueue, the pods of a multi-node job exist and wait behind the ``toposcope.io/placement``
+gate; :func:`gated_jobs` groups them by their job label into one pending job, so that the
+fabric placement places them together rather than pod by pod.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from toposcope.kube.annotations import PLACEMENT_GATE
 from toposcope.kube.fabric_kueue import quota_reserved
 from toposcope.kube.fabric_steer import JOB_LABELS
 from toposcope.kube.views import gpus_requested, split_workload
@@ -35,8 +40,10 @@ def _condition(workload: Mapping[str, Any], kind: str) -> bool:
     )
 
 
-def job_name(workload: Mapping[str, Any]) -> str | None:
-    """``NAMESPACE:KIND:NAME`` of the job a Workload stands for (``None``: not one steered)."""
+def job_name(workload: Mapping[str, Any], kind: str = "") -> str | None:
+    """``NAMESPACE:KIND:NAME`` of the job a Workload stands for, by its controller (an
+    object of ``kind`` is named by itself); ``None``: not one steered.
+    """
     meta = workload.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
     refs = [
@@ -44,7 +51,9 @@ def job_name(workload: Mapping[str, Any]) -> str | None:
         for r in meta.get("ownerReferences") or []
         if isinstance(r, Mapping) and r.get("controller") is True
     ]
-    if refs:
+    if kind:
+        name = str(meta.get("name") or "")
+    elif refs:
         kind, name = str(refs[0].get("kind") or ""), str(refs[0].get("name") or "")
     else:
         kind, name = "Workload", str(meta.get("name") or "")
@@ -70,6 +79,32 @@ def workload_gpus(workload: Mapping[str, Any]) -> int:
     return total
 
 
+def gated_jobs(pods: list[dict[str, Any]], largest_node: int) -> dict[str, tuple[int, set[str]]]:
+    """The multi-node jobs whose pods wait behind the ``toposcope.io/placement`` gate without
+    Kueue: ``NAMESPACE:KIND:NAME`` (by the kind's job label, :data:`JOB_LABELS`) -> the GPUs
+    of its gated pods and their ``namespace/pod`` names; only jobs asking for more GPUs than
+    the largest node has (one that fits a node is placed pod by pod).
+    """
+    found: dict[str, tuple[int, set[str]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        gates = [g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+        if PLACEMENT_GATE not in gates:
+            continue
+        labels = meta.get("labels") or {}
+        for kind, label in JOB_LABELS.items():
+            value = labels.get(label)
+            if not isinstance(value, str):
+                continue
+            name = job_name({"metadata": {"namespace": meta.get("namespace"), "name": value}}, kind)
+            if name is not None:
+                gpus, members = found.get(name, (0, set()))
+                members.add(f"{meta.get('namespace')}/{meta.get('name')}")
+                found[name] = (gpus + gpus_requested(pod), members)
+            break
+    return {name: job for name, job in found.items() if job[0] > largest_node}
+
+
 def pending_jobs(workloads: list[dict[str, Any]], largest_node: int) -> list[WorkloadView]:
     """The pending multi-node jobs among Kueue ``workloads`` (module docstring)."""
     found: dict[str, WorkloadView] = {}
@@ -86,4 +121,4 @@ def pending_jobs(workloads: list[dict[str, Any]], largest_node: int) -> list[Wor
     return [found[name] for name in sorted(found)]
 
 
-__all__ = ["job_name", "pending_jobs", "workload_gpus"]
+__all__ = ["gated_jobs", "job_name", "pending_jobs", "workload_gpus"]

@@ -42,10 +42,10 @@ from collections import Counter
 from typing import Any
 
 from toposcope.errors import ConfigError
-from toposcope.kube.annotations import KUBEFLOW_STOPPED, UNDO
+from toposcope.kube.annotations import KUBEFLOW_STOPPED, PLACEMENT_GATE, UNDO
 from toposcope.kube.api import SCALABLE, KubeApi, client_from
 from toposcope.kube.fabric_steer import FabricSteerPlanner
-from toposcope.kube.kueue_pending import pending_jobs
+from toposcope.kube.kueue_pending import MAX_GPUS, gated_jobs, pending_jobs
 from toposcope.kube.options import KubeLimits, kueue_levels_from, limits_from
 from toposcope.kube.plans import KUBELET_ADVICE, STEERABLE, KubePlanner
 from toposcope.kube.undo import SCALE, STEER, STOP, UndoRecord, record_of
@@ -61,6 +61,7 @@ from toposcope.rm import (
     NodeView,
     ResourceManagerError,
     RetryLaterError,
+    WorkloadState,
     WorkloadView,
 )
 from toposcope.rm.plan import Plan, PlanHints
@@ -112,19 +113,35 @@ class KubernetesResourceManager(BaseResourceManager):
         return [v for v in map(node_view, self.api.nodes()) if v is not None]
 
     def workloads(self) -> list[WorkloadView]:
-        """Every pod: running ones on their node, pending ones with their GPU request; and
-        each pending multi-node job of Kueue, which has no pods yet (:mod:`.kueue_pending`).
+        """Every pod: running ones on their node, pending ones with their GPU request; each
+        pending multi-node job of Kueue, which has no pods yet, and each multi-node job whose
+        pods wait behind the placement gate, as one (:mod:`.kueue_pending`).
         """
-        pods = [v for v in map(workload_view, self.api.pods()) if v is not None]
+        listed = self.api.pods()
+        pods = [v for v in map(workload_view, listed) if v is not None]
         try:
             kueue = self.api.fabric_objects("Workload", "*")
         except ResourceManagerError as exc:
             LOG.warning("Kueue Workloads not read: %s", exc)
             kueue = []
-        if not kueue:
+        gated = any(
+            g.get("name") == PLACEMENT_GATE
+            for p in listed
+            for g in p.get("spec", {}).get("schedulingGates") or []
+        )
+        if not kueue and not gated:
             return pods
         largest = max((_gpus(n.topology) for n in self.nodes()), default=0)
-        return pods + pending_jobs(kueue, largest)
+        jobs = gated_jobs(listed, largest)
+        grouped = {pod for _, members in jobs.values() for pod in members}
+        together = [
+            WorkloadView(
+                name, "kubernetes", WorkloadState.PENDING, None, gpus_requested=min(gpus, MAX_GPUS)
+            )
+            for name, (gpus, _) in sorted(jobs.items())
+        ]
+        alone = [v for v in pods if v.name not in grouped]
+        return alone + together + pending_jobs(kueue, largest)
 
     def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
         """What :meth:`apply` would do now (see :mod:`~toposcope.kube.plans`)."""

@@ -241,7 +241,9 @@ def kueue(request: pytest.FixtureRequest) -> Iterator[Running]:
     fake = KueueApiServer(workload_version=request.param)
     fake.add_topology("default", *LEVELS)
     for name, (rack, block) in NODES.items():
-        fake.add_node(name, {BLOCK: block, RACK: rack, HOST: name})
+        labels = {BLOCK: block, RACK: rack, HOST: name}
+        fake.add({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                  "status": {"allocatable": {"nvidia.com/gpu": "8"}}})  # fmt: skip
     train = fake.add_job(jobset("train"))
     fake.add_job(workload("jobset-train-1a2b3", train, version=fake.workload_version))
     fake.add_job(jobset("running", suspend=False))
@@ -340,10 +342,11 @@ def test_pending_kueue_jobs_are_listed_and_the_policy_steers_them(
     manager = backend(kueue, tmp_path)
     pending = {w.name: w.gpus_requested for w in manager.workloads() if w.state == "pending"}
     # suspended jobs have no pods: their Workloads stand for them; an admitted one is not
-    # pending, and the gated pods of jobs without Kueue stay pods of their own
+    # pending; the gated pods of a multi-node job without Kueue are one job, a job that fits
+    # one node stays its pods
     assert pending == {
-        "ml:JobSet:train": 24, "ml:PyTorchJob:torch": 24,
-        "ml/plain-0": 8, "ml/plain-1": 8, "ml/plain-2": 8, "ml/other-0": 8,
+        "ml:JobSet:train": 24, "ml:PyTorchJob:torch": 24, "ml:JobSet:plain": 24,
+        "ml/other-0": 8,
     }  # fmt: skip
     jobs = [PendingWorkload(n, g) for n, g in pending.items() if ":" in n]
     found = (
@@ -351,8 +354,10 @@ def test_pending_kueue_jobs_are_listed_and_the_policy_steers_them(
         .evaluate(cluster([pcie8(name) for name in NODES], pending=jobs))
         .recommendations
     )
-    assert {r.target.workload for r in found} == {"ml:JobSet:train", "ml:PyTorchJob:torch"}
-    assert len({r.proposed["cell"] for r in found}) == 2  # one rack each
+    assert {r.target.workload for r in found} == {
+        "ml:JobSet:train", "ml:PyTorchJob:torch", "ml:JobSet:plain"
+    }  # fmt: skip
+    assert len({r.proposed["cell"] for r in found}) == 3  # one rack each
     for rec in found:
         manager.steer_fabric(rec)
     fake = kueue.fake
@@ -366,6 +371,14 @@ def test_pending_kueue_jobs_are_listed_and_the_policy_steers_them(
         for p in fake.jobs[key]["spec"]["podSets"]
     ]
     assert requests == [RACK] * 4
+    plain = next(r for r in found if r.target.workload == "ml:JobSet:plain")
+    for index in range(3):
+        pod = fake.get("pods", NS, f"plain-{index}")
+        assert pod["spec"]["schedulingGates"] == []
+        terms = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert terms[0]["matchExpressions"][0]["values"] == sorted(plain.proposed["nodes"])
     version = fake.workload_version
     patched = {w.path for w in fake.writes() if "/workloads/" in w.path and not w.dry_run}
     assert patched == {

@@ -8,7 +8,8 @@ per placement policy (:mod:`fabric_policies`: ``first-fit``, Kueue-like ``bestfi
 ``hard-affinity``, ``hard-affinity-spread``, ``toposcope``), with the engine of
 :mod:`fabric_engine`. A gang job
 spanning more of the fabric than it needs runs slower by the judge's model
-(:mod:`fabric_truth`, apart from the advisor's prior).
+(:mod:`fabric_truth`, apart from the advisor's prior; ``--comm-share``, ``--leaf-taper`` and
+``--spine-taper`` change it, e.g. ``--comm-share 0`` for a fabric where spanning is free).
 
 Figures per policy: mean and p95 queueing delay (start minus arrival; a job never started
 counts until the stop), the mean queueing delay of gang jobs, the mean *fabric slowdown*
@@ -36,7 +37,7 @@ from typing import Any
 from fabric_engine import figures, replay
 from fabric_policies import POLICIES
 from fabric_trace import DEFAULT_MIX, build_fabric, generate, parse_shape, read_mix
-from fabric_truth import SlowdownModel
+from fabric_truth import COMM_SHARE, LEAF_TAPER, SPINE_TAPER, SlowdownModel
 
 from toposcope.errors import ConfigError
 from toposcope.fabric.cells import CellTree
@@ -60,10 +61,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--drain-days", type=float, default=3.0, help="days after the last arrival (3)"
     )
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument(
+        "--comm-share", type=float, default=COMM_SHARE, help=f"judge: ({COMM_SHARE})"
+    )
+    parser.add_argument(
+        "--leaf-taper", type=float, default=LEAF_TAPER, help=f"judge: ({LEAF_TAPER})"
+    )
+    parser.add_argument(
+        "--spine-taper", type=float, default=SPINE_TAPER, help=f"judge: ({SPINE_TAPER})"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args(argv)
     if not 0 < args.days <= 60 or not 0 < args.load <= 10 or not 0 <= args.drain_days <= 60:
         parser.error("--days must be in (0, 60], --load in (0, 10], --drain-days in [0, 60]")
+    if not 0 <= args.comm_share <= 1 or not 1 <= args.leaf_taper <= 16:
+        parser.error("--comm-share must be in [0, 1], --leaf-taper in [1, 16]")
+    if not 1 <= args.spine_taper <= 16:
+        parser.error("--spine-taper must be in [1, 16]")
     return args
 
 
@@ -85,7 +99,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("the trace has no job, or jobs larger than a pod (grow the fabric)")
     span = max(j.submit_time for j in jobs)
     stop = span + args.drain_days * 86400.0
-    model = SlowdownModel()
+    model = SlowdownModel(args.comm_share, args.leaf_taper, args.spine_taper)
     rows = [figures(replay(name, jobs, tree, gpus, model, stop)) for name in wanted]
     base = next((r for r in rows if r["policy"] == "first-fit"), None)
     for row in rows:

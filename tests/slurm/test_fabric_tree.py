@@ -19,6 +19,8 @@ from tests.advisor.builders import cluster as cluster_model
 from tests.advisor.builders import gpu, numa_nodes
 from tests.slurm.conftest import require_slurm, state_dir, wait_running
 from tests.slurm.managers import commands_manager
+from toposcope.advisor.applying import Applier
+from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.model import NodeModel, PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.cli import main
@@ -170,6 +172,35 @@ def test_the_backend_applies_the_policys_advice_and_refuses_it_once_stale(
         assert ran_on == f"{PREFIX}[1-2]"
         with pytest.raises(ResourceManagerError, match="running"):
             manager.steer_fabric(rec)
+    finally:
+        cluster.command("scancel", str(holder), str(job), check=False)
+
+
+def test_advise_apply_runs_the_planned_steer_once_and_audits_it(
+    tree_cluster: LocalCluster, fabric_file: Path, tmp_path: Path
+) -> None:
+    cluster = tree_cluster
+    holder = cluster.sbatch("-N", "1", "-w", NODES[2], "--gres=gpu:2", "--wrap", "sleep 300")
+    job = cluster.sbatch("-N", "2", "--gres=gpu:2", "--hold", "--wrap", "sleep 300")
+    try:
+        wait_running(cluster, holder)
+        nodes = [NodeModel(n, numa_nodes(1, 2), (gpu(0, 0), gpu(1, 0))) for n in NODES]
+        held = WorkloadModel(f"slurm-job-{holder}", NODES[2], gpus=(0, 1))
+        model = cluster_model(nodes, [held], pending=[PendingWorkload(f"slurm-job-{job}", 4)])
+        [rec] = (
+            FabricPlacement(fabric=read_fabric_file(fabric_file)).evaluate(model).recommendations
+        )
+        manager = commands_manager(cluster)
+        plan = manager.plan_fabric(rec)
+        audit = AuditLog(tmp_path / "audit.sqlite")
+        applier = Applier(manager, audit, actor="ops@host", backend="slurm")
+        [outcome] = applier.apply([rec])
+        assert outcome.result == "applied", outcome.detail
+        assert manager.control.changes == [" ".join(s.argv) for s in plan.steps]
+        entry = audit.entry(f"{rec.id}-0")
+        assert entry is not None and entry.state == "succeeded"
+        [again] = applier.apply([rec])
+        assert again.result == "skipped" and len(manager.control.changes) == 1
     finally:
         cluster.command("scancel", str(holder), str(job), check=False)
 

@@ -174,6 +174,14 @@ def annotation_operations(
     return operations
 
 
+def merge_annotations(request: TopologyRequest) -> dict[str, str | None]:
+    """The template annotations of ``request`` as a JSON merge patch: its annotation set,
+    the other topology annotations removed (``null``).
+    """
+    others = (REQUIRED, PREFERRED, UNCONSTRAINED)
+    return {a: (request.label if a == request.annotation else None) for a in others}
+
+
 def workload_operations(
     workload: Mapping[str, Any], request: TopologyRequest
 ) -> list[dict[str, Any]]:
@@ -231,6 +239,7 @@ __all__ = [
     "annotation_operations",
     "choose_request",
     "level_label",
+    "merge_annotations",
     "pointer",
     "quota_reserved",
     "template_paths",

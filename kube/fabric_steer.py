@@ -36,6 +36,7 @@ from toposcope.kube.fabric_kueue import (
     TopologyRequest,
     annotation_operations,
     choose_request,
+    merge_annotations,
     quota_reserved,
     template_paths,
     to_nodes,
@@ -153,7 +154,8 @@ class FabricSteerPlanner:
                 raise ResourceManagerError(
                     "moving a running multi-node job is not planned on Kubernetes: its pods "
                     "would be recreated by the job controller without a checkpoint contract; "
-                    "requeue it through Kueue (kueue.x-k8s.io/active: false) by hand",
+                    "requeue it through Kueue by hand (its Workload's spec.active: false, "
+                    "then true)",
                     409,
                     "kind",
                 )
@@ -355,14 +357,8 @@ class FabricSteerPlanner:
                     f"({QUEUE_LABEL}) and still suspended (the API server refuses a change of "
                     "the template of a Job that started)"
                 )
-                others = {a: None for a in _OTHERS[wanted.annotation]}
-                body = {
-                    "spec": {
-                        "template": {
-                            "metadata": {"annotations": {wanted.annotation: wanted.label, **others}}
-                        }
-                    }
-                }
+                template = {"metadata": {"annotations": merge_annotations(wanted)}}
+                body = {"spec": {"template": template}}
                 steps.append(
                     patch_step(kind, namespace, name, body, f"Job {name}'s pod template: {what}")
                 )
@@ -385,18 +381,6 @@ class FabricSteerPlanner:
             )
         notes = _kueue_notes(rec, wanted) if wanted is not None else ()
         return Plan(request, BACKEND, tuple(steps), unknown=tuple(unknown), notes=notes)
-
-
-_OTHERS = {
-    "kueue.x-k8s.io/podset-required-topology": (
-        "kueue.x-k8s.io/podset-preferred-topology",
-        "kueue.x-k8s.io/podset-unconstrained-topology",
-    ),
-    "kueue.x-k8s.io/podset-preferred-topology": (
-        "kueue.x-k8s.io/podset-required-topology",
-        "kueue.x-k8s.io/podset-unconstrained-topology",
-    ),
-}
 
 
 def _kueue_notes(rec: Recommendation, wanted: TopologyRequest | None) -> tuple[str, ...]:

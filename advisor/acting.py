@@ -187,7 +187,7 @@ class Acting:
             finally:
                 self._count(applier)
             if outcome.result == "applied" and rec.kind in VERIFIED_KINDS and rec.target.workload:
-                self.outcomes.start(rec, baseline(rec, model, self.probe), self.clock())
+                self.outcomes.start(rec, baseline(rec, model, self.probe), self.clock(), model)
         LOG.info("apply %s: %s %s", rec.id, outcome.result, outcome.detail)
         return outcome, out.getvalue()
 

@@ -1,33 +1,50 @@
-"""Calibrated priors: per recommendation kind, how far measured gains fell from estimates.
+"""Calibrated priors: per recommendation kind, policy, node type and link tier, how far
+measured gains fell from the policies' estimates.
 
 The policies price recommendations with fixed priors (docs/policies.md). Once changes have
 been applied and verified (:mod:`toposcope.advisor.outcomes`), each verification holds the
-estimate the recommendation made and the workload's figures before and after; the
-*measured gain* (:func:`measured_gain`) is the change of its throughput proxy: the mean
-utilization of its GPUs when it has busy GPUs, else the CPU cores it keeps busy.
+prior estimate the recommendation made (before any calibration, gross of a job move's
+checkpoint cost: :func:`~toposcope.advisor.calibration_cells.gross_prior`), its *cell*
+(kind, policy, node type, link tier: :mod:`toposcope.advisor.calibration_cells`) and the
+workload's figures before and after; the *measured gain* (:func:`measured_gain`) is the one
+the verdict rests on (a job move's progress), else the change of the job's progress metric
+where a ``--progress-metric`` applies, else of its throughput proxy: the mean utilization of
+its GPUs when it has busy GPUs, else the CPU cores it keeps busy.
 
-A kind's factor (:func:`shrunk_factor`) is the mean ratio measured / estimated, shrunk toward
-1 by ``prior_weight`` pseudo-observations of ratio 1 (a Bayesian mean with a prior worth
-that many outcomes): ``(prior_weight + sum(r_i)) / (prior_weight + n)``. Each ratio is
-clipped to ``[RATIO_FLOOR, RATIO_CEILING]`` and the factor to ``[FACTOR_FLOOR,
-FACTOR_CEILING]``, so one wild measurement cannot swing a kind. :func:`calibrate` scales the
-estimates of a report's recommendations by their kind's factor, says so in the gain model and
-sets the severity again from the calibrated value. The simulator's truth is never read:
-only what the advisor measured.
+**Shrinkage.** A factor is the mean ratio measured / estimated, shrunk toward a prior by
+``k`` pseudo-observations of it (an empirical-Bayes mean, :func:`shrunk_factor`):
+``factor = (n * mean_ratio + k * prior) / (n + k)`` with ``k =`` :data:`PRIOR_WEIGHT`
+(``3``: a prior worth three verified outcomes; after three the data weigh half, after
+twelve four fifths). Two levels: a kind's factor is shrunk toward 1 (the policy's estimate
+as it is), and each cell's toward the factor of its kind's *other* cells (itself shrunk
+toward 1; its own outcomes are not counted twice), so a cell with few outcomes borrows from
+the rest of its kind, one with many follows its own, and a kind seen in one cell only gets
+the kind's factor. A cell with no outcome yet takes its kind's. Each ratio is clipped to
+``[RATIO_FLOOR, RATIO_CEILING]`` and each factor to ``[FACTOR_FLOOR, FACTOR_CEILING]``,
+so one wild measurement cannot swing a kind.
+
+:func:`calibrate` scales each recommendation's estimate by the factor of its cell (of its
+kind where the cell has no outcome yet), says so in the gain model, keeps the prior
+estimate as evidence, and sets the severity again from the calibrated value; the report's
+ranking and conflict resolution then use the calibrated estimates. The simulator's truth is
+never read: only what the advisor measured.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from toposcope.advisor.outcomes import MIN_GPU_UTILIZATION, OutcomeLog
+from toposcope.advisor.calibration_cells import Cell, cell_of, prior_evidence
+from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.outcomes import MIN_GPU_UTILIZATION, OutcomeLog, destination
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds, severity_for, value
 from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 
-#: pseudo-observations of ratio 1 each kind's factor starts from
-PRIOR_WEIGHT = 5.0
+#: pseudo-observations of its prior each factor starts from (``k`` of the module docstring)
+PRIOR_WEIGHT = 3.0
 RATIO_FLOOR, RATIO_CEILING = -1.0, 3.0
 FACTOR_FLOOR, FACTOR_CEILING = 0.05, 2.0
 #: cores below which a workload's CPU figure says nothing about its speed
@@ -38,16 +55,41 @@ SETTLED = frozenset({Verdict.EFFECTIVE, Verdict.INEFFECTIVE, Verdict.HARMFUL})
 
 @dataclass(frozen=True)
 class KindCalibration:
-    """A kind's factor and the number of verified outcomes behind it."""
+    """A kind's (or a cell's) factor and the number of verified outcomes behind it."""
 
     factor: float
     outcomes: int
 
 
-def measured_gain(before: Measurement, after: Measurement) -> float | None:
-    """The relative change of the workload's throughput proxy (``None``: nothing to compare):
-    GPU utilization when it was busy on GPUs before, else CPU cores used.
+#: a level's key: ``(kind,)`` or a whole :data:`Cell`
+LevelKey = tuple[str, ...]
+
+
+class Calibration(dict[str, KindCalibration]):
+    """The factors learned from an outcome log: by kind (the mapping itself, what reports
+    and the closed loop show) and by cell (``levels``, keyed by ``(kind,)`` and by
+    :data:`Cell`).
     """
+
+    def __init__(self, levels: Mapping[LevelKey, KindCalibration]) -> None:
+        super().__init__({key[0]: c for key, c in sorted(levels.items()) if len(key) == 1})
+        self.levels = dict(levels)
+
+    def lookup(self, cell: Cell) -> tuple[LevelKey, KindCalibration] | None:
+        """The factor for ``cell``: its own, else its kind's (``None``: neither learned)."""
+        for key in (cell, cell[:1]):
+            if key in self.levels:
+                return key, self.levels[key]
+        return None
+
+
+def measured_gain(before: Measurement, after: Measurement) -> float | None:
+    """The relative change of the workload's progress (``None``: nothing to compare): its
+    progress metric where one was read both times, else GPU utilization when it was busy
+    on GPUs before, else CPU cores used.
+    """
+    if before.progress is not None and after.progress is not None and before.progress > 0:
+        return after.progress / before.progress - 1.0
     if (
         before.gpu_utilization is not None
         and after.gpu_utilization is not None
@@ -60,38 +102,60 @@ def measured_gain(before: Measurement, after: Measurement) -> float | None:
 
 
 def shrunk_factor(
-    pairs: Iterable[tuple[float, float]], prior_weight: float = PRIOR_WEIGHT
+    pairs: Iterable[tuple[float, float]], prior_weight: float = PRIOR_WEIGHT, prior: float = 1.0
 ) -> KindCalibration:
-    """The factor of (estimated, measured) gain pairs (see the module docstring); pairs
-    whose estimate is not positive are skipped.
+    """The factor of (estimated, measured) gain pairs, shrunk toward ``prior`` (see the
+    module docstring); pairs whose estimate is not positive are skipped.
     """
     ratios = [
         min(RATIO_CEILING, max(RATIO_FLOOR, measured / estimated))
         for estimated, measured in pairs
         if estimated > 0
     ]
-    factor = (prior_weight + sum(ratios)) / (prior_weight + len(ratios))
+    factor = (prior_weight * prior + sum(ratios)) / (prior_weight + len(ratios))
     return KindCalibration(min(FACTOR_CEILING, max(FACTOR_FLOOR, factor)), len(ratios))
 
 
-def calibration_from(
-    outcomes: OutcomeLog, prior_weight: float = PRIOR_WEIGHT
-) -> dict[str, KindCalibration]:
-    """Per kind, the calibration of the settled verifications of ``outcomes`` that hold an
-    estimate and a measured gain (the one the verdict rests on, such as a job move's
-    progress, else the throughput proxy's change; kinds without any are left out: their
-    factor is 1).
+def outcome_pairs(outcomes: OutcomeLog) -> list[tuple[Cell, float, float]]:
+    """(cell, prior estimate, measured gain) of every settled verification of ``outcomes``
+    that holds both (an outcome recorded before cells and priors were kept has the cell
+    ``(kind, "", "", "")`` and its recorded estimate).
     """
-    pairs: dict[str, list[tuple[float, float]]] = {}
+    cells = outcomes.cells()
+    found = []
     for item in outcomes.all():
         if item.verdict not in SETTLED or item.measured is None or item.estimated_gain is None:
             continue
         gain = item.measured_gain
         if gain is None:
             gain = measured_gain(item.baseline, item.measured)
-        if gain is not None and item.estimated_gain > 0:
-            pairs.setdefault(item.kind, []).append((item.estimated_gain, gain))
-    return {kind: shrunk_factor(found, prior_weight) for kind, found in sorted(pairs.items())}
+        cell, prior = cells.get(item.recommendation_id, ((item.kind, "", "", ""), None))
+        estimated = prior if prior is not None else item.estimated_gain
+        if gain is not None and estimated > 0:
+            found.append((cell, estimated, gain))
+    return found
+
+
+def calibration_from(outcomes: OutcomeLog, prior_weight: float = PRIOR_WEIGHT) -> Calibration:
+    """The calibration of the settled verifications of ``outcomes`` (module docstring):
+    each kind's factor shrunk toward 1, each cell's toward its kind's other cells'; kinds
+    without any outcome are left out (their factor is 1).
+    """
+    found = outcome_pairs(outcomes)
+    kinds: dict[LevelKey, list[tuple[float, float]]] = defaultdict(list)
+    cells: set[Cell] = set()
+    for cell, estimated, gain in found:
+        kinds[cell[:1]].append((estimated, gain))
+        cells.add(cell)
+    levels: dict[LevelKey, KindCalibration] = {
+        key: shrunk_factor(pairs, prior_weight) for key, pairs in kinds.items()
+    }
+    for cell in cells:
+        own = [(e, g) for c, e, g in found if c == cell]
+        others = [(e, g) for c, e, g in found if c[0] == cell[0] and c != cell]
+        parent = shrunk_factor(others, prior_weight).factor
+        levels[cell] = shrunk_factor(own, prior_weight, parent)
+    return Calibration(levels)
 
 
 def factors(calibration: Mapping[str, KindCalibration]) -> dict[str, float]:
@@ -109,18 +173,41 @@ def calibrated_gain(rec: Recommendation, factor: float) -> float:
     return max(0.0, (rec.estimated_gain + cost) * factor - cost)
 
 
+def _factor_for(
+    rec: Recommendation, calibration: Mapping[str, KindCalibration], model: ClusterModel | None
+) -> tuple[KindCalibration, str] | None:
+    """The factor that applies to ``rec`` and where it was learned, in words (empty for
+    its kind as a whole).
+    """
+    if not isinstance(calibration, Calibration):
+        found = calibration.get(str(rec.kind))
+        return (found, "") if found is not None else None
+    node, gpus = destination(rec)
+    looked = calibration.lookup(cell_of(rec, model, node, gpus))
+    if looked is None:
+        return None
+    key, found = looked
+    if len(key) == 1:
+        return found, ""
+    return found, f" of {key[1]} on {key[2]}, link tier {key[3]}"
+
+
 def calibrate(
-    recommendations: Iterable[Recommendation], calibration: Mapping[str, KindCalibration]
+    recommendations: Iterable[Recommendation],
+    calibration: Mapping[str, KindCalibration],
+    model: ClusterModel | None = None,
 ) -> list[Recommendation]:
-    """``recommendations`` with each estimate scaled by its kind's factor, the gain model
-    naming the factor, and the severity set again from the calibrated value.
+    """``recommendations`` with each estimate scaled by its factor (its cell's in ``model``
+    when ``calibration`` has cells, else its kind's), the gain model naming the factor, the
+    prior estimate kept as evidence, and the severity set again from the calibrated value.
     """
     result = []
     for rec in recommendations:
-        found = calibration.get(str(rec.kind))
-        if found is None:
+        applies = _factor_for(rec, calibration, model)
+        if applies is None:
             result.append(rec)
             continue
+        found, where = applies
         gain = calibrated_gain(rec, found.factor)
         cost = cost_seconds(rec.kind, rec.proposed, rec.actions)
         worth = value(rec.kind, gain, rec.confidence, cost)
@@ -130,9 +217,10 @@ def calibrate(
                 estimated_gain=round(gain, 6),
                 gain_model=(
                     f"{rec.gain_model}; x {found.factor:.2f} calibration from "
-                    f"{found.outcomes} verified {rec.kind} outcome(s) (prior estimate "
+                    f"{found.outcomes} verified {rec.kind} outcome(s){where} (prior estimate "
                     f"{rec.estimated_gain:.1%})"
                 ),
+                evidence=(*rec.evidence, prior_evidence(rec, rec.estimated_gain)),
                 severity=severity_for(worth),
             )
         )

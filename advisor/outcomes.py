@@ -18,6 +18,9 @@ kind but ``config`` is verified. At apply time the service records a *baseline*:
   and NVLink bytes per second of its GPUs (the model's per-workload figures, else its GPUs')
   and, where a ``--progress-metric`` applies, the job's own progress rate
   (:mod:`toposcope.advisor.progress_probe`);
+* for every kind but a placement and a release, the job's progress rate where a
+  ``--progress-metric`` applies (a pin's verdict does not rest on it, but calibration
+  measures every kind's gain by it: :mod:`toposcope.advisor.calibration`);
 * nothing for a ``place`` (the job was pending) or a ``release-idle``.
 
 From ``verify_after`` seconds after applying (default: the analysis window, so that the
@@ -62,6 +65,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from toposcope.advisor.calibration_cells import Cell, cell_of, gross_prior
 from toposcope.advisor.locality import remote_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.progress_probe import ProgressProbe
@@ -96,6 +100,10 @@ ADDED_COLUMNS = {
     "target_node": "TEXT NOT NULL DEFAULT ''",
     "gpus_json": "TEXT NOT NULL DEFAULT '[]'",
     "measured_gain": "REAL",
+    "policy": "TEXT NOT NULL DEFAULT ''",
+    "node_type": "TEXT NOT NULL DEFAULT ''",
+    "link_tier": "TEXT NOT NULL DEFAULT ''",
+    "prior_gain": "REAL",
 }
 #: ``target_numa`` of a kind that moves no memory (the column is NOT NULL)
 NO_NUMA = -1
@@ -193,8 +201,9 @@ def measure(
     numa: int | None,
     probe: ProgressProbe | None = None,
 ) -> Measurement:
-    """The workload's figures in ``model`` (see :class:`Measurement`); for a job move or
-    placement also its GPUs' activity and traffic, and its progress metric read by ``probe``.
+    """The workload's figures in ``model`` (see :class:`Measurement`) with its progress
+    metric read by ``probe`` (every kind: calibration compares gains by it); for a job move
+    or placement also its GPUs' activity and traffic.
     """
     node = model.node(workload.node)
     utilizations = []
@@ -213,7 +222,7 @@ def measure(
         gpu_utilization=sum(utilizations) / len(utilizations) if utilizations else None,
     )
     if kind not in JOB_KINDS:
-        return figures
+        return replace(figures, progress=probe.progress(workload.name) if probe else None)
     sm_active, links = [], []
     for index in workload.gpus:
         gpu = node.gpu(index) if node is not None else None
@@ -432,18 +441,29 @@ class OutcomeLog(SqliteStore):
                 seen[rec_id] = float(row["first_seen"])
         return seen
 
-    def start(self, rec: Recommendation, before: Measurement, applied_at: float) -> None:
-        """Record that ``rec`` was applied, with its baseline (a verification restarts)."""
+    def start(
+        self,
+        rec: Recommendation,
+        before: Measurement,
+        applied_at: float,
+        model: ClusterModel | None = None,
+    ) -> None:
+        """Record that ``rec`` was applied, with its baseline (a verification restarts), its
+        calibration cell (node type and link tier from ``model``, the analysis it came from)
+        and its prior estimate (:mod:`toposcope.advisor.calibration_cells`).
+        """
         numa = target_numa(rec) if rec.kind in NUMA_KINDS else None
         if (numa is None and rec.kind in NUMA_KINDS) or not rec.target.workload:
             raise ConfigError(f"{rec.id}: no target NUMA node or workload to verify")
         node, gpus = destination(rec)
+        _, policy, kind_of_node, tier = cell_of(rec, model, node, gpus)
         with self._connect() as db:
             db.execute(
                 "INSERT OR REPLACE INTO verifications (recommendation_id, kind, node, workload,"
                 " target_numa, applied_at, baseline_json, verdict, measured_json, verified_at,"
-                " detail, estimated_gain, target_node, gpus_json, measured_gain)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '', ?, ?, ?, NULL)",
+                " detail, estimated_gain, target_node, gpus_json, measured_gain, policy,"
+                " node_type, link_tier, prior_gain)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '', ?, ?, ?, NULL, ?, ?, ?, ?)",
                 (
                     rec.id,
                     str(rec.kind),
@@ -456,6 +476,10 @@ class OutcomeLog(SqliteStore):
                     rec.estimated_gain,
                     node,
                     json.dumps(list(gpus)),
+                    policy,
+                    kind_of_node,
+                    tier,
+                    gross_prior(rec),
                 ),
             )
 
@@ -498,6 +522,23 @@ class OutcomeLog(SqliteStore):
         with self._connect() as db:
             rows = db.execute("SELECT * FROM verifications ORDER BY applied_at").fetchall()
         return [_verification(r) for r in rows]
+
+    def cells(self) -> dict[str, tuple[Cell, float | None]]:
+        """Each verification's calibration cell and prior estimate (``None``: recorded
+        before priors were kept), by recommendation id.
+        """
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT recommendation_id, kind, policy, node_type, link_tier, prior_gain"
+                " FROM verifications"
+            ).fetchall()
+        return {
+            str(r["recommendation_id"]): (
+                (str(r["kind"]), str(r["policy"]), str(r["node_type"]), str(r["link_tier"])),
+                float(r["prior_gain"]) if r["prior_gain"] is not None else None,
+            )
+            for r in rows
+        }
 
     def pending(self) -> list[Verification]:
         """Verifications without a final verdict."""

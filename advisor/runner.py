@@ -54,11 +54,13 @@ def assemble(
     ledger: CapacityLedger | None = None,
     calibration: Mapping[str, KindCalibration] | None = None,
 ) -> Report:
-    """Scale estimates by the ``calibration`` of their kind, filter by ``min_gain``,
+    """Scale estimates by the ``calibration`` of their kind or cell (node types and link
+    tiers from ``ledger``'s model), filter by ``min_gain``,
     resolve conflicts (claims, then the round's CPU capacity in ``ledger``) and build the
     report.
     """
-    kept, below = filter_min_gain(calibrate(found, calibration or {}), min_gain)
+    model = ledger.model if ledger is not None else None
+    kept, below = filter_min_gain(calibrate(found, calibration or {}, model), min_gain)
     kept, conflicts = resolve_conflicts(kept, ledger)
     notes = [Note("loader", "*", n) for n in data_notes]
     notes += [*undecided, *conflicts, *below]

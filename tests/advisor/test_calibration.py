@@ -51,9 +51,10 @@ def test_no_outcome_leaves_the_prior_alone() -> None:
 
 
 def test_the_factor_is_the_ratio_mean_shrunk_toward_one() -> None:
-    # two outcomes that measured half the estimate: (5 + 0.5 + 0.5) / (5 + 2)
+    # two outcomes that measured half the estimate: (3 + 0.5 + 0.5) / (3 + 2)
+    assert PRIOR_WEIGHT == 3.0
     found = shrunk_factor([(0.2, 0.1), (0.4, 0.2)])
-    assert found.factor == pytest.approx(6.0 / 7.0)
+    assert found.factor == pytest.approx(4.0 / 5.0)
     assert found.outcomes == 2
     # many such outcomes approach the measured ratio
     assert shrunk_factor([(0.2, 0.1)] * 500).factor == pytest.approx(0.5, abs=0.01)
@@ -62,7 +63,9 @@ def test_the_factor_is_the_ratio_mean_shrunk_toward_one() -> None:
 
 
 def test_wild_ratios_and_harm_are_bounded() -> None:
-    assert shrunk_factor([(0.01, 5.0)]).factor == pytest.approx((PRIOR_WEIGHT + 3) / 6)
+    assert shrunk_factor([(0.01, 5.0)]).factor == pytest.approx(
+        (PRIOR_WEIGHT + 3) / (PRIOR_WEIGHT + 1)
+    )
     assert shrunk_factor([(0.1, -0.5)] * 100).factor == FACTOR_FLOOR
     assert shrunk_factor([(0.0, 0.3)]).outcomes == 0  # no estimate, nothing to compare
 
@@ -85,8 +88,8 @@ def test_calibration_counts_settled_outcomes_with_an_estimate(tmp_path: Path) ->
         log.settle(rec.id, verdict, Measurement(0.0, after), "", 200.0)
     [(kind, found)] = calibration_from(log).items()
     assert kind == "pin" and found.outcomes == 2
-    # ratios 0.1/0.2 and -0.5/0.2 (clipped to -1) -> (5 + 0.5 - 1) / 7
-    assert found.factor == pytest.approx(4.5 / 7.0)
+    # ratios 0.1/0.2 and -0.5/0.2 (clipped to -1) -> (3 + 0.5 - 1) / 5
+    assert found.factor == pytest.approx(2.5 / 5.0)
 
 
 def test_an_outcome_log_from_before_estimates_were_kept_still_opens(tmp_path: Path) -> None:

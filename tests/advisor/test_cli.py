@@ -21,6 +21,7 @@ from tests.advisor.fakes import (
 from tests.procs import free_port
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor import place_cli
+from toposcope.advisor.calibration import PRIOR_WEIGHT
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.decoder import decode_recommendation
@@ -234,6 +235,6 @@ def test_calibrate_from_scales_estimates_by_verified_outcomes(
     assert invoke(advise_cli, [*argv, "--calibrate-from", str(log.path)]) == 0
     after = {r["id"]: r for r in json.loads(capsys.readouterr().out)["recommendations"]}
     assert after[rec["id"]]["estimated_gain"] == pytest.approx(
-        rec["estimated_gain"] * 5 / 6, rel=1e-3
+        rec["estimated_gain"] * PRIOR_WEIGHT / (PRIOR_WEIGHT + 1), rel=1e-3
     )
     assert "calibration from 1 verified pin outcome(s)" in after[rec["id"]]["gain_model"]

@@ -29,5 +29,9 @@ def test_outcomes_below_the_estimate_shrink_the_next_estimates(bench: Bench) -> 
     service.analyse_once()
     again = service.report.recommendations
     [rec] = [r for r in again if r.kind == "pin"]
+    # one outcome of ratio 0 shrunk toward 1: its cell is its kind's only one
     assert rec.estimated_gain == pytest.approx(prior * PRIOR_WEIGHT / (PRIOR_WEIGHT + 1), rel=1e-3)
-    assert "calibration from 1 verified pin outcome(s)" in rec.gain_model
+    assert "calibration from 1 verified pin outcome(s) of numa-pinning on" in rec.gain_model
+    assert [e.value for e in rec.evidence if e.labels.get("recommendation") == rec.id] == [
+        pytest.approx(prior, rel=1e-3)
+    ]

@@ -1,0 +1,106 @@
+"""The cells calibration is learned in: a recommendation's kind, policy, node type and link
+tier, and the prior estimate it made before any calibration.
+
+A pin on a PCIe box and a pin on an NVSwitch machine, or a job move onto an ``NV12`` pair
+and one onto a ``SYS`` pair, miss their priors by different amounts, so
+:mod:`toposcope.advisor.calibration` learns a factor per :data:`Cell` (shrunk toward the
+coarser cells while evidence is thin). The cell of a change is fixed when it is applied
+(:meth:`~toposcope.advisor.outcomes.OutcomeLog.start`) from the analysis it came from:
+
+* **node type**: the GPU model and count of the node the change puts the workload on
+  (``NVIDIA A100-SXM4-80GB x8``), ``cpu-only`` for a node without GPUs, ``unknown`` when
+  the model does not have the node;
+* **link tier**: the link label (``NV12``, ``PIX``, ``SYS``...) of the dearest pair, by its
+  link price (:mod:`~toposcope.advisor.link_prices`), of the GPUs the workload holds
+  after the change; ``single`` for one GPU, ``none`` for none.
+
+A calibrated recommendation carries its prior estimate as evidence
+(:data:`PRIOR_SERIES`, labelled with its id), so that its outcome is compared with what the
+policy estimated (:func:`gross_prior`), not with an estimate already scaled by the outcomes
+before it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.recommendations import HORIZON_S, cost_seconds
+from toposcope.report.recommendation import Evidence, Recommendation, RecommendationKind
+
+#: (kind, policy, node type, link tier)
+Cell = tuple[str, str, str, str]
+#: the evidence series a calibrated recommendation's prior estimate is kept in
+PRIOR_SERIES = "toposcope_advisor_estimated_gain_ratio"
+
+
+def node_type(model: ClusterModel | None, node: str) -> str:
+    """``node``'s type in ``model`` (module docstring)."""
+    state = model.node(node) if model is not None else None
+    if state is None:
+        return "unknown"
+    if not state.gpus:
+        return "cpu-only"
+    models = sorted({g.model or "unknown GPU" for g in state.gpus})
+    return f"{'/'.join(models)} x{len(state.gpus)}"
+
+
+def link_tier(model: ClusterModel | None, node: str, gpus: Sequence[int]) -> str:
+    """The link label of the dearest pair of ``gpus`` on ``node`` (module docstring)."""
+    if not gpus:
+        return "none"
+    if len(gpus) == 1:
+        return "single"
+    state = model.node(node) if model is not None else None
+    if state is None:
+        return "unknown"
+    a, b = max(
+        itertools.combinations(sorted(gpus), 2),
+        key=lambda pair: state.prices.pair(*pair).factor,
+    )
+    return state.links.get((a, b)) or state.links.get((b, a)) or "unknown"
+
+
+def cell_of(
+    rec: Recommendation, model: ClusterModel | None, node: str, gpus: Sequence[int]
+) -> Cell:
+    """The cell of ``rec`` putting its workload on ``gpus`` of ``node`` (for a change that
+    moves no GPUs, the workload's own GPUs in ``model`` when ``gpus`` is empty).
+    """
+    held = list(gpus)
+    if not held and model is not None and rec.target.workload:
+        found = next(
+            (w for w in model.workloads if w.node == node and w.name == rec.target.workload),
+            None,
+        )
+        held = list(found.gpus) if found is not None else []
+    return (str(rec.kind), rec.policy, node_type(model, node), link_tier(model, node, held))
+
+
+def prior_evidence(rec: Recommendation, prior: float) -> Evidence:
+    """The evidence that keeps ``rec``'s prior estimate ``prior``."""
+    labels = {
+        "recommendation": rec.id,
+        "kind": str(rec.kind),
+        "workload": rec.target.workload or "",
+    }
+    return Evidence(PRIOR_SERIES, labels, round(prior, 6))
+
+
+def prior_gain(rec: Recommendation) -> float:
+    """The estimate ``rec`` made before calibration: its prior evidence, else its estimate."""
+    for item in rec.evidence:
+        if item.series == PRIOR_SERIES and item.labels.get("recommendation") == rec.id:
+            return float(item.value)
+    return rec.estimated_gain
+
+
+def gross_prior(rec: Recommendation) -> float:
+    """:func:`prior_gain`, for a job move before its checkpoint-restores are paid (what a
+    calibration factor scales: :func:`~toposcope.advisor.calibration.calibrated_gain`).
+    """
+    prior = prior_gain(rec)
+    if rec.kind != RecommendationKind.MIGRATE_JOB:
+        return prior
+    return prior + cost_seconds(rec.kind, rec.proposed, rec.actions) / HORIZON_S

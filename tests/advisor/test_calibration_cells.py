@@ -1,0 +1,133 @@
+"""Calibration per kind, policy, node type and link tier: the cells, their shrinkage toward
+the kind, outcomes compared with the prior estimate, and the progress metric as the gain.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.advisor.builders import cluster, gpu, numa_nodes, pcie8, workload
+from toposcope.advisor.calibration import (
+    PRIOR_WEIGHT,
+    Calibration,
+    KindCalibration,
+    calibrate,
+    calibration_from,
+    measured_gain,
+)
+from toposcope.advisor.calibration_cells import cell_of, link_tier, node_type, prior_gain
+from toposcope.advisor.model import NodeModel
+from toposcope.advisor.outcomes import OutcomeLog
+from toposcope.advisor.recommendations import make_recommendation
+from toposcope.report.advisor_api import Measurement, Verdict
+from toposcope.report.recommendation import Recommendation, RecommendationKind, Risk, Target
+from toposcope.rm import ActionKind, ActionRequest
+
+K = PRIOR_WEIGHT
+
+
+def _pin(
+    gain: float, workload_name: str, gpus: tuple[int, ...], node: str = "n8"
+) -> Recommendation:
+    return make_recommendation(
+        kind=RecommendationKind.PIN,
+        policy="numa-pinning",
+        target=Target(node, workload_name, gpus),
+        summary="pin",
+        current={},
+        proposed={"cpus": "0-7", "mems": [0]},
+        evidence=(),
+        estimated_gain=gain,
+        gain_model="CRI-RM",
+        confidence=0.8,
+        risk=Risk.LOW,
+        actions=[ActionRequest("", ActionKind.PIN, workload_name, node, list(range(8)), [0], [])],
+    )
+
+
+def _a100(name: str = "a1") -> NodeModel:
+    placement = {0: 0, 1: 0}
+    return NodeModel(
+        name,
+        numa_nodes(),
+        tuple(gpu(g, n, model="NVIDIA A100-SXM4-80GB") for g, n in placement.items()),
+        {(0, 1): "NV12", (1, 0): "NV12"},
+    )
+
+
+def test_a_cell_names_the_node_type_and_the_dearest_link() -> None:
+    model = cluster([pcie8(), _a100(), NodeModel("cpu1", numa_nodes())])
+    assert node_type(model, "a1") == "NVIDIA A100-SXM4-80GB x2"
+    assert node_type(model, "cpu1") == "cpu-only"
+    assert node_type(model, "nowhere") == "unknown"
+    assert link_tier(model, "n8", [0, 1]) == "PIX"
+    assert link_tier(model, "n8", [0, 1, 4]) == "SYS"  # the dearest pair decides
+    assert link_tier(model, "a1", [0, 1]) == "NV12"
+    assert link_tier(model, "n8", [3]) == "single"
+    assert link_tier(model, "n8", []) == "none"
+    # a pin moves no GPUs: its cell reads the workload's own GPUs in the model
+    model = cluster([pcie8()], [workload("w", node="n8", gpus=(2, 6))])
+    assert cell_of(_pin(0.2, "w", ()), model, "n8", ()) == (
+        "pin",
+        "numa-pinning",
+        "unknown GPU x8",
+        "SYS",
+    )
+
+
+def _verified(log: OutcomeLog, rec: Recommendation, gain: float, model: object, at: float) -> None:
+    log.start(rec, Measurement(remote_share=0.5, cores=4.0), at, model)  # type: ignore[arg-type]
+    log.settle(rec.id, Verdict.EFFECTIVE, Measurement(remote_share=0.0), "", at + 1, gain)
+
+
+def test_each_cell_is_shrunk_toward_its_kind(tmp_path: Path) -> None:
+    model = cluster([pcie8()])
+    log = OutcomeLog(tmp_path / "audit.sqlite")
+    for i in range(2):  # behind one switch the pins gained twice the estimate
+        _verified(log, _pin(0.1, f"near{i}", (0, 1)), 0.2, model, 10.0 + i)
+    for i in range(2):  # across sockets, half of it
+        _verified(log, _pin(0.1, f"far{i}", (0, 4)), 0.05, model, 20.0 + i)
+    found = calibration_from(log)
+    kind = (K * 1.0 + 2.0 + 2.0 + 0.5 + 0.5) / (K + 4)
+    assert found["pin"] == KindCalibration(pytest.approx(kind), 4)  # type: ignore[arg-type]
+    near = found.levels[("pin", "numa-pinning", "unknown GPU x8", "PIX")]
+    far = found.levels[("pin", "numa-pinning", "unknown GPU x8", "SYS")]
+    # each cell shrinks toward its kind's other cell: (k + r + r) / (k + 2) there
+    near_prior, far_prior = (K + 1.0) / (K + 2), (K + 4.0) / (K + 2)
+    assert near.factor == pytest.approx((K * near_prior + 4.0) / (K + 2))
+    assert far.factor == pytest.approx((K * far_prior + 1.0) / (K + 2))
+    assert near.outcomes == far.outcomes == 2
+    # the next pins are scaled by their own cell's factor, an unseen cell by the kind's
+    [scaled_near, scaled_far, scaled_new] = calibrate(
+        [_pin(0.1, "x", (0, 1)), _pin(0.1, "y", (4, 5, 0)), _pin(0.1, "z", (0, 2))], found, model
+    )
+    assert scaled_near.estimated_gain == pytest.approx(0.1 * near.factor, rel=1e-4)
+    assert "of numa-pinning on unknown GPU x8, link tier PIX" in scaled_near.gain_model
+    assert scaled_far.estimated_gain == pytest.approx(0.1 * far.factor, rel=1e-4)
+    assert scaled_new.estimated_gain == pytest.approx(0.1 * kind, rel=1e-4)
+    assert "link tier" not in scaled_new.gain_model
+
+
+def test_an_outcome_is_compared_with_the_prior_not_the_calibrated_estimate(
+    tmp_path: Path,
+) -> None:
+    model = cluster([pcie8()])
+    [calibrated] = calibrate(
+        [_pin(0.1, "w", (0, 1))], Calibration({("pin",): KindCalibration(2.0, 5)}), model
+    )
+    assert calibrated.estimated_gain == pytest.approx(0.2)
+    assert prior_gain(calibrated) == pytest.approx(0.1)
+    log = OutcomeLog(tmp_path / "audit.sqlite")
+    _verified(log, calibrated, 0.2, model, 1.0)
+    # the pin gained twice its prior: ratio 2, not the 1 an already-scaled estimate gives
+    assert calibration_from(log)["pin"].factor == pytest.approx((K + 2.0) / (K + 1))
+
+
+def test_the_progress_metric_is_the_measured_gain_where_it_was_read() -> None:
+    before = Measurement(cores=4.0, gpu_utilization=0.95, progress=10.0)
+    after = Measurement(cores=4.0, gpu_utilization=0.95, progress=13.0)
+    assert measured_gain(before, after) == pytest.approx(0.3)
+    # without it, the saturated proxy says nothing moved
+    assert measured_gain(Measurement(cores=4.0, gpu_utilization=0.95), after) == 0.0

@@ -20,7 +20,12 @@ see :data:`SAMPLED`):
    verifies each round's applied actions from the metrics as the advisor service does
    (:mod:`loop_learning`: verdicts and measured gains in the audit log's outcome table,
    never the truth) and runs the next round with ``--calibrate-from`` that log;
-   ``--no-learn`` runs every round uncalibrated;
+   ``--no-learn`` runs every round uncalibrated. The verdicts measure a job's progress by
+   its step counter (``--progress counter``: the simulator's ``/jobs/metrics``, scraped as
+   a job's own endpoint, read as a ``--progress-metric``) or by the default proxies alone
+   (``--progress proxies``: SM active and link bytes, GPU utilization, CPU cores);
+   ``--progress both`` (the default with learning) runs every scenario both ways and
+   reports the two side by side, so that neither can hide behind the other;
 5. judge (:mod:`toposcope.sim.judge`): every counted job whose true throughput fell in a
    round counts as harm (``harmful_actions`` when it was a target of the round's actions,
    ``collateral_harm`` otherwise); each job's value is its efficiency over its horizon
@@ -40,10 +45,14 @@ at its best and 0 while pending). Counted: every running or pending job with a n
 K`` numbers the runs from K) and reports the
 worst and mean ratio and the harm across runs. The calibration table gives, per
 recommendation kind, the mean absolute error of estimated against true gain over every
-applied action, and the calibration by round the same per round with the verdicts the loop
-measured (each scenario's rounds also list the calibration factors their advisor ran with).
-Targets: worst ratio >= 0.85 (0.9 for a single run), mean >= 0.9, 0 harmful
-or collateral, calibration within 25%; a missed target prints MISSED (exit status 0:
+applied action and the median of ``|estimated - true| / true`` over those with a true gain
+above zero (a job move's estimate before its checkpoint cost, as its true gain is measured
+once it runs again), and the calibration by round the same per round with the verdicts the
+loop measured (each scenario's rounds also list the calibration factors their advisor ran
+with, by kind and by cell); ``calibration_after`` the same over the rounds after the first
+:data:`LEARNED_AFTER` (met: median <= 25% where a kind applied at least
+:data:`MIN_ACTIONS` actions). Targets: worst ratio >= 0.85 (0.9 for a single run), mean >=
+0.9, 0 harmful or collateral, calibration within 25%; a missed target prints MISSED (exit status 0:
 benchmarks print figures; 2 for a bad option or scenario). ``--json`` prints JSON only;
 each run's ``jobs`` lists every counted job before, after and in the oracle's solution.
 """
@@ -55,6 +64,7 @@ import json
 import math
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -63,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 import closed_loop_slurm
+from closed_loop_text import print_table
 from judge_loop import (
     LoopOptions,
     aggregate,
@@ -96,6 +107,12 @@ from toposcope.sim.truth_perturb import check_fraction, perturb_scenario, pertur
 TARGET_RATIO = 0.9
 TARGET_WORST = 0.85
 TARGET_HARMFUL = 0
+#: rounds of learning before the calibration target is judged (``calibration_after``)
+LEARNED_AFTER = 3
+#: actions a kind must have applied for its calibration to be judged
+MIN_ACTIONS = 5
+#: the ways of measuring progress ``--progress both`` runs, the first the headline
+PROGRESS_MODES = ("counter", "proxies")
 EXCLUDED: dict[str, str] = {}
 #: ``large`` (1,000 nodes x 4,000 workloads) is judged on a seeded random sample of its
 #: nodes with every workload they hold (its jobs never span nodes, so a node's jobs are a
@@ -182,6 +199,7 @@ def judge_scenario(
         prometheus_binary=args.prometheus_binary,
         keep_reports=Path(args.keep_reports) if args.keep_reports else None,
         learn=args.learn,
+        progress=getattr(args, "progress_mode", "counter"),
     )
     before, after, rounds, actions = run_rounds(
         cluster, clock, ideal, options, workdir, f"{scenario.name}-{run}"
@@ -337,11 +355,8 @@ def calibration_by_round(runs: Iterable[dict[str, Any]], learn: bool) -> list[di
 
 def calibration_rows(actions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per recommendation kind, estimated against true gain over ``actions``."""
-    pairs = [
-        (a["kind"], a["estimated_gain"], a["actual_gain"])
-        for a in actions
-        if a["actual_gain"] is not None
-    ]
+    done = [a for a in actions if a["actual_gain"] is not None]
+    pairs = [(a["kind"], a["estimated_gain"], a["actual_gain"]) for a in done]
     return [
         {
             "kind": c.kind,
@@ -349,68 +364,43 @@ def calibration_rows(actions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "mean_abs_error": round(c.mean_abs_error, 4),
             "mean_true_gain": round(c.mean_true_gain, 4),
             "relative_error": round(c.relative_error, 3),
+            **median_error([a for a in done if a["kind"] == c.kind]),
             "met": c.met,
         }
         for c in calibration(pairs)
     ]
 
 
-def print_table(result: dict[str, Any]) -> None:
-    """Human-readable figures."""
-    print(
-        f"closed loop, window {result['window_seconds']}s, perturb {result['perturb']:g}, "
-        f"horizon {result['horizon_seconds']:g}s"
-    )
-    print(
-        f"{'scenario':20} {'runs':>4} {'worst':>6} {'mean':>6} {'/bound':>6} {'harm':>5} "
-        f"{'collat':>6} {'useless':>7} {'applied':>7}  target"
-    )
-    for s in result["summary"]:
-        if "skipped" in s:
-            print(f"{s['name']:20} skipped: {s['skipped']}")
-            continue
-        print(
-            f"{s['name']:20} {s['runs']:4d} {s['worst_ratio']:6.3f} {s['mean_ratio']:6.3f} "
-            f"{s['mean_ratio_to_bound']:6.3f} {s['harmful_actions']:5d} "
-            f"{s['collateral_harm']:6d} {s['useless_actions']:7d} {s['applied_actions']:7d}  "
-            + ("met" if s["met"] else "MISSED")
-        )
-    print("calibration (estimated vs true gain of applied actions):")
-    for c in result["calibration"]:
-        print(
-            f"  {c['kind']:16} {c['actions']:4d} actions  MAE {c['mean_abs_error']:.3f}  "
-            f"mean true {c['mean_true_gain']:.3f}  relative {c['relative_error']:.2f}  "
-            + ("met" if c["met"] else "MISSED")
-        )
-    print(
-        "calibration by round (learning "
-        + ("on: each round calibrated from the verdicts before it" if result["learn"] else "off")
-        + "):"
-    )
-    for c in result["calibration_by_round"]:
-        verdicts = ", ".join(f"{k} {n}" for k, n in c["verdicts"].items())
-        print(
-            f"  r{c['round']} {c['kind']:16} {c['actions']:4d} actions  "
-            f"MAE {c['mean_abs_error']:.3f}  relative {c['relative_error']:.2f}  "
-            + ("met" if c["met"] else "MISSED")
-            + (f"  verdicts: {verdicts}" if result["learn"] else "")
-        )
-    for s in result["scenarios"]:
-        for r in s.get("rounds", []):
-            learned = ", ".join(
-                f"{k} x{f['factor']:.2f} ({f['outcomes']})"
-                for k, f in r.get("calibration_in_effect", {}).items()
-            )
-            if learned:
-                print(f"  {s['name']:16} #{s['run']} r{r['round']} calibrated by {learned}")
-        for a in s.get("actions", []):
-            actual = "n/a" if a["actual_gain"] is None else f"{a['actual_gain']:.1%}"
-            flags = ("  HARMFUL" if a["harmful"] else "") + ("  useless" if a["useless"] else "")
-            print(
-                f"  {s['name']:16} #{s['run']} r{a['round']} {a['kind']:15} {a['target']:40} "
-                f"est {a['estimated_gain']:7.1%} actual {actual:>7}{flags}"
-                + (f"  verdict {a['verdict']}" if "verdict" in a else "")
-            )
+def median_error(actions: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The median of ``|estimated - true| / true`` over ``actions`` whose true gain is above
+    zero (the estimate before a move's checkpoint cost), and how many that was.
+    """
+    errors = [
+        abs(a.get("estimated_gross_gain", a["estimated_gain"]) - a["actual_gain"])
+        / a["actual_gain"]
+        for a in actions
+        if a["actual_gain"] is not None and a["actual_gain"] > 0
+    ]
+    median = statistics.median(errors) if errors else None
+    return {
+        "median_relative_error": None if median is None else round(median, 3),
+        "gaining_actions": len(errors),
+    }
+
+
+def calibration_after(runs: Iterable[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
+    """Per kind, the calibration of the actions applied after the first ``rounds`` rounds
+    (once that many rounds of verdicts were learned from), judged where a kind applied at
+    least :data:`MIN_ACTIONS`: median relative error within the target.
+    """
+    late = [a for r in runs for a in r["actions"] if a["round"] > rounds]
+    rows = []
+    for row in calibration_rows(late):
+        median = row["median_relative_error"]
+        judged = row["actions"] >= MIN_ACTIONS
+        met = not judged or (median is not None and median <= CALIBRATION_TARGET)
+        rows.append({**row, "after_round": rounds, "judged": judged, "met": met})
+    return rows
 
 
 def scenario_ref(name: str) -> str:
@@ -474,6 +464,14 @@ def parse_args() -> argparse.Namespace:
         "simulator's loop only)",
     )
     parser.add_argument(
+        "--progress",
+        choices=["counter", "proxies", "both"],
+        default="both",
+        help="what the loop's verdicts measure a job's progress by: its step counter (as a "
+        "--progress-metric), the default proxies alone, or both, reported side by side "
+        "(default: both; each scenario then runs twice)",
+    )
+    parser.add_argument(
         "--rm",
         choices=["sim", "slurm"],
         default="sim",
@@ -494,20 +492,19 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> int:
-    """Parse options, run every scenario (each ``--seeds`` times), print figures."""
-    args = parse_args()
-    if args.rm == "slurm":
-        return closed_loop_slurm.main(args)
-    names = args.scenario or builtin_scenarios()
-    try:
-        refs = [(name, scenario_ref(name)) for name in names]
-        for name, ref in refs:
-            if name not in EXCLUDED:
-                load_scenario(ref)
-    except ConfigError as exc:
-        print(f"closed_loop: {exc}", file=sys.stderr)
-        return 2
+def progress_modes(args: argparse.Namespace) -> list[str]:
+    """The ways of measuring progress to run, the headline first (one without learning:
+    nothing is verified, so there is nothing to measure progress for).
+    """
+    if not args.learn:
+        return ["proxies"]
+    return list(PROGRESS_MODES) if args.progress == "both" else [args.progress]
+
+
+def run_all(refs: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, Any]:
+    """Every scenario (each ``--seeds`` times) under ``args.progress_mode``: its runs, the
+    summary and the calibration tables.
+    """
     scenarios: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     for name, ref in refs:
@@ -520,13 +517,46 @@ def main() -> int:
                 runs.append(run_scenario(ref, args, Path(work), run))
         scenarios.extend(runs)
         summary.append(summarize(runs[0]["name"], runs))
-    measured = [s for s in summary if "skipped" not in s]
-    result = {
+    return {
         "summary": summary,
         "calibration": calibration_table(scenarios),
         "calibration_by_round": calibration_by_round(scenarios, args.learn),
-        "learn": args.learn,
+        "calibration_after": calibration_after(scenarios, LEARNED_AFTER),
         "scenarios": scenarios,
+    }
+
+
+def main() -> int:
+    """Parse options, run every scenario (each ``--seeds`` times, each way of measuring
+    progress), print figures.
+    """
+    args = parse_args()
+    if args.rm == "slurm":
+        return closed_loop_slurm.main(args)
+    names = args.scenario or builtin_scenarios()
+    try:
+        refs = [(name, scenario_ref(name)) for name in names]
+        for name, ref in refs:
+            if name not in EXCLUDED:
+                load_scenario(ref)
+    except ConfigError as exc:
+        print(f"closed_loop: {exc}", file=sys.stderr)
+        return 2
+    by_mode: dict[str, dict[str, Any]] = {}
+    for mode in progress_modes(args):
+        args.progress_mode = mode
+        by_mode[mode] = run_all(refs, args)
+    headline_mode = next(iter(by_mode))
+    headline = by_mode[headline_mode]
+    measured = [s for f in by_mode.values() for s in f["summary"] if "skipped" not in s]
+    result = {
+        **headline,
+        "learn": args.learn,
+        "progress": headline_mode,
+        "side_by_side": {
+            mode: {k: v for k, v in figures.items() if k != "scenarios" or mode != headline_mode}
+            for mode, figures in by_mode.items()
+        },
         "window_seconds": args.window,
         "perturb": args.perturb,
         "seeds": args.seeds,
@@ -540,11 +570,15 @@ def main() -> int:
             "calibration_relative_error": CALIBRATION_TARGET,
         },
         "all_met": all(s["met"] for s in measured),
-        "min_ratio": min((s["worst_ratio"] for s in measured), default=math.nan),
+        "min_ratio": min(
+            (s["worst_ratio"] for s in headline["summary"] if "skipped" not in s), default=math.nan
+        ),
     }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
+        for mode, figures in by_mode.items():
+            result["side_by_side"][mode]["scenarios"] = figures["scenarios"]
         print_table(result)
         if not result["all_met"]:
             print("MISSED: a ratio or harm target on at least one scenario")

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loop_learning import CALIBRATED, LoopLearning
+from loop_learning import CALIBRATED, LoopLearning, step_counter_metric
 
+from toposcope.advisor.recommendations import HORIZON_S, cost_seconds
 from toposcope.devtools.procs import Prometheus
+from toposcope.report.decoder import decode_recommendation
+from toposcope.report.recommendation import RecommendationKind
 from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
 from toposcope.rm.api import make_api_app
 from toposcope.sim.clock import SimClock
@@ -39,7 +42,9 @@ class LoopOptions:
     """How the rounds run: the advisor's window (seconds), the most rounds, the advisor's
     action limits, the Prometheus binary, where to keep each round's report (if at all),
     and whether each round calibrates from the verified outcomes of the rounds before it
-    (:mod:`loop_learning`).
+    (:mod:`loop_learning`), and what those verdicts measure a job's progress by:
+    ``counter`` (each job's step counter, the simulator's ``/jobs/metrics``, as a
+    ``--progress-metric``) or ``proxies`` (SM active, link bytes, GPU utilization, cores).
     """
 
     window: int = 15
@@ -49,19 +54,31 @@ class LoopOptions:
     prometheus_binary: str = "prometheus"
     keep_reports: Path | None = None
     learn: bool = True
+    progress: str = "counter"
 
 
 @contextmanager
-def prometheus(binary: str, workdir: Path, targets: Path, nodes: int) -> Iterator[str]:
-    """A real Prometheus scraping the file_sd ``targets`` every second; yields its URL once
-    every simulated node has been scraped.
+def prometheus(
+    binary: str, workdir: Path, targets: Path, nodes: int, jobs_address: str | None = None
+) -> Iterator[str]:
+    """A real Prometheus scraping the file_sd ``targets`` every second, and the jobs' step
+    counters at ``jobs_address`` (``/jobs/metrics``) when given, as a scrape job of its
+    own; yields its URL once every simulated node has been scraped.
     """
-    scrape_configs = [
+    scrape_configs: list[dict[str, Any]] = [
         {
             "job_name": "toposcope-sim",
             "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
         }
     ]
+    if jobs_address is not None:
+        scrape_configs.append(
+            {
+                "job_name": "toposcope-sim-jobs",
+                "metrics_path": "/jobs/metrics",
+                "static_configs": [{"targets": [jobs_address]}],
+            }
+        )
     server = Prometheus(workdir, scrape_configs, binary=binary)
     with server.run():
 
@@ -166,6 +183,17 @@ def applied_costs(cluster: SimCluster) -> dict[str, float]:
     return paused
 
 
+def gross_estimate(rec: Mapping[str, Any]) -> float:
+    """A report recommendation's estimate before its checkpoint-restores are paid (a job
+    move's true gain is measured once it runs again, so it is compared with this).
+    """
+    estimate = float(rec["estimated_gain"])
+    if rec.get("kind") != str(RecommendationKind.MIGRATE_JOB):
+        return estimate
+    decoded = decode_recommendation(rec)
+    return estimate + cost_seconds(decoded.kind, decoded.proposed, decoded.actions) / HORIZON_S
+
+
 def round_actions(
     number: int,
     recs: Mapping[str, Any],
@@ -194,6 +222,7 @@ def round_actions(
                 "workload": target,
                 "target": f"{rec['target'].get('node')}/{target}",
                 "estimated_gain": round(rec["estimated_gain"], 4),
+                "estimated_gross_gain": round(gross_estimate(rec), 4),
                 "actual_gain": None if actual is None else round(actual, 4),
                 "throughput_before": round(was, 3),
                 "throughput_after": round(now, 3),
@@ -247,15 +276,19 @@ def run_rounds(
         clock.set_speed(1.0)
         targets = workdir / "targets.json"
         nodes = len(cluster.node_names())
-        with prometheus(options.prometheus_binary, workdir, targets, nodes) as url:
+        counter = options.progress == "counter"
+        jobs_address = address if counter else None
+        with prometheus(options.prometheus_binary, workdir, targets, nodes, jobs_address) as url:
             time.sleep(window + 2)
             before = truth(cluster)
             current = dict(before)
-            learning = LoopLearning(audit_db, url, window) if options.learn else None
+            metrics = step_counter_metric(window) if counter else ()
+            learning = LoopLearning(audit_db, url, window, metrics) if options.learn else None
             applied: set[str] = set()
             for number in range(1, options.rounds + 1):
                 model = learning.observe(time.time()) if learning is not None else None
                 in_effect = learning.factors() if learning is not None else {}
+                cells = learning.cells() if learning is not None else []
                 report, outcomes, seconds = run_advisor(
                     url,
                     f"http://{address}",
@@ -288,6 +321,7 @@ def run_rounds(
                         "applied": len(applied),
                         "advise_seconds": round(seconds, 2),
                         "calibration_in_effect": in_effect,
+                        "cells_in_effect": cells,
                         "calibrated_recommendations": sum(
                             1 for r in recs.values() if CALIBRATED in r.get("gain_model", "")
                         ),

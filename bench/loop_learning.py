@@ -9,13 +9,23 @@ Prometheus and window the CLI reads, settles the verifications whose wait is ove
 service's :class:`~toposcope.advisor.verifier.Verifier` (the rule of
 :mod:`toposcope.advisor.outcomes`: measured figures only, the simulator's truth is never
 read), and, after the round applied its recommendations, records each one's baseline from
-that model. Harmful changes are recorded but not reverted: the loop's judge counts them.
+that model (and its cell: node type and link tier). Harmful changes are recorded but not
+reverted: the loop's judge counts them.
+
+**Progress.** With ``progress_metrics`` (:func:`step_counter_metric`: every job's step
+counter, which the simulator publishes on ``/jobs/metrics`` as a training job's own metrics
+endpoint would), the verifier reads each job's progress rate as the advisor service does
+with ``--progress-metric``: a job move's verdict and every kind's measured gain rest on it.
+Without, they rest on the default proxies (SM active and link bytes for a job move, GPU
+utilization or CPU cores for the calibration of the others). The baseline's progress is read
+over the window that ended when the round's model was built (before the round applied
+anything), the measurement's over the window before the next round.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +35,8 @@ from toposcope.advisor.loaders import PrometheusLoader
 from toposcope.advisor.loaders.base import Window
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, VerificationRule, baseline
+from toposcope.advisor.progress_metrics import ProgressMetric, parse_progress_metric
+from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.runner import load_model
 from toposcope.advisor.verifier import Verifier
 from toposcope.report.decoder import decode_recommendation
@@ -34,6 +46,16 @@ from toposcope.report.decoder import decode_recommendation
 CALIBRATED = "calibration from"
 #: what the detail of a harmful verdict says instead of a revert
 NOT_REVERTED = "not reverted: the closed loop judges harm itself"
+#: the step counter the simulator publishes for every job (:mod:`toposcope.sim.job_steps`)
+STEP_COUNTER = "toposcope_sim_job_steps_total"
+
+
+def step_counter_metric(window_s: int) -> tuple[ProgressMetric, ...]:
+    """The ``--progress-metric`` setting that judges every job by its step counter: its
+    rate over the loop's window, the setting parsed and checked as the service does.
+    """
+    promql = f"sum(rate({STEP_COUNTER}{{workload={{workload}}}}[{window_s}s]))"
+    return (parse_progress_metric(f".+={promql}"),)
 
 
 def keep_harmful(rec_id: str, kind: str, detail: str, reversible: bool) -> str:
@@ -43,27 +65,44 @@ def keep_harmful(rec_id: str, kind: str, detail: str, reversible: bool) -> str:
 
 class LoopLearning:
     """The outcome log ``audit_db`` of a closed loop whose advisor reads ``prom_url`` over a
-    window of ``window_s`` seconds (verdicts are due one window after applying).
+    window of ``window_s`` seconds (verdicts are due one window after applying); jobs'
+    progress is read by ``progress_metrics`` (none: the proxies alone).
     """
 
-    def __init__(self, audit_db: Path, prom_url: str, window_s: int) -> None:
+    def __init__(
+        self,
+        audit_db: Path,
+        prom_url: str,
+        window_s: int,
+        progress_metrics: Sequence[ProgressMetric] = (),
+    ) -> None:
         self.audit_db = audit_db
         self.window = f"{window_s}s"
         self.backend = PrometheusLoader(prom_url)
         self.outcomes = OutcomeLog(audit_db)
+        self.metrics = tuple(progress_metrics)
         self.verifier = Verifier(
             AuditLog(audit_db),
             self.outcomes,
             VerificationRule(verify_after_seconds=float(window_s)),
             keep_harmful,
         )
+        self.observed_at: float | None = None
+
+    def _probe(self, end: float | None) -> ProgressProbe | None:
+        """The progress probe over the window ending at ``end`` (``None``: now)."""
+        if not self.metrics:
+            return None
+        return ProgressProbe(self.backend, Window.parse(self.window, end=end), self.metrics)
 
     def observe(self, now: float) -> ClusterModel:
         """The advisor's model of the window ending now, with every verification whose
-        wait is over settled against it.
+        wait is over settled against it (progress read over the same window).
         """
         model = load_model(self.backend, Window.parse(self.window))
+        self.verifier.probe = self._probe(None)
         self.verifier.verify(model, now)
+        self.observed_at = now
         return model
 
     def record(
@@ -77,12 +116,13 @@ class LoopLearning:
         ``recommendations`` (JSON objects), their baselines from ``model``.
         """
         wanted = set(applied)
+        probe = self._probe(self.observed_at)
         for data in recommendations:
             if data.get("id") not in wanted:
                 continue
             rec = decode_recommendation(data)
             if rec.kind in VERIFIED_KINDS and rec.target.workload:
-                self.outcomes.start(rec, baseline(rec, model), now)
+                self.outcomes.start(rec, baseline(rec, model, probe), now, model)
 
     def factors(self) -> dict[str, dict[str, float | int]]:
         """The calibration ``--calibrate-from`` derives from the log now, by kind."""
@@ -90,6 +130,23 @@ class LoopLearning:
             kind: {"factor": round(c.factor, 4), "outcomes": c.outcomes}
             for kind, c in calibration_from(self.outcomes).items()
         }
+
+    def cells(self) -> list[dict[str, Any]]:
+        """The per-cell factors ``--calibrate-from`` derives from the log now (kind, policy,
+        node type, link tier: :mod:`toposcope.advisor.calibration`).
+        """
+        return [
+            {
+                "kind": key[0],
+                "policy": key[1],
+                "node_type": key[2],
+                "link_tier": key[3],
+                "factor": round(c.factor, 4),
+                "outcomes": c.outcomes,
+            }
+            for key, c in sorted(calibration_from(self.outcomes).levels.items())
+            if len(key) == 4
+        ]
 
     def verdicts(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The verification of each of ``ids`` so far: verdict, measured gain, detail."""

@@ -17,7 +17,7 @@ import pytest
 from loop_learning import CALIBRATED
 
 from tests.procs import require_binary
-from toposcope.advisor.calibration import calibration_from
+from toposcope.advisor.calibration import calibration_from, outcome_pairs
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.sim.judge import DEFAULT_HORIZON_S
 from toposcope.sim.scenarios import load_scenario
@@ -40,8 +40,12 @@ jobs:
 """
 
 
-def loop_args(reports: Path, learn: bool, rounds: int = 3) -> argparse.Namespace:
-    """The options of a short loop: a 3 s window, one action a round, at most ``rounds``."""
+def loop_args(
+    reports: Path, learn: bool, rounds: int = 3, progress: str = "counter"
+) -> argparse.Namespace:
+    """The options of a short loop: a 3 s window, one action a round, at most ``rounds``,
+    progress measured by ``progress`` (``counter`` or ``proxies``).
+    """
     return argparse.Namespace(
         window=3,
         rounds=rounds,
@@ -52,6 +56,7 @@ def loop_args(reports: Path, learn: bool, rounds: int = 3) -> argparse.Namespace
         learn=learn,
         oracle_budget=1.0,
         horizon=DEFAULT_HORIZON_S,
+        progress_mode=progress,
     )
 
 
@@ -96,6 +101,31 @@ def test_each_round_calibrates_from_the_verdicts_of_the_rounds_before(tmp_path: 
         assert entry["verdicts"] == {action["verdict"]: 1}
     rows = closed_loop.calibration_by_round([result], learn=True)
     assert [(r["round"], r["kind"]) for r in rows] == [(a["round"], a["kind"]) for a in actions]
+    # progress was read from each job's step counter, before and after, and the factors
+    # were learned from its change (the saturated proxies are not what calibration reads)
+    for verification in log.all():
+        assert verification.baseline.progress is not None and verification.baseline.progress > 0
+        assert verification.measured is not None and verification.measured.progress is not None
+    pairs = outcome_pairs(log)
+    assert sorted(cell[0] for cell, _, _ in pairs) == sorted(a["kind"] for a in actions)
+    assert all(cell[1] and cell[2] == "cpu-only" for cell, _, _ in pairs)
+    cells = rounds[2]["cells_in_effect"]
+    assert cells and {c["kind"] for c in cells} <= {a["kind"] for a in actions[:2]}
+    assert all(c["policy"] and c["node_type"] and c["link_tier"] for c in cells)
+
+
+def test_with_the_proxies_alone_no_progress_metric_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "learn.yaml"
+    path.write_text(SCENARIO)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    args = loop_args(tmp_path / "reports", learn=True, rounds=2, progress="proxies")
+    result = closed_loop.judge_scenario(load_scenario(str(path)), args, workdir, 0)
+    assert [r["applied"] for r in result["rounds"]] == [1, 1]
+    log = OutcomeLog(workdir / "audit.sqlite")
+    assert len(log.all()) == 2
+    assert all(v.baseline.progress is None for v in log.all())
+    assert result["rounds"][1]["calibration_in_effect"]  # round 2 still learned, by proxies
 
 
 def test_without_learning_no_round_is_calibrated(tmp_path: Path) -> None:

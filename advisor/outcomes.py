@@ -32,7 +32,9 @@ window holds only samples taken after the change), every analysis measures the s
   baseline (baseline at least ``min_cores``), or the GPU utilization fell below ``(1 - h)``
   of it (baseline at least 0.05), or the remote share rose by more than ``h``; **effective**
   when the remote share fell to ``(1 - e)`` of the baseline or less; **ineffective**
-  otherwise (the change stays; the policy's model was too optimistic).
+  otherwise (the change stays; the policy's model was too optimistic). Where the job's
+  progress metric was read before and after, its change is the measured gain (said in the
+  detail; :func:`judge_locality`), which calibration learns from.
 * ``migrate-job``: the progress signal is the job's progress metric when one applies, else
   the SM-active share, else the GPU utilization; its relative change is the *measured gain*.
   **harmful** when it fell by more than ``h`` (only then is the move undone: undoing it is
@@ -325,6 +327,21 @@ def judge(rule: VerificationRule, before: Measurement, after: Measurement) -> tu
 
 #: a judgement: the verdict, why, and the measured gain it rests on (``None``: none)
 Judgement = tuple[Verdict, str, float | None]
+
+
+def judge_locality(rule: VerificationRule, before: Measurement, after: Measurement) -> Judgement:
+    """:func:`judge` for a pin or memory migration, with the change of the job's progress
+    metric as its measured gain where one was read before and after (said in the detail;
+    the verdict still rests on locality and the proxies).
+    """
+    verdict, detail = judge(rule, before, after)
+    if before.progress is None or after.progress is None or before.progress <= 0:
+        return verdict, detail, None
+    gain = after.progress / before.progress - 1.0
+    shown = f"progress metric {_shown('progress metric', before.progress)} -> "
+    shown += f"{_shown('progress metric', after.progress)} ({gain:+.0%})"
+    return verdict, f"{detail}; {shown}", gain
+
 
 #: the progress signals of a job, most trusted first: (field of Measurement, its name)
 PROGRESS_SIGNALS = (

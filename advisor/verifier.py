@@ -25,7 +25,7 @@ from toposcope.advisor.outcomes import (
     OutcomeLog,
     VerificationRule,
     find_workload,
-    judge,
+    judge_locality,
     judge_move,
     judge_placement,
     judge_release,
@@ -104,8 +104,7 @@ class Verifier:
             return judge_move(self.rule, item.baseline, measured, item.estimated_gain)
         if item.kind == RecommendationKind.PLACE:
             return judge_placement(measured)
-        verdict, detail = judge(self.rule, item.baseline, measured)
-        return verdict, detail, None
+        return judge_locality(self.rule, item.baseline, measured)
 
     def _reversible(self, item: Verification) -> bool:
         """Whether the service may undo ``item``'s change: a kind that can be undone, none of

@@ -101,19 +101,29 @@ def measured_gain(before: Measurement, after: Measurement) -> float | None:
     return None
 
 
+def clipped_ratio(estimated: float, measured: float) -> float:
+    """``measured / estimated`` clipped to ``[RATIO_FLOOR, RATIO_CEILING]`` (``estimated``
+    above zero).
+    """
+    return min(RATIO_CEILING, max(RATIO_FLOOR, measured / estimated))
+
+
+def shrunk(total: float, count: int, prior_weight: float, prior: float) -> KindCalibration:
+    """The factor of ``count`` clipped ratios summing to ``total``, shrunk toward ``prior``
+    by ``prior_weight`` pseudo-observations and clipped (module docstring).
+    """
+    factor = (prior_weight * prior + total) / (prior_weight + count)
+    return KindCalibration(min(FACTOR_CEILING, max(FACTOR_FLOOR, factor)), count)
+
+
 def shrunk_factor(
     pairs: Iterable[tuple[float, float]], prior_weight: float = PRIOR_WEIGHT, prior: float = 1.0
 ) -> KindCalibration:
     """The factor of (estimated, measured) gain pairs, shrunk toward ``prior`` (see the
     module docstring); pairs whose estimate is not positive are skipped.
     """
-    ratios = [
-        min(RATIO_CEILING, max(RATIO_FLOOR, measured / estimated))
-        for estimated, measured in pairs
-        if estimated > 0
-    ]
-    factor = (prior_weight * prior + sum(ratios)) / (prior_weight + len(ratios))
-    return KindCalibration(min(FACTOR_CEILING, max(FACTOR_FLOOR, factor)), len(ratios))
+    ratios = [clipped_ratio(e, m) for e, m in pairs if e > 0]
+    return shrunk(sum(ratios), len(ratios), prior_weight, prior)
 
 
 def outcome_pairs(outcomes: OutcomeLog) -> list[tuple[Cell, float, float]]:
@@ -141,20 +151,19 @@ def calibration_from(outcomes: OutcomeLog, prior_weight: float = PRIOR_WEIGHT) -
     each kind's factor shrunk toward 1, each cell's toward its kind's other cells'; kinds
     without any outcome are left out (their factor is 1).
     """
-    found = outcome_pairs(outcomes)
-    kinds: dict[LevelKey, list[tuple[float, float]]] = defaultdict(list)
-    cells: set[Cell] = set()
-    for cell, estimated, gain in found:
-        kinds[cell[:1]].append((estimated, gain))
-        cells.add(cell)
-    levels: dict[LevelKey, KindCalibration] = {
-        key: shrunk_factor(pairs, prior_weight) for key, pairs in kinds.items()
-    }
-    for cell in cells:
-        own = [(e, g) for c, e, g in found if c == cell]
-        others = [(e, g) for c, e, g in found if c[0] == cell[0] and c != cell]
-        parent = shrunk_factor(others, prior_weight).factor
-        levels[cell] = shrunk_factor(own, prior_weight, parent)
+    sums: dict[LevelKey, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for cell, estimated, gain in outcome_pairs(outcomes):
+        for key in (cell[:1], cell):
+            sums[key][0] += clipped_ratio(estimated, gain)
+            sums[key][1] += 1
+    levels: dict[LevelKey, KindCalibration] = {}
+    for key, (total, count) in sums.items():
+        if len(key) == 1:
+            levels[key] = shrunk(total, int(count), prior_weight, 1.0)
+            continue
+        kind_total, kind_count = sums[key[:1]]
+        others = shrunk(kind_total - total, int(kind_count - count), prior_weight, 1.0)
+        levels[key] = shrunk(total, int(count), prior_weight, others.factor)
     return Calibration(levels)
 
 

@@ -153,17 +153,18 @@ def calibration_from(outcomes: OutcomeLog, prior_weight: float = PRIOR_WEIGHT) -
     """
     sums: dict[LevelKey, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for cell, estimated, gain in outcome_pairs(outcomes):
-        for key in (cell[:1], cell):
+        keys: tuple[LevelKey, LevelKey] = (cell[:1], cell)
+        for key in keys:
             sums[key][0] += clipped_ratio(estimated, gain)
             sums[key][1] += 1
     levels: dict[LevelKey, KindCalibration] = {}
-    for key, (total, count) in sums.items():
-        if len(key) == 1:
-            levels[key] = shrunk(total, int(count), prior_weight, 1.0)
+    for level, (total, count) in sums.items():
+        if len(level) == 1:
+            levels[level] = shrunk(total, int(count), prior_weight, 1.0)
             continue
-        kind_total, kind_count = sums[key[:1]]
+        kind_total, kind_count = sums[level[:1]]
         others = shrunk(kind_total - total, int(kind_count - count), prior_weight, 1.0)
-        levels[key] = shrunk(total, int(count), prior_weight, others.factor)
+        levels[level] = shrunk(total, int(count), prior_weight, others.factor)
     return Calibration(levels)
 
 

@@ -4,6 +4,7 @@ the kind, outcomes compared with the prior estimate, and the progress metric as 
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,23 @@ def test_the_progress_metric_is_the_measured_gain_where_it_was_read() -> None:
     assert measured_gain(before, after) == pytest.approx(0.3)
     # without it, the saturated proxy says nothing moved
     assert measured_gain(Measurement(cores=4.0, gpu_utilization=0.95), after) == 0.0
+
+
+def test_round_after_round_the_factor_converges_on_what_was_measured(tmp_path: Path) -> None:
+    """Each round calibrates from the outcomes of the rounds before it (as the closed loop's
+    ``--calibrate-from`` does): pins that always pay twice their prior move the factor toward
+    2 round after round, though every round's estimates were already scaled up.
+    """
+    model = cluster([pcie8()])
+    log = OutcomeLog(tmp_path / "audit.sqlite")
+    seen = []
+    for rnd in range(4):
+        found = calibration_from(log)
+        seen.append(found["pin"].factor if "pin" in found else 1.0)
+        recs = [_pin(0.1, f"w{rnd}-{i}", (0, 1)) for i in range(3)]
+        for i, rec in enumerate(calibrate(recs, found, model)):
+            assert rec.estimated_gain == pytest.approx(0.1 * seen[-1], rel=1e-4)
+            _verified(log, rec, 0.2, model, 10.0 * rnd + i)  # twice the prior, every time
+    assert seen[0] == 1.0
+    assert all(a < b < 2.0 for a, b in pairwise(seen))
+    assert seen[-1] == pytest.approx((K + 2.0 * 9) / (K + 9))

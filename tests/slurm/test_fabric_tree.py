@@ -196,7 +196,10 @@ def test_advise_apply_runs_the_planned_steer_once_and_audits_it(
         applier = Applier(manager, audit, actor="ops@host", backend="slurm")
         [outcome] = applier.apply([rec])
         assert outcome.result == "applied", outcome.detail
-        assert manager.control.changes == [" ".join(s.argv) for s in plan.steps]
+        assert all(isinstance(s, CommandStep) for s in plan.steps)
+        assert manager.control.changes == [
+            " ".join(s.argv) for s in plan.steps if isinstance(s, CommandStep)
+        ]
         entry = audit.entry(f"{rec.id}-0")
         assert entry is not None and entry.state == "succeeded"
         [again] = applier.apply([rec])

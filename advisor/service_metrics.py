@@ -18,8 +18,7 @@ from prometheus_client.core import Metric
 
 from toposcope.advisor.loaders.screen import DROP_REASONS
 from toposcope.advisor.outcomes import VERIFIED_KINDS
-from toposcope.catalogue import spec
-from toposcope.exporters.exposition import families_text
+from toposcope.catalogue import families_text, spec
 from toposcope.report.advisor_api import Verdict
 from toposcope.report.recommendation import RecommendationKind, Report, Severity
 

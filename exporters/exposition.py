@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
-from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
+from toposcope.catalogue import families_text
 from toposcope.catalogue.model import MetricSpec
 from toposcope.serving.httpgzip import GzipMember, plain_chunks
 
@@ -58,24 +58,6 @@ def format_value(value: float) -> str:
     if value > 0 and dot > 6:
         return f"{f'{text[0]}.{text[1:dot]}{text[dot + 1 :]}'.rstrip('0.')}e+{dot - 1:02d}"
     return text
-
-
-class _Built:
-    """Adapts families already built to the collector interface ``generate_latest`` expects."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self.families = list(families)
-
-    def collect(self) -> Iterable[Metric]:
-        """The families."""
-        return self.families
-
-
-def families_text(families: Iterable[Metric]) -> bytes:
-    """Client_python families already built (a service's own, a one-off report's) in the
-    Prometheus text format, as ``generate_latest`` writes them.
-    """
-    return generate_latest(_Built(families))
 
 
 def _escape_value(value: str) -> str:

@@ -14,8 +14,7 @@ from toposcope.advisor.autoapply.config import AUTOMATIC_KINDS
 from toposcope.advisor.autoapply.decisions import DECISIONS
 from toposcope.advisor.autoapply.limits import CODES
 from toposcope.advisor.autoapply.loop import AutoApplier
-from toposcope.catalogue import spec
-from toposcope.exporters.exposition import families_text
+from toposcope.catalogue import families_text, spec
 
 #: skip codes besides the policy's: the applier left it as it was, the dry run refused it
 OTHER_CODES = ("applier", "dry-run")

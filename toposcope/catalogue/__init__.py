@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from toposcope.catalogue.advisor_metrics import ADVISOR_SPECS
@@ -68,3 +69,21 @@ def families(names: Iterable[str]) -> dict[str, GaugeMetricFamily | CounterMetri
 def nonempty(families_: Iterable[Metric]) -> list[Metric]:
     """Drop families without samples so that a scrape never carries empty HELP/TYPE blocks."""
     return [f for f in families_ if f.samples]
+
+
+class _Built:
+    """Adapts families already built to the collector interface ``generate_latest`` expects."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self.families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        """The families."""
+        return self.families
+
+
+def families_text(families: Iterable[Metric]) -> bytes:
+    """Client_python families already built (a service's own, a one-off report's) in the
+    Prometheus text format, as ``generate_latest`` writes them.
+    """
+    return generate_latest(_Built(families))

@@ -23,8 +23,8 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from toposcope.boundedread import read_bounded
+from toposcope.catalogue import families_text
 from toposcope.errors import ConfigError, UsageError
-from toposcope.exporters.exposition import families_text
 from toposcope.fabric.job_families import fabric_families, job_families
 from toposcope.fabric.kube_jobs import DEFAULT_JOB_LABELS, job_placements, parse_job_label
 from toposcope.fabric.model import level_name

@@ -6,9 +6,9 @@ distance, the formulas' global weights, what a GPU's activity and traffic counte
 (:data:`GPU_PARAMETERS`), what the network between nodes costs a multi-node gang job
 (:data:`FABRIC_PARAMETERS`, :mod:`toposcope.sim.gang_price`), and per job class the ranges
 each job draws its NUMA sensitivity, communication fraction, input-pipeline weight and
-GPU-sharing overhead from. Every parameter carries its default, its range, whether it is ``measured`` (a cited
-publication) or ``assumed``, and its source. A bad file is a :class:`ConfigError` naming
-``FILE:LINE: FIELD``.
+GPU-sharing overhead from. Every parameter carries its default, its range, whether it is
+``measured`` (a cited publication) or ``assumed``, and its source. A bad file is a
+:class:`ConfigError` naming ``FILE:LINE: FIELD``.
 """
 
 from __future__ import annotations

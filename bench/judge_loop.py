@@ -28,9 +28,9 @@ from toposcope.devtools.procs import Prometheus
 from toposcope.report.decoder import decode_recommendation
 from toposcope.report.recommendation import RecommendationKind
 from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
-from toposcope.rm.api import make_api_app
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import DONE, SimCluster
+from toposcope.sim.gang_api import make_sim_api_app
 from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
@@ -242,10 +242,10 @@ def serve(cluster: SimCluster, workdir: Path) -> tuple[SimServer, SimExporters, 
     token_file.write_text(token + "\n")
     os.chmod(token_file, 0o600)
     server = SimServer(
-        make_sim_app(cluster, exporters, make_api_app(cluster, token)), "127.0.0.1:0"
+        make_sim_app(cluster, exporters, make_sim_api_app(cluster, token)), "127.0.0.1:0"
     )
     address = server.address
-    server.set_app(make_sim_app(cluster, exporters, make_api_app(cluster, token), address))
+    server.set_app(make_sim_app(cluster, exporters, make_sim_api_app(cluster, token), address))
     server.start()
     write_file_sd(workdir / "targets.json", file_sd_targets(cluster.node_names(), address))
     return server, exporters, token_file, address

@@ -22,7 +22,9 @@ from toposcope.errors import ConfigError, UsageError
 from toposcope.rm.api import make_api_app
 from toposcope.serving.webflags import add_web_arguments, apply_web_arguments
 from toposcope.sim.clock import SimClock
+from toposcope.sim.cluster import SimCluster
 from toposcope.sim.fabric import SimFabric
+from toposcope.sim.gang_api import make_sim_api_app
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.paths import remove_tree
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
@@ -90,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _api_app(cluster: Any, token_file: str | None, allow_insecure: bool = False) -> WsgiApp:
     """The resource-manager API app; state changes are refused unless a token is given."""
     token = load_token(token_file, allow_insecure=allow_insecure) if token_file else None
+    if isinstance(cluster, SimCluster):  # multi-node jobs move whole (sim/gang_api.py)
+        sim_app: WsgiApp = make_sim_api_app(cluster, token)
+        return sim_app
     app: WsgiApp = make_api_app(cluster, token)
     return app
 

@@ -39,11 +39,15 @@ class FabricSteerer(Protocol):
 
 
 def steers(manager: object, rec: Recommendation) -> bool:
-    """Whether ``rec`` is a fabric placement without actions that ``manager`` applies whole."""
+    """Whether ``rec`` is a fabric placement without actions that ``manager`` applies whole:
+    a pending job's ``place``, or the kinds the backend names in ``fabric_kinds`` instead
+    (the simulator: a running job's ``migrate-job``, every part moved at once).
+    """
+    kinds = getattr(manager, "fabric_kinds", (RecommendationKind.PLACE,))
     return (
         not rec.actions
         and rec.policy == FABRIC_POLICY
-        and rec.kind == RecommendationKind.PLACE
+        and rec.kind in kinds
         and isinstance(manager, FabricSteerer)
     )
 

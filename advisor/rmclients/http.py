@@ -27,11 +27,13 @@ from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
+from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, gang_plan
 from toposcope.advisor.rmclients.plans import api_base, api_plan
 from toposcope.auth.tokens import Token, token_text
 from toposcope.errors import ConfigError
 from toposcope.identity.names import is_node_name
 from toposcope.jsonrequest import json_request
+from toposcope.report.recommendation import Recommendation
 from toposcope.rm import (
     ActionRequest,
     ActionState,
@@ -52,6 +54,9 @@ class HttpResourceManager:
     ``tls`` says how ``https://`` URLs are checked and whether the token may go over plain
     HTTP to another host (``ConfigError`` here when it may not).
     """
+
+    #: the fabric-placement kinds :meth:`steer_fabric` carries out (a running job's move)
+    fabric_kinds = FABRIC_KINDS
 
     def __init__(
         self,
@@ -146,6 +151,17 @@ class HttpResourceManager:
     def action(self, action_id: str) -> ActionState:
         """``GET /actions/{id}`` (the advisor asks by request id)."""
         return self._read(ActionState, "GET", f"/actions/{urllib.parse.quote(action_id, safe='')}")
+
+    def plan_fabric(self, recommendation: Recommendation) -> Plan:
+        """The simulator's whole-gang move for a fabric-placement ``migrate-job``
+        (:func:`~toposcope.advisor.rmclients.gang_plan.gang_plan`); a refusal is the plan's
+        ``refused``.
+        """
+        return gang_plan(recommendation, self.url)
+
+    def steer_fabric(self, recommendation: Recommendation) -> ActionState:
+        """Send :meth:`plan_fabric`'s one request: every part of the job moves at once."""
+        return self.execute(self.plan_fabric(recommendation))
 
 
 class AgentResourceManager:

@@ -301,6 +301,8 @@ class ClusterModel:
     gpu_activity_source: str = "toposcope"
     dra_devices: tuple[DraDevice, ...] = ()
     nics: NicState = field(default_factory=NicState)
+    #: running multi-node jobs: job -> node -> GPUs held (:mod:`~toposcope.advisor.fabric_jobs`)
+    fabric_jobs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def node(self, name: str) -> NodeModel | None:
         """The node called ``name`` or ``None``."""

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from toposcope.advisor.dra_state import read_dra_devices
+from toposcope.advisor.fabric_jobs import read_fabric_jobs
 from toposcope.advisor.loaders.base import LoadedData
 from toposcope.advisor.model import (
     ClusterModel,
@@ -364,6 +365,7 @@ def build_model(
         present=data.present_metrics(),
         dra_devices=read_dra_devices(data, builder.namer),
         nics=read_nic_state(data, builder.namer),
+        fabric_jobs=read_fabric_jobs(data, builder.namer),
         notes=data.notes,
         pending=tuple(pending),
         dropped_series=data.dropped_series,

@@ -200,6 +200,8 @@ def judge_scenario(
         keep_reports=Path(args.keep_reports) if args.keep_reports else None,
         learn=args.learn,
         progress=getattr(args, "progress_mode", "counter"),
+        # gang jobs: the advisor sees the fabric (file and series) and moves them whole
+        fabric=scenario.fabric if scenario.fabric is not None and scenario.fabric.gangs else None,
     )
     before, after, rounds, actions = run_rounds(
         cluster, clock, ideal, options, workdir, f"{scenario.name}-{run}"

@@ -30,9 +30,11 @@ from toposcope.report.recommendation import RecommendationKind
 from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
 from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import DONE, SimCluster
+from toposcope.sim.fabric import SimFabric
 from toposcope.sim.gang_api import make_sim_api_app
 from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless
 from toposcope.sim.nodefs import SimExporters
+from toposcope.sim.scenario_fabric import ScenarioFabric
 from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
 from toposcope.waiting import wait_until
 
@@ -45,6 +47,8 @@ class LoopOptions:
     (:mod:`loop_learning`), and what those verdicts measure a job's progress by:
     ``counter`` (each job's step counter, the simulator's ``/jobs/metrics``, as a
     ``--progress-metric``) or ``proxies`` (SM active, link bytes, GPU utilization, cores).
+    ``fabric``, for a scenario with gang jobs: the simulator serves its fabric families on
+    ``/metrics`` (scraped too) and the advisor's fabric policies read its fabric file.
     """
 
     window: int = 15
@@ -55,11 +59,17 @@ class LoopOptions:
     keep_reports: Path | None = None
     learn: bool = True
     progress: str = "counter"
+    fabric: ScenarioFabric | None = None
 
 
 @contextmanager
 def prometheus(
-    binary: str, workdir: Path, targets: Path, nodes: int, jobs_address: str | None = None
+    binary: str,
+    workdir: Path,
+    targets: Path,
+    nodes: int,
+    jobs_address: str | None = None,
+    fabric_address: str | None = None,
 ) -> Iterator[str]:
     """A real Prometheus scraping the file_sd ``targets`` every second, and the jobs' step
     counters at ``jobs_address`` (``/jobs/metrics``) when given, as a scrape job of its
@@ -77,6 +87,13 @@ def prometheus(
                 "job_name": "toposcope-sim-jobs",
                 "metrics_path": "/jobs/metrics",
                 "static_configs": [{"targets": [jobs_address]}],
+            }
+        )
+    if fabric_address is not None:  # the fabric and its multi-node jobs' spread
+        scrape_configs.append(
+            {
+                "job_name": "toposcope-sim-fabric",
+                "static_configs": [{"targets": [fabric_address]}],
             }
         )
     server = Prometheus(workdir, scrape_configs, binary=binary)
@@ -134,6 +151,7 @@ def run_advisor(
     ]  # fmt: skip
     if calibrate_from is not None:
         argv += ["--calibrate-from", str(calibrate_from)]
+    argv += fabric_settings(options.fabric)
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     seconds = time.perf_counter() - started
@@ -151,6 +169,28 @@ def run_advisor(
             f"toposcope advise printed no JSON report: {done.stderr[-2000:]}"
         ) from None
     return report, outcomes, seconds
+
+
+def fabric_settings(fabric: ScenarioFabric | None) -> list[str]:
+    """The advisor's fabric settings for a scenario with a fabric file: fabric-placement and
+    nic-affinity read it (the documented ``fabric_file`` way), and a gang without a time
+    limit is priced over the advisor's own horizon (the simulated jobs run until stopped).
+    """
+    if fabric is None or fabric.file is None:
+        return []
+    file = str(fabric.file)
+    return [
+        "--set", f"fabric-placement.fabric_file={file}",
+        "--set", "fabric-placement.fabric_format=file",
+        "--set", f"fabric-placement.unknown_time_left_s={HORIZON_S:g}",
+        "--set", f"nic-affinity.fabric_file={file}",
+    ]  # fmt: skip
+
+
+def gang_parts(cluster: SimCluster) -> dict[str, tuple[str, ...]]:
+    """Each gang job's parts (a move of a gang names the gang, the truth its parts)."""
+    book = cluster.gangs
+    return {name: gang.parts for name, gang in book.gangs.items()} if book is not None else {}
 
 
 def action_costs(audit_db: Path, rec_ids: set[str], cluster: SimCluster) -> float:
@@ -200,17 +240,21 @@ def round_actions(
     applied: set[str],
     current: Mapping[str, float],
     after: Mapping[str, float],
+    gangs: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[dict[str, Any]]:
     """One round's applied recommendations with their targets' true change. A target that
     finished within the round (absent from ``after``) says nothing of the action: its
-    change is ``None``, neither harmful nor useless, and it is marked ``finished``.
+    change is ``None``, neither harmful nor useless, and it is marked ``finished``. A gang
+    target (a key of ``gangs``) is the sum of its parts, and its parts are its ``parts``.
     """
     actions = []
     for rec_id in sorted(applied, key=lambda i: -recs[i]["estimated_gain"]):
         rec = recs[rec_id]
         target = rec["target"].get("workload") or ""
-        finished = target not in after
-        was, now = current.get(target, 0.0), after.get(target, 0.0)
+        parts = (gangs or {}).get(target, (target,))
+        finished = any(p not in after for p in parts)
+        was = sum(current.get(p, 0.0) for p in parts)
+        now = sum(after.get(p, 0.0) for p in parts)
         actual: float | None = now / was - 1.0 if was > 0 and not finished else None
         actions.append(
             {
@@ -220,6 +264,7 @@ def round_actions(
                 "policy": rec["policy"],
                 "severity": rec.get("severity"),
                 "workload": target,
+                "parts": list(parts),
                 "target": f"{rec['target'].get('node')}/{target}",
                 "estimated_gain": round(rec["estimated_gain"], 4),
                 "estimated_gross_gain": round(gross_estimate(rec), 4),
@@ -234,18 +279,25 @@ def round_actions(
     return actions
 
 
-def serve(cluster: SimCluster, workdir: Path) -> tuple[SimServer, SimExporters, Path, str]:
-    """Serve the cluster on loopback: (server, exporters, token file, address)."""
+def serve(
+    cluster: SimCluster, workdir: Path, fabric: ScenarioFabric | None = None
+) -> tuple[SimServer, SimExporters, Path, str]:
+    """Serve the cluster on loopback (with ``fabric``'s families on ``/metrics``):
+    (server, exporters, token file, address).
+    """
+    served = SimFabric(fabric) if fabric is not None else None
     exporters = SimExporters(cluster, workdir / "state", background=False)
     token = secrets.token_hex(16)
     token_file = workdir / "token"
     token_file.write_text(token + "\n")
     os.chmod(token_file, 0o600)
     server = SimServer(
-        make_sim_app(cluster, exporters, make_sim_api_app(cluster, token)), "127.0.0.1:0"
+        make_sim_app(cluster, exporters, make_sim_api_app(cluster, token), fabric=served),
+        "127.0.0.1:0",
     )
     address = server.address
-    server.set_app(make_sim_app(cluster, exporters, make_sim_api_app(cluster, token), address))
+    api = make_sim_api_app(cluster, token)
+    server.set_app(make_sim_app(cluster, exporters, api, address, fabric=served))
     server.start()
     write_file_sd(workdir / "targets.json", file_sd_targets(cluster.node_names(), address))
     return server, exporters, token_file, address
@@ -265,7 +317,8 @@ def run_rounds(
     rounds before it, each round records the calibration it ran with, and each action
     its verdict and measured gain (:mod:`loop_learning`).
     """
-    server, exporters, token_file, address = serve(cluster, workdir)
+    server, exporters, token_file, address = serve(cluster, workdir, options.fabric)
+    gangs = gang_parts(cluster)
     audit_db = workdir / "audit.sqlite"
     window = options.window
     rounds: list[dict[str, Any]] = []
@@ -278,7 +331,10 @@ def run_rounds(
         nodes = len(cluster.node_names())
         counter = options.progress == "counter"
         jobs_address = address if counter else None
-        with prometheus(options.prometheus_binary, workdir, targets, nodes, jobs_address) as url:
+        fabric_address = address if options.fabric is not None else None
+        with prometheus(
+            options.prometheus_binary, workdir, targets, nodes, jobs_address, fabric_address
+        ) as url:
             time.sleep(window + 2)
             before = truth(cluster)
             current = dict(before)
@@ -308,9 +364,9 @@ def run_rounds(
                     learning.record(report["recommendations"], applied, model, time.time())
                 cluster.advance(action_costs(audit_db, applied, cluster) + 1.0)
                 after_round = truth(cluster)
-                done = round_actions(number, recs, applied, current, after_round)
+                done = round_actions(number, recs, applied, current, after_round, gangs)
                 actions.extend(done)
-                targets_hit = {a["workload"] for a in done}
+                targets_hit = {p for a in done for p in a["parts"]}
                 fell = fallen(current, after_round, ideal)
                 severities = sorted({str(r.get("severity")) for r in recs.values()})
                 rounds.append(

@@ -52,6 +52,8 @@ class ScenarioFabric:
     fabric: Fabric
     multi_node_jobs: dict[str, tuple[str, ...]]
     gangs: tuple[Gang, ...] = ()
+    #: the fabric file the scenario names (what an advisor's ``fabric_file`` setting reads)
+    file: Path | None = None
 
     def prices(self) -> FabricPrices:
         """The fabric as the gang model reads it."""
@@ -118,4 +120,4 @@ def scenario_fabric(
             raise entry.error("jobs", "every part of a gang job holds GPUs")
         share = entry.number("comm_share", maximum=1.0)
         gangs.append(Gang(name, tuple(parts), pattern, share))
-    return ScenarioFabric(fabric, groups, tuple(gangs))
+    return ScenarioFabric(fabric, groups, tuple(gangs), base / relative)

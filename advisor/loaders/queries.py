@@ -130,6 +130,8 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
     QueryRow("nic-port-speed", "toposcope_nic_port_rate_bytes_per_second"),
     # whether each running multi-node job's ranks sit on the same rails (fabric exporter)
     QueryRow("job-rail-aligned", "toposcope_job_fabric_rail_aligned"),
+    # the GPUs each running multi-node job holds on each of its nodes (fabric exporter)
+    QueryRow("job-fabric-node-gpus", "toposcope_job_fabric_node_gpus"),
     # which NIC ports of each node are cabled to a leaf switch (fabric exporter)
     QueryRow("fabric-node-ports", "toposcope_fabric_node_info"),
 )

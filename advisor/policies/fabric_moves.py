@@ -22,8 +22,9 @@ move names one node. On Slurm it is applied by requeueing the job held, steering
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from toposcope.advisor.fabric_jobs import job_parts
 from toposcope.advisor.fabric_wait import level_factor
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.fabric_advice import leaves_spanned
@@ -46,6 +47,8 @@ class MoveRule:
 
     per_level: float
     restart_seconds: float
+    #: the time left assumed for a job whose time left is unknown (0: such a job is not priced)
+    unknown_left_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -55,26 +58,35 @@ class RunningJob:
     name: str
     gpus: Mapping[str, tuple[int, ...]]
     time_left: float | None
+    #: each part as ``node/workload`` (one name on every node for a Slurm job)
+    parts: tuple[str, ...] = ()
 
 
 def running_jobs(model: ClusterModel, tree: CellTree) -> Iterator[RunningJob]:
-    """The workloads holding GPUs on more than one node of the fabric, by name."""
+    """The jobs holding GPUs on more than one node of the fabric: one workload name on
+    several nodes (Slurm), or the parts the fabric exporter names as one job
+    (:func:`~toposcope.advisor.fabric_jobs.job_parts`: a JobSet's pods, the simulator's gangs).
+    """
+    held = ((w.node, w.name, len(w.gpus)) for w in model.workloads if w.gpus)
+    part_of = job_parts(model.fabric_jobs, held)
     by_name: dict[str, list[WorkloadModel]] = {}
     for workload in model.workloads:
         if workload.gpus and workload.node in tree.path:
-            by_name.setdefault(workload.name, []).append(workload)
+            job = part_of.get(f"{workload.node}/{workload.name}", workload.name)
+            by_name.setdefault(job, []).append(workload)
     for name, parts in sorted(by_name.items()):
         nodes = {p.node for p in parts}
         if len(nodes) < 2:
             continue
         lefts = [p.time_left_seconds for p in parts if p.time_left_seconds is not None]
-        held: dict[str, set[int]] = {}
+        held_on: dict[str, set[int]] = {}
         for part in parts:
-            held.setdefault(part.node, set()).update(part.gpus)
+            held_on.setdefault(part.node, set()).update(part.gpus)
         yield RunningJob(
             name,
-            {node: tuple(sorted(g)) for node, g in sorted(held.items())},
+            {node: tuple(sorted(g)) for node, g in sorted(held_on.items())},
             min(lefts) if lefts else None,
+            tuple(sorted(f"{p.node}/{p.name}" for p in parts)),
         )
 
 
@@ -90,7 +102,10 @@ def spread_moves(
     """
     recs: list[Recommendation] = []
     notes: list[Note] = []
-    for job in running_jobs(model, tree):
+    for found in running_jobs(model, tree):
+        job = found
+        if found.time_left is None and rule.unknown_left_s > 0:
+            job = replace(found, time_left=rule.unknown_left_s)
         nodes = tuple(job.gpus)
         share = max(len(g) for g in job.gpus.values())
         now = span_level(tree, nodes)
@@ -198,7 +213,7 @@ def _recommend(
         confidence=0.4,
         risk=Risk.HIGH,
         claims=[
-            *(f"workload:{node}/{job.name}" for node in current),
+            *(f"workload:{part}" for part in job.parts or (f"{n}/{job.name}" for n in current)),
             *(f"node:{node}" for node in choice.nodes),
         ],
     )

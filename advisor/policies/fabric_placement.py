@@ -122,6 +122,13 @@ class FabricPlacementSettings(PolicySettings):
         help="clear a leaf for a pending job by moving single-node jobs off it, when the "
         "faster run is worth more than their restarts",
     )
+    unknown_time_left_s: float = setting(
+        0.0,
+        ge=0,
+        le=90 * 86400,
+        help="time left assumed for a running multi-node job without a time limit when "
+        "pricing its move (0: such a job gets a note, not a move)",
+    )
     restart_seconds: float = setting(
         CHECKPOINT_RESTORE_S,
         ge=0,
@@ -183,7 +190,11 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
                 continue
             recs += found
         if self.settings.move_spread:
-            rule = MoveRule(self.settings.slowdown_per_level, self.settings.restart_seconds)
+            rule = MoveRule(
+                self.settings.slowdown_per_level,
+                self.settings.restart_seconds,
+                self.settings.unknown_time_left_s,
+            )
             moves, unpriced = spread_moves(self.name, tree, free, model, rule)
             recs += moves
             notes += unpriced

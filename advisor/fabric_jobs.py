@@ -39,8 +39,8 @@ def job_parts(
     ``held`` is each workload's (node, name, GPUs held).
     """
     by_node: dict[str, list[tuple[str, int]]] = {}
-    for node, name, gpus in held:
-        by_node.setdefault(node, []).append((name, gpus))
+    for node, workload, count in held:
+        by_node.setdefault(node, []).append((workload, count))
     out: dict[str, str] = {}
     for job, nodes in sorted(fabric_jobs.items()):
         found: dict[str, str] = {}

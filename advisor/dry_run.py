@@ -89,8 +89,10 @@ class FabricPlanner(Protocol):
         ...
 
 
-def _fabric_placement(rec: Recommendation) -> bool:
-    return rec.policy == "fabric-placement" and rec.kind == RecommendationKind.PLACE
+def _fabric_placement(rec: Recommendation, planner: object) -> bool:
+    """A fabric placement the planner plans whole: a ``place``, or its own ``fabric_kinds``."""
+    kinds = getattr(planner, "fabric_kinds", (RecommendationKind.PLACE,))
+    return rec.policy == "fabric-placement" and rec.kind in kinds
 
 
 def nic_lines(rec: Recommendation, backend: str) -> list[str]:
@@ -125,7 +127,11 @@ def render_dry_run(report: Report, backend: str, planner: Planner, hints: PlanHi
     ]
     for rec in report.by_gain():
         lines += ["", comment(f"{rec.id}: {rec.summary}")]
-        if not rec.actions and isinstance(planner, FabricPlanner) and _fabric_placement(rec):
+        if (
+            not rec.actions
+            and isinstance(planner, FabricPlanner)
+            and _fabric_placement(rec, planner)
+        ):
             lines += plan_lines(planner.plan_fabric(rec))
         elif not rec.actions and rec.policy == "nic-affinity":
             lines += nic_lines(rec, backend)

@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
+from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, gang_plan
 from toposcope.cpulist import format_cpulist
 from toposcope.identity.names import is_node_name
+from toposcope.report.recommendation import Recommendation, RecommendationKind
 from toposcope.rm import ActionKind, ActionRequest, to_json
 from toposcope.rm.plan import (
     AGENT_KINDS,
@@ -29,6 +31,8 @@ from toposcope.rm.plan import (
     refused,
 )
 
+#: why only the simulator moves a multi-node job whole
+GANG = "only the simulator moves a multi-node job whole"
 #: the simulator's resource-manager API at its default listen address
 SIM_URL = "http://127.0.0.1:9850/api/v1"
 #: a node agent's resource-manager API at its default port, ``{node}`` the node's name
@@ -84,6 +88,18 @@ class ApiPlanner:
     def plan(self, request: ActionRequest, hints: PlanHints | None = None) -> Plan:
         """See :func:`api_plan`."""
         return api_plan(request, self.url, self.backend, self.kinds)
+
+    @property
+    def fabric_kinds(self) -> tuple[RecommendationKind, ...]:
+        """The fabric-placement kinds planned whole: the simulator's gang moves only."""
+        return FABRIC_KINDS if self.backend == "sim" else ()
+
+    def plan_fabric(self, recommendation: Recommendation) -> Plan:
+        """The simulator's whole-gang move (:func:`.gang_plan.gang_plan`); elsewhere a refusal."""
+        plan = gang_plan(recommendation, api_base(self.url))
+        if self.backend != "sim":
+            return refused(plan.request, self.backend, f"a node agent serves one host: {GANG}")
+        return plan
 
 
 def unit_of(request: ActionRequest, hints: PlanHints | None) -> str | None:

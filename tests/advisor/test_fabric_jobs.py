@@ -7,12 +7,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.advisor.builders import cluster, pcie8
+from tests.advisor.test_dry_run import bash_n
 from tests.advisor.test_policy_fabric_placement import TREE
+from toposcope.advisor.dry_run import planner_for, render_dry_run
 from toposcope.advisor.fabric_jobs import job_parts
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
+from toposcope.advisor.rmclients.plans import ApiPlanner
 from toposcope.fabric.slurmconf import read_topology_conf
-from toposcope.report.recommendation import RecommendationKind
+from toposcope.report.recommendation import RecommendationKind, Report, RunInfo
+from toposcope.rm.plan import PlanHints
 
 
 def test_parts_are_joined_by_name_then_gpus_then_name_prefix() -> None:
@@ -78,3 +82,19 @@ def test_a_gang_without_a_time_limit_is_priced_over_the_assumed_time_left() -> N
     assert any("time left is unknown" in n.reason for n in unpriced.undecided)
     [move] = policy(36_000.0).evaluate(gang_model(None)).recommendations
     assert move.proposed["saved_s"] == 4000.0
+
+
+def test_the_sim_dry_run_prints_the_whole_gang_move_and_an_agent_refuses_it() -> None:
+    [move] = policy().evaluate(gang_model(36_000.0)).recommendations
+    run = RunInfo("2026-01-01T00:00:00+00:00", "test", "1h", ("fabric-placement",), 0.05)
+    report = Report(run, (move,))
+    sim = planner_for("sim", "http://127.0.0.1:9850", {})
+    text = render_dry_run(report, "sim", sim, PlanHints())
+    assert "http://127.0.0.1:9850/api/v1/gang-moves" in text and '"job":"gang"' in text.replace(
+        " ", ""
+    )
+    bash_n(text)
+    agent = planner_for("agent", None, {})
+    assert "advice for a person" in render_dry_run(report, "agent", agent, PlanHints())
+    assert isinstance(sim, ApiPlanner) and not sim.plan_fabric(move).refused
+    assert isinstance(agent, ApiPlanner) and "only the simulator" in agent.plan_fabric(move).refused

@@ -27,6 +27,7 @@ from toposcope.cli import main
 from toposcope.fabric.cellfit import choose
 from toposcope.fabric.cells import CellTree, NodeFree
 from toposcope.fabric.yamlfile import read_fabric_file
+from toposcope.report.recommendation import Recommendation
 from toposcope.rm import ActionStatus, Allocation, ResourceManagerError
 from toposcope.rm.plan import CommandStep, WaitStep
 from toposcope.slurm.apply_options import MIGRATABLE
@@ -143,6 +144,19 @@ def test_a_pending_job_is_steered_onto_the_leaf_the_cells_chose(
         cluster.command("scancel", str(holder), str(job), check=False)
 
 
+def advice_for_held_job(
+    cluster: LocalCluster, fabric_file: Path, holder: int, job: int
+) -> Recommendation:
+    """The fabric-placement advice for the held 2-node ``job`` once ``holder`` runs on the
+    third node (the only recommendation the policy makes)."""
+    wait_running(cluster, holder)
+    nodes = [NodeModel(n, numa_nodes(1, 2), (gpu(0, 0), gpu(1, 0))) for n in NODES]
+    held = WorkloadModel(f"slurm-job-{holder}", NODES[2], gpus=(0, 1))
+    model = cluster_model(nodes, [held], pending=[PendingWorkload(f"slurm-job-{job}", 4)])
+    [rec] = FabricPlacement(fabric=read_fabric_file(fabric_file)).evaluate(model).recommendations
+    return rec
+
+
 def test_the_backend_applies_the_policys_advice_and_refuses_it_once_stale(
     tree_cluster: LocalCluster, fabric_file: Path
 ) -> None:
@@ -150,12 +164,7 @@ def test_the_backend_applies_the_policys_advice_and_refuses_it_once_stale(
     holder = cluster.sbatch("-N", "1", "-w", NODES[2], "--gres=gpu:2", "--wrap", "sleep 300")
     job = cluster.sbatch("-N", "2", "--gres=gpu:2", "--hold", "--wrap", "sleep 300")
     try:
-        wait_running(cluster, holder)
-        nodes = [NodeModel(n, numa_nodes(1, 2), (gpu(0, 0), gpu(1, 0))) for n in NODES]
-        held = WorkloadModel(f"slurm-job-{holder}", NODES[2], gpus=(0, 1))
-        model = cluster_model(nodes, [held], pending=[PendingWorkload(f"slurm-job-{job}", 4)])
-        advice = FabricPlacement(fabric=read_fabric_file(fabric_file))
-        [rec] = advice.evaluate(model).recommendations
+        rec = advice_for_held_job(cluster, fabric_file, holder, job)
         assert rec.proposed["cell"] == "leaf-a" and rec.proposed["switches"] == 1
         manager = commands_manager(cluster)
         placed = manager.steer_fabric(rec)
@@ -183,13 +192,7 @@ def test_advise_apply_runs_the_planned_steer_once_and_audits_it(
     holder = cluster.sbatch("-N", "1", "-w", NODES[2], "--gres=gpu:2", "--wrap", "sleep 300")
     job = cluster.sbatch("-N", "2", "--gres=gpu:2", "--hold", "--wrap", "sleep 300")
     try:
-        wait_running(cluster, holder)
-        nodes = [NodeModel(n, numa_nodes(1, 2), (gpu(0, 0), gpu(1, 0))) for n in NODES]
-        held = WorkloadModel(f"slurm-job-{holder}", NODES[2], gpus=(0, 1))
-        model = cluster_model(nodes, [held], pending=[PendingWorkload(f"slurm-job-{job}", 4)])
-        [rec] = (
-            FabricPlacement(fabric=read_fabric_file(fabric_file)).evaluate(model).recommendations
-        )
+        rec = advice_for_held_job(cluster, fabric_file, holder, job)
         manager = commands_manager(cluster)
         plan = manager.plan_fabric(rec)
         audit = AuditLog(tmp_path / "audit.sqlite")

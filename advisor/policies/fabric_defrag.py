@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from toposcope.advisor.fabric_jobs import job_parts
 from toposcope.advisor.fabric_wait import level_factor
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.recommendations import make_recommendation
@@ -32,15 +33,20 @@ from toposcope.rm import ActionKind, ActionRequest
 
 
 def occupants_of(model: ClusterModel, tree: CellTree) -> dict[str, list[Occupant]]:
-    """Node -> the jobs holding GPUs on it; single-node jobs are the movable ones."""
+    """Node -> the jobs holding GPUs on it; single-node jobs are the movable ones (a part of a
+    multi-node job named apart from its siblings, :mod:`~toposcope.advisor.fabric_jobs`, is not).
+    """
     nodes_of: dict[str, set[str]] = {}
     for workload in model.workloads:
         if workload.gpus:
             nodes_of.setdefault(workload.name, set()).add(workload.node)
+    held = ((w.node, w.name, len(w.gpus)) for w in model.workloads if w.gpus)
+    parts = job_parts(model.fabric_jobs, held)
     result: dict[str, list[Occupant]] = {}
     for workload in model.workloads:
         if workload.gpus and workload.node in tree.path:
-            movable = len(nodes_of[workload.name]) == 1
+            part = f"{workload.node}/{workload.name}" in parts
+            movable = len(nodes_of[workload.name]) == 1 and not part
             result.setdefault(workload.node, []).append(
                 Occupant(workload.name, len(workload.gpus), movable)
             )

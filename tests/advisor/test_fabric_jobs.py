@@ -12,8 +12,10 @@ from tests.advisor.test_policy_fabric_placement import TREE
 from toposcope.advisor.dry_run import planner_for, render_dry_run
 from toposcope.advisor.fabric_jobs import job_parts
 from toposcope.advisor.model import ClusterModel, WorkloadModel
+from toposcope.advisor.policies.fabric_defrag import occupants_of
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.advisor.rmclients.plans import ApiPlanner
+from toposcope.fabric.celldefrag import Occupant
 from toposcope.fabric.slurmconf import read_topology_conf
 from toposcope.report.recommendation import RecommendationKind, Report, RunInfo
 from toposcope.rm.plan import PlanHints
@@ -98,3 +100,11 @@ def test_the_sim_dry_run_prints_the_whole_gang_move_and_an_agent_refuses_it() ->
     assert "advice for a person" in render_dry_run(report, "agent", agent, PlanHints())
     assert isinstance(sim, ApiPlanner) and not sim.plan_fabric(move).refused
     assert isinstance(agent, ApiPlanner) and "only the simulator" in agent.plan_fabric(move).refused
+
+
+def test_a_part_of_a_gang_is_never_moved_to_clear_a_leaf() -> None:
+    tree = policy()._cells()
+    occupants = occupants_of(gang_model(36_000.0), tree)
+    assert occupants["dev0"] == [Occupant("gang-a", 8, False)]
+    alone = occupants_of(replace(gang_model(36_000.0), fabric_jobs={}), tree)
+    assert alone["dev0"] == [Occupant("gang-a", 8, True)]

@@ -42,8 +42,9 @@ def fake_answers() -> dict[str, Any]:
     return probe(fake, gpm_interval=2.0, sleep=clock.advance)
 
 
-def test_every_family_the_real_exporter_published_is_in_the_catalogue() -> None:
-    text = (REAL / "exporter-metrics.txt").read_text()
+@pytest.mark.parametrize("capture", ["exporter-metrics.txt", "exporter-print.txt"])
+def test_every_family_the_real_exporter_published_is_in_the_catalogue(capture: str) -> None:
+    text = (REAL / capture).read_text()
     seen = 0
     for family in text_string_to_metric_families(text):
         if not family.name.startswith("toposcope_"):
@@ -54,7 +55,29 @@ def test_every_family_the_real_exporter_published_is_in_the_catalogue() -> None:
             assert set(sample.labels) <= set(spec.labels), (sample.name, sample.labels)
         seen += 1
     assert seen > 40
-    assert "toposcope_gpu_sm_active_ratio" in text
+    assert "toposcope_gpu_memory_used_bytes" in text
+    # the first capture's second scrape had GPM's rates decided; a single scrape has not
+    assert ("toposcope_gpu_sm_active_ratio" in text) == (capture == "exporter-metrics.txt")
+
+
+def test_the_pcie_link_collector_read_the_real_link() -> None:
+    """An H200 on PCIe Gen 5 x16 (``gpu-sysfs-pci.txt``): 32 GT/s and 16 lanes, max and now."""
+    sysfs = dict(
+        line.split(": ", 1) for line in (REAL / "gpu-sysfs-pci.txt").read_text().splitlines()
+    )
+    assert sysfs["max_link_speed"] == "32.0 GT/s PCIe" and sysfs["max_link_width"] == "16"
+    samples = {
+        (s.name, s.labels["state"]): s.value
+        for family in text_string_to_metric_families((REAL / "exporter-print.txt").read_text())
+        if family.name.startswith("toposcope_gpu_pcie_link")
+        for s in family.samples
+    }
+    assert samples == {
+        ("toposcope_gpu_pcie_link_speed_transfers_per_second", "max"): 32e9,
+        ("toposcope_gpu_pcie_link_speed_transfers_per_second", "current"): 32e9,
+        ("toposcope_gpu_pcie_link_width_lanes", "max"): 16.0,
+        ("toposcope_gpu_pcie_link_width_lanes", "current"): 16.0,
+    }
 
 
 @pytest.mark.parametrize("capture", ["nvml-probe-idle.json", "nvml-probe-busy.json"])

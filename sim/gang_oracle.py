@@ -119,27 +119,10 @@ class _GangSearch(_Search):
             return []
         return super().options(name)
 
-    def eject(self, deadline: float) -> bool:
-        """The node-level ejection chains among the single-node jobs only."""
-        improved = False
-        for name in sorted(self.ideal):
-            if name in self.book.part_of:
-                continue
-            alloc = self.alloc.get(name)
-            if alloc is not None and self._own(name, alloc) >= 1.0 - 1e-6:
-                continue
-            holders = sorted(
-                n
-                for n, a in self.alloc.items()
-                if a and a.gpus and n != name and n in self.ideal and n not in self.book.part_of
-            )
-            for other in holders:
-                if time.perf_counter() > deadline:
-                    return improved
-                if self._try_pair(name, other):
-                    improved = True
-                    break
-        return improved
+    def moves_alone(self, name: str) -> bool:
+        """A gang's part moves only with its gang: the ejection chains are among the
+        single-node jobs only."""
+        return name not in self.book.part_of
 
     def gang_moves(self, order: Sequence[str], deadline: float) -> bool:
         """One sweep of whole-gang placements (see the module docstring); returns whether

@@ -233,11 +233,15 @@ class _Search:
         """
         improved = False
         for name in sorted(self.ideal):
+            if not self.moves_alone(name):
+                continue
             alloc = self.alloc.get(name)
             if alloc is not None and self._own(name, alloc) >= 1.0 - 1e-6:
                 continue
             holders = sorted(
-                n for n, a in self.alloc.items() if a and a.gpus and n != name and n in self.ideal
+                n
+                for n, a in self.alloc.items()
+                if a and a.gpus and n != name and n in self.ideal and self.moves_alone(n)
             )
             for other in holders:
                 if time.perf_counter() > deadline:
@@ -246,6 +250,10 @@ class _Search:
                     improved = True
                     break
         return improved
+
+    def moves_alone(self, name: str) -> bool:
+        """Whether ``name`` can move by itself in the ejection chains (every job here)."""
+        return True
 
     def _own(self, name: str, alloc: Allocation) -> float:
         """``name``'s efficiency where it is now, with its co-runners."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import holds_any, modules_loaded_by
-from tests.kube.fake_apiserver import Running, kubeconfig, serve
+from tests.kube.fake_apiserver import kubeconfig, served_kubeconfig
 from tests.kube.fake_topologies import TopologyApiServer
 from toposcope.cli import main
 from toposcope.kubeapi.client import KubeApiError, continue_token
@@ -34,19 +34,9 @@ def fake() -> TopologyApiServer:
 
 
 @pytest.fixture
-def running(fake: TopologyApiServer) -> Iterator[Running]:
-    served = serve(fake)
-    try:
-        yield served
-    finally:
-        served.stop()
-
-
-@pytest.fixture
-def config(running: Running, tmp_path: Path) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(kubeconfig(running.url), encoding="utf-8")
-    return path
+def config(fake: TopologyApiServer, tmp_path: Path) -> Iterator[Path]:
+    with served_kubeconfig(fake, tmp_path) as path:
+        yield path
 
 
 def show(config: Path, *extra: str) -> list[str]:

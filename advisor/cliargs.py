@@ -146,7 +146,8 @@ def _backend(args: argparse.Namespace) -> MetricsBackend:
         return ScrapeLoader([ScrapeTarget.parse(t) for t in args.scrape], timeout=args.timeout)
     if args.sim:
         targets = sim_targets(args.sim, timeout=args.timeout)
-        source = f"sim:{args.sim} ({len(targets)} nodes)"
+        nodes = sum(1 for target in targets if target.node is not None)
+        source = f"sim:{args.sim} ({nodes} nodes)"
         return ScrapeLoader(targets, timeout=args.timeout, source=source)
     insecure = getattr(args, "allow_insecure_token_file", False)
     token = read_token(Path(args.bearer_token_file), insecure) if args.bearer_token_file else None

@@ -15,8 +15,10 @@ A target is ``URL`` or ``NAME=URL`` (a plain path reads a saved scrape); ``NAME`
 the sample's ``node`` label (the name the resource manager knows the node by). Every sample
 also gets ``instance`` (the URL's host:port) and ``job="scrape"``, as a Prometheus scrape
 would add. A target without a name is known by that ``(job, instance)`` (its exporter's
-hostname is joined on it), so two targets on one host:port cannot both go unnamed: the
-loader refuses them (:func:`check_targets`) rather than silently keep only one.
+hostname is joined on it), so two targets of one scrape job on one host:port cannot both go
+unnamed: the loader refuses them (:func:`check_targets`) rather than silently keep only one.
+A target that publishes labelled series of a whole cluster (the simulator's ``/metrics``:
+its queue and fabric) gets a ``job`` of its own, as a Prometheus scrape job would.
 """
 
 from __future__ import annotations
@@ -44,10 +46,14 @@ LOG = logging.getLogger("toposcope.advisor.scrape")
 
 @dataclass(frozen=True)
 class ScrapeTarget:
-    """One exporter to read: its URL and, optionally, the node name to report it as."""
+    """One exporter to read: its URL and, optionally, the node name to report it as.
+
+    ``job`` is the ``job`` label its samples get (``scrape`` unless a caller knows better).
+    """
 
     url: str
     node: str | None = None
+    job: str = "scrape"
 
     @classmethod
     def parse(cls, text: str) -> ScrapeTarget:
@@ -75,15 +81,15 @@ class ScrapeTarget:
 
 
 def check_targets(targets: Sequence[ScrapeTarget]) -> None:
-    """Refuse (:class:`UsageError`) an unnamed target whose host:port another target has.
+    """Refuse (:class:`UsageError`) an unnamed target whose job and host:port another has.
 
     Its series would be told apart from the other's by ``(job, instance)`` alone, which
     both share: one node would silently take the other's place.
     """
-    by_instance: dict[str, list[ScrapeTarget]] = {}
+    by_instance: dict[tuple[str, str], list[ScrapeTarget]] = {}
     for target in targets:
-        by_instance.setdefault(target.instance, []).append(target)
-    for instance, sharing in by_instance.items():
+        by_instance.setdefault((target.job, target.instance), []).append(target)
+    for (_, instance), sharing in by_instance.items():
         unnamed = [t for t in sharing if t.node is None]
         if len(sharing) > 1 and unnamed:
             urls = " and ".join(repr(t.url) for t in sharing[:2])
@@ -159,7 +165,7 @@ class ScrapeLoader:
         series: list[Series] = []
         dropped = 0
         for scraped in snapshot:
-            extra = {"instance": scraped.target.instance, "job": "scrape"}
+            extra = {"instance": scraped.target.instance, "job": scraped.target.job}
             if scraped.target.node:
                 extra["node"] = scraped.target.node
             for name, labels, value in scraped.samples:

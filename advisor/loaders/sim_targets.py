@@ -9,6 +9,12 @@ simulator advertises, so a simulator listening on ``0.0.0.0`` or behind a port f
 reached where the user reached it. A name that is not a host name is refused as
 ``--scrape`` refuses it (:func:`~toposcope.identity.names.check_node_name`), and the targets
 are checked like ``--scrape`` targets (:func:`~.scrape.check_targets`).
+
+The simulator's own ``/metrics`` is read too, as the scrape job ``toposcope-sim-cluster``:
+it carries what no node publishes, the simulated scheduler's queue (pending jobs for
+placement advice) and, with a scenario fabric, the fabric and each multi-node job's parts
+(for ``fabric-placement`` and ``nic-affinity``), as a Prometheus scraping the simulator
+would see them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from toposcope.serving.jsonbody import parse_json_body
 
 #: where the simulator lists its nodes (file_sd JSON)
 TARGETS_PATH = "/targets.json"
+#: the simulator's cluster-wide page (queue, fabric, step counters) and its scrape job
+CLUSTER_PATH = "/metrics"
+CLUSTER_JOB = "toposcope-sim-cluster"
 #: the largest node list read (a 10 000-node simulator's is about 1.2 MB)
 MAX_LIST_BYTES = 8 * 1024 * 1024
 
@@ -82,7 +91,9 @@ def node_names(entries: Any, url: str) -> list[str]:
 
 
 def sim_targets(url: str, *, timeout: float = 10.0) -> list[ScrapeTarget]:
-    """One scrape target per node the simulator at ``url`` lists, named as it names them."""
+    """One scrape target per node the simulator at ``url`` lists, named as it names them,
+    and one of the simulator's cluster-wide page (job ``toposcope-sim-cluster``).
+    """
     base = sim_base(url)
     listed = base + TARGETS_PATH
     names = node_names(_fetch(listed, timeout), listed)
@@ -90,5 +101,6 @@ def sim_targets(url: str, *, timeout: float = 10.0) -> list[ScrapeTarget]:
         ScrapeTarget(f"{base}/nodes/{urllib.parse.quote(name, safe='')}/metrics", name)
         for name in names
     ]
+    targets.append(ScrapeTarget(base + CLUSTER_PATH, None, CLUSTER_JOB))
     check_targets(targets)
     return targets

@@ -13,6 +13,11 @@ the whole move first and then carries it out at once:
   free (a pinned rank stays pinned on an identical node), else it takes the lowest free GPUs
   unpinned; GPUs held by the gang's own parts count as free, GPUs held by any other job
   refuse the move (409) before anything changes;
+* ``places``, when given (one per node, in the order of ``nodes``), names the GPUs, CPUs and
+  memory nodes the part on that node takes instead: a part may then keep its node and move
+  to other GPUs of it (onto the GPUs nearest a cabled NIC, say). The named GPUs must be free
+  or held by the gang's own parts, as above (409 otherwise); the part is pinned when CPUs are
+  named, and a part whose place is where it runs now does not move;
 * every moved part pays the gang's slowest checkpoint-restore
   (:func:`~toposcope.sim.cluster_state.checkpoint_restore_seconds`), the cost the judge
   charges every rank of a moved gang; the gang stands still until then.
@@ -31,7 +36,7 @@ from pydantic import ConfigDict, Field
 
 from toposcope.rm import ActionKind, ActionRequest, ActionState, ActionStatus, Allocation
 from toposcope.rm.errors import ResourceManagerError
-from toposcope.rm.fields import NodeName, RequestId, Text, WorkloadName
+from toposcope.rm.fields import IndexList, NodeName, RequestId, Text, WorkloadName
 from toposcope.sim.cluster_state import RUNNING, SimWorkload, checkpoint_restore_seconds
 
 if TYPE_CHECKING:
@@ -39,6 +44,21 @@ if TYPE_CHECKING:
 
 #: the most parts one gang move may name
 MAX_PARTS = 1024
+
+
+@dataclass(frozen=True)
+class PartPlace:
+    """Where a gang's part on one node goes on that node: its GPUs, CPUs and memory nodes."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    gpus: Annotated[IndexList, Field(min_length=1, description="GPU indexes")]
+    cpus: Annotated[IndexList, Field(description="CPUs to pin to (empty: unpinned)")] = field(
+        default_factory=list
+    )
+    mems: Annotated[IndexList, Field(description="NUMA nodes for memory")] = field(
+        default_factory=list
+    )
 
 
 @dataclass(frozen=True)
@@ -54,6 +74,10 @@ class GangMove:
         Field(min_length=1, max_length=MAX_PARTS, description="one node per part"),
     ] = field(default_factory=list)
     reason: Annotated[Text, Field(description="why, for the logs")] = ""
+    places: Annotated[
+        list[PartPlace],
+        Field(max_length=MAX_PARTS, description="empty, or one place per node (its GPUs)"),
+    ] = field(default_factory=list)
 
 
 def move_gang(cluster: SimCluster, move: GangMove) -> ActionState:
@@ -73,16 +97,14 @@ def move_gang(cluster: SimCluster, move: GangMove) -> ActionState:
             return cluster._now(known)
         cluster.sync()
         parts = _parts(cluster, move.job)
-        targets = _targets(cluster, parts, move.nodes)
-        moved = [(w, a) for w, a in targets if w.allocation is None or w.allocation.node != a.node]
+        targets = _targets(cluster, parts, move.nodes, move.places)
+        moved = [(w, a) for w, a in targets if w.allocation != a]
         if not moved:
             raise ResourceManagerError(f"job {move.job} already runs on {move.nodes}", 409)
         cost = max(checkpoint_restore_seconds(w.spec) for w in parts)
         first, first_to = moved[0]
         before = first.allocation
-        pins = [
-            w.pinned and w.allocation is not None and w.allocation.cpus == a.cpus for w, a in moved
-        ]
+        pins = [_pinned(cluster, w, a, bool(move.places)) for w, a in moved]
         for workload, _ in moved:
             old = cluster._remove(workload)
             if old is not None:
@@ -117,6 +139,8 @@ def move_gang(cluster: SimCluster, move: GangMove) -> ActionState:
 def _reason(move: GangMove) -> str:
     """The recorded reason: what was asked, so a repeat can be told from a new request."""
     text = f"gang move of {move.job} onto {','.join(move.nodes)}"
+    if move.places:
+        text += " GPUs " + ";".join(",".join(map(str, p.gpus)) for p in move.places)
     return f"{text}: {move.reason}" if move.reason else text
 
 
@@ -137,13 +161,27 @@ def _parts(cluster: SimCluster, job: str) -> list[SimWorkload]:
     return parts
 
 
+def _pinned(cluster: SimCluster, workload: SimWorkload, to: Allocation, placed: bool) -> bool:
+    """Whether the part runs pinned at ``to``: as it was when it keeps its CPUs, and where
+    ``places`` named its CPUs, when they pin it (the simulator's rule for a migrate).
+    """
+    if placed:
+        return bool(to.cpus) and cluster._is_pinned(to)
+    current = workload.allocation
+    return workload.pinned and current is not None and current.cpus == to.cpus
+
+
 def _targets(
-    cluster: SimCluster, parts: list[SimWorkload], nodes: list[str]
+    cluster: SimCluster, parts: list[SimWorkload], nodes: list[str], places: list[PartPlace]
 ) -> list[tuple[SimWorkload, Allocation]]:
     """Each part's checked new allocation (see the module docstring); refusals raised."""
     if len(set(nodes)) != len(nodes) or len(nodes) != len(parts):
         raise ResourceManagerError(
             f"a move of {len(parts)} parts needs {len(parts)} distinct nodes, got {nodes}", 400
+        )
+    if places and len(places) != len(nodes):
+        raise ResourceManagerError(
+            f"{len(places)} places for {len(nodes)} nodes: give one per node or none", 400
         )
     unknown = [n for n in nodes if n not in cluster._nodes]
     if unknown:
@@ -155,12 +193,31 @@ def _targets(
     for workload in parts:
         current = workload.allocation
         assert current is not None  # checked by _parts
-        if current.node in staying:
+        node = current.node if current.node in staying else free_nodes.pop(0)
+        if places:
+            place = places[nodes.index(node)]
+            out.append((workload, _named(cluster, workload, node, place, names)))
+        elif current.node in staying:
             out.append((workload, current))
-            continue
-        node = free_nodes.pop(0)
-        out.append((workload, _allocation(cluster, workload, current, node, names)))
+        else:
+            out.append((workload, _allocation(cluster, workload, current, node, names)))
     return out
+
+
+def _named(
+    cluster: SimCluster, workload: SimWorkload, node: str, place: PartPlace, gang: set[str]
+) -> Allocation:
+    """The part's place on ``node`` as ``place`` names it; 409 when another job holds one of
+    its GPUs, 400 for GPUs, CPUs or memory nodes the node lacks or a wrong GPU count.
+    """
+    owners = cluster._held_gpus(cluster._nodes[node])
+    taken = sorted({owners[g] for g in place.gpus if g in owners and owners[g] not in gang})
+    if taken:
+        raise ResourceManagerError(
+            f"GPUs {place.gpus} on {node} are held by {', '.join(taken)}", 409
+        )
+    wanted = Allocation(node, list(place.cpus), list(place.mems), list(place.gpus))
+    return cluster._check_placement(workload, wanted, allow_shared=True)
 
 
 def _allocation(
@@ -185,4 +242,4 @@ def _allocation(
     return cluster._check_placement(workload, Allocation(node, [], [], free[:need]), True)
 
 
-__all__ = ["MAX_PARTS", "GangMove", "move_gang"]
+__all__ = ["MAX_PARTS", "GangMove", "PartPlace", "move_gang"]

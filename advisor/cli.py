@@ -55,6 +55,7 @@ from toposcope.advisor.dry_run import (
 )
 from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.formatters import find_formatter
+from toposcope.advisor.job_deadlines import load_deadlines
 from toposcope.advisor.loaders import Window
 from toposcope.advisor.model import PendingWorkload
 from toposcope.advisor.outcomes import OutcomeLog
@@ -243,9 +244,15 @@ def _advise(args: argparse.Namespace) -> int:
     render = find_formatter(args.format)
     options = format_options(args)
     p2p = parse_options(args.p2p_bandwidth)
+    deadlines = load_deadlines(args.job_deadlines)
     backend = backend_from_args(args)
     model = load_model(
-        backend, window, selector=selector(args), node_label=args.node_label, p2p=p2p
+        backend,
+        window,
+        selector=selector(args),
+        node_label=args.node_label,
+        p2p=p2p,
+        deadlines=deadlines,
     )
     manager: ResourceManager | None = None
     unread = ""

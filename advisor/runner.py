@@ -14,6 +14,7 @@ from typing import Any
 from toposcope import __version__
 from toposcope.advisor.calibration import KindCalibration, calibrate
 from toposcope.advisor.capacity_ledger import CapacityLedger
+from toposcope.advisor.job_deadlines import JobDeadline, with_deadlines
 from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
 from toposcope.advisor.loaders.queries import load_all, queries
 from toposcope.advisor.model import ClusterModel, PendingWorkload
@@ -33,16 +34,19 @@ def load_model(
     pending: Iterable[PendingWorkload] = (),
     needs: Sequence[Query] | None = None,
     p2p: Sequence[P2pOption] = (),
+    deadlines: Sequence[JobDeadline] = (),
 ) -> ClusterModel:
     """Run the queries against ``backend`` and build the model (with the measured GPU-pair
-    bandwidths of ``p2p``, from ``--p2p-bandwidth``). The backend is refreshed first, so that
-    each analysis of a long-running service reads its targets anew.
+    bandwidths of ``p2p``, from ``--p2p-bandwidth``, and the jobs' configured ``deadlines``,
+    from ``--job-deadlines``, counted from the window's end). The backend is refreshed first,
+    so that each analysis of a long-running service reads its targets anew.
     """
     backend.refresh()
     needed = needs if needs is not None else queries(selector)
     data = load_all(backend, window, needed, node_label=node_label)
     model = build_model(data, node_label=node_label, pending=pending)
-    return with_measured_links(model, p2p)
+    now = window.end if window.end is not None else time.time()
+    return with_deadlines(with_measured_links(model, p2p), deadlines, now)
 
 
 def assemble(

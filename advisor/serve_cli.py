@@ -60,6 +60,7 @@ from toposcope.advisor.cliargs import (
     selector,
 )
 from toposcope.advisor.errors import AdvisorError
+from toposcope.advisor.job_deadlines import add_deadline_arguments, checked_deadlines_file
 from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.leader_flags import Election, add_leader_arguments, election_from_args
 from toposcope.advisor.loaders.base import Window, parse_duration
@@ -107,6 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(serve)
     add_analysis_arguments(serve)
     add_p2p_arguments(serve)
+    add_deadline_arguments(serve)
     serve.add_argument(
         "--interval", default="60s", help="time between analyses, a PromQL duration (60s)"
     )
@@ -269,6 +271,7 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
             args.node_label,
             args.min_gain,
             parse_options(args.p2p_bandwidth),
+            deadlines_file=checked_deadlines_file(args.job_deadlines),
         ),
         manager_factory=manager_factory(args, rm_token),
         backend_name=args.resource_manager,

@@ -38,6 +38,7 @@ from toposcope.advisor.autoapply.loop import AutoApplier
 from toposcope.advisor.autoapply.metrics import auto_exposition
 from toposcope.advisor.calibration import calibration_from
 from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
+from toposcope.advisor.job_deadlines import load_deadlines
 from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.loaders.base import MetricsBackend, Window
 from toposcope.advisor.model import ClusterModel, PendingWorkload
@@ -59,7 +60,8 @@ LOG = logging.getLogger("toposcope.advisor.service")
 @dataclass(frozen=True)
 class AnalysisSettings:
     """What one analysis reads: the window, the selector, the node label, the minimum gain,
-    the measured GPU-pair bandwidths (``--p2p-bandwidth``).
+    the measured GPU-pair bandwidths (``--p2p-bandwidth``), the job deadline file
+    (``--job-deadlines``; read again by every analysis, so that an edited file counts).
     """
 
     window: Window
@@ -67,6 +69,7 @@ class AnalysisSettings:
     node_label: str = "auto"
     min_gain: float = 0.05
     p2p: tuple[P2pOption, ...] = ()
+    deadlines_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,7 @@ class AdvisorService:
                 selector=self.settings.selector,
                 node_label=self.settings.node_label,
                 p2p=self.settings.p2p,
+                deadlines=load_deadlines(self.settings.deadlines_file),
             )
             with self._state_lock:
                 self.series_dropped.update(model.dropped_series)

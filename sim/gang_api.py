@@ -4,9 +4,11 @@ The contract's routes (:mod:`toposcope.rm.api`) move one workload per action; a 
 job is moved whole by the simulator's own route, which takes a
 :class:`~toposcope.sim.gang_moves.GangMove` (request id, the job, one node per part) and
 answers the one :class:`~toposcope.rm.models.ActionState` of the move (202, 200 for a
-repeat), under the same bearer token as every state change. ``GET /actions/{id}`` then
-finds the move by its id or request id like any other action. The advisor's ``sim``
-backend sends it for a ``fabric-placement`` move of a running job
+repeat), under the same bearer token as every state change. The same route takes a
+:class:`~toposcope.sim.gang_swaps.JointMove` (request id, several jobs, each part's node and
+GPUs), which moves several gangs, and the single-node jobs that make room, at once.
+``GET /actions/{id}`` then finds the move by its id or request id like any other action.
+The advisor's ``sim`` backend sends it for a ``fabric-placement`` move of a running job
 (:meth:`toposcope.advisor.rmclients.http.HttpResourceManager.plan_fabric`).
 """
 
@@ -22,13 +24,14 @@ from toposcope.rm import ActionState
 from toposcope.rm.api import DEFAULT_PREFIX, NO_TOKEN_MESSAGE, ActionStateBody, make_api_app
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.gang_moves import GangMove, move_gang
+from toposcope.sim.gang_swaps import JointMove, move_jobs
 
 #: the route, under the API's prefix
 GANG_MOVES = "/gang-moves"
 
 
-class GangMoveBody(RootModel[GangMove]):
-    """A whole-gang move, as the route reads it."""
+class GangMoveBody(RootModel[GangMove | JointMove]):
+    """A whole-gang move or a joint move of several jobs, as the route reads it."""
 
 
 def make_sim_api_app(cluster: SimCluster, token: str | None) -> APIFlask:
@@ -42,9 +45,14 @@ def make_sim_api_app(cluster: SimCluster, token: str | None) -> APIFlask:
     @guard.required
     @app.input(GangMoveBody, arg_name="body")
     def gang_move(body: GangMoveBody) -> tuple[ActionState, int, dict[str, str]]:
-        """Move every part of a multi-node job at once (:mod:`toposcope.sim.gang_moves`)."""
+        """Move every part of a multi-node job at once (:mod:`toposcope.sim.gang_moves`), or
+        several jobs at once (:mod:`toposcope.sim.gang_swaps`).
+        """
         known = _known(cluster, body.root.request_id)
-        state = move_gang(cluster, body.root)
+        move = body.root
+        state = (
+            move_jobs(cluster, move) if isinstance(move, JointMove) else move_gang(cluster, move)
+        )
         location = {"Location": f"{DEFAULT_PREFIX}/actions/{urllib.parse.quote(state.id, safe='')}"}
         return state, 200 if known else 202, location
 

@@ -50,7 +50,7 @@ FACTOR_FLOOR, FACTOR_CEILING = 0.05, 2.0
 #: cores below which a workload's CPU figure says nothing about its speed
 MIN_CORES = 0.05
 #: verdicts whose measurement is final
-SETTLED = frozenset({Verdict.EFFECTIVE, Verdict.INEFFECTIVE, Verdict.HARMFUL})
+SETTLED = frozenset({Verdict.PAID, Verdict.NEUTRAL, Verdict.HARMFUL})
 
 
 @dataclass(frozen=True)

@@ -26,32 +26,36 @@ kind but ``config`` is verified. At apply time the service records a *baseline*:
 From ``verify_after`` seconds after applying (default: the analysis window, so that the
 window holds only samples taken after the change), every analysis measures the same figures
 (a moved or placed job where it went) and decides, with ``h`` the harm threshold (0.10) and
-``e`` the effective share (0.5):
+``e`` the paid share (0.5):
 
 * ``pin``, ``migrate-memory``: **harmful** when the cores used fell below ``(1 - h)`` of the
   baseline (baseline at least ``min_cores``), or the GPU utilization fell below ``(1 - h)``
-  of it (baseline at least 0.05), or the remote share rose by more than ``h``; **effective**
-  when the remote share fell to ``(1 - e)`` of the baseline or less; **ineffective**
+  of it (baseline at least 0.05), or the remote share rose by more than ``h``; **paid**
+  when the remote share fell to ``(1 - e)`` of the baseline or less; **neutral**
   otherwise (the change stays; the policy's model was too optimistic). Where the job's
   progress metric was read before and after, its change is the measured gain (said in the
   detail; :func:`judge_locality`), which calibration learns from.
 * ``migrate-job``: the progress signal is the job's progress metric when one applies, else
   the SM-active share, else the GPU utilization; its relative change is the *measured gain*.
   **harmful** when it fell by more than ``h`` (only then is the move undone: undoing it is
-  another checkpoint and restart); **effective** when the gain is positive and at least ``e``
-  of the estimated gain; **ineffective** otherwise. Link traffic that fell by more than ``h``
+  another checkpoint and restart); **paid** when the gain is positive and at least ``e``
+  of the estimated gain; **neutral** otherwise. Link traffic that fell by more than ``h``
   is said in the detail but is no harm on its own: it also falls while a restarted job warms
   up, and when a job's traffic moves off the links a counter sees.
-* ``place``: **effective** once the job runs where it was placed and advances (progress
-  above zero, or SMs or GPU busy at least 5%); **ineffective** when it runs idle.
-* ``release-idle``: **effective** when the released GPUs are free of the workload and
-  another workload holds one of them; **ineffective** when they are free but nobody took one
+* ``place``: **paid** once the job runs where it was placed and advances (progress
+  above zero, or SMs or GPU busy at least 5%); **neutral** when it runs idle.
+* ``release-idle``: **paid** when the released GPUs are free of the workload and
+  another workload holds one of them; **neutral** when they are free but nobody took one
   within ``reuse_window`` seconds after ``verify_after``; never harmful (a release cannot
   slow the job that was idle); pending while the workload still holds them.
-* **pending** while the workload has no series yet; **unverifiable** when it still has none
+* **pending** while the workload has no series yet; **undetermined** when it still has none
   (or a release is still unsettled) ``give_up`` seconds after applying (the workload ended,
   or is no longer exported);
 * **reverted** when a person reverted the change before a verdict.
+
+Verdicts stored under the names of earlier releases (``effective``, ``ineffective``,
+``unverifiable``) are renamed in place when the log is opened
+(:data:`~toposcope.report.advisor_api.LEGACY_VERDICTS`).
 
 A harmful change is reverted by the service when its kind can be undone (pin, memory
 migration, job move, placement) and its resource manager did not call it irreversible; the
@@ -73,7 +77,7 @@ from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
-from toposcope.report.advisor_api import Measurement, Verdict, Verification
+from toposcope.report.advisor_api import LEGACY_VERDICTS, Measurement, Verdict, Verification
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 SCHEMA = """
@@ -129,7 +133,7 @@ class VerificationRule:
 
     verify_after_seconds: float
     harm_threshold: float = 0.10
-    effective_share: float = 0.5
+    paid_share: float = 0.5
     min_cores: float = 0.05
     give_up_seconds: float = 86400.0
     reuse_window_seconds: float = 3600.0
@@ -140,8 +144,8 @@ class VerificationRule:
             problems.append("verify-after must be >= 0")
         if not 0 < self.harm_threshold < 1:
             problems.append("harm threshold must be between 0 and 1")
-        if not 0 < self.effective_share <= 1:
-            problems.append("effective share must be in (0, 1]")
+        if not 0 < self.paid_share <= 1:
+            problems.append("paid share must be in (0, 1]")
         if self.min_cores < 0:
             problems.append("min cores must be >= 0")
         if self.reuse_window_seconds < 0:
@@ -320,9 +324,9 @@ def judge(rule: VerificationRule, before: Measurement, after: Measurement) -> tu
     if before.remote_share is None or after.remote_share is None:
         return Verdict.PENDING, "no locality figure to compare yet"
     change = f"remote share {before.remote_share:.0%} -> {after.remote_share:.0%}"
-    if after.remote_share <= before.remote_share * (1 - rule.effective_share):
-        return Verdict.EFFECTIVE, change
-    return Verdict.INEFFECTIVE, f"{change}: less than {rule.effective_share:.0%} of it removed"
+    if after.remote_share <= before.remote_share * (1 - rule.paid_share):
+        return Verdict.PAID, change
+    return Verdict.NEUTRAL, f"{change}: less than {rule.paid_share:.0%} of it removed"
 
 
 #: a judgement: the verdict, why, and the measured gain it rests on (``None``: none)
@@ -380,10 +384,10 @@ def judge_move(
         change += f"; link traffic fell from {links_old:.3g} to {links_new:.3g} B/s"
     if gain < -h:
         return Verdict.HARMFUL, change, gain
-    wanted = rule.effective_share * max(estimated or 0.0, 0.0)
+    wanted = rule.paid_share * max(estimated or 0.0, 0.0)
     if gain > 0 and gain >= wanted:
-        return Verdict.EFFECTIVE, change, gain
-    return Verdict.INEFFECTIVE, f"{change}: less than {wanted:.0%} gained", gain
+        return Verdict.PAID, change, gain
+    return Verdict.NEUTRAL, f"{change}: less than {wanted:.0%} gained", gain
 
 
 def judge_placement(after: Measurement) -> Judgement:
@@ -395,8 +399,8 @@ def judge_placement(after: Measurement) -> Judgement:
         floor = 0.0 if name == "progress" else MIN_GPU_UTILIZATION
         shown = f"{label} {_shown(label, value)}"
         if value > floor:
-            return Verdict.EFFECTIVE, f"running where placed: {shown}", None
-        return Verdict.INEFFECTIVE, f"running where placed but idle: {shown}", None
+            return Verdict.PAID, f"running where placed: {shown}", None
+        return Verdict.NEUTRAL, f"running where placed but idle: {shown}", None
     return Verdict.PENDING, "no progress signal for the placed job yet", None
 
 
@@ -410,10 +414,10 @@ def judge_release(
         return Verdict.PENDING, f"GPUs {list(gpus)} are still held by the workload", None
     if after.gpus_reused:
         reused = int(after.gpus_reused)
-        return Verdict.EFFECTIVE, f"GPUs {list(gpus)} freed; {reused} reused by others", None
+        return Verdict.PAID, f"GPUs {list(gpus)} freed; {reused} reused by others", None
     if waited >= rule.verify_after_seconds + rule.reuse_window_seconds:
         return (
-            Verdict.INEFFECTIVE,
+            Verdict.NEUTRAL,
             f"GPUs {list(gpus)} freed but not reused within {rule.reuse_window_seconds:g}s",
             None,
         )
@@ -430,6 +434,7 @@ class OutcomeLog(SqliteStore):
             for column, kind in ADDED_COLUMNS.items():
                 if column not in have:
                     db.execute(f"ALTER TABLE verifications ADD COLUMN {column} {kind}")
+            _rename_legacy_verdicts(db)
 
     def first_seen(self, ids: Iterable[str], now: float) -> dict[str, float]:
         """Since when each of ``ids`` (the open recommendations) has been open.
@@ -560,6 +565,20 @@ class OutcomeLog(SqliteStore):
     def pending(self) -> list[Verification]:
         """Verifications without a final verdict."""
         return [v for v in self.all() if v.verdict == Verdict.PENDING]
+
+
+def _rename_legacy_verdicts(db: sqlite3.Connection) -> None:
+    """Store the verdicts an earlier release wrote under their current names (written only
+    where there is one, so that a log without any opens without a write).
+    """
+    old = sorted(LEGACY_VERDICTS)
+    marks = ",".join("?" for _ in old)
+    found = db.execute(f"SELECT 1 FROM verifications WHERE verdict IN ({marks}) LIMIT 1", old)
+    if found.fetchone() is not None:
+        db.executemany(
+            "UPDATE verifications SET verdict = ? WHERE verdict = ?",
+            [(str(LEGACY_VERDICTS[name]), name) for name in old],
+        )
 
 
 def _verification(row: sqlite3.Row) -> Verification:

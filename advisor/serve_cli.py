@@ -6,7 +6,7 @@
         [--resource-manager dry-run|sim|agent|local|slurm] [--rm-url URL] [--rm-token-file FILE]
         [--slurm-url URL --slurm-token-file FILE ...]
         [--audit-db FILE] [--verify-after DURATION] [--harm-threshold 0.1]
-        [--effective-share 0.5] [--reuse-window DURATION]
+        [--paid-share 0.5] [--reuse-window DURATION]
         [--progress-metric 'NAME_REGEX=PROMQL with {workload}' ...]
         [--leader-elect [--leader-elect-resource-lock auto|leases|file] ...]
         [--auto-apply [--auto-apply-config FILE] [--auto-apply-kill-switch FILE] ...]
@@ -169,17 +169,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the remote share rises by more (default 0.10)",
     )
     serve.add_argument(
+        "--paid-share",
         "--effective-share",
+        dest="paid_share",
         type=float,
         default=0.5,
-        help="effective when at least this share of the remote share is gone (default 0.5)",
+        help="paid when at least this share of the remote share is gone, or a job move "
+        "gained at least this share of its estimate (default 0.5; --effective-share is its "
+        "earlier name)",
     )
     serve.add_argument(
         "--reuse-window",
         metavar="DURATION",
         default="1h",
         help="a release whose GPUs nobody took within this long (after --verify-after) is "
-        "ineffective (default 1h)",
+        "neutral (default 1h)",
     )
     serve.add_argument(
         "--progress-metric",
@@ -257,7 +261,7 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
     rule = VerificationRule(
         verify_after_seconds=verify_after,
         harm_threshold=args.harm_threshold,
-        effective_share=args.effective_share,
+        paid_share=args.paid_share,
         give_up_seconds=max(86400.0, verify_after + reuse_window),
         reuse_window_seconds=reuse_window,
     )

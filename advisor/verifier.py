@@ -85,7 +85,7 @@ class Verifier:
             if workload is None:
                 if waited >= self.rule.give_up_seconds:
                     detail = "the workload has had no series since it was changed"
-                    self.outcomes.settle(rec_id, Verdict.UNVERIFIABLE, None, detail, now)
+                    self.outcomes.settle(rec_id, Verdict.UNDETERMINED, None, detail, now)
                 else:
                     detail = "the workload has no series in this analysis"
                     self.outcomes.settle(rec_id, Verdict.PENDING, None, detail, now)
@@ -93,7 +93,7 @@ class Verifier:
             measured = measure(model, item.kind, workload, item.target_numa, self.probe)
             verdict, detail, gain = self._judge(item, measured)
         if verdict == Verdict.PENDING and waited >= self.rule.give_up_seconds:
-            verdict = Verdict.UNVERIFIABLE
+            verdict = Verdict.UNDETERMINED
         if verdict == Verdict.HARMFUL:
             detail = self.revert_harmful(rec_id, item.kind, detail, self._reversible(item))
         self.outcomes.settle(rec_id, verdict, measured, detail, now, gain)

@@ -69,7 +69,7 @@ RECOMMENDATION_COLUMNS: tuple[Any, ...] = (
     {"name": "id", "id": "id"},
 )
 
-#: the verdict column's colours: harmful stands out, effective reads as good news
+#: the verdict column's colours: harmful stands out, paid reads as good news
 VERDICT_STYLES: tuple[dict[str, Any], ...] = (
     {
         "if": {"filter_query": '{verdict} = "harmful"', "column_id": "verdict"},
@@ -78,7 +78,7 @@ VERDICT_STYLES: tuple[dict[str, Any], ...] = (
         "fontWeight": "bold",
     },
     {
-        "if": {"filter_query": '{verdict} = "effective"', "column_id": "verdict"},
+        "if": {"filter_query": '{verdict} = "paid"', "column_id": "verdict"},
         "color": "#107c10",
     },
 )

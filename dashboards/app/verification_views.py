@@ -19,19 +19,19 @@ from toposcope.report.advisor_api import Measurement, Verdict, Verification
 
 SECTION_TITLE = "What the advice did"
 
-#: the banner colour of each verdict: effective is good news, harmful bad, the rest neutral
+#: the banner colour of each verdict: paid is good news, harmful bad, the rest neutral
 VERDICT_BANNER = {
-    Verdict.EFFECTIVE: "ok",
+    Verdict.PAID: "ok",
     Verdict.HARMFUL: "error",
 }
 
 #: what each verdict says, after the verdict itself
 VERDICT_MEANING = {
     Verdict.PENDING: "not judged yet: the advisor waits for the change to settle",
-    Verdict.EFFECTIVE: "the change paid off",
-    Verdict.INEFFECTIVE: "the change did not pay off, nor did it hurt",
+    Verdict.PAID: "the change gained what it was meant to",
+    Verdict.NEUTRAL: "the change gained too little, and did no harm",
     Verdict.HARMFUL: "the change made things worse",
-    Verdict.UNVERIFIABLE: "the advisor could not measure the change",
+    Verdict.UNDETERMINED: "the advisor could not measure the change",
     Verdict.REVERTED: "the change was reverted before it was judged",
 }
 

@@ -26,6 +26,7 @@ from toposcope.dashboards.grafana.common import (
     to_json,
 )
 from toposcope.dashboards.grafana.panels import PanelRow, value_stat, with_rows
+from toposcope.report.advisor_api import LEGACY_VERDICTS, Verdict
 
 UID = "toposcope-advisor"
 TITLE = "toposcope / Advisor outcomes"
@@ -156,9 +157,14 @@ def _actions_row() -> PanelRow:
     )
 
 
-def _verdicts(verdict: str) -> str:
-    """How many applied recommendations have ``verdict`` now, 0 when none has."""
-    return f'sum({VERIFICATIONS}{{verdict="{verdict}"}}) or vector(0)'
+def _verdicts(verdict: Verdict) -> str:
+    """How many applied recommendations have ``verdict`` now, 0 when none has; an advisor
+    of an earlier release, which exports some verdicts under their earlier names
+    (:data:`~toposcope.report.advisor_api.LEGACY_VERDICTS`), is counted too.
+    """
+    names = [str(verdict), *sorted(old for old, new in LEGACY_VERDICTS.items() if new == verdict)]
+    matcher = f'"{verdict}"' if len(names) == 1 else f'~"{"|".join(names)}"'
+    return f"sum({VERIFICATIONS}{{verdict={matcher}}}) or vector(0)"
 
 
 def _harmful_stat() -> stat.Panel:
@@ -169,7 +175,7 @@ def _harmful_stat() -> stat.Panel:
             "Applied recommendations measured to make things worse (their job slowed, its "
             "traffic fell, memory went remote); reverted where the kind can be undone, the "
             "audit log says which.",
-            _verdicts("harmful"),
+            _verdicts(Verdict.HARMFUL),
         )
         .color_mode(common_models.BigValueColorMode.BACKGROUND)
         .thresholds(
@@ -203,33 +209,33 @@ def _advice_row() -> PanelRow:
         "What the advice did",
         (
             value_stat(
-                "Effective",
+                "Paid",
                 "Applied recommendations whose measured gain paid off (at least the share of "
                 "the estimate the advisor's verification asks for).",
-                _verdicts("effective"),
+                _verdicts(Verdict.PAID),
             ),
             value_stat(
-                "Ineffective",
+                "Neutral",
                 "Applied recommendations that neither paid off nor hurt.",
-                _verdicts("ineffective"),
+                _verdicts(Verdict.NEUTRAL),
             ),
             _harmful_stat(),
             value_stat(
                 "Pending",
                 "Applied recommendations the advisor has not judged yet (it waits "
                 "--verify-after for the change to settle).",
-                _verdicts("pending"),
+                _verdicts(Verdict.PENDING),
             ),
             value_stat(
-                "Unverifiable",
+                "Undetermined",
                 "Applied recommendations the advisor gave up measuring (the workload ended or "
                 "lost its series).",
-                _verdicts("unverifiable"),
+                _verdicts(Verdict.UNDETERMINED),
             ),
             value_stat(
                 "Reverted before judged",
                 "Applied recommendations reverted by a person before their verdict.",
-                _verdicts("reverted"),
+                _verdicts(Verdict.REVERTED),
             ),
             _harmful_in_red(
                 timeseries_panel(

@@ -81,7 +81,7 @@ def test_measured_gain_reads_gpus_first_then_cores() -> None:
 def test_calibration_counts_settled_outcomes_with_an_estimate(tmp_path: Path) -> None:
     log = OutcomeLog(tmp_path / "audit.sqlite")
     for i, (verdict, after) in enumerate(
-        [(Verdict.EFFECTIVE, 4.4), (Verdict.HARMFUL, 2.0), (Verdict.PENDING, 8.0)]
+        [(Verdict.PAID, 4.4), (Verdict.HARMFUL, 2.0), (Verdict.PENDING, 8.0)]
     ):
         rec = _pin(0.2, f"w{i}")
         log.start(rec, Measurement(remote_share=0.5, cores=4.0), 100.0 + i)

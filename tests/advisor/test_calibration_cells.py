@@ -80,7 +80,7 @@ def test_a_cell_names_the_node_type_and_the_dearest_link() -> None:
 
 def _verified(log: OutcomeLog, rec: Recommendation, gain: float, model: object, at: float) -> None:
     log.start(rec, Measurement(remote_share=0.5, cores=4.0), at, model)  # type: ignore[arg-type]
-    log.settle(rec.id, Verdict.EFFECTIVE, Measurement(remote_share=0.0), "", at + 1, gain)
+    log.settle(rec.id, Verdict.PAID, Measurement(remote_share=0.0), "", at + 1, gain)
 
 
 def test_each_cell_is_shrunk_toward_its_kind(tmp_path: Path) -> None:

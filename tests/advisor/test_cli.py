@@ -18,6 +18,7 @@ from tests.advisor.fakes import (
     ok,
     vector,
 )
+from tests.advisor.test_legacy_verdicts import legacy_audit_db
 from tests.procs import free_port
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor import place_cli
@@ -231,10 +232,23 @@ def test_calibrate_from_scales_estimates_by_verified_outcomes(
     log = OutcomeLog(tmp_path / "audit.sqlite")
     pin = decode_recommendation(rec)
     log.start(pin, Measurement(remote_share=0.5, cores=4.0), 1.0)
-    log.settle(pin.id, Verdict.EFFECTIVE, Measurement(0.0, 4.0), "", 2.0)  # no faster
+    log.settle(pin.id, Verdict.PAID, Measurement(0.0, 4.0), "", 2.0)  # no faster
     assert invoke(advise_cli, [*argv, "--calibrate-from", str(log.path)]) == 0
     after = {r["id"]: r for r in json.loads(capsys.readouterr().out)["recommendations"]}
     assert after[rec["id"]]["estimated_gain"] == pytest.approx(
         rec["estimated_gain"] * PRIOR_WEIGHT / (PRIOR_WEIGHT + 1), rel=1e-3
     )
     assert "calibration from 1 verified pin outcome(s)" in after[rec["id"]]["gain_model"]
+
+
+def test_calibrate_from_an_audit_log_of_an_earlier_release(
+    prometheus: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its verdicts carry their earlier names (effective, ineffective, unverifiable)."""
+    argv = ["--prometheus", prometheus.url, "--format", "json", "--policy", "numa-pinning"]
+    old = legacy_audit_db(tmp_path)
+    assert invoke(advise_cli, [*argv, "--calibrate-from", str(old)]) == 0
+    recs = json.loads(capsys.readouterr().out)["recommendations"]
+    assert recs and all(
+        "calibration from 4 verified pin outcome(s)" in r["gain_model"] for r in recs
+    )

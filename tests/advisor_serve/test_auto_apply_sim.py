@@ -130,5 +130,5 @@ def test_the_loop_rehearses_applies_and_verifies_on_the_simulator(tmp_path: Path
         analyse(service, sim)
         verification = service.outcomes.get(rec.id)
         assert verification is not None
-        assert verification.verdict == Verdict.EFFECTIVE, verification
+        assert verification.verdict == Verdict.PAID, verification
         assert verification.detail.startswith("remote share 100% -> 0%"), verification.detail

@@ -35,7 +35,7 @@ def test_outcomes_below_the_estimate_shrink_the_next_estimates(bench: Bench) -> 
     bench.clock.now += bench.verify_after + 1
     service.analyse_once()
     judged = service.outcomes.get(rec_id)
-    assert judged is not None and judged.verdict == Verdict.EFFECTIVE
+    assert judged is not None and judged.verdict == Verdict.PAID
     assert judged.estimated_gain == pytest.approx(prior, rel=1e-3)
     # spread again (another change undid it): the pin comes back, priced lower
     bench.promql.set({"train": SPREAD})
@@ -88,7 +88,7 @@ def test_a_pin_measured_by_the_jobs_progress_metric_calibrates_by_it(bench: Benc
     bench.clock.now += bench.verify_after + 1
     service.analyse_once()
     judged = service.outcomes.get(rec_id)
-    assert judged is not None and judged.verdict == Verdict.EFFECTIVE
+    assert judged is not None and judged.verdict == Verdict.PAID
     assert judged.baseline.progress == pytest.approx(2.0)
     assert judged.measured_gain == pytest.approx(0.5)
     assert "progress metric 2/s -> 3/s (+50%)" in judged.detail

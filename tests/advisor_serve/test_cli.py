@@ -46,6 +46,13 @@ def test_defaults_are_loopback_and_dry_run() -> None:
     assert args.resource_manager == "dry-run"
     assert args.interval == "60s"
     assert args.api_token_file is None
+    assert args.paid_share == 0.5
+
+
+def test_the_paid_share_keeps_its_earlier_name() -> None:
+    base = ["serve", "--prometheus", "http://prometheus:9090"]
+    assert parse([*base, "--paid-share", "0.4"]).paid_share == 0.4
+    assert parse([*base, "--effective-share", "0.3"]).paid_share == 0.3
 
 
 @pytest.mark.parametrize(
@@ -56,6 +63,7 @@ def test_defaults_are_loopback_and_dry_run() -> None:
         (["--window", "an hour"], "duration"),
         (["--api-token-file", "/nonexistent/token"], "token file"),
         (["--harm-threshold", "2"], "harm threshold"),
+        (["--paid-share", "0"], "paid share"),
         (["--listen", "nowhere"], "HOST:PORT"),
         (["--progress-metric", 'train-.*=up{job=~"x"}'], "names no {workload}"),
         (["--progress-metric", "train=up{job={workload}} or {workload}"], "label-matcher"),

@@ -237,7 +237,7 @@ def test_a_crash_mid_apply_loses_and_duplicates_nothing(bench: Bench, after_call
 
 @pytest.mark.parametrize(
     ("after", "verdict"),
-    [(PINNED, Verdict.EFFECTIVE), (SPREAD, Verdict.INEFFECTIVE), (STARVED, Verdict.HARMFUL)],
+    [(PINNED, Verdict.PAID), (SPREAD, Verdict.NEUTRAL), (STARVED, Verdict.HARMFUL)],
 )
 def test_verification_after_apply(bench: Bench, after: Placement, verdict: Verdict) -> None:
     service = bench.service()
@@ -278,7 +278,7 @@ def test_verification_survives_a_restart(bench: Bench) -> None:
     restarted = bench.service()
     restarted.analyse_once()
     judged = restarted.outcomes.get(rec_id)
-    assert judged is not None and judged.verdict == Verdict.EFFECTIVE
+    assert judged is not None and judged.verdict == Verdict.PAID
 
 
 def test_ages_count_from_the_first_sighting_across_restarts(bench: Bench) -> None:

@@ -219,7 +219,7 @@ def test_a_job_move_is_judged_by_its_progress(mover: Bench, after_sm: float, pai
         status, _, audit = call(f"{url}/api/v1/audit?recommendation={rec_id}")
     assert status == 200, audit
     if paid:
-        assert judged.verdict == "effective", judged
+        assert judged.verdict == "paid", judged
         assert judged.measured_gain == pytest.approx(1.0)
         assert "SM active 40% -> 80% (+100%)" in judged.detail
         assert mover.rm.allocations["train"].gpus == moved_to  # kept
@@ -282,7 +282,7 @@ def test_a_progress_metric_template_escapes_a_hostile_name(tmp_path: Path) -> No
         bench.clock.now += bench.verify_after + 1
         service.analyse_once()
         judged = service.outcomes.get(rec_id)
-        assert judged is not None and judged.verdict == "effective", judged
+        assert judged is not None and judged.verdict == "paid", judged
         assert "progress metric 2/s -> 3/s (+50%)" in judged.detail
         sent = [
             r.params["query"]
@@ -335,7 +335,7 @@ def test_a_placement_is_verified_by_the_placed_job_running(tmp_path: Path) -> No
         bench.clock.now += bench.verify_after + 1
         service.analyse_once()
         judged = service.outcomes.get(rec_id)
-        assert judged is not None and judged.verdict == "effective", judged
+        assert judged is not None and judged.verdict == "paid", judged
         assert "running where placed: SM active 70%" in judged.detail
 
 
@@ -364,7 +364,7 @@ def test_a_release_nobody_reused_is_neutral(tmp_path: Path) -> None:
         bench.clock.now += bench.verify_after + service.verifier.rule.reuse_window_seconds
         service.analyse_once()
         judged = service.outcomes.get(rec_id)
-        assert judged is not None and judged.verdict == "ineffective", judged
+        assert judged is not None and judged.verdict == "neutral", judged
         assert "freed but not reused within 600s" in judged.detail
         assert judged.measured is not None and judged.measured.gpus_free == 1
 
@@ -386,9 +386,7 @@ def test_a_release_that_freed_gpus_others_reused_paid(tmp_path: Path) -> None:
         bench.clock.now += 60
         service.analyse_once()
         judged = service.outcomes.get(rec_id)
-        assert judged is not None and judged.verdict == "effective", judged
+        assert judged is not None and judged.verdict == "paid", judged
         assert judged.measured is not None and judged.measured.gpus_reused == 1
         text = service.metrics_text().decode()
-        assert (
-            'toposcope_advisor_verifications{kind="release-idle",verdict="effective"} 1.0' in text
-        )
+        assert 'toposcope_advisor_verifications{kind="release-idle",verdict="paid"} 1.0' in text

@@ -71,7 +71,7 @@ def test_each_round_calibrates_from_the_verdicts_of_the_rounds_before(tmp_path: 
     rounds, actions = result["rounds"], result["actions"]
     assert [r["applied"] for r in rounds] == [1, 1, 1]
     assert rounds[0]["calibration_in_effect"] == {} and rounds[0]["calibrated_recommendations"] == 0
-    assert all(a["verdict"] in {"effective", "ineffective"} for a in actions)
+    assert all(a["verdict"] in {"paid", "neutral"} for a in actions)
     log = OutcomeLog(workdir / "audit.sqlite")
     assert [v.recommendation_id for v in log.all()] == [a["id"] for a in actions]
     for verification, action in zip(log.all(), actions, strict=True):

@@ -76,7 +76,7 @@ OPEN = recommend(
     {"cpus": [3]},
     0.05,
 )
-#: applied, effective, and so gone from the latest report
+#: applied, paid, and so gone from the latest report
 GONE = recommend(
     RecommendationKind.MIGRATE_MEMORY,
     ActionRequest("", ActionKind.MIGRATE_MEMORY, "db", "n1", mems=[1]),
@@ -88,7 +88,7 @@ VERIFICATIONS = {
     MOVE.id: Verification(
         MOVE.id, "migrate-job", "n1", "train", None, APPLIED_AT,
         Measurement(sm_active=0.4, link_bytes_per_second=2e9, progress=100.0),
-        Verdict.EFFECTIVE,
+        Verdict.PAID,
         Measurement(sm_active=0.6, link_bytes_per_second=3e9, progress=130.0),
         VERIFIED_AT, "progress rose 30%", 0.25, "n2", (0, 1), 0.3,
     ),
@@ -104,7 +104,7 @@ VERIFICATIONS = {
     ),
     GONE.id: Verification(
         GONE.id, "migrate-memory", "n1", "db", 1, APPLIED_AT, Measurement(remote_share=0.6),
-        Verdict.EFFECTIVE, Measurement(remote_share=0.1), VERIFIED_AT, "memory is local", 0.2,
+        Verdict.PAID, Measurement(remote_share=0.1), VERIFIED_AT, "memory is local", 0.2,
     ),
 }  # fmt: skip
 
@@ -194,20 +194,20 @@ def test_the_table_shows_each_applied_recommendations_verdict(
 ) -> None:
     verdicts = {r["id"]: (r["status"], r["verdict"]) for r in rows}
     assert verdicts == {
-        MOVE.id: ("applied", "effective"),
+        MOVE.id: ("applied", "paid"),
         PIN.id: ("reverted", "harmful"),
         WAITING.id: ("applied", "pending"),
         OPEN.id: ("open", ""),
-        GONE.id: ("applied", "effective"),
+        GONE.id: ("applied", "paid"),
     }
 
 
-def test_an_effective_job_move_shows_its_gain_and_progress(
+def test_a_paid_job_move_shows_its_gain_and_progress(
     advisor: AdvisorClient, rows: list[dict[str, Any]]
 ) -> None:
     text = detail(advisor, rows, MOVE.id)
     assert "What the advice did" in text
-    assert "effective: the change paid off" in text
+    assert "paid: the change gained what it was meant to" in text
     assert "measured gain +30.0% against an estimated 25.0%" in text
     assert "progress signal\n100\n130" in text
     assert "SM active\n40.0%\n60.0%" in text
@@ -250,22 +250,24 @@ def test_one_gone_from_the_report_still_shows_what_it_did(
     """
     text = detail(advisor, rows, GONE.id)
     assert "no longer in the latest report" in text
-    assert "effective: the change paid off" in text
+    assert "paid: the change gained what it was meant to" in text
     assert "remote memory share\n60.0%\n10.0%" in text and "reverted: no" in text
 
 
 def test_a_release_shows_the_gpus_it_freed_and_others_reused() -> None:
     """Read back as the client reads it (a newer service's extra field ignored), then shown."""
     release = Verification(
-        "rel-1", "release-idle", "n1", "nb", None, APPLIED_AT, Measurement(), Verdict.EFFECTIVE,
+        "rel-1", "release-idle", "n1", "nb", None, APPLIED_AT, Measurement(), Verdict.PAID,
         Measurement(gpus_free=2.0, gpus_reused=1.0), VERIFIED_AT, "freed and reused",
     )  # fmt: skip
     assert Verification.from_json(release.to_dict()) == release
     answer = {**release.to_dict(), "something_newer": 1}
     assert Verification.from_json(answer) == release
+    # an advisor of an earlier release answers with the verdict's earlier name
+    assert Verification.from_json({**answer, "verdict": "effective"}) == release
     text = text_of(what_it_did(Verification.from_json(answer), ()))
     assert "GPUs freed\n-\n2" in text and "GPUs reused by others\n-\n1" in text
-    assert "effective: the change paid off" in text and "verified 2026-09-21 " in text
+    assert "paid: the change gained what it was meant to" in text and "verified 2026-09-21 " in text
 
 
 def test_a_malformed_verification_is_a_bad_answer() -> None:

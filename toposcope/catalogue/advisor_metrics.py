@@ -42,8 +42,9 @@ ADVISOR_SPECS: tuple[MetricSpec, ...] = (
         "gauge",
         ["kind", "verdict"],
         "Recommendations the advisor service applied, by recommendation kind and the verdict "
-        "of their verification: pending, effective, ineffective, harmful (reverted where the "
-        "kind can be undone), unverifiable, reverted.",
+        "of their verification: pending, paid, neutral, harmful (reverted where the kind "
+        "can be undone), undetermined, reverted (earlier releases exported paid, neutral "
+        "and undetermined as effective, ineffective and unverifiable).",
         part="advisor",
     ),
     row(

@@ -84,14 +84,36 @@ class AuditRecord:
 
 
 class Verdict(StrEnum):
-    """Where the verification of an applied recommendation stands."""
+    """Where the verification of an applied recommendation stands: ``pending`` (not judged
+    yet), ``paid`` (the change gained what it was meant to), ``neutral`` (it gained too
+    little, and did no harm), ``harmful`` (it made things worse), ``undetermined`` (it could
+    not be measured), ``reverted`` (a person undid it first).
+
+    The names earlier releases gave three of them (``effective``, ``ineffective``,
+    ``unverifiable``) still read as ``paid``, ``neutral`` and ``undetermined``, so an audit
+    log or an API answer written before the rename keeps its meaning.
+    """
 
     PENDING = "pending"
-    EFFECTIVE = "effective"
-    INEFFECTIVE = "ineffective"
+    PAID = "paid"
+    NEUTRAL = "neutral"
     HARMFUL = "harmful"
-    UNVERIFIABLE = "unverifiable"
+    UNDETERMINED = "undetermined"
     REVERTED = "reverted"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Verdict | None:
+        """The verdict an earlier release's name stands for (``None``: no verdict)."""
+        renamed = LEGACY_VERDICTS.get(value) if isinstance(value, str) else None
+        return None if renamed is None else cls(renamed)
+
+
+#: verdict names of earlier releases -> the names they read as
+LEGACY_VERDICTS: Mapping[str, Verdict] = {
+    "effective": Verdict.PAID,
+    "ineffective": Verdict.NEUTRAL,
+    "unverifiable": Verdict.UNDETERMINED,
+}
 
 
 @dataclass(frozen=True)

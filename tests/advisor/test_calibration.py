@@ -108,6 +108,7 @@ def test_an_outcome_log_from_before_estimates_were_kept_still_opens(tmp_path: Pa
     log = OutcomeLog(db)
     [old] = log.all()
     assert old.estimated_gain is None
+    assert old.verdict == Verdict.PAID  # written as "effective" before the rename
     assert calibration_from(log) == {}
 
 

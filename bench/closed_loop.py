@@ -51,7 +51,10 @@ once it runs again), and the calibration by round the same per round with the ve
 loop measured (each scenario's rounds also list the calibration factors their advisor ran
 with, by kind and by cell); ``calibration_after`` the same over the rounds after the first
 :data:`LEARNED_AFTER` (met: median <= 25% where a kind applied at least
-:data:`MIN_ACTIONS` actions). Targets: worst ratio >= 0.85 (0.9 for a single run), mean >=
+:data:`MIN_ACTIONS` actions), and ``calibration_target`` states that target in words and
+says for every kind the loop applied whether it was met, missed or not judged (too few
+actions after those rounds; :mod:`calibration_target`). Targets: worst ratio >= 0.85 (0.9
+for a single run), mean >=
 0.9, 0 harmful or collateral, calibration within 25%; a missed target prints MISSED (exit status 0:
 benchmarks print figures; 2 for a bad option or scenario). ``--json`` prints JSON only;
 each run's ``jobs`` lists every counted job before, after and in the oracle's solution.
@@ -73,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 import closed_loop_slurm
+from calibration_target import calibration_target
 from closed_loop_text import print_table
 from judge_loop import (
     LoopOptions,
@@ -519,11 +523,19 @@ def run_all(refs: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, 
                 runs.append(run_scenario(ref, args, Path(work), run))
         scenarios.extend(runs)
         summary.append(summarize(runs[0]["name"], runs))
+    after = calibration_after(scenarios, LEARNED_AFTER)
     return {
         "summary": summary,
         "calibration": calibration_table(scenarios),
         "calibration_by_round": calibration_by_round(scenarios, args.learn),
-        "calibration_after": calibration_after(scenarios, LEARNED_AFTER),
+        "calibration_after": after,
+        "calibration_target": calibration_target(
+            scenarios,
+            after,
+            after_round=LEARNED_AFTER,
+            min_actions=MIN_ACTIONS,
+            limit=CALIBRATION_TARGET,
+        ),
         "scenarios": scenarios,
     }
 

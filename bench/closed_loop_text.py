@@ -65,6 +65,12 @@ def print_figures(figures: dict[str, Any], learn: bool) -> None:
             f"  after round {c['after_round']}: {c['kind']:16} {c['actions']:4d} actions  "
             f"median {median(c)}  {judged}"
         )
+    target = figures.get("calibration_target")
+    if target:
+        print(f"calibration target ({target['target']}):")
+        for kind, t in target["kinds"].items():
+            status = "MISSED" if t["status"] == "missed" else t["status"]
+            print(f"  {kind:16} {status}: {t['why']}")
     for s in figures["scenarios"]:
         for r in s.get("rounds", []):
             learned = ", ".join(

@@ -245,13 +245,14 @@ def round_actions(
     """One round's applied recommendations with their targets' true change. A target that
     finished within the round (absent from ``after``) says nothing of the action: its
     change is ``None``, neither harmful nor useless, and it is marked ``finished``. A gang
-    target (a key of ``gangs``) is the sum of its parts, and its parts are its ``parts``.
+    target (a key of ``gangs``) is the sum of its parts, and its parts are its ``parts``; a
+    joint move of several jobs (``proposed["joint"]``) is the sum of every part it moves.
     """
     actions = []
     for rec_id in sorted(applied, key=lambda i: -recs[i]["estimated_gain"]):
         rec = recs[rec_id]
         target = rec["target"].get("workload") or ""
-        parts = (gangs or {}).get(target, (target,))
+        parts = joint_parts(rec) or (gangs or {}).get(target, (target,))
         finished = any(p not in after for p in parts)
         was = sum(current.get(p, 0.0) for p in parts)
         now = sum(after.get(p, 0.0) for p in parts)
@@ -277,6 +278,14 @@ def round_actions(
             }
         )
     return actions
+
+
+def joint_parts(rec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every part a joint move of several jobs names (empty for any other recommendation)."""
+    proposed = rec.get("proposed") or {}
+    if proposed.get("joint") is not True:
+        return ()
+    return tuple(p["part"] for job in proposed.get("jobs") or () for p in job.get("parts") or ())
 
 
 def serve(

@@ -143,6 +143,15 @@ def steps_for(recommendation: Recommendation) -> tuple[Step, ...]:
     if not isinstance(wait, int | float):
         raise InvalidChangeError(f"proposed wait {wait!r} is not a number of seconds")
     if recommendation.kind == RecommendationKind.MIGRATE_JOB:
+        if proposed.get("joint") is True:
+            jobs = proposed.get("jobs")
+            count = len(jobs) if isinstance(jobs, list) else 0
+            raise InvalidChangeError(
+                f"{recommendation.id} moves {count} jobs at once (they trade nodes); Slurm "
+                "requeues jobs one at a time, and the first to start again could take the "
+                "nodes the others need, so toposcope does not apply half of it: requeue them "
+                "together by hand (scontrol requeuehold on each, then update and release)"
+            )
         if proposed.get("requeue") is not True:
             raise InvalidChangeError(
                 f"{recommendation.id} moves other jobs through its actions, not by steering "

@@ -31,7 +31,9 @@ minus 1, minus the wait as a share of the run.
 
 Running jobs. After the pending jobs, running multi-node jobs spread beyond need are moved
 onto a tighter cell when the time saved beats a restart (:mod:`.fabric_moves`, kind
-``migrate-job``; ``move_spread``, ``restart_seconds``).
+``migrate-job``; ``move_spread``, ``restart_seconds``); when no tighter cell is free for
+any one of them, several are moved at once, swapping their parts between cells
+(:mod:`.fabric_swaps`).
 
 The fabric is read from ``fabric_file`` (``fabric_format``: Slurm's ``topology.conf``, a
 fabric YAML/JSON file or ``ibnetdiscover`` output). The recommendations carry no resource
@@ -64,6 +66,7 @@ from toposcope.advisor.policies.fabric_defrag import (
     take_after_clearing,
 )
 from toposcope.advisor.policies.fabric_moves import MoveRule, spread_moves
+from toposcope.advisor.policies.fabric_swap_advice import joint_moves
 from toposcope.advisor.recommendations import CHECKPOINT_RESTORE_S
 from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, ToposcopeError
@@ -196,7 +199,7 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
                 self.settings.unknown_time_left_s,
             )
             moves, unpriced = spread_moves(self.name, tree, free, model, rule)
-            recs += moves
+            recs += moves + joint_moves(self.name, tree, free, model, rule, recs + moves)
             notes += unpriced
         return Evaluation(tuple(recs), tuple(notes))
 

@@ -28,6 +28,7 @@ from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
 from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, gang_plan
+from toposcope.advisor.rmclients.joint_plan import is_joint, joint_plan
 from toposcope.advisor.rmclients.plans import api_base, api_plan
 from toposcope.auth.tokens import Token, token_text
 from toposcope.errors import ConfigError
@@ -155,8 +156,11 @@ class HttpResourceManager:
     def plan_fabric(self, recommendation: Recommendation) -> Plan:
         """The simulator's whole-gang move for a fabric-placement ``migrate-job``
         (:func:`~toposcope.advisor.rmclients.gang_plan.gang_plan`); a refusal is the plan's
-        ``refused``.
+        ``refused``; a joint move of several jobs is one request too
+        (:func:`~toposcope.advisor.rmclients.joint_plan.joint_plan`).
         """
+        if is_joint(recommendation):
+            return joint_plan(recommendation, self.url)
         return gang_plan(recommendation, self.url)
 
     def steer_fabric(self, recommendation: Recommendation) -> ActionState:

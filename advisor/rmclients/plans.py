@@ -17,6 +17,7 @@ import re
 from collections.abc import Collection
 
 from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, gang_plan
+from toposcope.advisor.rmclients.joint_plan import is_joint, joint_plan
 from toposcope.cpulist import format_cpulist
 from toposcope.identity.names import is_node_name
 from toposcope.report.recommendation import Recommendation, RecommendationKind
@@ -95,8 +96,13 @@ class ApiPlanner:
         return FABRIC_KINDS if self.backend == "sim" else ()
 
     def plan_fabric(self, recommendation: Recommendation) -> Plan:
-        """The simulator's whole-gang move (:func:`.gang_plan.gang_plan`); elsewhere a refusal."""
-        plan = gang_plan(recommendation, api_base(self.url))
+        """The simulator's whole-gang move (:func:`.gang_plan.gang_plan`) or joint move
+        (:func:`.joint_plan.joint_plan`); elsewhere a refusal.
+        """
+        if is_joint(recommendation):
+            plan = joint_plan(recommendation, api_base(self.url))
+        else:
+            plan = gang_plan(recommendation, api_base(self.url))
         if self.backend != "sim":
             return refused(plan.request, self.backend, f"a node agent serves one host: {GANG}")
         return plan

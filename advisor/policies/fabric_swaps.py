@@ -1,0 +1,428 @@
+"""fabric-placement's joint re-placement: running multi-node jobs spread over more of the
+fabric than they need, moved *together* when no tighter cell is free for any one of them.
+
+:mod:`.fabric_moves` moves one spread job onto a cell that is free once its own GPUs count
+free. When every tighter cell holds a part of another spread job (three jobs of two nodes
+each over three leaves of two nodes, each job across two leaves), none can move alone, yet
+swapping their parts puts each under one leaf. :func:`best_swap` searches such swaps:
+
+* **who moves**: each running multi-node job whose traffic crosses a level above the
+  tightest it could ever fit under (:func:`~toposcope.fabric.cellfit.lowest_level_possible`
+  over the fabric's GPU counts) and whose time left is known, or assumed with
+  ``unknown_time_left_s``; jobs that do not move keep their nodes and count for contention;
+* **where**: for each such job, stay, or one of the :data:`CELLS_PER_JOB` cells of its
+  tightest level with the most room for it (its own GPUs, free GPUs and GPUs of the other
+  moving jobs); every combination is tried, at most :data:`MAX_COMBINATIONS`;
+* **packing** (:func:`_pack`): jobs with the largest parts first; on its cell a job takes
+  the nodes it already runs on, then those with room, then those where single-node jobs
+  can make room. A part keeps its GPU indices where they are free (a pinned rank stays
+  pinned on an identical node), else takes the lowest free ones. A single-node job in the
+  way is moved aside onto any node with room (its own indices first); a combination that
+  cannot place every part and every job moved aside is dropped;
+* **price**: a job's step time over its slowest level is ``1 + per_level x sum over the
+  levels it crosses above its tightest of taper x sharers``: ``per_level`` the slowdown
+  prior of :mod:`~toposcope.advisor.fabric_wait` (it assumes a 2:1 tapered uplink used by
+  one job), ``taper`` the crossed switches' oversubscription from the fabric file over that
+  2:1 (1 where the file does not give it), ``sharers`` the most multi-node jobs crossing
+  one uplink the job crosses. Over its time left a job saves ``left x (1 - f_new / f_now)``;
+  every moved job (multi-node or moved aside) costs one restart (``restart_seconds``);
+* **rules**: a combination that makes any multi-node job slower is dropped (no collateral),
+  every moving job must save more than its own restart (a job about to end never moves),
+  and the best combination is kept when its summed saving beats its summed restarts.
+
+The answer (:class:`Swap`) names every job, part, node and GPU; :mod:`.fabric_swap_advice`
+makes it a recommendation that a backend applies at once or refuses whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.policies.fabric_moves import MoveRule, RunningJob
+from toposcope.fabric.cellfit import lowest_level_possible, span_level
+from toposcope.fabric.cells import CellTree, NodeFree
+
+#: cells of its tightest level tried per moving job
+CELLS_PER_JOB = 4
+#: combinations of cells tried at most (the jobs with the most to save first)
+MAX_COMBINATIONS = 4096
+#: moving jobs considered at most
+MAX_JOBS = 6
+#: the uplink taper the per-level prior assumes (2:1)
+PRIOR_TAPER = 2.0
+
+
+@dataclass(frozen=True)
+class Part:
+    """One workload of a job on one node: where it is and where it goes."""
+
+    workload: str
+    from_node: str
+    from_gpus: tuple[int, ...]
+    node: str
+    gpus: tuple[int, ...]
+
+    @property
+    def moves(self) -> bool:
+        """Whether the part changes node or GPUs."""
+        return self.node != self.from_node or sorted(self.gpus) != sorted(self.from_gpus)
+
+
+@dataclass(frozen=True)
+class MovedJob:
+    """A job of the swap: a multi-node job onto its cell, or a single-node job moved aside."""
+
+    job: str
+    parts: tuple[Part, ...]
+    multi_node: bool
+    cell: str = ""
+    level_now: str = ""
+    level_new: str = ""
+    factor_now: float = 1.0
+    factor_new: float = 1.0
+    time_left: float = 0.0
+    saved_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Swap:
+    """The best joint re-placement: the moved jobs, the saving and the restarts."""
+
+    jobs: tuple[MovedJob, ...]
+    saved_s: float
+    restart_s: float
+    combinations: int
+    #: multi-node jobs that stay but run faster (fewer sharers on their uplinks): job -> s
+    helped: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def net_s(self) -> float:
+        """Seconds saved less the restarts."""
+        return self.saved_s - self.restart_s
+
+
+@dataclass
+class _Board:
+    """Free GPU indices per node and the single-node jobs on each, as a packing changes them."""
+
+    total: dict[str, int]
+    avail: dict[str, set[int]]
+    singles: dict[str, dict[str, tuple[int, ...]]]
+
+    def copy(self) -> _Board:
+        return _Board(
+            dict(self.total),
+            {n: set(g) for n, g in self.avail.items()},
+            {n: dict(s) for n, s in self.singles.items()},
+        )
+
+
+def best_swap(
+    tree: CellTree,
+    free: Mapping[str, NodeFree],
+    model: ClusterModel,
+    jobs: Sequence[RunningJob],
+    rule: MoveRule,
+    fixed_nodes: Iterable[str] = (),
+) -> Swap | None:
+    """The best joint move of ``jobs`` (running multi-node jobs; see the module docstring),
+    or ``None`` when none pays. ``fixed_nodes`` are not used (taken by other advice).
+    """
+    fixed = set(fixed_nodes)
+    gangs = {j.name: j for j in jobs}
+    part_names = {p.split("/", 1)[1] for j in jobs for p in j.parts}
+    capacity = {n: NodeFree(n, s.total, s.total) for n, s in free.items()}
+    board = _board(free, model, tree, part_names)
+    tightest = {j.name: lowest_level_possible(tree, capacity, len(j.gpus), _share(j)) for j in jobs}
+    now = {j.name: tuple(j.gpus) for j in jobs}
+    before = _factors(tree, now, tightest, rule.per_level)
+    movers = [
+        j
+        for j in jobs
+        if j.time_left is not None
+        and (level := span_level(tree, j.gpus)) is not None
+        and (tight := tightest[j.name]) is not None
+        and level > tight
+        and not fixed.intersection(j.gpus)
+        and len(j.parts) == len(j.gpus)
+    ]
+    movers.sort(key=lambda j: (-(j.time_left or 0.0) * (1 - 1 / before[j.name]), j.name))
+    movers = movers[:MAX_JOBS]
+    if not movers:
+        return None
+    for job in movers:  # a mover's GPUs are free for the packing
+        for node, gpus in job.gpus.items():
+            board.avail.setdefault(node, set()).update(gpus)
+    options = [
+        [None, *_cells(tree, board, job, tightest[job.name] or 0, gangs, fixed)] for job in movers
+    ]
+    best: Swap | None = None
+    tried = 0
+    for combo in itertools.product(*options):
+        if all(c is None for c in combo) or tried >= MAX_COMBINATIONS:
+            continue
+        tried += 1
+        found = _try(tree, board, movers, combo, now, tightest, before, rule)
+        if found is not None and found.net_s > 0 and (best is None or found.net_s > best.net_s):
+            best = found
+    if best is None:
+        return None
+    return Swap(best.jobs, best.saved_s, best.restart_s, tried, best.helped)
+
+
+def _share(job: RunningJob) -> int:
+    return max(len(g) for g in job.gpus.values())
+
+
+def _board(
+    free: Mapping[str, NodeFree], model: ClusterModel, tree: CellTree, parts: set[str]
+) -> _Board:
+    """Free indices and single-node jobs of every fabric node in ``free``."""
+    total = {n: s.total for n, s in free.items()}
+    avail = {n: set(s.free_indices or ()) for n, s in free.items()}
+    nodes_of: dict[str, set[str]] = {}
+    for w in model.workloads:
+        if w.gpus:
+            nodes_of.setdefault(w.name, set()).add(w.node)
+    singles: dict[str, dict[str, tuple[int, ...]]] = {n: {} for n in free}
+    for w in model.workloads:
+        single = w.gpus and len(nodes_of[w.name]) == 1 and w.name not in parts
+        if single and w.node in free and w.node in tree.path:
+            singles[w.node][w.name] = tuple(sorted(w.gpus))
+    return _Board(total, avail, singles)
+
+
+def _cells(
+    tree: CellTree,
+    board: _Board,
+    job: RunningJob,
+    level: int,
+    gangs: Mapping[str, RunningJob],
+    fixed: set[str],
+) -> list[int]:
+    """The cells of ``level`` that could hold ``job`` (enough nodes of its part size, none
+    taken by other advice), the most room first, at most :data:`CELLS_PER_JOB`.
+    """
+    share = _share(job)
+    scored: list[tuple[int, int, int]] = []
+    for at in tree.cells_at(level):
+        nodes = [
+            n for n in tree.cells[at].nodes if board.total.get(n, 0) >= share and n not in fixed
+        ]
+        if len(nodes) < len(job.gpus):
+            continue
+        own = sum(1 for n in nodes if n in job.gpus)
+        room = sum(len(board.avail.get(n, ())) for n in nodes)
+        scored.append((-own, -room, at))
+    return [at for _, _, at in sorted(scored)[:CELLS_PER_JOB]]
+
+
+def _try(
+    tree: CellTree,
+    start: _Board,
+    movers: Sequence[RunningJob],
+    combo: Sequence[int | None],
+    now: Mapping[str, tuple[str, ...]],
+    tightest: Mapping[str, int | None],
+    before: Mapping[str, float],
+    rule: MoveRule,
+) -> Swap | None:
+    """One combination packed and priced; ``None`` when it does not fit or harms a job."""
+    board = start.copy()
+    moving = [(j, c) for j, c in zip(movers, combo, strict=True) if c is not None]
+    staying = [j for j, c in zip(movers, combo, strict=True) if c is None]
+    for job in staying:  # a mover left in place keeps its GPUs
+        for node, gpus in job.gpus.items():
+            board.avail.setdefault(node, set()).difference_update(gpus)
+    placed: dict[str, tuple[Part, ...]] = {}
+    aside: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for job, cell in sorted(moving, key=lambda jc: (-_share(jc[0]), jc[0].name)):
+        parts = _pack(tree, board, job, cell, aside)
+        if parts is None:
+            return None
+        placed[job.name] = parts
+    moved_aside = _place_aside(board, aside)
+    if moved_aside is None:
+        return None
+    after = dict(now)
+    for name, parts in placed.items():
+        after[name] = tuple(sorted({p.node for p in parts}))
+    factors = _factors(tree, after, tightest, rule.per_level)
+    if any(factors[n] > before[n] + 1e-9 for n in factors):
+        return None
+    lefts = {j.name: j.time_left or 0.0 for j in movers}
+    jobs: list[MovedJob] = []
+    saved = 0.0
+    for job, cell in moving:
+        gain = lefts[job.name] * (1.0 - factors[job.name] / before[job.name])
+        if gain <= rule.restart_seconds:
+            return None
+        saved += gain
+        jobs.append(
+            MovedJob(
+                job.name,
+                placed[job.name],
+                True,
+                tree.cells[cell].name,
+                tree.levels[span_level(tree, now[job.name]) or 0],
+                tree.levels[tree.cells[cell].level],
+                before[job.name],
+                factors[job.name],
+                lefts[job.name],
+                gain,
+            )
+        )
+    helped = {
+        j.name: lefts[j.name] * (1.0 - factors[j.name] / before[j.name])
+        for j in staying
+        if factors[j.name] < before[j.name] - 1e-9
+    }
+    saved += sum(helped.values())
+    jobs += moved_aside
+    restarts = rule.restart_seconds * len(jobs)
+    return Swap(tuple(jobs), saved, restarts, 0, helped)
+
+
+def _pack(
+    tree: CellTree,
+    board: _Board,
+    job: RunningJob,
+    cell: int,
+    aside: dict[str, tuple[str, tuple[int, ...]]],
+) -> tuple[Part, ...] | None:
+    """``job``'s parts onto nodes of ``cell`` (see the module docstring); ``board`` loses
+    the GPUs taken and ``aside`` gains the single-node jobs moved out of the way.
+    """
+    share = _share(job)
+    parts = sorted((node, name) for node, _, name in (p.partition("/") for p in job.parts))
+    held = {node: job.gpus[node] for node in job.gpus}
+
+    def room(node: str) -> tuple[int, int, str]:
+        free = len(board.avail.get(node, ()))
+        movable = sum(len(g) for g in board.singles.get(node, {}).values())
+        own = 0 if node in held else 1
+        need = 0 if free >= share else 1
+        return (own, need if free + movable >= share else 2, node)
+
+    nodes = sorted((n for n in tree.cells[cell].nodes if board.total.get(n, 0) >= share), key=room)[
+        : len(parts)
+    ]
+    if len(nodes) < len(parts) or any(room(n)[1] == 2 for n in nodes):
+        return None
+    staying = [p for p in parts if p[0] in nodes]
+    going = [p for p in parts if p[0] not in nodes]
+    targets = iter(n for n in nodes if n not in {p[0] for p in staying})
+    result: list[Part] = []
+    for from_node, workload in staying + going:
+        node = from_node if (from_node, workload) in staying else next(targets)
+        own = held[from_node]
+        gpus = _take(board, node, own, len(own), aside)
+        if gpus is None:
+            return None
+        result.append(Part(workload, from_node, own, node, gpus))
+    return tuple(result)
+
+
+def _take(
+    board: _Board,
+    node: str,
+    own: tuple[int, ...],
+    count: int,
+    aside: dict[str, tuple[str, tuple[int, ...]]],
+) -> tuple[int, ...] | None:
+    """``count`` GPUs of ``node`` (``own`` indices where free), moving single-node jobs
+    aside until there is room (those on ``own`` indices first); ``None``: too few.
+    """
+    avail = board.avail.setdefault(node, set())
+    singles = board.singles.setdefault(node, {})
+    order = sorted(singles, key=lambda s: (not set(singles[s]) & set(own), -len(singles[s]), s))
+    for name in order:
+        if set(own) <= avail or (len(avail) >= count and not set(own) & set(singles[name])):
+            break
+        gpus = singles.pop(name)
+        avail.update(gpus)
+        aside[name] = (node, gpus)
+    if len(avail) < count:
+        return None
+    chosen = tuple(sorted(own)) if set(own) <= avail else tuple(sorted(avail)[:count])
+    avail.difference_update(chosen)
+    return chosen
+
+
+def _place_aside(
+    board: _Board, aside: Mapping[str, tuple[str, tuple[int, ...]]]
+) -> list[MovedJob] | None:
+    """Each single-node job moved aside onto a node with room (its own node and indices
+    first, then its own indices elsewhere, then the most room); ``None`` when one finds none.
+    """
+    moved: list[MovedJob] = []
+    for name, (node, gpus) in sorted(aside.items(), key=lambda kv: (-len(kv[1][1]), kv[0])):
+        want = set(gpus)
+
+        def fit(candidate: str, want: set[int] = want, home: str = node) -> tuple[int, int, str]:
+            avail = board.avail.get(candidate, set())
+            return (
+                0 if candidate == home and want <= avail else 1 if want <= avail else 2,
+                -len(avail),
+                candidate,
+            )
+
+        fits = [n for n, a in board.avail.items() if len(a) >= len(gpus)]
+        if not fits:
+            return None
+        target = min(fits, key=fit)
+        avail = board.avail[target]
+        chosen = tuple(sorted(want)) if want <= avail else tuple(sorted(avail)[: len(gpus)])
+        avail.difference_update(chosen)
+        part = Part(name, node, gpus, target, chosen)
+        if part.moves:
+            moved.append(MovedJob(name, (part,), False))
+    return moved
+
+
+def _factors(
+    tree: CellTree,
+    placing: Mapping[str, tuple[str, ...]],
+    tightest: Mapping[str, int | None],
+    per_level: float,
+) -> dict[str, float]:
+    """Each multi-node job's step-time factor where ``placing`` puts it (module docstring)."""
+    spans = {name: span_level(tree, nodes) for name, nodes in placing.items()}
+    crossing: dict[int, int] = {}
+    for name, nodes in placing.items():
+        span = spans[name]
+        if span is None:
+            continue
+        for at in _uplinks(tree, nodes, span):
+            crossing[at] = crossing.get(at, 0) + 1
+    oversub = {s.name: s.oversubscription for s in tree.fabric.switches}
+    factors: dict[str, float] = {}
+    for name, nodes in placing.items():
+        span, low = spans[name], tightest.get(name)
+        if span is None or low is None or span <= low:
+            factors[name] = 1.0
+            continue
+        extra = 0.0
+        for level in range(max(low, 1), span):
+            worst = 0.0
+            for cell in {c for n in nodes if (c := tree.cell_of(n, level)) is not None}:
+                taper = oversub.get(tree.cells[cell].name)
+                scale = taper / PRIOR_TAPER if taper else 1.0
+                worst = max(worst, scale * crossing.get(cell, 1))
+            extra += worst
+        factors[name] = 1.0 + per_level * extra
+    return factors
+
+
+def _uplinks(tree: CellTree, nodes: Iterable[str], span: int) -> set[int]:
+    """The cells below ``span`` (above the nodes) whose uplinks the job's traffic crosses."""
+    found: set[int] = set()
+    for level in range(1, span):
+        for node in nodes:
+            at = tree.cell_of(node, level)
+            if at is not None:
+                found.add(at)
+    return found

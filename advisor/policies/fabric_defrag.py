@@ -5,7 +5,9 @@ Beside :mod:`.fabric_placement`: when a pending job would run above the tightest
 could fit under and waiting does not pay, :func:`toposcope.fabric.celldefrag.clear_cell`
 finds the cell of that level cleared with the fewest moves of single-node jobs (a workload
 holding GPUs on one node only; every such job counts as movable here, and the resource manager
-refuses to move one that did not opt in). The clearing is recommended when the pending job's
+refuses to move one that did not opt in), except a job about to end; each goes where it runs no
+slower and the move names the GPUs it takes (:mod:`.fabric_aside`). The clearing is
+recommended when the pending job's
 faster run, ``run_seconds x (f_now / f_tight - 1)``, is worth more than one restart per
 moved job (``restart_seconds`` each). It becomes two recommendations: a ``migrate-job`` whose
 actions move the small jobs (one contract ``migrate`` action each, applied as job-migration's
@@ -18,8 +20,10 @@ from collections.abc import Mapping
 
 from toposcope.advisor.fabric_jobs import job_parts
 from toposcope.advisor.fabric_wait import level_factor
+from toposcope.advisor.gpu_sets import gpu_claims
 from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.recommendations import make_recommendation
+from toposcope.advisor.policies.fabric_aside import ending_soon
+from toposcope.advisor.recommendations import CHECKPOINT_RESTORE_S, make_recommendation
 from toposcope.fabric.celldefrag import CellClearing, Occupant
 from toposcope.fabric.cells import CellTree, NodeFree
 from toposcope.report.recommendation import (
@@ -32,9 +36,12 @@ from toposcope.report.recommendation import (
 from toposcope.rm import ActionKind, ActionRequest
 
 
-def occupants_of(model: ClusterModel, tree: CellTree) -> dict[str, list[Occupant]]:
+def occupants_of(
+    model: ClusterModel, tree: CellTree, restart_seconds: float = CHECKPOINT_RESTORE_S
+) -> dict[str, list[Occupant]]:
     """Node -> the jobs holding GPUs on it; single-node jobs are the movable ones (a part of a
-    multi-node job named apart from its siblings, :mod:`~toposcope.advisor.fabric_jobs`, is not).
+    multi-node job named apart from its siblings, :mod:`~toposcope.advisor.fabric_jobs`, is not,
+    nor a job about to end, :func:`~.fabric_aside.ending_soon`).
     """
     nodes_of: dict[str, set[str]] = {}
     for workload in model.workloads:
@@ -46,9 +53,13 @@ def occupants_of(model: ClusterModel, tree: CellTree) -> dict[str, list[Occupant
     for workload in model.workloads:
         if workload.gpus and workload.node in tree.path:
             part = f"{workload.node}/{workload.name}" in parts
-            movable = len(nodes_of[workload.name]) == 1 and not part
+            movable = (
+                len(nodes_of[workload.name]) == 1
+                and not part
+                and not ending_soon(workload.time_left_seconds, restart_seconds)
+            )
             result.setdefault(workload.node, []).append(
-                Occupant(workload.name, len(workload.gpus), movable)
+                Occupant(workload.name, len(workload.gpus), movable, tuple(sorted(workload.gpus)))
             )
     return result
 
@@ -82,7 +93,13 @@ def defrag_recommendation(
             "for": job,
             "nodes_for_job": list(clearing.nodes),
             "moves": [
-                {"workload": m.job, "from_node": m.from_node, "to_node": m.to_node, "gpus": m.gpus}
+                {
+                    "workload": m.job,
+                    "from_node": m.from_node,
+                    "to_node": m.to_node,
+                    "gpus": m.gpus,
+                    "to_gpus": list(m.to_gpus),
+                }
                 for m in moves
             ],
         },
@@ -102,10 +119,14 @@ def defrag_recommendation(
         ),
         confidence=0.3,
         risk=Risk.HIGH,
-        actions=[ActionRequest("", ActionKind.MIGRATE, m.job, m.to_node) for m in moves],
+        actions=[
+            ActionRequest("", ActionKind.MIGRATE, m.job, m.to_node, gpus=list(m.to_gpus))
+            for m in moves
+        ],
         claims=[
             *(f"workload:{m.from_node}/{m.job}" for m in moves),
             *(f"node:{m.to_node}" for m in moves),
+            *(c for m in moves for c in gpu_claims(m.to_node, m.to_gpus)),
         ],
     )
 
@@ -116,7 +137,10 @@ def take_after_clearing(
     """Count the cleared nodes as the job's and the destinations as holding the moved jobs."""
     for move in clearing.moves:
         state = free[move.to_node]
-        free[move.to_node] = NodeFree(state.node, state.total, max(0, state.free - move.gpus))
+        left = None
+        if state.free_indices is not None and move.to_gpus:
+            left = tuple(i for i in state.free_indices if i not in move.to_gpus)
+        free[move.to_node] = NodeFree(state.node, state.total, max(0, state.free - move.gpus), left)
     for node in clearing.nodes:
         state = free[node]
         freed = state.free + moved.get(node, 0)

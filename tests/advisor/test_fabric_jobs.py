@@ -105,6 +105,6 @@ def test_the_sim_dry_run_prints_the_whole_gang_move_and_an_agent_refuses_it() ->
 def test_a_part_of_a_gang_is_never_moved_to_clear_a_leaf() -> None:
     tree = policy()._cells()
     occupants = occupants_of(gang_model(36_000.0), tree)
-    assert occupants["dev0"] == [Occupant("gang-a", 8, False)]
+    assert occupants["dev0"] == [Occupant("gang-a", 8, False, tuple(range(8)))]
     alone = occupants_of(replace(gang_model(36_000.0), fabric_jobs={}), tree)
-    assert alone["dev0"] == [Occupant("gang-a", 8, True)]
+    assert alone["dev0"] == [Occupant("gang-a", 8, True, tuple(range(8)))]

@@ -218,8 +218,17 @@ def test_a_leaf_is_cleared_for_a_job_when_the_faster_run_beats_the_restarts() ->
     assert moves.kind is RecommendationKind.MIGRATE_JOB and moves.proposed["cell"] == "s0"
     [action] = moves.actions
     assert (action.kind, action.workload, action.node) == (ActionKind.MIGRATE, "job-dev0", "dev10")
+    # the move names the GPUs it takes (a simulator or agent refuses a GPU job's migrate
+    # without them): its own indices, free on an identical node
+    assert action.gpus == list(range(8))
     assert moves.proposed["moves"] == [
-        {"workload": "job-dev0", "from_node": "dev0", "to_node": "dev10", "gpus": 8}
+        {
+            "workload": "job-dev0",
+            "from_node": "dev0",
+            "to_node": "dev10",
+            "gpus": 8,
+            "to_gpus": list(range(8)),
+        }
     ]
     assert abs(moves.estimated_gain - 1200 / 14400) < 1e-6
     assert place.kind is RecommendationKind.PLACE and place.proposed["level"] == "leaf"

@@ -4,6 +4,9 @@ node outside the cell with room, on Slurm's documented tree (leaves s0, s1, s2 o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from tests.helpers import REPO
 from toposcope.fabric.celldefrag import Move, Occupant, clear_cell
 from toposcope.fabric.cells import CellTree, NodeFree
@@ -47,3 +50,30 @@ def test_no_cell_when_the_blockers_cannot_move_or_find_no_room() -> None:
     free, held = state({"dev0": [Occupant("x", 8, False)], "dev6": [Occupant("y", 8, False)],
                         "dev12": [Occupant("z", 8, False)]})  # fmt: skip
     assert clear_cell(TREE, free, held, level=1, nodes=6, gpus_per_node=8) is None
+
+
+def with_indices(free: dict[str, NodeFree]) -> dict[str, NodeFree]:
+    """``free`` with each node's free GPUs as its highest indices."""
+    return {
+        n: replace(s, free_indices=tuple(range(s.total - s.free, s.total))) for n, s in free.items()
+    }
+
+
+def test_each_move_names_the_gpus_it_takes_and_a_slower_place_is_no_room() -> None:
+    free, held = state({"dev0": [Occupant("a", 2, True, (6, 7))]})
+    free = with_indices(free)
+    free["dev12"] = NodeFree("dev12", 8, 2, (0, 1))  # the tightest room: 2 free GPUs
+    clearing = clear_cell(TREE, free, held, level=1, nodes=6, gpus_per_node=8)
+    # own indices 6,7 are not free on dev12: the lowest free ones instead
+    assert clearing is not None and clearing.moves == (Move("a", "dev0", "dev12", 2, (0, 1)),)
+
+    def not_dev12(job: Occupant, src: str, dst: str, room: Sequence[int]) -> tuple[int, ...] | None:
+        return None if dst == "dev12" else tuple(room[: job.gpus])
+
+    other = clear_cell(TREE, free, held, level=1, nodes=6, gpus_per_node=8, fit=not_dev12)
+    assert other is not None and other.moves[0].to_node == "dev10"  # by name among equals
+    assert other.moves[0].to_gpus == (0, 1)
+    # without free indices the move names none
+    plain, held = state({"dev0": [Occupant("a", 2, True, (6, 7))]})
+    counted = clear_cell(TREE, plain, held, level=1, nodes=6, gpus_per_node=8)
+    assert counted is not None and counted.moves[0].to_gpus == ()

@@ -12,12 +12,17 @@ tightest such node first (best fit, so that whole nodes stay whole), each destin
 counted down as it is used. The cell needing the fewest moves wins (then by name); a cell
 whose moves find no room is not possible.
 
+Where the free GPU indices are known, each move also names the GPUs it takes on its
+destination (a resource manager that places GPU jobs by index needs them): the caller's
+``fit`` says which, or that the job would run slower there (the node is then no room for
+it); without one, the job's own indices where free, else the lowest free ones.
+
 Pure: the result names the moves (job, from, to, GPUs) and the nodes the job then gets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from toposcope.fabric.cells import CellTree, NodeFree
@@ -30,6 +35,13 @@ class Occupant:
     job: str
     gpus: int
     movable: bool
+    #: its GPU indices on the node (empty: not known)
+    indices: tuple[int, ...] = ()
+
+
+#: (job, node it leaves, destination, free GPU indices there) -> the GPUs it takes there, or
+#: ``None`` when it would run slower on them
+Fit = Callable[[Occupant, str, str, Sequence[int]], tuple[int, ...] | None]
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,8 @@ class Move:
     from_node: str
     to_node: str
     gpus: int
+    #: the GPU indices taken on ``to_node`` (empty where its free indices are not known)
+    to_gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,7 @@ def clear_cell(
     level: int,
     nodes: int,
     gpus_per_node: int,
+    fit: Fit | None = None,
 ) -> CellClearing | None:
     """The cheapest way to give a cell of ``level`` ``nodes`` nodes of ``gpus_per_node`` free
     GPUs by moving movable jobs out of it (module docstring); ``None`` when none can be.
@@ -70,7 +85,9 @@ def clear_cell(
             members.setdefault(at, []).append(node)
     best: tuple[int, str, CellClearing] | None = None
     for at, names in members.items():
-        clearing = _clear_one(tree, free, occupants, at, sorted(names), nodes, gpus_per_node)
+        clearing = _clear_one(
+            tree, free, occupants, at, sorted(names), nodes, gpus_per_node, fit or _own_first
+        )
         if clearing is None:
             continue
         key = (len(clearing.moves), clearing.cell)
@@ -87,6 +104,7 @@ def _clear_one(
     names: Sequence[str],
     nodes: int,
     gpus_per_node: int,
+    fit: Fit,
 ) -> CellClearing | None:
     ready = [n for n in names if free[n].free >= gpus_per_node]
     if len(ready) >= nodes:
@@ -105,14 +123,17 @@ def _clear_one(
     chosen = options[:need]
     inside = set(names)
     room = {n: s.free for n, s in free.items() if n not in inside and s.free > 0}
+    indices = {n: set(s.free_indices) for n, s in free.items() if s.free_indices is not None}
     moves: list[Move] = []
     for _, node, moving in chosen:
         for occupant in moving:
-            target = _destination(room, occupant.gpus)
-            if target is None:
+            found = _destination(room, indices, occupant, node, fit)
+            if found is None:
                 return None
+            target, gpus = found
             room[target] -= occupant.gpus
-            moves.append(Move(occupant.job, node, target, occupant.gpus))
+            indices.get(target, set()).difference_update(gpus)
+            moves.append(Move(occupant.job, node, target, occupant.gpus, gpus))
     cell = tree.cells[at]
     cleared = tuple(node for _, node, _ in chosen)
     return CellClearing(cell.level, cell.name, tuple(ready[: nodes - need]) + cleared, tuple(moves))
@@ -134,7 +155,30 @@ def _moves_for(
     return moving if have >= gpus_per_node else None
 
 
-def _destination(room: Mapping[str, int], gpus: int) -> str | None:
-    """The node with the least room that still holds ``gpus`` (then by name)."""
-    fits = [(left, node) for node, left in room.items() if left >= gpus]
-    return min(fits)[1] if fits else None
+def _destination(
+    room: Mapping[str, int],
+    indices: Mapping[str, set[int]],
+    occupant: Occupant,
+    from_node: str,
+    fit: Fit,
+) -> tuple[str, tuple[int, ...]] | None:
+    """The node with the least room that still holds ``occupant`` (then by name), and the
+    GPUs it takes there (``()`` where the free indices are not known).
+    """
+    for _, node in sorted((left, n) for n, left in room.items() if left >= occupant.gpus):
+        if node not in indices:
+            return node, ()
+        gpus = fit(occupant, from_node, node, sorted(indices[node]))
+        if gpus is not None and len(gpus) == occupant.gpus:
+            return node, tuple(gpus)
+    return None
+
+
+def _own_first(
+    occupant: Occupant, from_node: str, to_node: str, free: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The job's own indices where all are free, else the lowest free ones."""
+    del from_node, to_node  # any node will do
+    if occupant.indices and set(occupant.indices) <= set(free):
+        return tuple(sorted(occupant.indices))
+    return tuple(sorted(free)[: occupant.gpus]) if len(free) >= occupant.gpus else None

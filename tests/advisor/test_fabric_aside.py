@@ -1,0 +1,70 @@
+"""Where fabric-placement moves a single-node job out of a multi-node job's way: never a job
+about to end, never onto other GPU models or dearer GPU pairs, its own indices first; and the
+leaf clearing's migrate actions name the GPUs they take.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.advisor.builders import cluster, gpu, pcie8
+from tests.helpers import REPO
+from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
+from toposcope.advisor.policies.fabric_aside import aside_gpus, ending_soon
+from toposcope.advisor.policies.fabric_defrag import occupants_of
+from toposcope.fabric.cells import CellTree
+from toposcope.fabric.slurmconf import read_topology_conf
+
+TREE = CellTree(read_topology_conf(REPO / "tests" / "fixtures" / "fabric" / "slurm-tree.conf"))
+
+
+def other_make(name: str) -> NodeModel:
+    """An 8-GPU node like :func:`pcie8` but of another GPU model."""
+    node = pcie8(name)
+    return replace(
+        node, gpus=tuple(gpu(g.index, g.numa_node, model="NVIDIA L4") for g in node.gpus)
+    )
+
+
+def two_nodes(target: NodeModel | None = None) -> ClusterModel:
+    """``job`` on GPUs 0,1 (one PCIe switch) of n1; n2 empty."""
+    return cluster(
+        [pcie8("n1"), target or pcie8("n2")],
+        [WorkloadModel("job", "n1", gpus=(0, 1), time_left_seconds=3600.0)],
+    )
+
+
+def test_own_indices_first_then_an_equally_priced_pair() -> None:
+    model = two_nodes()
+    assert aside_gpus(model, "n1", (0, 1), "n2", range(8)) == (0, 1)
+    # 0 taken: 4,5 share a switch as 0,1 do (the cheapest pair, lowest indices)
+    assert aside_gpus(model, "n1", (0, 1), "n2", [1, 2, 4, 5, 6, 7]) == (4, 5)
+
+
+def test_no_dearer_pair_and_no_other_gpu_model() -> None:
+    model = two_nodes()
+    # 1 and 2 sit on two switches of one socket: dearer than a switch's pair
+    assert aside_gpus(model, "n1", (0, 1), "n2", [1, 2]) is None
+    assert aside_gpus(two_nodes(other_make("n2")), "n1", (0, 1), "n2", range(8)) is None
+    assert aside_gpus(model, "n1", (0, 1), "n9", range(8)) is None
+
+
+def test_a_job_about_to_end_is_not_moved() -> None:
+    assert ending_soon(2399.0, 600.0) and not ending_soon(2400.0, 600.0)
+    assert not ending_soon(None, 600.0)
+    held = [
+        WorkloadModel("ends", "dev0", gpus=(0, 1, 2, 3), time_left_seconds=900.0),
+        WorkloadModel("runs", "dev1", gpus=(4, 5), time_left_seconds=None),
+    ]
+    occupants = occupants_of(cluster([pcie8("dev0"), pcie8("dev1")], held), TREE)
+    assert [(o.job, o.movable, o.indices) for o in occupants["dev0"]] == [
+        ("ends", False, (0, 1, 2, 3))
+    ]
+    assert [(o.job, o.movable, o.indices) for o in occupants["dev1"]] == [("runs", True, (4, 5))]
+
+
+@pytest.mark.parametrize("free", [(), (3,)])
+def test_too_few_free_gpus_is_no_place(free: tuple[int, ...]) -> None:
+    assert aside_gpus(two_nodes(), "n1", (0, 1), "n2", free) is None

@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.nic_advice import AdviceError, config_lines
 from toposcope.advisor.rmclients import backend_names, make_resource_manager
+from toposcope.advisor.rmclients.gang_plan import GANG_POLICIES
 from toposcope.advisor.rmclients.plans import AGENT_URL, SIM_URL, ApiPlanner, SystemdPlanner
 from toposcope.errors import UsageError
 from toposcope.report.recommendation import Recommendation, RecommendationKind, Report
@@ -90,9 +91,11 @@ class FabricPlanner(Protocol):
 
 
 def _fabric_placement(rec: Recommendation, planner: object) -> bool:
-    """A fabric placement the planner plans whole: a ``place``, or its own ``fabric_kinds``."""
+    """A fabric placement the planner plans whole: a ``place``, or its own ``fabric_kinds``
+    (the simulator's gang moves, of fabric-placement or nic-affinity).
+    """
     kinds = getattr(planner, "fabric_kinds", (RecommendationKind.PLACE,))
-    return rec.policy == "fabric-placement" and rec.kind in kinds
+    return rec.policy in GANG_POLICIES and rec.kind in kinds
 
 
 def nic_lines(rec: Recommendation, backend: str) -> list[str]:
@@ -133,7 +136,11 @@ def render_dry_run(report: Report, backend: str, planner: Planner, hints: PlanHi
             and _fabric_placement(rec, planner)
         ):
             lines += plan_lines(planner.plan_fabric(rec))
-        elif not rec.actions and rec.policy == "nic-affinity":
+        elif (
+            not rec.actions
+            and rec.policy == "nic-affinity"
+            and rec.kind == RecommendationKind.CONFIG
+        ):
             lines += nic_lines(rec, backend)
         elif not rec.actions:
             lines.append(comment("advice for a person: no action to run"))

@@ -17,7 +17,8 @@ the whole move first and then carries it out at once:
   memory nodes the part on that node takes instead: a part may then keep its node and move
   to other GPUs of it (onto the GPUs nearest a cabled NIC, say). The named GPUs must be free
   or held by the gang's own parts, as above (409 otherwise); the part is pinned when CPUs are
-  named, and a part whose place is where it runs now does not move;
+  named, and a part whose place is where it runs now does not move. A ``null`` place leaves
+  that node's part to the rules above (a part staying on its node keeps all it has);
 * every moved part pays the gang's slowest checkpoint-restore
   (:func:`~toposcope.sim.cluster_state.checkpoint_restore_seconds`), the cost the judge
   charges every rank of a moved gang; the gang stands still until then.
@@ -75,8 +76,8 @@ class GangMove:
     ] = field(default_factory=list)
     reason: Annotated[Text, Field(description="why, for the logs")] = ""
     places: Annotated[
-        list[PartPlace],
-        Field(max_length=MAX_PARTS, description="empty, or one place per node (its GPUs)"),
+        list[PartPlace | None],
+        Field(max_length=MAX_PARTS, description="empty, or one place (or null) per node"),
     ] = field(default_factory=list)
 
 
@@ -140,7 +141,7 @@ def _reason(move: GangMove) -> str:
     """The recorded reason: what was asked, so a repeat can be told from a new request."""
     text = f"gang move of {move.job} onto {','.join(move.nodes)}"
     if move.places:
-        text += " GPUs " + ";".join(",".join(map(str, p.gpus)) for p in move.places)
+        text += " GPUs " + ";".join(",".join(map(str, p.gpus)) if p else "-" for p in move.places)
     return f"{text}: {move.reason}" if move.reason else text
 
 
@@ -165,14 +166,17 @@ def _pinned(cluster: SimCluster, workload: SimWorkload, to: Allocation, placed: 
     """Whether the part runs pinned at ``to``: as it was when it keeps its CPUs, and where
     ``places`` named its CPUs, when they pin it (the simulator's rule for a migrate).
     """
-    if placed:
-        return bool(to.cpus) and cluster._is_pinned(to)
     current = workload.allocation
+    if placed and (current is None or current.cpus != to.cpus):
+        return bool(to.cpus) and cluster._is_pinned(to)
     return workload.pinned and current is not None and current.cpus == to.cpus
 
 
 def _targets(
-    cluster: SimCluster, parts: list[SimWorkload], nodes: list[str], places: list[PartPlace]
+    cluster: SimCluster,
+    parts: list[SimWorkload],
+    nodes: list[str],
+    places: list[PartPlace | None],
 ) -> list[tuple[SimWorkload, Allocation]]:
     """Each part's checked new allocation (see the module docstring); refusals raised."""
     if len(set(nodes)) != len(nodes) or len(nodes) != len(parts):
@@ -194,8 +198,8 @@ def _targets(
         current = workload.allocation
         assert current is not None  # checked by _parts
         node = current.node if current.node in staying else free_nodes.pop(0)
-        if places:
-            place = places[nodes.index(node)]
+        place = places[nodes.index(node)] if places else None
+        if place is not None:
             out.append((workload, _named(cluster, workload, node, place, names)))
         elif current.node in staying:
             out.append((workload, current))

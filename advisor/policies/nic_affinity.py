@@ -36,6 +36,11 @@ port carries every workload's traffic, so it is an upper bound), else the assume
 scaled down by the share of the job's GPUs affected. A rank without ``NCCL_IB_HCA`` that
 already uses its near NIC gains ``unpinned_share x network_share x (1 - host_bridge_share)``:
 the assumed chance that NCCL's own choice lands on a far NIC, times the far NIC's cost.
+
+Moves. A multi-node job whose ranks sit on GPUs with no NIC nearer than the host bridge or
+the socket link gets a move onto the NIC-near GPUs of its own nodes, whole, once they are
+free, and the single-node jobs without RDMA that hold them are moved out of the way a round
+before (``move_far_ranks``; :mod:`.nic_moves`, priced with the shares above).
 """
 
 from __future__ import annotations
@@ -56,7 +61,9 @@ from toposcope.advisor.nic_advice import (
 )
 from toposcope.advisor.nic_state import NicState, NicUse, NodeNics, tier_rank
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
-from toposcope.advisor.recommendations import make_recommendation
+from toposcope.advisor.policies.nic_move_recs import NicMoveRule
+from toposcope.advisor.policies.nic_moves import nic_moves
+from toposcope.advisor.recommendations import CHECKPOINT_RESTORE_S, make_recommendation
 from toposcope.catalogue import spec
 from toposcope.catalogue.fabric_metrics import FAR_TIERS
 from toposcope.errors import ToposcopeError
@@ -126,6 +133,30 @@ class NicAffinitySettings(PolicySettings):
         help="NIC=RESOURCE pairs: the RDMA device plugin's resource that gives each NIC "
         "(mlx5_0=rdma/hca_shared_devices_a)",
     )
+    move_far_ranks: bool = setting(
+        True,
+        help="move a multi-node job's NIC-far parts onto NIC-near GPUs of their own nodes "
+        "(single-node jobs without RDMA moved out of the way first) when it pays",
+    )
+    restart_seconds: float = setting(
+        CHECKPOINT_RESTORE_S,
+        ge=0,
+        le=86400,
+        help="what one checkpoint and restart costs a moved job (every rank of a multi-node one)",
+    )
+    unknown_time_left_s: float = setting(
+        0.0,
+        ge=0,
+        le=90 * 86400,
+        help="time left assumed for a multi-node job without a time limit when pricing its "
+        "move (0: such a job gets a note, not a move)",
+    )
+    min_time_left_s: float = setting(
+        3600.0,
+        ge=0,
+        le=90 * 86400,
+        help="a job with less time left is never moved, nor moved out of the way",
+    )
 
     def problems(self) -> list[str]:
         """The bounds' problems and any ``rdma_resources`` pair that is not NIC=RESOURCE."""
@@ -177,7 +208,19 @@ class NicAffinity(Policy[NicAffinitySettings]):
                 recs.append(found)
             elif found:
                 notes.append(self.note(workload.key, found))
+        if self.settings.move_far_ranks:
+            moves, unmoved = nic_moves(self.name, model, state, self._rule())
+            recs += moves
+            notes += unmoved
         return Evaluation(tuple(recs), tuple(notes))
+
+    def _rule(self) -> NicMoveRule:
+        """How :mod:`.nic_moves` prices a move of NIC-far ranks, from these settings."""
+        s = self.settings
+        return NicMoveRule(
+            self.share, s.network_share, s.restart_seconds, s.unknown_time_left_s,
+            s.min_time_left_s,
+        )  # fmt: skip
 
     def _cabling(self) -> dict[str, frozenset[str]]:
         """Per node, the NICs ``fabric_file`` cables (empty without a file)."""

@@ -8,10 +8,19 @@ gang's checkpoint-restore once. The plan is that one request; its ``request`` (a
 ``migrate`` of the job to the first node, request id ``<rec id>-0``) is what the audit log
 records. Names are checked before they reach a body: a job or node name the contract would
 refuse, or a recommendation without nodes, is a refusal.
+
+A recommendation that moves parts onto other GPUs of their own nodes (nic-affinity's move of
+NIC-far ranks) names each part's place in ``proposed["places"]``, one per node in the order
+of ``nodes`` (``gpus``, ``cpus`` as a CPU list, ``mems``; ``null`` for a part left as it
+is); the body carries them as the route's ``places``, each checked as numbers first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toposcope.cpulist import parse_cpulist
 from toposcope.identity.names import is_node_name
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 from toposcope.rm import ActionKind, ActionRequest, ResourceManagerError
@@ -22,6 +31,52 @@ from toposcope.rm.validation import check_request
 FABRIC_KINDS = (RecommendationKind.MIGRATE_JOB,)
 #: the simulator's route for a whole-gang move, under ``/api/v1``
 GANG_MOVES = "/gang-moves"
+#: the policies whose running multi-node jobs' moves the simulator carries out whole
+GANG_POLICIES = ("fabric-placement", "nic-affinity")
+#: the largest GPU, CPU or NUMA index a place may name
+_MAX_INDEX = 65_535
+
+
+def _indexes(value: object, what: str) -> list[int]:
+    """A list of small non-negative integers, or :class:`ValueError` naming ``what``."""
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= _MAX_INDEX for i in value
+    ):
+        raise ValueError(f"{what} is not a list of indexes")
+    return list(value)
+
+
+def places_of(
+    proposed: Mapping[str, Any], nodes: Sequence[str]
+) -> list[dict[str, list[int]] | None]:
+    """The body's ``places`` from ``proposed["places"]`` (empty when it names none);
+    :class:`ValueError` when one is malformed or they do not follow ``nodes``.
+    """
+    given = proposed.get("places")
+    if not given:
+        return []
+    if not isinstance(given, list) or len(given) != len(nodes):
+        raise ValueError(f"places must be one per node ({len(nodes)})")
+    out: list[dict[str, list[int]] | None] = []
+    for node, place in zip(nodes, given, strict=True):
+        if place is None:
+            out.append(None)
+            continue
+        if not isinstance(place, dict) or place.get("node") != node:
+            raise ValueError(f"the place for {node} does not name it")
+        cpus = place.get("cpus", "")
+        if not isinstance(cpus, str):
+            raise ValueError(f"the CPUs for {node} are not a CPU list")
+        try:
+            cpu_list = list(parse_cpulist(cpus)) if cpus else []
+        except ValueError as exc:
+            raise ValueError(f"the CPUs for {node}: {exc}") from None
+        gpus = _indexes(place.get("gpus"), f"the GPUs for {node}")
+        if not gpus:
+            raise ValueError(f"the place for {node} names no GPU")
+        mems = _indexes(place.get("mems", []), f"the memory nodes for {node}")
+        out.append({"gpus": gpus, "cpus": cpu_list, "mems": mems})
+    return out
 
 
 def gang_plan(rec: Recommendation, url: str) -> Plan:
@@ -44,19 +99,23 @@ def gang_plan(rec: Recommendation, url: str) -> Plan:
         check_request(request)
     except ResourceManagerError as exc:
         return refused(request, "sim", f"job {job[:80]!r}: {exc}")
-    body = {
+    try:
+        places = places_of(rec.proposed, nodes)
+    except ValueError as exc:
+        return refused(request, "sim", f"job {job[:80]!r}: {exc}")
+    body: dict[str, Any] = {
         "request_id": request.request_id,
         "job": job,
         "nodes": nodes,
         "reason": request.reason,
     }
-    step = HttpStep(
-        "POST",
-        f"{url}{GANG_MOVES}",
-        body,
-        what=f"move every part of {job} onto {','.join(nodes)} at once",
-    )
+    what = f"move every part of {job} onto {','.join(nodes)} at once"
+    if places:
+        body["places"] = places
+        gpus = "; ".join(f"{n} GPUs {p['gpus']}" for n, p in zip(nodes, places, strict=True) if p)
+        what = f"move the parts of {job} at once: {gpus}"
+    step = HttpStep("POST", f"{url}{GANG_MOVES}", body, what=what)
     return Plan(request, "sim", (step,))
 
 
-__all__ = ["FABRIC_KINDS", "GANG_MOVES", "gang_plan"]
+__all__ = ["FABRIC_KINDS", "GANG_MOVES", "GANG_POLICIES", "gang_plan", "places_of"]

@@ -75,6 +75,15 @@ def test_a_part_already_in_its_place_stays_and_only_the_other_moves(tmp_path: Pa
     assert caught.value.status == 409
 
 
+def test_a_null_place_leaves_its_part_as_it_is(tmp_path: Path) -> None:
+    cluster = nic_far(tmp_path)
+    was = allocation(cluster, "a")
+    state = move_gang(cluster, GangMove("r7", "dp", ["g-01", "g-02"], places=[None, near()]))
+    assert state.request.workload == "b.service"
+    assert allocation(cluster, "a") == was and cluster._find("a.service").pinned
+    assert cluster._find("b.service").pinned
+
+
 def test_unpinned_places_run_unpinned(tmp_path: Path) -> None:
     cluster = nic_far(tmp_path)
     move_gang(cluster, GangMove("r4", "dp", ["g-01", "g-02"], places=[near([]), near([])]))
@@ -101,7 +110,9 @@ def test_gpus_held_by_another_job_refuse_the_move_and_change_nothing(tmp_path: P
         ([PartPlace([0, 1, 2, 3], [999]), PartPlace([0, 1, 2, 3])], 400),  # no CPU 999
     ],
 )
-def test_a_bad_place_is_refused(tmp_path: Path, places: list[PartPlace], status: int) -> None:
+def test_a_bad_place_is_refused(
+    tmp_path: Path, places: list[PartPlace | None], status: int
+) -> None:
     cluster = nic_far(tmp_path)
     with pytest.raises(ResourceManagerError) as caught:
         move_gang(cluster, GangMove("r6", "dp", ["g-01", "g-02"], places=places))

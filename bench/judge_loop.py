@@ -174,7 +174,8 @@ def run_advisor(
 def fabric_settings(fabric: ScenarioFabric | None) -> list[str]:
     """The advisor's fabric settings for a scenario with a fabric file: fabric-placement and
     nic-affinity read it (the documented ``fabric_file`` way), and a gang without a time
-    limit is priced over the advisor's own horizon (the simulated jobs run until stopped).
+    limit is priced over the advisor's own horizon by both (the simulated jobs run until
+    stopped).
     """
     if fabric is None or fabric.file is None:
         return []
@@ -184,6 +185,7 @@ def fabric_settings(fabric: ScenarioFabric | None) -> list[str]:
         "--set", "fabric-placement.fabric_format=file",
         "--set", f"fabric-placement.unknown_time_left_s={HORIZON_S:g}",
         "--set", f"nic-affinity.fabric_file={file}",
+        "--set", f"nic-affinity.unknown_time_left_s={HORIZON_S:g}",
     ]  # fmt: skip
 
 

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.advisor.builders import cluster, pcie8
+from tests.advisor.test_dry_run import bash_n
 from tests.helpers import REPO
+from toposcope.advisor.dry_run import planner_for, render_dry_run
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.advisor.rmclients.http import HttpResourceManager
 from toposcope.advisor.rmclients.joint_plan import joint_plan
 from toposcope.fabric.yamlfile import read_fabric_file
 from toposcope.kube.fabric_steer import FabricSteerPlanner
-from toposcope.report.recommendation import Recommendation, RecommendationKind
-from toposcope.rm.plan import HttpStep
+from toposcope.report.recommendation import Recommendation, RecommendationKind, Report, RunInfo
+from toposcope.rm.plan import HttpStep, PlanHints
 from toposcope.slurm.control import InvalidChangeError
 from toposcope.slurm.fabric_steer import steps_for
 
@@ -167,3 +170,24 @@ def test_slurm_and_kubernetes_refuse_a_joint_move_whole() -> None:
         steps_for(rec)
     plan = FabricSteerPlanner(None).plan(rec)
     assert plan.refused and plan.steps == ()
+
+
+def test_the_sim_dry_run_prints_the_one_joint_request_and_slurm_a_refusal_comment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = tmp_path / "slurm.conf"  # a controller that does not answer
+    conf.write_text("ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    [rec] = joint(LONG)
+    run = RunInfo("2026-01-01T00:00:00+00:00", "test", "1h", ("fabric-placement",), 0.05)
+    report = Report(run, (rec,))
+    sim = planner_for("sim", "http://127.0.0.1:9850", {})
+    text = render_dry_run(report, "sim", sim, PlanHints())
+    bash_n(text)
+    flat = text.replace(" ", "")
+    assert "http://127.0.0.1:9850/api/v1/gang-moves" in text
+    assert all(f'"job":"{job}"' in flat for job in (*SPREAD, "vision"))
+    slurm = render_dry_run(report, "slurm", planner_for("slurm", None, {}), PlanHints())
+    bash_n(slurm)
+    assert "one at a time" in slurm
+    assert not [line for line in slurm.splitlines() if "scontrol" in line.split("#", 1)[0]]

@@ -10,8 +10,12 @@ import pytest
 
 from tests.sim.test_gang import part, rows, scenario
 from toposcope.rm import ActionStatus, ResourceManagerError
+from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster, checkpoint_restore_seconds
+from toposcope.sim.gang_oracle import gang_move_costs
 from toposcope.sim.gang_swaps import JobPlace, JointMove, PartPlace, move_jobs
+from toposcope.sim.oracle import solve
+from toposcope.sim.scenarios import build_cluster, load_scenario
 
 GANGS = (
     "    - {name: dp, jobs: [a, b], pattern: data-parallel, comm_share: 0.2}\n"
@@ -147,3 +151,25 @@ def test_a_refused_joint_move_changes_nothing(tmp_path: Path, move: JointMove, s
         move_jobs(cluster, move)
     assert exc.value.status == status
     assert placed(cluster) == was and cluster.recorded() == []
+
+
+def test_the_oracle_finds_the_swap_of_the_fabric_spread_scenario_and_charges_every_gang() -> None:
+    """Three gangs over three leaves of two nodes, each across two: the oracle's best puts
+    each under one leaf (every gang moves, a small job with them), and its move costs charge
+    every rank of every moved gang its gang's restart."""
+    cluster = build_cluster(load_scenario("builtin:fabric-spread"), SimClock(seed=0, speed=0))
+    cluster.advance(1.0)
+    cluster.scheduler = "none"
+    found = solve(cluster, budget_s=30.0)
+    book = cluster.gangs
+    assert book is not None
+    leaf = {"fs-01": 1, "fs-02": 1, "fs-03": 2, "fs-04": 2, "fs-05": 3, "fs-06": 3}
+    for gang in book.gangs.values():
+        nodes = {a.node for p in gang.parts if (a := found.allocations.get(p)) is not None}
+        assert len(nodes) == 2 and len({leaf[n] for n in nodes}) == 1, gang.name
+    start = {s.name: s.allocation for s in cluster.job_states()}
+    specs = {s.name: s.spec for s in cluster.job_states()}
+    costs = gang_move_costs(found.allocations, start, specs, book)
+    for gang in book.gangs.values():
+        pause = max(checkpoint_restore_seconds(specs[p]) for p in gang.parts)
+        assert all(costs[p] == pause for p in gang.parts)

@@ -159,38 +159,35 @@ def gang_recommendation(policy: str, plan: GangPlan) -> Recommendation:
 
 
 def clearing_recommendation(
-    policy: str, plan: GangPlan, clearing: Clearing, clearings: Sequence[Clearing]
+    policy: str,
+    plan: GangPlan,
+    clearing: Clearing,
+    move: PartMove,
+    clearings: Sequence[Clearing],
 ) -> Recommendation:
-    """The ``migrate-job`` moving single-node jobs off ``clearing.part``'s near GPUs, the
-    first of two rounds (its gain: the job's net gain, as share of its GPU-time left).
+    """The ``migrate-job`` moving one single-node job (``move``) off ``clearing.part``'s near
+    GPUs, the first of two rounds (its gain: the multi-node job's net gain over every job
+    moved out of its way, as a share of its GPU-time left).
     """
-    part = clearing.part
-    listed = ", ".join(f"{m.workload.name} to {m.node} GPUs {list(m.gpus)}" for m in clearing.moves)
+    part, job = clearing.part, move.workload
     net = plan.net_gpu_seconds(clearings)
     gain = net / (plan.gpus * plan.left) if plan.left > 0 and plan.gpus else 0.0
     return make_recommendation(
         kind=RecommendationKind.MIGRATE_JOB,
         policy=policy,
-        target=Target(part.node, clearing.moves[0].workload.name, clearing.moves[0].workload.gpus),
+        target=Target(job.node, job.name, job.gpus),
         summary=(
             f"make room near a NIC on {part.node} for {plan.job} (its ranks are "
-            f"{plan.tier_now} from their NIC): move {listed}; {plan.job} moves next round"
+            f"{plan.tier_now} from their NIC): move {job.name} from GPUs {list(job.gpus)} to "
+            f"{move.node} GPUs {list(move.gpus)}; {plan.job} moves in a later round"
         ),
-        current={
-            "for": plan.job,
-            "node": part.node,
-            "workloads": {m.workload.name: list(m.workload.gpus) for m in clearing.moves},
-        },
-        proposed={
-            "for": plan.job,
-            "node": part.node,
-            "moves": [{"workload": m.workload.name, **m.place()} for m in clearing.moves],
-        },
+        current={"for": plan.job, "node": job.node, "gpus": list(job.gpus)},
+        proposed={"for": plan.job, "workload": job.name, **move.place()},
         evidence=_evidence(plan, [part]),
         estimated_gain=gain,
         gain_model=(
-            f"{plan.job}: {plan.model_text()}; less one restart of each job moved: "
-            f"{net:.0f} GPU-seconds net"
+            f"{plan.job}: {plan.model_text()}; less one restart of each job moved out of its "
+            f"way: {net:.0f} GPU-seconds net"
         ),
         confidence=0.4,
         risk=Risk.HIGH,
@@ -198,16 +195,12 @@ def clearing_recommendation(
             ActionRequest(
                 "",
                 ActionKind.MIGRATE,
-                m.workload.name,
-                m.node,
-                list(m.cpus),
-                list(m.mems),
-                list(m.gpus),
+                job.name,
+                move.node,
+                list(move.cpus),
+                list(move.mems),
+                list(move.gpus),
             )
-            for m in clearing.moves
         ],
-        claims=[
-            *(f"workload:{m.workload.key}" for m in clearing.moves),
-            *(claim for m in clearing.moves for claim in gpu_claims(m.node, m.gpus)),
-        ],
+        claims=[f"workload:{job.key}", *gpu_claims(move.node, move.gpus)],
     )

@@ -14,7 +14,7 @@ any GPU of its node; its *near* GPUs are those whose nearest usable NIC is at th
   the NUMA node of its new GPUs where their CPUs have room.
 * When near GPUs are held by single-node jobs that use no RDMA NIC (no
   ``toposcope_workload_nic_used_info``) and are not about to end, those jobs are moved first
-  (one ``migrate-job`` each, a plain ``migrate`` with GPU indices, CPUs and memory nodes)
+  (one ``migrate-job`` per job, a plain ``migrate`` with GPU indices, CPUs and memory nodes)
   onto free GPUs elsewhere that no NIC-near rank needs, whose dearest link is no worse than
   the one they have, on GPUs of the same model; the job itself moves in a later round, once
   the metrics show its near GPUs free (two rounds, not an apply order to rely on). A job
@@ -66,6 +66,13 @@ class _Round:
         """The GPUs of ``node`` free in the metrics and not claimed this run."""
         return set(model.free_gpus(node)) - self.taken.get(node, set())
 
+    def copy(self) -> _Round:
+        """A copy to plan one job on, adopted only when the job gets recommendations."""
+        return _Round(
+            {n: set(g) for n, g in self.taken.items()},
+            {n: dict(r) for n, r in self.reserved.items()},
+        )
+
 
 def multi_node_jobs(model: ClusterModel) -> dict[str, list[WorkloadModel]]:
     """Job name -> its parts, for every job holding GPUs on more than one node."""
@@ -113,11 +120,13 @@ def nic_moves(
     jobs = multi_node_jobs(model)
     in_jobs = {p.key for parts in jobs.values() for p in parts}
     for name, parts in jobs.items():
-        found = _job(policy, model, state, rule, done, name, parts, in_jobs)
+        trial = done.copy()
+        found = _job(policy, model, state, rule, trial, name, parts, in_jobs)
         if isinstance(found, str):
             if found:
                 notes.append(Note(policy, name, found))
             continue
+        done = trial
         recs += found
     return recs, notes
 
@@ -179,7 +188,11 @@ def _job(
         for clearing in clearings:
             for move in clearing.moves:
                 done.take(move.node, move.gpus)
-        return [clearing_recommendation(policy, plan, c, clearings) for c in clearings]
+        return [
+            clearing_recommendation(policy, plan, c, move, clearings)
+            for c in clearings
+            for move in c.moves
+        ]
     for move in moves:
         done.take(move.node, move.gpus)
     return [gang_recommendation(policy, plan)]
@@ -247,7 +260,7 @@ def _clear(
             "their GPUs or end soon: not moved"
         )
     moves: list[PartMove] = []
-    claimed = _Round({n: set(g) for n, g in done.taken.items()}, done.reserved)
+    claimed = done.copy()
     for workload in chosen:
         dest = _destination(model, state, claimed, workload, part.node)
         if dest is None:

@@ -106,10 +106,25 @@ def test_a_job_in_the_way_moves_first_onto_far_gpus_and_the_gang_waits() -> None
     assert (action.node, action.gpus) == ("g-03", [4, 5, 6, 7])  # g-03's far GPUs, as linked
     assert action.mems == [1] and action.cpus == list(range(8, 16))
     assert rec.proposed["for"] == "dp" and rec.estimated_gain > 0.05
+    run = RunInfo("2026-01-01T00:00:00+00:00", "test", "1h", ("nic-affinity",), 0.05)
+    script = render_dry_run(Report(run, (rec,)), "sim", planner_for("sim", None, {}), PlanHints())
+    assert "/api/v1/actions" in script and '"gpus":[4,5,6,7]' in script  # the migrate
     # next round, the metrics show vision on g-03: now the job moves
     moved = replace(vision, node="g-03", gpus=(4, 5, 6, 7))
     [after], _ = evaluate(model(moved))
     assert after.target.workload == "dp"
+
+
+def test_two_jobs_in_the_way_get_one_move_each_onto_as_well_linked_gpus() -> None:
+    jobs = [part("rnn", "g-01", (0, 1), None), part("cnn", "g-01", (2, 3), None)]
+    recs, _ = evaluate(model(*jobs))
+    moved = {r.target.workload: r.actions for r in recs}
+    assert set(moved) == {"rnn", "cnn"}
+    assert all(len(actions) == 1 for actions in moved.values())
+    # each pair sits under one PCIe switch (PIX): its new pair does too, none taken twice
+    pairs = [tuple(a.gpus) for actions in moved.values() for a in actions]
+    assert sorted(pairs) == [(4, 5), (6, 7)]
+    assert all(r.proposed["for"] == "dp" for r in recs)
 
 
 @pytest.mark.parametrize(

@@ -170,6 +170,11 @@ def _job(
     clearings: list[Clearing] = []
     for part in far:
         near = best[part.node][1]
+        if len(near) < len(part.gpus):
+            return (
+                f"its part on {part.node} holds {len(part.gpus)} GPUs, more than the "
+                f"{len(near)} near a NIC there: no GPUs of that node are nearer"
+            )
         free = (done.free(model, part.node) | set(part.gpus)) & near
         if len(free) >= len(part.gpus):
             move = _part_move(model, done, part, free)

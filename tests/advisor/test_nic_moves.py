@@ -152,6 +152,13 @@ def test_no_room_anywhere_for_the_job_in_the_way_is_a_note() -> None:
     assert recs == [] and any("vision" in n and "no free GPUs" in n for n in notes)
 
 
+def test_a_part_larger_than_the_near_gpus_of_its_node_gets_a_note() -> None:
+    m = model()
+    whole = tuple(replace(w, gpus=tuple(range(8))) for w in m.workloads)
+    recs, notes = evaluate(replace(m, workloads=whole, fabric_jobs={"dp": {"g-01": 8, "g-02": 8}}))
+    assert recs == [] and any("more than the 4 near a NIC" in n for n in notes)
+
+
 def test_nothing_moves_when_it_does_not_pay_or_cannot_be_priced() -> None:
     assert evaluate(model(left=1800.0), min_time_left_s=0.0)[0] == []  # 1800 x 0.175 < 600
     recs, notes = evaluate(model(left=1200.0))

@@ -17,8 +17,10 @@ swapping their parts puts each under one leaf. :func:`best_swap` searches such s
   the nodes it already runs on, then those with room, then those where single-node jobs
   can make room. A part keeps its GPU indices where they are free (a pinned rank stays
   pinned on an identical node), else takes the lowest free ones. A single-node job in the
-  way is moved aside onto any node with room (its own indices first); a combination that
-  cannot place every part and every job moved aside is dropped;
+  way is moved aside onto a node where its own GPU indices are free (its own node first). A
+  job only goes to nodes made like its own (GPU models, their NUMA nodes and links: it runs
+  there as it does now); a combination that cannot place every part and every job moved
+  aside is dropped;
 * **price**: a job's step time over its slowest level is ``1 + per_level x sum over the
   levels it crosses above its tightest of taper x sharers``: ``per_level`` the slowdown
   prior of :mod:`~toposcope.advisor.fabric_wait` (it assumes a 2:1 tapered uplink used by
@@ -37,7 +39,7 @@ makes it a recommendation that a backend applies at once or refuses whole.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toposcope.advisor.model import ClusterModel
@@ -111,12 +113,19 @@ class _Board:
     total: dict[str, int]
     avail: dict[str, set[int]]
     singles: dict[str, dict[str, tuple[int, ...]]]
+    #: each node's make-up (GPU models, NUMA nodes, links): a job only moves to its like
+    shape: dict[str, Hashable] = field(default_factory=dict)
+
+    def like(self, node: str, other: str) -> bool:
+        """Whether ``node`` is made like ``other`` (a job runs there as it does now)."""
+        return node in self.shape and self.shape.get(node) == self.shape.get(other)
 
     def copy(self) -> _Board:
         return _Board(
             dict(self.total),
             {n: set(g) for n, g in self.avail.items()},
             {n: dict(s) for n, s in self.singles.items()},
+            self.shape,
         )
 
 
@@ -148,6 +157,7 @@ def best_swap(
         and level > tight
         and not fixed.intersection(j.gpus)
         and len(j.parts) == len(j.gpus)
+        and all(board.like(n, next(iter(j.gpus))) for n in j.gpus)
     ]
     movers.sort(key=lambda j: (-(j.time_left or 0.0) * (1 - 1 / before[j.name]), j.name))
     movers = movers[:MAX_JOBS]
@@ -192,7 +202,13 @@ def _board(
         single = w.gpus and len(nodes_of[w.name]) == 1 and w.name not in parts
         if single and w.node in free and w.node in tree.path:
             singles[w.node][w.name] = tuple(sorted(w.gpus))
-    return _Board(total, avail, singles)
+    shape: dict[str, Hashable] = {}
+    for name in free:
+        node = model.nodes.get(name)
+        if node is not None:
+            gpus = tuple((g.index, g.model, g.numa_node) for g in node.gpus)
+            shape[name] = (gpus, tuple(sorted(node.links.items())))
+    return _Board(total, avail, singles, shape)
 
 
 def _cells(
@@ -207,10 +223,13 @@ def _cells(
     taken by other advice), the most room first, at most :data:`CELLS_PER_JOB`.
     """
     share = _share(job)
+    home = next(iter(job.gpus))
     scored: list[tuple[int, int, int]] = []
     for at in tree.cells_at(level):
         nodes = [
-            n for n in tree.cells[at].nodes if board.total.get(n, 0) >= share and n not in fixed
+            n
+            for n in tree.cells[at].nodes
+            if board.total.get(n, 0) >= share and n not in fixed and board.like(n, home)
         ]
         if len(nodes) < len(job.gpus):
             continue
@@ -307,9 +326,9 @@ def _pack(
         need = 0 if free >= share else 1
         return (own, need if free + movable >= share else 2, node)
 
-    nodes = sorted((n for n in tree.cells[cell].nodes if board.total.get(n, 0) >= share), key=room)[
-        : len(parts)
-    ]
+    home = next(iter(job.gpus))
+    cell_nodes = tree.cells[cell].nodes
+    nodes = sorted((n for n in cell_nodes if board.like(n, home)), key=room)[: len(parts)]
     if len(nodes) < len(parts) or any(room(n)[1] == 2 for n in nodes):
         return None
     staying = [p for p in parts if p[0] in nodes]
@@ -370,7 +389,7 @@ def _place_aside(
                 candidate,
             )
 
-        fits = [n for n, a in board.avail.items() if len(a) >= len(gpus)]
+        fits = [n for n, a in board.avail.items() if want <= a and board.like(n, node)]
         if not fits:
             return None
         target = min(fits, key=fit)

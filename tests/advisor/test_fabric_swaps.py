@@ -191,3 +191,12 @@ def test_the_sim_dry_run_prints_the_one_joint_request_and_slurm_a_refusal_commen
     bash_n(slurm)
     assert "one at a time" in slurm
     assert not [line for line in slurm.splitlines() if "scontrol" in line.split("#", 1)[0]]
+
+
+def test_no_job_moves_onto_a_node_of_another_make() -> None:
+    # fs-05 with other GPUs: the swap needs vision there (the only four GPUs left) and a part
+    # of slurm-job-2 runs there while its sibling runs on fs-02; neither may change make
+    nodes = [pcie8(f"fs-0{n}") for n in range(1, 7)]
+    nodes[4] = replace(nodes[4], gpus=tuple(replace(g, model="other GPU") for g in nodes[4].gpus))
+    found = policy().evaluate(replace(model(LONG), nodes={n.name: n for n in nodes}))
+    assert not [r for r in found.recommendations if r.proposed.get("joint")]

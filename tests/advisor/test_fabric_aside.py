@@ -13,9 +13,15 @@ from tests.advisor.builders import cluster, gpu, pcie8
 from tests.helpers import REPO
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
 from toposcope.advisor.policies.fabric_aside import aside_gpus, ending_soon
-from toposcope.advisor.policies.fabric_defrag import occupants_of
+from toposcope.advisor.policies.fabric_defrag import defrag_recommendation, occupants_of
+from toposcope.fabric.celldefrag import CellClearing, Move
 from toposcope.fabric.cells import CellTree
 from toposcope.fabric.slurmconf import read_topology_conf
+from toposcope.rm import ActionStatus, Allocation, ResourceManagerError
+from toposcope.sim.clock import SimClock
+from toposcope.sim.cluster import SimCluster
+from toposcope.sim.jobs import JobKind, make_job
+from toposcope.sim.templates import builtin_template
 
 TREE = CellTree(read_topology_conf(REPO / "tests" / "fixtures" / "fabric" / "slurm-tree.conf"))
 
@@ -68,3 +74,24 @@ def test_a_job_about_to_end_is_not_moved() -> None:
 @pytest.mark.parametrize("free", [(), (3,)])
 def test_too_few_free_gpus_is_no_place(free: tuple[int, ...]) -> None:
     assert aside_gpus(two_nodes(), "n1", (0, 1), "n2", free) is None
+
+
+def test_the_clearing_action_names_gpus_and_the_simulator_carries_it_out() -> None:
+    template = builtin_template("pcie-8gpu-2sw")
+    sim = SimCluster(SimClock(seed=1), scheduler="none")
+    for node in ("dev0", "dev10"):
+        sim.add_node(node, template)
+    sim.submit(
+        make_job("small", JobKind.GPU_TRAIN, gpus=2, duration=36_000),
+        Allocation("dev0", [], [], [4, 5]),
+    )
+    clearing = CellClearing(1, "s0", ("dev0",), (Move("small", "dev0", "dev10", 2, (4, 5)),))
+    rec = defrag_recommendation("fabric-placement", "big", clearing, 600.0, 14_400.0)
+    [action] = rec.actions
+    assert action.gpus == [4, 5] and "gpu:dev10/4" in rec.claims
+    state = sim.apply(replace(action, request_id="clear-1"))
+    assert state.status is not ActionStatus.FAILED and state.after is not None
+    assert (state.after.node, state.after.gpus) == ("dev10", [4, 5])
+    # the same move without GPU indices is what the simulator refused
+    with pytest.raises(ResourceManagerError, match="needs 2 GPU"):
+        sim.apply(replace(action, request_id="clear-2", node="dev0", gpus=[]))

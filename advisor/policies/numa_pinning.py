@@ -50,6 +50,13 @@ from toposcope.advisor.policies.pin_capacity import (
     crowding,
     rank_cpu_targets,
 )
+from toposcope.advisor.policies.pin_room import (
+    joined,
+    moved_bytes_of,
+    moved_summary,
+    pin_actions,
+    room_makers,
+)
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import spec
 from toposcope.cpulist import format_cpulist
@@ -61,7 +68,6 @@ from toposcope.report.recommendation import (
     Risk,
     Target,
 )
-from toposcope.rm import ActionKind, ActionRequest
 
 
 @dataclass(frozen=True)
@@ -280,12 +286,21 @@ class NumaPinning(Policy[NumaPinningSettings]):
             s.gpu_job_share,
         )
         chosen, stuck = assign_targets(node, workloads, candidates, limits)
+        movers = room_makers(
+            node, workloads, candidates, stuck, s.max_cpu_load, crowding(workloads)
+        )
+        if movers:
+            candidates = [*candidates, *movers]
+            chosen, stuck = assign_targets(node, workloads, candidates, limits)
         for c in candidates:
-            if stuck.get(c.workload.key):
+            if stuck.get(c.workload.key) and c.makes_room_for is None:
                 notes.append(
                     self.note(c.workload.key, "no capacity: " + "; ".join(stuck[c.workload.key]))
                 )
-        return [self._recommend(model, plan) for plan in chosen]
+        own, moves = joined(chosen)
+        return [
+            self._recommend(model, plan, moves.get(plan.candidate.workload.key, [])) for plan in own
+        ]
 
     def _targets(
         self,
@@ -312,18 +327,17 @@ class NumaPinning(Policy[NumaPinningSettings]):
             return []
         return ranked
 
-    def _recommend(self, model: ClusterModel, plan: PinPlan) -> Recommendation:
+    def _recommend(
+        self, model: ClusterModel, plan: PinPlan, moves: list[PinPlan]
+    ) -> Recommendation:
+        """The pin of ``plan``, after the ``moves`` that make room for it on its target."""
         s = self.settings
         candidate, target, capacity_known = plan.candidate, plan.target, plan.capacity_known
         workload = candidate.workload
         node = model.nodes[workload.node]
         cpu, memory = workload.cpu_shares(), workload.memory_shares()
         remote = remote_share(cpu, memory, target)
-        moved_bytes = (
-            plan.moved_bytes
-            if plan.unbound
-            else sum(v for n, v in workload.memory_by_numa.items() if n != target)
-        )
+        moved_bytes = moved_bytes_of(plan)
         numa = node.numa(target)
         cpus = list(numa.cpus) if numa else []
         confidence = 0.8
@@ -354,14 +368,13 @@ class NumaPinning(Policy[NumaPinningSettings]):
                         1.0,
                     )
                 )
-        mems = list(plan.mems)
-        actions = [ActionRequest("", ActionKind.PIN, workload.name, workload.node, cpus, mems)]
-        if s.migrate_memory and moved_bytes > 0:
-            moved_to = [target] if plan.unbound else mems
-            actions.append(
-                ActionRequest(
-                    "", ActionKind.MIGRATE_MEMORY, workload.name, workload.node, mems=moved_to
-                )
+        actions = [
+            a for m in moves for a in pin_actions(node, m, moved_bytes_of(m), s.migrate_memory)
+        ]
+        actions.extend(pin_actions(node, plan, moved_bytes, s.migrate_memory))
+        if moves:
+            detail += "; first, to make room there, " + ", ".join(
+                f"{m.candidate.workload.name} moves to NUMA node {m.target}" for m in moves
             )
         return make_recommendation(
             kind=RecommendationKind.PIN,
@@ -378,14 +391,17 @@ class NumaPinning(Policy[NumaPinningSettings]):
             proposed={
                 "numa_node": target,
                 "cpus": format_cpulist(cpus),
-                "mems": mems,
+                "mems": list(plan.mems),
                 "migrate_memory_bytes": round(moved_bytes) if s.migrate_memory else 0,
+                **({"makes_room": [moved_summary(node, m) for m in moves]} if moves else {}),
             },
             evidence=evidence,
             estimated_gain=plan.gain,
-            gain_model=plan.gain_model,
+            gain_model=plan.gain_model + "".join(f"; {m.candidate.gain_model}" for m in moves),
             confidence=confidence,
             risk=risk,
             actions=actions,
-            claims=[f"workload:{workload.key}"],
+            claims=[
+                f"workload:{w.key}" for w in (*(m.candidate.workload for m in moves), workload)
+            ],
         )

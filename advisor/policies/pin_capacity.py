@@ -39,8 +39,9 @@ SHARE_TIE = 0.05
 @dataclass(frozen=True)
 class PinCandidate:
     """A workload the policy would pin: gain, targets best first, cores it would bring
-    (``None``: unknown), the gain's explanation, and the NUMA node it leaves when the
-    reason is CPU contention there (``crowded``).
+    (``None``: unknown), the gain's explanation, the NUMA node it leaves when the
+    reason is CPU contention there (``crowded``), and the key of the GPU workload whose pin
+    it makes room for (``makes_room_for``, :mod:`~toposcope.advisor.policies.pin_room`).
     """
 
     gain: float
@@ -49,6 +50,7 @@ class PinCandidate:
     cores: float | None
     gain_model: str
     crowded: int | None = None
+    makes_room_for: str | None = None
 
 
 @dataclass(frozen=True)

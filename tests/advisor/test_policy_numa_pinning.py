@@ -65,12 +65,36 @@ def test_farthest_pair_costs_the_full_penalty_and_nearer_pairs_less() -> None:
 
 def test_busy_target_blocks_a_gpu_workload_with_a_note() -> None:
     busy = workload("busy", cpu={0: 7.0}, memory={0: GIB})
+    other = workload("other", cpu={1: 6.0}, memory={1: GIB})
     job = workload("train", cpu={1: 2.0}, memory={1: GIB}, gpus=[0])
-    result = NumaPinning().evaluate(cluster([pcie4()], [busy, job]))
+    result = NumaPinning().evaluate(cluster([pcie4()], [busy, other, job]))
     assert result.recommendations == ()
     [note] = result.undecided
     assert note.target == "n1/train"
     assert "no capacity" in note.reason and "exceed 8.0" in note.reason
+
+
+def test_cpu_work_on_the_gpus_node_moves_to_make_room_for_the_gpu_workload() -> None:
+    # node 0 (the GPU's) is full of a CPU job that could run anywhere; node 1 is free once
+    # the GPU job leaves it: the CPU job moves there first, in the GPU job's recommendation
+    busy = workload("busy", cpu={0: 7.0}, memory={0: GIB})
+    job = workload("train", cpu={1: 2.0}, memory={1: GIB}, gpus=[0])
+    result = NumaPinning().evaluate(cluster([pcie4()], [busy, job]))
+    [rec] = result.recommendations
+    assert rec.target.workload == "train"
+    assert rec.estimated_gain == pytest.approx(0.5776 * 0.4)
+    assert rec.proposed["makes_room"] == [
+        {"workload": "busy", "numa_node": 1, "cpus": "8-15", "mems": [1]}
+    ]
+    assert [(a.kind, a.workload, a.mems) for a in rec.actions] == [
+        (ActionKind.PIN, "busy", [1]),
+        (ActionKind.MIGRATE_MEMORY, "busy", [1]),
+        (ActionKind.PIN, "train", [0]),
+        (ActionKind.MIGRATE_MEMORY, "train", [0]),
+    ]
+    assert rec.claims == ("workload:n1/busy", "workload:n1/train")
+    assert "makes room on NUMA node 0" in rec.gain_model
+    assert result.undecided == ()
 
 
 def test_busy_dominant_node_falls_back_to_the_next_node() -> None:

@@ -95,7 +95,8 @@ def _fabric_placement(rec: Recommendation, planner: object) -> bool:
     (the simulator's gang moves, of fabric-placement or nic-affinity).
     """
     kinds = getattr(planner, "fabric_kinds", (RecommendationKind.PLACE,))
-    return rec.policy in GANG_POLICIES and rec.kind in kinds
+    policies = getattr(planner, "gang_policies", GANG_POLICIES[:1])
+    return rec.policy in policies and rec.kind in kinds
 
 
 def nic_lines(rec: Recommendation, backend: str) -> list[str]:

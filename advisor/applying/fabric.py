@@ -16,7 +16,6 @@ from typing import Protocol, runtime_checkable
 
 from toposcope.advisor.applying.ledger import ActionLedger
 from toposcope.advisor.audit import FAILED, RETRY_LATER, SUCCEEDED, AuditLog
-from toposcope.advisor.rmclients.gang_plan import GANG_POLICIES
 from toposcope.report.advisor_api import Outcome
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 from toposcope.rm import ActionState, ResourceManagerError, is_retry_later
@@ -42,13 +41,16 @@ class FabricSteerer(Protocol):
 def steers(manager: object, rec: Recommendation) -> bool:
     """Whether ``rec`` is a fabric placement without actions that ``manager`` applies whole:
     a pending job's ``place``, or the kinds the backend names in ``fabric_kinds`` instead
-    (the simulator: a running job's ``migrate-job``, every part moved at once, from
-    fabric-placement or nic-affinity: :data:`GANG_POLICIES`).
+    (the simulator: a running job's ``migrate-job``, every part moved at once), of
+    fabric-placement or of the other policies the backend names in ``gang_policies`` (the
+    simulator: nic-affinity's moves onto other GPUs of the same nodes,
+    :data:`~toposcope.advisor.rmclients.gang_plan.GANG_POLICIES`).
     """
     kinds = getattr(manager, "fabric_kinds", (RecommendationKind.PLACE,))
+    policies = getattr(manager, "gang_policies", (FABRIC_POLICY,))
     return (
         not rec.actions
-        and rec.policy in GANG_POLICIES
+        and rec.policy in policies
         and rec.kind in kinds
         and isinstance(manager, FabricSteerer)
     )

@@ -27,7 +27,7 @@ from toposcope import __version__
 from toposcope.advisor.errors import AdvisorConnectionError
 from toposcope.advisor.rmclients.clienttls import ClientTls
 from toposcope.advisor.rmclients.endpoints import EndpointResolver, nodes_allowed
-from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, gang_plan
+from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, GANG_POLICIES, gang_plan
 from toposcope.advisor.rmclients.joint_plan import is_joint, joint_plan
 from toposcope.advisor.rmclients.plans import api_base, api_plan
 from toposcope.auth.tokens import Token, token_text
@@ -58,6 +58,8 @@ class HttpResourceManager:
 
     #: the fabric-placement kinds :meth:`steer_fabric` carries out (a running job's move)
     fabric_kinds = FABRIC_KINDS
+    #: the policies whose moves of running multi-node jobs :meth:`steer_fabric` carries out
+    gang_policies = GANG_POLICIES
 
     def __init__(
         self,

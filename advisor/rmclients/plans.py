@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, gang_plan
+from toposcope.advisor.rmclients.gang_plan import FABRIC_KINDS, GANG_POLICIES, gang_plan
 from toposcope.advisor.rmclients.joint_plan import is_joint, joint_plan
 from toposcope.cpulist import format_cpulist
 from toposcope.identity.names import is_node_name
@@ -94,6 +94,11 @@ class ApiPlanner:
     def fabric_kinds(self) -> tuple[RecommendationKind, ...]:
         """The fabric-placement kinds planned whole: the simulator's gang moves only."""
         return FABRIC_KINDS if self.backend == "sim" else ()
+
+    @property
+    def gang_policies(self) -> tuple[str, ...]:
+        """The policies whose gang moves are planned whole: both on the simulator."""
+        return GANG_POLICIES if self.backend == "sim" else GANG_POLICIES[:1]
 
     def plan_fabric(self, recommendation: Recommendation) -> Plan:
         """The simulator's whole-gang move (:func:`.gang_plan.gang_plan`) or joint move

@@ -26,8 +26,8 @@ from toposcope.advisor.policies.nic_affinity import NicAffinity, NicAffinitySett
 from toposcope.advisor.rmclients.http import HttpResourceManager
 from toposcope.advisor.rmclients.plans import ApiPlanner
 from toposcope.report.recommendation import Recommendation, RecommendationKind, Report, RunInfo
-from toposcope.rm import ActionKind
-from toposcope.rm.plan import HttpStep, PlanHints
+from toposcope.rm import ActionKind, ActionState
+from toposcope.rm.plan import HttpStep, Plan, PlanHints
 from toposcope.sim.gang_api import make_sim_api_app
 from toposcope.sim.server import SimServer
 
@@ -168,6 +168,33 @@ def test_nothing_moves_when_it_does_not_pay_or_cannot_be_priced() -> None:
     [rec], _ = evaluate(model(left=None), unknown_time_left_s=LEFT)
     assert rec.target.workload == "dp"
     assert evaluate(model(), move_far_ranks=False)[0] == []
+
+
+class RequeueingBackend:
+    """A backend that steers fabric-placement's moves by requeueing (Slurm's kinds): it has
+    no way to name GPUs, so nic-affinity's moves are not its to apply.
+    """
+
+    fabric_kinds = (RecommendationKind.PLACE, RecommendationKind.MIGRATE_JOB)
+
+    def plan_fabric(self, recommendation: Recommendation) -> Plan:
+        """Never asked for in this test."""
+        raise AssertionError(recommendation.id)
+
+    def steer_fabric(self, recommendation: Recommendation) -> ActionState:
+        """Never asked for in this test."""
+        raise AssertionError(recommendation.id)
+
+
+def test_only_a_backend_that_takes_places_applies_the_move() -> None:
+    [rec] = evaluate(model())[0]
+    assert not steers(RequeueingBackend(), rec)
+    assert steers(RequeueingBackend(), replace(rec, policy="fabric-placement"))
+    agent = planner_for("agent", "http://{node}:9848", {})
+    assert isinstance(agent, ApiPlanner) and agent.gang_policies == ("fabric-placement",)
+    run = RunInfo("2026-01-01T00:00:00+00:00", "test", "1h", ("nic-affinity",), 0.05)
+    script = render_dry_run(Report(run, (rec,)), "agent", agent, PlanHints())
+    assert "advice for a person" in script and "gang-moves" not in script
 
 
 def test_the_simulator_backend_prints_and_applies_the_same_gang_move(tmp_path: Path) -> None:

@@ -233,6 +233,7 @@ def plan_value(
     cost: float,
     remaining: float,
     sensitivity: float,
+    measured: tuple[float, str] | None = None,
 ) -> DefragValue:
     """Gain and net seconds of a plan (the model is in docs/policies.md).
 
@@ -242,11 +243,15 @@ def plan_value(
     ``1 / f_new`` is gained). Every moved small job gains its link change and loses one
     checkpoint-restore (``cost`` seconds) over the ``remaining`` run time, ``cost /
     remaining`` of its throughput. ``own_cost``: the large job pays a checkpoint-restore too
-    (it is running).
+    (it is running). ``measured``: the running large job's step-time ratio (after / now)
+    from its measured link traffic and what it rests on, in words, replacing the prices'
+    ratio for it (:mod:`~toposcope.advisor.link_gain`).
     """
     f_new = plan.target.factor(sensitivity)
     gain = f_base / f_new - 1.0 if f_base is not None else 1.0 / f_new
     saved = remaining * (1.0 - f_new / f_now) if f_now is not None else remaining
+    if measured is not None:
+        gain, saved = 1.0 / measured[0] - 1.0, remaining * (1.0 - measured[0])
     net = saved - (cost if own_cost else 0.0)
     for move in plan.moves:
         fb_now = move.current.factor(sensitivity)
@@ -255,6 +260,8 @@ def plan_value(
         net += remaining * (1.0 - fb_new / fb_now) - cost
     names = ", ".join(m.workload.name for m in plan.moves)
     base = f"link factor {f_base:.2f} / {f_new:.2f} - 1" if f_base else f"1 / {f_new:.2f}"
+    if measured is not None:
+        base = measured[1]
     text = (
         f"defragmentation: {base} for the large job, minus {cost:.0f}s/{remaining:.0f}s "
         f"for each of the {len(plan.moves)} job(s) moved first ({names}); it saves "

@@ -8,14 +8,21 @@ gpu-placement's (worst link, link sum, fragmentation); they come from the job's 
 the free ones on its node, and, with ``allow_cross_node``, from the free GPUs of other nodes.
 Jobs with the highest gain choose first; GPUs chosen for one job are not offered to the next.
 
-Gain model. Step time scales with the set's dearest pair's link price, as in gpu-placement
-(:mod:`~toposcope.advisor.link_prices`: by bandwidth from the topology or a measurement, else
-the tier's Gandiva-anchored factor: same switch 1.0, across switches 1.4, across sockets 2.0),
-with ``sensitivity`` scaling the slowdown; the gain model text names each price's source.
-The gain is ``f_now / f_new - 1``. Over
-``remaining_seconds`` it saves ``remaining x (1 - f_new / f_now)`` seconds; only when that is
-more than ``checkpoint_restore_seconds`` is the move recommended (otherwise a note says why
-not). Nothing in the metrics tells a job's remaining time, hence the setting.
+Gain model (:mod:`~toposcope.advisor.link_gain`). From the job's measured link traffic
+where it has some: the share ``s`` of a step its dearest pair is busy (its traffic each way
+over the pair's bandwidth) and the time per byte of the new pair, ``T_new / T_now = (1 - s)
++ s x B_now / B_new``. Else, and for moves onto or off NVLink, the prior: step time scales
+with the set's dearest pair's link price, as in gpu-placement
+(:mod:`~toposcope.advisor.link_prices`: by bandwidth from the topology or a measurement,
+else the tier's Gandiva-anchored factor: same switch 1.0, across switches 1.4, across
+sockets 2.0), with ``sensitivity`` scaling the slowdown. The gain is ``T_now / T_new - 1``;
+the gain model text and the JSON report say which estimate was used and name each price's
+source. Over ``remaining_seconds`` it saves ``remaining x (1 - T_new / T_now)`` seconds;
+only when that is more than ``checkpoint_restore_seconds`` is the move recommended
+(otherwise a note says why not). Nothing in the metrics tells a job's remaining time, hence
+the setting. A move that only changes the worst link between PCIe paths of one socket is a
+note unless both prices are measured (``--p2p-bandwidth``) or ``move_between_pcie_tiers``
+is set.
 
 Left alone: a job idle by idle-release's rule (:mod:`~toposcope.advisor.idleness`) is
 released, not moved, nor moved out of another's way; a job whose scheduler ends it within
@@ -36,10 +43,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from toposcope.advisor.comm_share import MeasuredShare, measured_share
 from toposcope.advisor.defragment import DefragPlan, DefragValue, best_plan, plan_value
 from toposcope.advisor.gpu_search import GpuSetSearch, worst_rank
 from toposcope.advisor.gpu_sets import Placement, first_fit, gpu_claims, rank_sets
 from toposcope.advisor.idleness import IdleRule
+from toposcope.advisor.link_gain import MEASURED, LinkGain, link_gain
 from toposcope.advisor.model import ClusterModel, PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.policies.migration_recommendations import (
@@ -104,7 +113,7 @@ class JobMigrationSettings(PolicySettings):
         False,
         help="also move a job whose worst link only goes from one PCIe path of a socket to "
         "another (PXB, PHB or NODE to PIX or PXB): a gap that varies by platform, so a "
-        "note by default",
+        "note by default unless both pairs' bandwidths are measured (--p2p-bandwidth)",
     )
 
 
@@ -134,6 +143,13 @@ class _Run:
     stay: dict[str, str] = field(default_factory=dict)
     recs: list[Recommendation] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    shares: dict[str, MeasuredShare | None] = field(default_factory=dict)
+
+    def share(self, job: WorkloadModel) -> MeasuredShare | None:
+        """``job``'s measured communication share on its current GPUs (computed once)."""
+        if job.key not in self.shares:
+            self.shares[job.key] = measured_share(self.model, job)
+        return self.shares[job.key]
 
     def take(self, rec: Recommendation, claims: list[str], *moved: str) -> None:
         """Keep ``rec`` and mark its GPUs and moved workloads as taken for later decisions."""
@@ -265,8 +281,8 @@ class JobMigration(Policy[JobMigrationSettings]):
                     )
                 )
                 continue
-            f_now, f_new = current.factor(s.sensitivity), best.factor(s.sensitivity)
-            gain = (1.0 + mover.gain) * f_now / f_new - 1.0
+            link = link_gain(run.share(job), current, best, s.sensitivity)
+            gain = (1.0 + mover.gain) * (1.0 + link.gain) - 1.0
             saved = s.remaining_seconds * (1.0 - 1.0 / (1.0 + gain)) if gain > 0 else 0.0
             if saved <= s.checkpoint_restore_seconds:
                 run.notes.append(
@@ -280,8 +296,7 @@ class JobMigration(Policy[JobMigrationSettings]):
             model_text = (
                 f"time-slicing: {len(peers) + 1} workloads on a GPU {mover.utilization:.0%} "
                 f"busy, each assumed to want all of it: ({len(peers) + 1} - 1) x "
-                f"{mover.utilization:.2f} = {mover.gain:.2f} faster alone; link factor "
-                f"{f_now:.2f} -> {f_new:.2f}"
+                f"{mover.utilization:.2f} = {mover.gain:.2f} faster alone; link: {link.text}"
             )
             rec = move_recommendation(
                 run.model,
@@ -293,6 +308,7 @@ class JobMigration(Policy[JobMigrationSettings]):
                 saved=saved,
                 model_text=model_text,
                 peers=peers,
+                estimate=link.source,
             )
             run.take(rec, gpu_claims(best.node, best.gpus), job.key)
 
@@ -336,7 +352,7 @@ class JobMigration(Policy[JobMigrationSettings]):
                     continue  # nothing better exists, even by moving small jobs away
                 options.append((0.0, job, current, None))
                 continue
-            gain = f_now / candidate.factor(s.sensitivity) - 1.0
+            gain = link_gain(run.share(job), current, candidate, s.sensitivity).gain
             options.append((gain, job, current, candidate))
         return options
 
@@ -355,7 +371,10 @@ class JobMigration(Policy[JobMigrationSettings]):
             best = run.search.best_for(job, run.taken)
         if best is not None and best.factor(s.sensitivity) >= f_now:
             best = None
-        saved = s.remaining_seconds * (1.0 - best.factor(s.sensitivity) / f_now) if best else 0.0
+        link: LinkGain | None = None
+        if best is not None:
+            link = link_gain(run.share(job), current, best, s.sensitivity)
+        saved = s.remaining_seconds * max(0.0, 1.0 - link.ratio) if link is not None else 0.0
         must_beat = min(worst_rank(current), worst_rank(best))
         if must_beat > run.search.floor(job.node, len(job.gpus)):
             plan = self._plan(run, len(job.gpus), job, must_beat)
@@ -364,15 +383,18 @@ class JobMigration(Policy[JobMigrationSettings]):
                     run.notes.append(self._tier_note(job, current, plan.target, "freeing"))
                 plan = None
             if plan is not None:
-                value = self._value(plan, f_now, f_now, own_cost=True)
+                moved = link_gain(run.share(job), current, plan.target, s.sensitivity)
+                value = self._value(plan, f_now, f_now, own_cost=True, link=moved)
                 plain_net = saved - s.checkpoint_restore_seconds if best else None
                 if value.net_seconds > 0 and (plain_net is None or value.net_seconds > plain_net):
-                    rec = defrag_recommendation(run.model, job, current, plan, value, run.terms)
+                    rec = defrag_recommendation(
+                        run.model, job, current, plan, value, run.terms, estimate=moved.source
+                    )
                     run.take(rec, plan.claims(), job.key, *(m.workload.key for m in plan.moves))
                     return
                 if best is None:
                     run.notes.append(self._defrag_note(job.key, plan, value))
-        if best is None:
+        if best is None or link is None:
             return
         if self._tier_only(current, best):
             run.notes.append(self._tier_note(job, current, best, "moving to"))
@@ -387,21 +409,28 @@ class JobMigration(Policy[JobMigrationSettings]):
                 )
             )
             return
-        gain = f_now / best.factor(s.sensitivity) - 1.0
-        model_text = (
-            f"link factor now {f_now:.2f} / after {best.factor(s.sensitivity):.2f} - 1 "
-            f"(Gandiva-anchored link prices, sensitivity {s.sensitivity:g})"
-        )
         rec = move_recommendation(
-            run.model, job, current, best, run.terms, gain=gain, saved=saved, model_text=model_text
+            run.model,
+            job,
+            current,
+            best,
+            run.terms,
+            gain=link.gain,
+            saved=saved,
+            model_text=link.text,
+            estimate=link.source,
         )
         run.take(rec, gpu_claims(best.node, best.gpus), job.key)
 
     def _tier_only(self, current: Placement, target: Placement) -> bool:
         """Whether a move of a running job from ``current`` to ``target`` is held back as
-        one between PCIe paths of a socket (a plain move and a defragmentation alike).
+        one between PCIe paths of a socket (a plain move and a defragmentation alike): not
+        when ``move_between_pcie_tiers`` is set, nor when both sets' prices are measured
+        (``--p2p-bandwidth``), which says on this machine which path is faster.
         """
-        return not self.settings.move_between_pcie_tiers and pcie_tier_move(current, target)
+        if self.settings.move_between_pcie_tiers or not pcie_tier_move(current, target):
+            return False
+        return not (current.price.source == MEASURED and target.price.source == MEASURED)
 
     def _tier_note(
         self, job: WorkloadModel, current: Placement, target: Placement, how: str
@@ -410,7 +439,8 @@ class JobMigration(Policy[JobMigrationSettings]):
             job.key,
             f"{how} {target.node} GPUs {list(target.gpus)} only changes its worst link from "
             f"{current.worst_link} to {target.worst_link}, a gap that varies by platform and "
-            "can be a loss; set move_between_pcie_tiers to move it",
+            "can be a loss; measure both pairs (--p2p-bandwidth) or set "
+            "move_between_pcie_tiers to move it",
         )
 
     # phase 3: pending jobs on sets freed by moving small jobs ------------------------------
@@ -459,9 +489,19 @@ class JobMigration(Policy[JobMigrationSettings]):
         )
 
     def _value(
-        self, plan: DefragPlan, f_now: float | None, f_base: float | None, *, own_cost: bool
+        self,
+        plan: DefragPlan,
+        f_now: float | None,
+        f_base: float | None,
+        *,
+        own_cost: bool,
+        link: LinkGain | None = None,
     ) -> DefragValue:
+        """The plan's worth; a running large job's ``link`` gain replaces the prices' ratio
+        for it when it rests on measured traffic.
+        """
         s = self.settings
+        measured = (link.ratio, link.text) if link is not None and link.source == MEASURED else None
         return plan_value(
             plan,
             f_now,
@@ -470,6 +510,7 @@ class JobMigration(Policy[JobMigrationSettings]):
             cost=s.checkpoint_restore_seconds,
             remaining=s.remaining_seconds,
             sensitivity=s.sensitivity,
+            measured=measured,
         )
 
     def _defrag_note(self, target: str, plan: DefragPlan, value: DefragValue) -> Note:

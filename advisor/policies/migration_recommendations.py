@@ -45,14 +45,18 @@ class MigrationTerms:
     sensitivity: float = 1.0
 
     def share_terms(
-        self, model: ClusterModel, job: WorkloadModel
+        self, model: ClusterModel, job: WorkloadModel, estimate: str = "prior"
     ) -> tuple[list[Evidence], str, dict[str, object]]:
         """What ``job``'s measured communication share adds to its recommendation: evidence,
-        a gain model clause and a ``current`` entry, each saying that the estimate used the
-        prior (``sensitivity``) and what was measured, if anything.
+        a gain model clause and a ``current`` entry, each saying what the estimate used
+        (``estimate``: ``measured``, the job's link traffic, or ``prior``, the link prices
+        and ``sensitivity``) and what was measured, if anything.
         """
-        prior = f"estimate from the prior (sensitivity {self.sensitivity:g})"
-        state: dict[str, object] = {"estimate": "prior", "sensitivity": self.sensitivity}
+        if estimate == "measured":
+            prior = "estimate from the measured link traffic"
+        else:
+            prior = f"estimate from the prior (sensitivity {self.sensitivity:g})"
+        state: dict[str, object] = {"estimate": estimate, "sensitivity": self.sensitivity}
         measured = measured_share(model, job)
         if measured is None:
             return [], f"{prior}; no measured link traffic", {**state, "measured": None}
@@ -129,10 +133,11 @@ def move_recommendation(
     saved: float,
     model_text: str,
     peers: list[str] | None = None,
+    estimate: str = "prior",
 ) -> Recommendation:
     """Migrate ``job`` from its ``current`` set to ``best``, saving ``saved`` seconds of the
     remaining run time (``peers``: the workloads it shares its GPUs with, when that is the
-    reason).
+    reason; ``estimate``: what the gain rests on, ``measured`` traffic or the ``prior``).
     """
     node = model.nodes[job.node]
     cpus, mems = gpu_numa_pin(model, best.node, best.gpus, terms.pin, job)
@@ -156,7 +161,7 @@ def move_recommendation(
                     gpu.utilization,
                 )
             )
-    share_evidence, share_text, share_state = terms.share_terms(model, job)
+    share_evidence, share_text, share_state = terms.share_terms(model, job, estimate)
     evidence += share_evidence
     cross = best.node != job.node
     why = (
@@ -203,10 +208,12 @@ def defrag_recommendation(
     terms: MigrationTerms,
     *,
     pending: str = "",
+    estimate: str = "prior",
 ) -> Recommendation:
     """Migrate the plan's small jobs, then the large one (``job`` running: ``migrate``, from
     its ``current`` set; else the pending job ``pending``: ``place``, ``current`` being the
-    best free set it could get without the plan).
+    best free set it could get without the plan; ``estimate``: what the running job's gain
+    rests on, ``measured`` traffic or the ``prior``).
     """
     best = plan.target
     actions: list[ActionRequest] = []
@@ -258,7 +265,7 @@ def defrag_recommendation(
         where = f"{job.name} from {job.node} GPUs {list(job.gpus)}"
         worst_now = str(current.worst_link) if current is not None else "none"
         summary_now = f" (worst link {worst_now})"
-        share_evidence, share_text, share_state = terms.share_terms(model, job)
+        share_evidence, share_text, share_state = terms.share_terms(model, job, estimate)
         evidence += share_evidence
         gain_model = f"{gain_model}; {share_text}"
         current_state: dict[str, object] = {

@@ -1,0 +1,142 @@
+"""A job move's link gain: from the job's measured link traffic where it has some, else the
+prior.
+
+**Measured.** A running job's step spends a share ``s`` of its time moving bytes over its
+dearest GPU pair; the rest (compute, input) does not depend on the link. Its GPUs' measured
+traffic on that pair's kind of link (PCIe, or NVLink when the pair is NVLinked), each way,
+against the pair's measured bandwidth (a ``--p2p-bandwidth`` figure,
+:mod:`~toposcope.advisor.link_prices`) gives ``s``: a pair of
+``B`` GB/s carrying ``X`` GB/s is busy ``X / B`` of the time, at most all of it, and at most
+the time the SMs are idle where SM activity is published. The same bytes on a pair of
+``B'`` GB/s take ``B / B'`` as long (time per byte), so the step-time ratio is
+
+    ``T_new / T_now = (1 - s) + s x B / B'``
+
+and the gain ``T_now / T_new - 1``. Nothing of the prior enters it: neither
+``sensitivity`` nor the communication share of the prices' own formula.
+
+A new pair less than :data:`SAME_BANDWIDTH` faster than the current one counts as no
+faster (the spread of a bandwidth test).
+
+**Prior.** Without traffic on the job's links over the window, without a measured
+bandwidth behind both prices (``--p2p-bandwidth``), or for a move onto or off NVLink, the
+gain is the prices' ratio as before: ``f_now / f_new - 1`` with the slowdown scaled by
+``sensitivity``. The topology's bandwidths are not enough: between PCIe paths their ratio
+is the tier prior's own (a switch at the link's peak, the socket link at 0.29 of it), and a
+share read against them reads high; in the closed loop's ``contention-links`` the estimates
+came out 0.66 off the truth against 0.36 for the prior (docs/benchmarks.md). Onto
+NVLink the measured model is right about the job (it says 4 to 25 times faster, as the
+simulator's truth does) but wrong for the cluster: the greedy order of job-migration and
+the conflicts between recommendations then hand a machine's few NVLinked sets to the jobs
+that ask first, and pending jobs that would use them better wait (the closed loop's
+``demo`` fell from 0.896 to 0.835 of the oracle); docs/policies.md has the figures.
+Every estimate says which it used (:attr:`LinkGain.source`) and, in words, what it rests
+on (:attr:`LinkGain.text`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toposcope.advisor.comm_share import GIGA, MeasuredShare
+from toposcope.advisor.gpu_sets import Placement
+from toposcope.topology.model import LinkType
+
+#: where an estimate came from: the job's measured traffic, or the prior
+MEASURED = "measured"
+PRIOR = "prior"
+#: pairs whose bandwidths differ by less than this share are the same as far as a
+#: measurement tells: bandwidth tests repeat within a few per cent, so a move between two
+#: pairs of one tier would otherwise chase the noise of the test
+SAME_BANDWIDTH = 0.05
+
+
+@dataclass(frozen=True)
+class LinkGain:
+    """The estimated gain of moving a job from one GPU set to another, ``T_now / T_new - 1``.
+
+    ``source`` is :data:`MEASURED` or :data:`PRIOR`; ``share`` the measured share of the
+    step spent on the dearest pair (``None`` for the prior); ``text`` the gain model in
+    words.
+    """
+
+    gain: float
+    source: str
+    share: float | None
+    text: str
+
+    @property
+    def ratio(self) -> float:
+        """Step time after over step time now (``1 / (1 + gain)``)."""
+        return 1.0 / (1.0 + self.gain)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form for a recommendation's ``current.communication_share.estimate``."""
+        share = round(self.share, 4) if self.share is not None else None
+        return {"source": self.source, "gain": round(self.gain, 4), "share": share}
+
+
+def each_way(measured: MeasuredShare, current: Placement) -> float:
+    """Bytes per second ``measured``'s busiest GPU moves each way on the kind of link of
+    ``current``'s dearest pair: NVLink when that pair is NVLinked, else PCIe (half of what
+    it sends and receives together).
+    """
+    both_ways = (
+        measured.nvlink_bytes_per_second
+        if current.worst_link == LinkType.NVLINK
+        else measured.pcie_bytes_per_second
+    )
+    return both_ways / 2.0
+
+
+def link_share(measured: MeasuredShare, current: Placement) -> float | None:
+    """The share of a step ``measured``'s job spends on the dearest pair of ``current``:
+    its busiest GPU's traffic each way on that pair's kind of link over the pair's GB/s, at
+    most 1 and at most the SMs' idle time (``None``: no bandwidth behind the price).
+    """
+    gbps = current.price.gbps
+    if gbps is None or gbps <= 0:
+        return None
+    share = min(1.0, each_way(measured, current) / (gbps * GIGA))
+    if measured.sm_active is not None:
+        share = min(share, max(0.0, 1.0 - measured.sm_active))
+    return share
+
+
+def prior_gain(current: Placement, target: Placement, sensitivity: float, why: str) -> LinkGain:
+    """The prices' ratio, the slowdown scaled by ``sensitivity``; ``why`` the prior was used."""
+    f_now, f_new = current.factor(sensitivity), target.factor(sensitivity)
+    text = (
+        f"link factor now {f_now:.2f} / after {f_new:.2f} - 1 (estimate from the prior: "
+        f"link prices, sensitivity {sensitivity:g}; {why})"
+    )
+    return LinkGain(f_now / f_new - 1.0, PRIOR, None, text)
+
+
+def link_gain(
+    measured: MeasuredShare | None, current: Placement, target: Placement, sensitivity: float
+) -> LinkGain:
+    """The gain of moving from ``current`` to ``target``: from ``measured`` traffic when
+    there is some and both prices rest on a measured bandwidth, else the prior (module
+    docstring).
+    """
+    if measured is None:
+        return prior_gain(current, target, sensitivity, "no measured link traffic")
+    if LinkType.NVLINK in (current.worst_link, target.worst_link):
+        return prior_gain(current, target, sensitivity, "a move onto or off NVLink")
+    now_gbps, new_gbps = current.price.gbps, target.price.gbps
+    if not (current.price.source == MEASURED and target.price.source == MEASURED):
+        return prior_gain(current, target, sensitivity, "pair bandwidths not measured")
+    share = link_share(measured, current)
+    if share is None or share <= 0 or now_gbps is None or new_gbps is None or new_gbps <= 0:
+        return prior_gain(current, target, sensitivity, "no traffic on its dearest pair")
+    if new_gbps <= now_gbps * (1.0 + SAME_BANDWIDTH):
+        new_gbps = now_gbps  # within a measurement's spread: no faster
+    ratio = (1.0 - share) + share * now_gbps / new_gbps
+    text = (
+        f"step time (1 - s) + s x B_now / B_after = {1.0 - share:.2f} + {share:.2f} x "
+        f"{now_gbps:.1f} / {new_gbps:.1f} GB/s = {ratio:.3f} (estimate from the measured "
+        f"link traffic: s, the share of a step on its dearest pair, from "
+        f"{each_way(measured, current) / GIGA:.1f} GB/s each way over {now_gbps:.1f})"
+    )
+    return LinkGain(1.0 / ratio - 1.0, MEASURED, share, text)

@@ -29,9 +29,8 @@ TREE = CellTree(read_topology_conf(REPO / "tests" / "fixtures" / "fabric" / "slu
 def other_make(name: str) -> NodeModel:
     """An 8-GPU node like :func:`pcie8` but of another GPU model."""
     node = pcie8(name)
-    return replace(
-        node, gpus=tuple(gpu(g.index, g.numa_node, model="NVIDIA L4") for g in node.gpus)
-    )
+    made = tuple(gpu(g, g // 4, model="NVIDIA L4") for g in range(8))  # as pcie8 places them
+    return replace(node, gpus=made)
 
 
 def two_nodes(target: NodeModel | None = None) -> ClusterModel:

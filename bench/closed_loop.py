@@ -104,6 +104,7 @@ from toposcope.sim.judge import (
     ratios,
 )
 from toposcope.sim.oracle import OracleResult, knapsack_bound, solve
+from toposcope.sim.p2p_measure import write_p2p_files
 from toposcope.sim.scenarios import Scenario, build_cluster, builtin_scenarios, load_scenario
 from toposcope.sim.truth_params import shipped_truth, truth_in_effect
 from toposcope.sim.truth_perturb import check_fraction, perturb_scenario, perturb_truth
@@ -181,6 +182,13 @@ def run_scenario(ref: str, args: argparse.Namespace, workdir: Path, run: int) ->
         return judge_scenario(scenario, args, workdir, run)
 
 
+def measured_p2p(cluster: SimCluster, directory: Path) -> dict[str, Path]:
+    """Each node's peer bandwidth as a bandwidth test measures it under the truth in effect
+    (an operator's ``--p2p-bandwidth`` files), node -> file.
+    """
+    return write_p2p_files({n: cluster.template_of(n) for n in cluster.node_names()}, directory)
+
+
 def judge_scenario(
     scenario: Scenario, args: argparse.Namespace, workdir: Path, run: int
 ) -> dict[str, Any]:
@@ -206,6 +214,7 @@ def judge_scenario(
         progress=getattr(args, "progress_mode", "counter"),
         # gang jobs: the advisor sees the fabric (file and series) and moves them whole
         fabric=scenario.fabric if scenario.fabric is not None and scenario.fabric.gangs else None,
+        p2p=measured_p2p(cluster, workdir / f"p2p-{run}") if args.measure_p2p else {},
     )
     before, after, rounds, actions = run_rounds(
         cluster, clock, ideal, options, workdir, f"{scenario.name}-{run}"
@@ -468,6 +477,14 @@ def parse_args() -> argparse.Namespace:
         help="verify each round's applied actions from the metrics, as the advisor service "
         "does, and run the next round with --calibrate-from those outcomes (default: on; the "
         "simulator's loop only)",
+    )
+    parser.add_argument(
+        "--measure-p2p",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="measure each node's PCIe peer bandwidth as a bandwidth test would "
+        "(toposcope.sim.p2p_measure) and give it to the advisor as --p2p-bandwidth "
+        "(default: off)",
     )
     parser.add_argument(
         "--progress",

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,8 @@ class LoopOptions:
     ``--progress-metric``) or ``proxies`` (SM active, link bytes, GPU utilization, cores).
     ``fabric``, for a scenario with gang jobs: the simulator serves its fabric families on
     ``/metrics`` (scraped too) and the advisor's fabric policies read its fabric file.
+    ``p2p``: node -> the peer bandwidth file measured on it (:mod:`toposcope.sim.p2p_measure`),
+    given to the advisor as ``--p2p-bandwidth``; empty: none measured.
     """
 
     window: int = 15
@@ -60,6 +62,7 @@ class LoopOptions:
     learn: bool = True
     progress: str = "counter"
     fabric: ScenarioFabric | None = None
+    p2p: Mapping[str, Path] = field(default_factory=dict)
 
 
 @contextmanager
@@ -152,6 +155,8 @@ def run_advisor(
     if calibrate_from is not None:
         argv += ["--calibrate-from", str(calibrate_from)]
     argv += fabric_settings(options.fabric)
+    for node, path in sorted(options.p2p.items()):
+        argv += ["--p2p-bandwidth", f"{node}={path}"]
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     seconds = time.perf_counter() - started

@@ -1,0 +1,70 @@
+"""What a peer-to-peer bandwidth test would measure on a simulated node.
+
+An operator who wants the advisor to price GPU pairs by what they carry runs a
+peer-to-peer bandwidth test once per machine type (``nvbandwidth``'s unidirectional
+device-to-device copies, or ``p2pBandwidthLatencyTest``) and hands the result to
+``toposcope advise --p2p-bandwidth NODE=FILE``. On a simulated node the same test reads the
+simulated hardware: each PCIe-joined pair's effective bandwidth under the truth in effect
+(:func:`~toposcope.sim.model.pair_bandwidth`, GB/s each way), with the run-to-run spread
+such a test shows (:data:`SPREAD`, drawn per node and pair, seeded, so a file is
+reproducible). The file is in the advisor's pair-line form, ``GPU PEER GBPS``.
+
+Nothing here is the advisor's: it is what the machine would answer a measurement, like the
+GPU counters of :mod:`~toposcope.sim.gpu_traffic`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from itertools import combinations
+from pathlib import Path
+
+from toposcope.sim.model import pair_bandwidth
+from toposcope.sim.nodetemplate import TIER_NVLINK, TIER_NVSWITCH, NodeTemplate
+
+#: relative spread of a bandwidth test's figure between runs (a few per cent on an idle
+#: machine: copies of 256 MiB repeated, the median reported)
+SPREAD = 0.02
+
+
+def _noise(node: str, a: int, b: int) -> float:
+    """A factor in ``[1 - SPREAD, 1 + SPREAD]`` seeded by the node and the pair."""
+    digest = hashlib.sha256(f"p2p:{node}:{a}:{b}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big")).uniform(1.0 - SPREAD, 1.0 + SPREAD)
+
+
+def measured_pairs(node: str, template: NodeTemplate) -> list[tuple[int, int, float]]:
+    """(GPU, peer, GB/s each way) for every pair of ``template``'s GPUs joined by PCIe, as a
+    bandwidth test on ``node`` would report them (under the truth in effect). NVLinked
+    pairs are left out: their figure follows from the link count the topology names, while
+    the PCIe paths' figures vary by platform (what the test is run for).
+    """
+    indexes = sorted(g.index for g in template.gpus)
+    return [
+        (a, b, pair_bandwidth(template, a, b) * _noise(node, a, b))
+        for a, b in combinations(indexes, 2)
+        if template.link_tier(a, b)[0] not in (TIER_NVLINK, TIER_NVSWITCH)
+    ]
+
+
+def p2p_text(node: str, template: NodeTemplate) -> str:
+    """The pair-line file ``--p2p-bandwidth`` reads for ``node`` (empty for one GPU)."""
+    lines = [f"# peer-to-peer bandwidth measured on {node}, GB/s each way"]
+    lines += [f"{a} {b} {gbps:.2f}" for a, b, gbps in measured_pairs(node, template)]
+    return "\n".join(lines) + "\n"
+
+
+def write_p2p_files(nodes: dict[str, NodeTemplate], directory: Path) -> dict[str, Path]:
+    """Write one measured file per node with a PCIe-joined GPU pair under ``directory``;
+    return node name -> file.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for name, template in sorted(nodes.items()):
+        if not measured_pairs(name, template):
+            continue
+        path = directory / f"{name}.p2p"
+        path.write_text(p2p_text(name, template), encoding="utf-8")
+        written[name] = path
+    return written

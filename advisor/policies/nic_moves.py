@@ -188,7 +188,10 @@ def _job(
         clearings.append(clearing)
     plan = GangPlan(name, parts, tuple(moves), tier_now, tier_after, ratio, left, rule)
     if plan.net_gpu_seconds(clearings) <= 0:
-        return ""
+        return (
+            f"NIC-near GPUs would save about {plan.saved:.0f} s of its {left:.0f} s left: "
+            "not worth the restarts"
+        )
     if clearings:
         for clearing in clearings:
             for move in clearing.moves:

@@ -160,7 +160,8 @@ def test_a_part_larger_than_the_near_gpus_of_its_node_gets_a_note() -> None:
 
 
 def test_nothing_moves_when_it_does_not_pay_or_cannot_be_priced() -> None:
-    assert evaluate(model(left=1800.0), min_time_left_s=0.0)[0] == []  # 1800 x 0.175 < 600
+    recs, notes = evaluate(model(left=1800.0), min_time_left_s=0.0)  # 1800 x 0.175 < 600
+    assert recs == [] and any("not worth the restarts" in n for n in notes)
     recs, notes = evaluate(model(left=1200.0))
     assert recs == [] and any("min_time_left_s" in n for n in notes)
     recs, notes = evaluate(model(left=None))

@@ -246,7 +246,8 @@ class NicAffinity(Policy[NicAffinitySettings]):
         if all(tier in FAR_TIERS for tier, _ in nearest.values()):
             return (
                 f"its GPUs' nearest RDMA NIC is {near_tier} away: no NCCL setting brings a "
-                "NIC nearer; GPUs with a NIC under their PCIe switch would (gpu-placement)"
+                "NIC nearer; GPUs with a NIC under their PCIe switch would (a multi-node "
+                "job's move: move_far_ranks; a single-node one's: gpu-placement)"
             )
         # a NIC nearer than the one used may be down (uncabled): far only past the near tier
         far = [u for u in uses if not u.near and tier_rank(u.link) > tier_rank(near_tier)]

@@ -171,6 +171,25 @@ def test_nothing_moves_when_it_does_not_pay_or_cannot_be_priced() -> None:
     assert evaluate(model(), move_far_ranks=False)[0] == []
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [None],  # one place for two nodes
+        [{"node": "g-02", "gpus": [0]}, None],  # the place names another node
+        [{"node": "g-01", "gpus": [0], "cpus": "0-;rm"}, None],  # not a CPU list
+        [{"node": "g-01", "gpus": ["0"]}, None],  # not indexes
+        [{"node": "g-01", "gpus": []}, None],  # no GPU
+    ],
+)
+def test_a_malformed_place_is_a_refusal_not_a_body(bad: list[object]) -> None:
+    [rec] = evaluate(model())[0]
+    broken = replace(rec, proposed={**rec.proposed, "places": bad})
+    planner = planner_for("sim", None, {})
+    assert isinstance(planner, ApiPlanner)
+    plan = planner.plan_fabric(broken)
+    assert plan.refused and not plan.steps
+
+
 class RequeueingBackend:
     """A backend that steers fabric-placement's moves by requeueing (Slurm's kinds): it has
     no way to name GPUs, so nic-affinity's moves are not its to apply.

@@ -9,14 +9,25 @@ makes, and serves the nodes' metrics to a real Prometheus. Each round runs the r
 ``ReqNodeList``, opted-in jobs requeued onto other nodes), waits until Slurm runs every moved
 job again and the moved jobs' checkpoint-restore is over, then one ``--window``.
 
+A scenario with gang jobs on a fabric (``builtin:slurm-fabric``) runs Slurm with
+``TopologyPlugin=topology/tree`` and the topology.conf ``toposcope slurm topology-conf``
+writes from the scenario's fabric; each gang is one Slurm job of several nodes
+(:mod:`toposcope.sim.slurm_gangs`), and the advisor runs ``fabric-placement`` on that
+topology.conf too: pending multi-node jobs steered with ``ReqNodeList`` and
+``Switches=N@T``, opted-in spread ones requeued onto one leaf
+(:mod:`toposcope.slurm.fabric_steer`), at most ``--slurm-max-migrations`` at once
+(:mod:`closed_loop_slurm_fabric`).
+
 Figures, as the simulator path reports them (:mod:`toposcope.sim.judge`), from the
-simulator's truth: ``gain`` (aggregate ``throughput / ideal`` over the jobs counted at the
-baseline, after the loop against before), ``ratio`` against the oracle solved at the
-baseline (:func:`oracle_ratio`: its efficiencies without move costs, so the ratio is a lower
-bound of the simulator path's), and harm (counted jobs whose true throughput fell in a
-round: ``harmful`` when the round targeted them, ``collateral`` otherwise). Slurm's own view:
-which jobs moved (nodes in order), their restart counts (``scontrol``'s ``Restarts``), and the
-seconds from each apply to the job running where it was sent.
+simulator's truth: ``gain`` (each counted job's ``throughput / ideal`` over its horizon less
+the seconds its moves stood it still, after the loop against before), ``ratio`` against the
+oracle solved at the baseline with its move costs (``oracle_basis``; the ratio against the
+oracle without them, the earlier basis, is kept as ``ratio_without_move_costs``), and harm
+(counted jobs whose true throughput fell in a round: ``harmful`` when the round targeted
+them, ``collateral`` otherwise). Slurm's own view: which jobs moved (nodes in order), their
+restart counts, the seconds from each apply to the job running where it was sent, and for
+multi-node or restarted jobs ``scontrol show job``'s record with the leaves its nodes hang
+under (``scontrol show topology``).
 """
 
 from __future__ import annotations
@@ -30,15 +41,26 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from judge_loop import aggregate, counted_jobs, prometheus, serve, truth
+from closed_loop_slurm_fabric import (
+    advisor_paused,
+    fabric_advice_arguments,
+    job_rows,
+    prefixed_fabric,
+    scored,
+    slurm_records,
+    topology_conf,
+)
+from judge_loop import counted_jobs, prometheus, serve, truth
 
+from toposcope.fabric.yamlfile import read_fabric_file
 from toposcope.sim.clock import SimClock
-from toposcope.sim.judge import fallen, ratios
+from toposcope.sim.gang_price import FabricPrices
+from toposcope.sim.judge import fallen, job_horizon
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import Scenario, load_scenario
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
@@ -52,6 +74,8 @@ from toposcope.waiting import NotReadyError, wait_until
 
 #: Seconds a round waits at most for Slurm to run its moved and steered jobs.
 SETTLE_S = 150.0
+#: The fastest simulated clock the loop accepts (Slurm's own steps take real seconds).
+MAX_SPEED = 100.0
 
 
 def prefixed(scenario: Scenario, prefix: str) -> Scenario:
@@ -59,32 +83,33 @@ def prefixed(scenario: Scenario, prefix: str) -> Scenario:
     return replace(scenario, nodes=tuple(replace(n, name=prefix + n.name) for n in scenario.nodes))
 
 
-def oracle_ratio(
-    baseline: float, advisor: float, efficiencies: Mapping[str, float], kept: Mapping[str, float]
+def horizons_of(
+    cluster: SlurmMirroredCluster, names: Iterable[str], horizon_s: float
 ) -> dict[str, float]:
-    """Gain and ratio as :func:`~toposcope.sim.judge.ratios` computes them, the oracle's total
-    being its efficiencies over ``kept`` without move costs (what should be merged with the
-    simulator path's horizon scoring once the mirrored cluster records applied costs).
-    """
-    oracle_total = sum(efficiencies.get(name, 0.0) for name in kept)
-    scored = ratios(baseline, advisor, oracle_total, float(len(kept)))
-    return {
-        "gain": round(scored.gain, 4),
-        "oracle_gain": round(scored.oracle_gain, 4),
-        "ratio": round(scored.ratio, 4),
-        "ratio_to_bound": round(scored.ratio_to_bound, 4),
-    }
+    """Each job's horizon: its remaining run time at its best, at most ``horizon_s``."""
+    rows = {row.name: row for row in cluster.truth()}
+    specs = {s.name: s.spec for s in cluster.job_states()}
+    result = {}
+    for name in names:
+        duration, progress = specs[name].duration, rows[name].progress_ratio
+        remaining = None if duration is None or progress is None else (1 - progress) * duration
+        result[name] = job_horizon(remaining, horizon_s)
+    return result
 
 
 def advise(
-    prom_url: str, info: Mapping[str, str], audit_db: Path, window_s: int
-) -> dict[tuple[str, str], str]:
-    """One ``toposcope advise --apply --resource-manager slurm``: the applied actions."""
+    prom_url: str, info: Mapping[str, str], audit_db: Path, window_s: int, extra: list[str]
+) -> tuple[dict[tuple[str, str], str], list[str]]:
+    """One ``toposcope advise --apply --resource-manager slurm`` (node-level policies, or
+    ``extra``'s when given): the applied moves, (workload, kind) -> node (a fabric move: its
+    nodes, comma-separated), and what became of every recommendation and note (one line each).
+    """
+    policies = extra or ["--policy", "gpu-placement", "--policy", "job-migration"]
     argv = [
         sys.executable, "-m", "toposcope.cli", "advise", "--prometheus", prom_url,
-        "--window", f"{window_s}s", "--format", "json", "--apply",
-        "--policy", "gpu-placement", "--policy", "job-migration",
+        "--window", f"{window_s}s", "--format", "json", "--apply", *policies,
         "--resource-manager", "slurm", "--slurm-conf", info["slurm_conf"],
+        "--slurm-max-migrations", str(info.get("max_migrations", "1")),
         "--audit-db", str(audit_db),
     ]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
@@ -96,12 +121,26 @@ def advise(
             rec_id, _, rest = line[len("apply ") :].partition(": ")
             outcomes[rec_id] = rest
     report = json.loads(done.stdout)
-    return {
-        (str(a["workload"]), str(a["kind"])): str(a["node"])
-        for r in report["recommendations"]
-        if outcomes.get(r["id"], "").startswith("applied")
-        for a in r["actions"]
+    applied = [
+        r for r in report["recommendations"] if outcomes.get(r["id"], "").startswith("applied")
+    ]
+    moves = {
+        (str(a["workload"]), str(a["kind"])): str(a["node"]) for r in applied for a in r["actions"]
     }
+    for rec in applied:
+        if not rec["actions"] and rec["policy"] == "fabric-placement":
+            nodes = rec["proposed"].get("nodes") or []
+            moves[(str(rec["target"]["workload"]), str(rec["kind"]))] = ",".join(nodes)
+    said = [
+        f"{r['policy']} {r['kind']} {r['target'].get('workload') or ''}: "
+        f"{outcomes.get(r['id'], 'not applied')}"
+        for r in report["recommendations"]
+    ]
+    said += [
+        f"note {n.get('policy', '')} {n.get('target', '')}: {n.get('reason', '')}"
+        for n in report.get("notes", [])
+    ]
+    return moves, said
 
 
 def settle(
@@ -118,9 +157,19 @@ def settle(
         rates = truth(cluster)
         for (workload, _), node in sent.items():
             job = jobs.get(workload)
-            if workload not in arrived and job and job.state == "RUNNING" and job.nodes[-1] == node:
+            if (
+                workload not in arrived
+                and job
+                and job.state == "RUNNING"
+                and job.nodes
+                and set(job.nodes[-1].split(",")) == set(node.split(","))
+            ):
                 arrived[workload] = round(time.monotonic() - started, 1)
-        return all(w in arrived and rates.get(w, 0.0) > 0 for (w, _) in sent)
+        return all(
+            w in arrived and all(rates.get(n, 0.0) > 0 for n in jobs[w].names)
+            for (w, _) in sent
+            if w in jobs
+        )
 
     # a job Slurm did not run in time is left out of ``arrived``: reported, not fatal
     with contextlib.suppress(NotReadyError):
@@ -130,16 +179,29 @@ def settle(
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """The loop on one scenario (see the module docstring)."""
-    scenario = prefixed(load_scenario(args.scenario), f"b{int(time.time()) % 100000}-")
-    cluster = build_mirrored(scenario, SimClock(seed=scenario.seed, speed=1.0))
+    prefix = f"b{int(time.time()) % 100000}-"
+    original = load_scenario(args.scenario)
+    scenario = prefixed(original, prefix)
+    cluster = build_mirrored(scenario, SimClock(seed=scenario.seed, speed=args.speed))
     layout = ClusterLayout(workdir / "slurm")
-    slurm = LocalCluster(layout.root, spec_from_description(describe_cluster(cluster), layout))
+    spec = spec_from_description(describe_cluster(cluster), layout, rest=False)
+    declared = original.fabric if original.fabric is not None and original.fabric.gangs else None
+    prices = None
+    if declared is not None:
+        fabric_file = prefixed_fabric(declared.fabric, prefix, workdir / "fabric.json")
+        spec = replace(spec, topology_conf=topology_conf(fabric_file))
+        prices = FabricPrices(read_fabric_file(fabric_file))
+    slurm = LocalCluster(layout.root, spec)
     slurm.start()
     stop = threading.Event()
     try:
         mirror = SlurmMirror(
             cluster, [j.spec for j in scenario.jobs], SlurmRunner(layout.slurm_conf),
             announce_s=args.announce,
+            gangs=declared.gangs if declared is not None else (),
+            prices=prices,
+            pinned={j.spec.name: prefix + j.placement.node for j in original.jobs if j.placement}
+            if declared is not None else None,
         )  # fmt: skip
         thread = threading.Thread(target=mirror.run, args=(stop, 1.0), daemon=True)
         thread.start()
@@ -151,6 +213,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 return loop(args, workdir, cluster, mirror, slurm, prom_url)
         finally:
             server.shutdown()
+            stop.set()
+            thread.join(timeout=30)
     finally:
         stop.set()
         slurm.stop()
@@ -166,36 +230,58 @@ def loop(
 ) -> dict[str, Any]:
     """Baseline, rounds of the advisor, then the figures."""
     wait_until(lambda: any(j.state == "RUNNING" for j in mirror.jobs()), 60, what="jobs running")
-    time.sleep(args.window)  # the window must hold history before the first round
+    # the window must hold history before the first round (and short jobs end first)
+    time.sleep(max(args.window, args.settle))
     kept = counted_jobs(cluster)
     before_all = truth(cluster)
+    horizons = horizons_of(cluster, kept, args.horizon)
+    states = cluster.job_states()
+    start = {s.name: s.allocation for s in states}
+    specs = {s.name: s.spec for s in states}
     oracle = solve(cluster, names=kept, budget_s=args.oracle_budget)
-    info = {"slurm_conf": str(slurm.layout.slurm_conf)}
+    info = {
+        "slurm_conf": str(slurm.layout.slurm_conf),
+        "max_migrations": str(args.slurm_max_migrations),
+    }
+    extra: list[str] = []
+    if slurm.spec.topology_conf:
+        extra = fabric_advice_arguments(slurm.layout.topology_conf)
     rounds: list[dict[str, Any]] = []
+    moved: dict[str, list[float]] = {}
     for number in range(1, args.rounds + 1):
         before = truth(cluster)
-        sent = advise(prom_url, info, workdir / "audit.sqlite", args.window)
+        sent, said = advise(prom_url, info, workdir / "audit.sqlite", args.window, extra)
         if not sent:
+            rounds.append(
+                {"round": number, "applied": [], "harmful": [], "collateral": [], "advice": said}
+            )
             break
         arrived = settle(mirror, cluster, sent)
+        for workload, seconds in arrived.items():
+            moved.setdefault(workload, []).append(seconds)
         time.sleep(args.window)
         after = truth(cluster)
         down = fallen(before, after, kept)
-        targets = {w for (w, _) in sent}
+        sent_jobs = {w for (w, _) in sent}
+        targets = {n for j in mirror.jobs() if j.workload in sent_jobs for n in j.names}
         rounds.append(
             {
                 "round": number,
                 "applied": [f"{k} {w} -> {n}" for (w, k), n in sorted(sent.items())],
                 "seconds_to_running": arrived,
+                "advice": said,
                 "harmful": [n for n in down if n in targets],
                 "collateral": [n for n in down if n not in targets],
             }
         )
-    done = {j.workload for j in mirror.jobs() if j.state == "DONE"}
+    jobs = mirror.jobs()
+    done = {n for j in jobs if j.state == "DONE" for n in j.names}
     still = {n: v for n, v in kept.items() if n not in done}
-    final = truth(cluster)
-    figures = oracle_ratio(
-        aggregate(before_all, still), aggregate(final, still), oracle.efficiencies, still
+    # Slurm's requeue-to-running seconds are real ones: in simulated seconds, times the speed
+    simulated = {w: [t * args.speed for t in times] for w, times in moved.items()}
+    paused = advisor_paused(cluster, jobs, simulated)
+    figures = scored(
+        before_all, truth(cluster), still, horizons, paused, oracle, start, specs, cluster
     )
     return {
         "scenario": args.scenario,
@@ -203,24 +289,57 @@ def loop(
         "harmful": sum(len(r["harmful"]) for r in rounds),
         "collateral": sum(len(r["collateral"]) for r in rounds),
         "jobs_counted": len(still),
+        "horizon_seconds": args.horizon,
+        "topology_plugin": "topology/tree" if slurm.spec.topology_conf else None,
         "rounds": rounds,
         "slurm_view": [
             {"job": j.job_id, "name": j.scenario_name, "nodes": j.nodes, "restarts": j.restarts}
-            for j in mirror.jobs()
+            for j in jobs
             if len(j.nodes) > 1 or j.restarts
         ],
+        "slurm_records": slurm_records(slurm, jobs),
+        "jobs": job_rows(cluster, still, before_all, start, oracle),
     }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of the Slurm loop (``--scenario`` defaults to the Slurm scenario)."""
     parser.add_argument("--announce", type=float, default=60.0, help="queue lead, seconds")
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="simulated seconds per real second (--rm slurm; 1): Slurm runs in real time, "
+        "the simulated jobs' checkpoint-restore and durations in simulated time",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds from the first job running to the baseline, at least --window (--rm "
+        "slurm; 0: the window)",
+    )
+    parser.add_argument(
+        "--slurm-max-migrations",
+        type=int,
+        default=1,
+        metavar="N",
+        help="migrations under way at once in one advisor round (--rm slurm; 1)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the loop, print the figures (JSON with ``--json``); 2 without Slurm."""
     if shutil.which("slurmctld") is None:
         print("closed_loop --rm slurm: Slurm is not installed", file=sys.stderr)
+        return 2
+    if not 0 < args.speed <= MAX_SPEED or not 0 <= args.settle <= SETTLE_S:
+        print(
+            f"closed_loop --rm slurm: --speed must be above 0 and at most {MAX_SPEED:g}, "
+            f"--settle 0 to {SETTLE_S:g} seconds",
+            file=sys.stderr,
+        )
         return 2
     args.scenario = (args.scenario or ["builtin:slurm-steering"])[0]
     workdir = Path(tempfile.mkdtemp(prefix="toposcope-closed-loop-slurm-"))

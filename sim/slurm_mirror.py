@@ -13,6 +13,10 @@ from a real Slurm cluster, through Slurm's commands only (argument lists, never 
   ``--begin`` at its arrival, as users queue work to start later: Slurm holds it pending
   (reason ``BeginTime``) and decides its node only when it starts, so until then the advisor
   can steer it (``ReqNodeList``);
+* a scenario job with a placement is submitted with ``--nodelist`` its node (the user's own
+  choice: Slurm still picks its GPUs and CPUs there), and a gang of the scenario's fabric as
+  one job of as many nodes as it has parts (:mod:`toposcope.sim.slurm_gangs`), mirrored part
+  by part onto the nodes Slurm gave it;
 * every :meth:`~SlurmMirror.step` reads Slurm's view with ``toposcope slurm show --format
   json`` (the Slurm part's one decoder of ``squeue``/``scontrol -d``) and mirrors it: a running
   job runs in the simulator on Slurm's node, CPU ids (Slurm's abstract ids, turned into the
@@ -34,15 +38,19 @@ import re
 import shutil
 import sys
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from toposcope.errors import ConfigError
+from toposcope.identity.names import check_node_name
 from toposcope.rm import Allocation
 from toposcope.runcommand import CommandError, run_command
+from toposcope.sim.gang_price import FabricPrices, Gang
 from toposcope.sim.jobs import JobKind, JobSpec
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
+from toposcope.sim.slurm_gangs import assign, gang_jobs, register
 from toposcope.topology.cores import slurm_cpu_order
 
 LOG = logging.getLogger("toposcope.sim.slurm")
@@ -57,6 +65,8 @@ FINAL_STATES = frozenset(
     {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
      "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
 )  # fmt: skip
+#: The most nodes one submitted job may ask for.
+MAX_JOB_NODES = 64
 _JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
@@ -92,12 +102,24 @@ class SlurmRunner:
         except CommandError as exc:
             raise SlurmCommandError(str(exc)) from None
 
-    def submit(self, job: JobSpec, slurm_name: str, cpus: int, begin_in_s: int = 0) -> int:
-        """Submit ``job`` as a sleeping batch job, eligible ``begin_in_s`` seconds from now;
-        its Slurm job id.
+    def submit(
+        self,
+        job: JobSpec,
+        slurm_name: str,
+        cpus: int,
+        begin_in_s: int = 0,
+        *,
+        nodes: int = 1,
+        nodelist: str = "",
+    ) -> int:
+        """Submit ``job`` as a sleeping batch job, eligible ``begin_in_s`` seconds from now,
+        on ``nodes`` nodes (``job``'s GPUs and CPUs on each), on ``nodelist`` when given; its
+        Slurm job id.
         """
         if _JOB_NAME.fullmatch(slurm_name) is None:
             raise ConfigError(f"job name {slurm_name[:80]!r} is not fit for Slurm")
+        if not 1 <= nodes <= MAX_JOB_NODES:
+            raise ConfigError(f"a job of {nodes} nodes: 1 to {MAX_JOB_NODES}")
         argv = [
             "sbatch",
             "--parsable",
@@ -106,6 +128,13 @@ class SlurmRunner:
             "--chdir=/",
             f"--cpus-per-task={max(cpus, 1)}",
         ]
+        if nodes > 1:
+            argv += [f"--nodes={nodes}", "--ntasks-per-node=1"]
+        if nodelist:
+            try:
+                argv.append(f"--nodelist={check_node_name(nodelist)}")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         if job.gpus:
             argv.append(f"--gres=gpu:{job.gpus}")
         if job.kind is JobKind.GPU_TRAIN:
@@ -146,6 +175,13 @@ class MirroredJob:
     nodes: list[str] = field(default_factory=list)
     restarts: int = 0
     cancelled_by_sim: bool = False
+    #: a gang's simulated parts, one per node (empty: the job is the one workload)
+    parts: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The simulated workloads of the job."""
+        return self.parts or (self.workload,)
 
 
 class SlurmMirror:
@@ -158,10 +194,18 @@ class SlurmMirror:
         runner: SlurmRunner,
         *,
         announce_s: float = 0.0,
+        gangs: Iterable[Gang] = (),
+        prices: FabricPrices | None = None,
+        pinned: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
         self.runner = runner
         self.announce_s = announce_s
+        self._gang_of = gang_jobs(gangs, {j.name: j for j in jobs})
+        if self._gang_of and prices is None:
+            raise ConfigError("gang jobs need the fabric's prices")
+        self._prices = prices
+        self._pinned = dict(pinned or {})
         self._waiting = sorted(jobs, key=lambda j: (j.submit_time, j.name))
         self._jobs: dict[int, MirroredJob] = {}
         self._lock = threading.Lock()
@@ -185,14 +229,28 @@ class SlurmMirror:
             self._cancel_finished()
 
     def _submit(self, job: JobSpec, now: float) -> None:
-        slurm_name = job.name.removesuffix(".service")
+        gang = self._gang_of.get(job.name)
+        slurm_name = (gang.gang.name if gang else job.name).removesuffix(".service")
         wait_s = self.cluster.clock.real_seconds_until(job.submit_time) or 0.0
         job_id = self.runner.submit(
-            job, slurm_name, min(job.threads, self._max_cpus), math.ceil(wait_s)
+            job,
+            slurm_name,
+            min(job.threads, self._max_cpus),
+            math.ceil(wait_s),
+            nodes=gang.nodes if gang else 1,
+            nodelist="" if gang else self._pinned.get(job.name, ""),
         )
         workload = f"slurm-job-{job_id}"
-        self.cluster.submit(replace(job, name=workload, submit_time=now))
-        self._jobs[job_id] = MirroredJob(job_id, slurm_name, workload)
+        if gang is None or self._prices is None:
+            self.cluster.submit(replace(job, name=workload, submit_time=now))
+            self._jobs[job_id] = MirroredJob(job_id, slurm_name, workload)
+        else:
+            # the gang's other parts are this one submission
+            self._waiting = [j for j in self._waiting if j.name not in gang.gang.parts]
+            parts = register(self.cluster, self._prices, gang, workload)
+            for part in parts:
+                self.cluster.submit(replace(gang.spec, name=part, submit_time=now))
+            self._jobs[job_id] = MirroredJob(job_id, slurm_name, workload, parts=parts)
         LOG.info("submitted %s as Slurm job %d", slurm_name, job_id)
 
     def _mirror(self, state: dict[str, Any]) -> None:
@@ -206,34 +264,69 @@ class SlurmMirror:
                 self._follow(job, running[job_id])
             elif job_id in pending or others.get(job_id, "COMPLETED") not in FINAL_STATES:
                 job.state = "PENDING"
-                self.cluster.requeue(job.workload)
+                for name in job.names:
+                    self.cluster.requeue(name)
             else:
                 job.state = "DONE"
-                self.cluster.end(job.workload)
+                for name in job.names:
+                    self.cluster.end(name)
 
     def _follow(self, job: MirroredJob, record: dict[str, Any]) -> None:
         job.state = "RUNNING"
-        job.restarts = int(record.get("restarts", 0))
-        first = record["allocations"][0]
-        node = str(first["node"])
-        if node not in self.cluster.node_names():
-            LOG.warning("Slurm runs job %d on %s, which the simulator lacks", job.job_id, node)
+        restarts = int(record.get("restarts", 0))
+        if job.parts:
+            self._follow_gang(job, record, restarts)
             return
+        job.restarts = restarts
+        allocation = self._allocation(job.job_id, record["allocations"][0])
+        if allocation is not None and self.cluster.run_on(job.workload, allocation):
+            job.nodes.append(allocation.node)
+            LOG.info(
+                "Slurm job %d runs on %s, GPUs %s", job.job_id, allocation.node, allocation.gpus
+            )
+
+    def _allocation(self, job_id: int, record: dict[str, Any]) -> Allocation | None:
+        """One node's allocation as the simulator reads it (``None``: a node it lacks)."""
+        node = str(record["node"])
+        if node not in self.cluster.node_names():
+            LOG.warning("Slurm runs job %d on %s, which the simulator lacks", job_id, node)
+            return None
         order = self._cpu_order.get(node)
         if order is None:
             order = slurm_cpu_order(self.cluster.template_of(node).topology)
             self._cpu_order[node] = order
-        cpus = [order[c] for c in first["cpus"] if 0 <= c < len(order)]
-        gpus = [int(g) for g in first.get("gpus", [])]
-        if self.cluster.run_on(job.workload, Allocation(node, cpus, [], gpus)):
-            job.nodes.append(node)
-            LOG.info("Slurm job %d runs on %s, GPUs %s", job.job_id, node, gpus)
+        cpus = [order[c] for c in record["cpus"] if 0 <= c < len(order)]
+        gpus = [int(g) for g in record.get("gpus", [])]
+        return Allocation(node, cpus, [], gpus)
+
+    def _follow_gang(self, job: MirroredJob, record: dict[str, Any], restarts: int) -> None:
+        """Run a gang's parts on the nodes Slurm gave its job; a restart Slurm made
+        while the mirror did not see the job pending restarts every part.
+        """
+        found = [self._allocation(job.job_id, a) for a in record["allocations"]]
+        allocations = [a for a in found if a is not None]
+        if len(allocations) != len(job.parts):
+            LOG.warning(
+                "Slurm runs job %d on %d node(s), not %d", job.job_id, len(found), len(job.parts)
+            )
+            return
+        if restarts > job.restarts:
+            for part in job.parts:
+                self.cluster.requeue(part)
+        job.restarts = restarts
+        current = {s.name: s.allocation for s in self.cluster.job_states() if s.name in job.parts}
+        moved = False
+        for part, allocation in assign(job.parts, allocations, current).items():
+            moved = self.cluster.run_on(part, allocation) or moved
+        if moved:
+            job.nodes.append(",".join(a.node for a in allocations))
+            LOG.info("Slurm job %d runs on %s", job.job_id, job.nodes[-1])
 
     def _cancel_finished(self) -> None:
         done = self.cluster.done_names()
         finished = [
             j for j in self._jobs.values()
-            if j.workload in done and j.state != "DONE" and not j.cancelled_by_sim
+            if all(n in done for n in j.names) and j.state != "DONE" and not j.cancelled_by_sim
         ]  # fmt: skip
         if finished:
             self.runner.cancel([j.job_id for j in finished])

@@ -34,7 +34,7 @@ import argparse
 import itertools
 import os
 
-from toposcope.report.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation, RecommendationKind
 from toposcope.rm import (
     ActionKind,
     ActionRequest,
@@ -70,6 +70,10 @@ __all__ = ["BINDING_ADVICE", "SlurmResourceManager", "shorter_limit", "slurm_res
 
 class SlurmResourceManager(BaseResourceManager):
     """The resource-manager contract over one Slurm cluster (see the module docstring)."""
+
+    #: the fabric-placement kinds :meth:`steer_fabric` carries out: a pending job steered,
+    #: a running one that opted in requeued onto the chosen nodes
+    fabric_kinds = (RecommendationKind.PLACE, RecommendationKind.MIGRATE_JOB)
 
     def __init__(
         self,

@@ -56,6 +56,7 @@ from toposcope.advisor.policies.migration_recommendations import (
     defrag_recommendation,
     move_recommendation,
 )
+from toposcope.advisor.policies.nic_moves import multi_node_jobs
 from toposcope.catalogue import spec
 from toposcope.report.recommendation import Note, Recommendation
 from toposcope.topology.model import LinkType
@@ -244,13 +245,21 @@ class JobMigration(Policy[JobMigrationSettings]):
 
     # jobs that stay where they are -------------------------------------------------------
     def _hold(self, run: _Run) -> None:
-        """Mark, with the reason, the GPU holders no decision of this run may move: those
-        idle by idle-release's rule (:mod:`~toposcope.advisor.idleness`: released, not
+        """Mark, with the reason, the GPU holders no decision of this run may move: the parts
+        of multi-node jobs (:func:`~toposcope.advisor.policies.nic_moves.multi_node_jobs`),
+        those idle by idle-release's rule (:mod:`~toposcope.advisor.idleness`: released, not
         moved) and those whose scheduler ends them within ``min_time_left_seconds``.
         """
         s, rule = self.settings, IdleRule()
+        parts = {p.key: job for job, found in multi_node_jobs(run.model).items() for p in found}
         for workload in run.model.workloads:
             if not workload.gpus:
+                continue
+            if workload.key in parts:
+                run.stay[workload.key] = (
+                    f"a part of multi-node job {parts[workload.key]}: moved only whole "
+                    "(fabric-placement, nic-affinity), since one part's move stops every rank"
+                )
                 continue
             left = workload.time_left_seconds
             if left is not None and left < s.min_time_left_seconds:

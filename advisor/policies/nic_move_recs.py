@@ -166,8 +166,10 @@ def clearing_recommendation(
     clearings: Sequence[Clearing],
 ) -> Recommendation:
     """The ``migrate-job`` moving one single-node job (``move``) off ``clearing.part``'s near
-    GPUs, the first of two rounds (its gain: the multi-node job's net gain over every job
-    moved out of its way, as a share of its GPU-time left).
+    GPUs, the first of two rounds. Its target is the multi-node job it makes room for (as
+    fabric-placement's leaf clearing names the job it clears for), and its gain that job's net
+    gain over every job moved out of its way, as a share of its GPU-time left: the job moved
+    runs as fast as before, so a verification of it would measure nothing of what it buys.
     """
     part, job = clearing.part, move.workload
     net = plan.net_gpu_seconds(clearings)
@@ -175,7 +177,7 @@ def clearing_recommendation(
     return make_recommendation(
         kind=RecommendationKind.MIGRATE_JOB,
         policy=policy,
-        target=Target(job.node, job.name, job.gpus),
+        target=Target(part.node, plan.job),
         summary=(
             f"make room near a NIC on {part.node} for {plan.job} (its ranks are "
             f"{plan.tier_now} from their NIC): move {job.name} from GPUs {list(job.gpus)} to "

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tests.advisor.builders import cluster, pcie4, pcie8, workload
+from tests.advisor.test_nic_moves import model as nic_far_model
 from toposcope.advisor.model import PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.job_migration import JobMigration, JobMigrationSettings
 from toposcope.rm import ActionKind
@@ -253,3 +254,11 @@ def test_a_defragmentation_between_pcie_paths_of_one_socket_is_a_note_too() -> N
     [rec] = opted_in.evaluate(cluster([pcie8()], jobs)).recommendations
     assert rec.target.workload == "pair" and rec.proposed["worst_link"] == "PIX"
     assert len(rec.proposed["defragment"]) == 1
+
+
+def test_a_part_of_a_multi_node_job_is_never_moved_alone() -> None:
+    """Moving one part stops every rank of the job: its parts stay, with a note."""
+    found = JobMigration().evaluate(nic_far_model())
+    moved = {a.workload for r in found.recommendations for a in r.actions}
+    assert not moved & {"dp-a", "dp-b"}
+    assert any("a part of multi-node job dp" in n.reason for n in found.undecided)

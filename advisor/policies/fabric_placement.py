@@ -58,6 +58,7 @@ from toposcope.advisor.fabric_wait import (
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.policies.fabric_advice import FabricAdvice, Hold, advice_recommendation
+from toposcope.advisor.policies.fabric_aside import aside_fit
 from toposcope.advisor.policies.fabric_defrag import (
     clearing_pays,
     defrag_recommendation,
@@ -70,7 +71,7 @@ from toposcope.advisor.policies.fabric_swap_advice import joint_moves
 from toposcope.advisor.recommendations import CHECKPOINT_RESTORE_S
 from toposcope.catalogue import spec
 from toposcope.errors import ConfigError, ToposcopeError
-from toposcope.fabric.celldefrag import Occupant, clear_cell
+from toposcope.fabric.celldefrag import Fit, Occupant, clear_cell
 from toposcope.fabric.cellfit import (
     Choice,
     choose,
@@ -185,9 +186,12 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
                     "gpu-placement places single-node jobs",
                 )
             )
-        occupants = occupants_of(model, tree)
+        occupants = occupants_of(model, tree, self.settings.restart_seconds)
+        fit = aside_fit(model)
         for job in sorted(jobs, key=lambda j: (-j.gpus_requested, j.name)):
-            found = self._one(tree, free, holders, occupants, job, per_node, len(model.pending) - 1)
+            found = self._one(
+                tree, free, holders, (occupants, fit), job, per_node, len(model.pending) - 1
+            )
             if isinstance(found, Note):
                 notes.append(found)
                 continue
@@ -213,7 +217,7 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         tree: CellTree,
         free: dict[str, NodeFree],
         holders: Mapping[str, list[tuple[int, float | None]]],
-        occupants: dict[str, list[Occupant]],
+        aside: tuple[dict[str, list[Occupant]], Fit],
         job: PendingWorkload,
         per_node: int,
         others: int,
@@ -243,30 +247,33 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
             free=dict(free),
         )
         if hold is None and choice.level > tightest and s.defragment:
-            cleared = self._clear(tree, free, occupants, advice, nodes, share)
+            cleared = self._clear(tree, free, aside, advice, nodes, share)
             if cleared:
                 return cleared
         rec = advice_recommendation(self.name, advice)
         if hold is None:
             _take(free, choice.nodes, share, choice.gpu_indices)
             for node in choice.nodes:
-                occupants.setdefault(node, []).append(Occupant(job.name, share, False))
+                aside[0].setdefault(node, []).append(Occupant(job.name, share, False))
         return [rec]
 
     def _clear(
         self,
         tree: CellTree,
         free: dict[str, NodeFree],
-        occupants: dict[str, list[Occupant]],
+        aside: tuple[dict[str, list[Occupant]], Fit],
         advice: FabricAdvice,
         nodes: int,
         share: int,
     ) -> list[Recommendation]:
         """Clear a cell of the tightest level for the job when that pays: the move of the
-        small jobs, then the job's placement on the cleared cell (:mod:`.fabric_defrag`).
+        small jobs, then the job's placement on the cleared cell (:mod:`.fabric_defrag`), each
+        small job where it runs no slower (``aside``: the occupants and :mod:`.fabric_aside`'s
+        rule).
         """
         s = self.settings
-        clearing = clear_cell(tree, free, occupants, advice.tightest, nodes, share)
+        occupants, fit = aside
+        clearing = clear_cell(tree, free, occupants, advice.tightest, nodes, share, fit)
         if clearing is None:
             return []
         saved = advice.choice.level - advice.tightest
@@ -292,7 +299,9 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         place = advice_recommendation(self.name, replace(advice, choice=choice, after=after))
         take_after_clearing(free, clearing, share, moved_gpus(clearing))
         for move in clearing.moves:
-            occupants.setdefault(move.to_node, []).append(Occupant(move.job, move.gpus, False))
+            occupants.setdefault(move.to_node, []).append(
+                Occupant(move.job, move.gpus, False, move.to_gpus)
+            )
         for node in clearing.nodes:
             occupants[node] = [Occupant(advice.job, share, False)]
         return [moves, place]

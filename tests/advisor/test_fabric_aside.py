@@ -10,6 +10,8 @@ from dataclasses import replace
 import pytest
 
 from tests.advisor.builders import cluster, gpu, pcie8
+from tests.advisor.test_policy_fabric_placement import model as placement_model
+from tests.advisor.test_policy_fabric_placement import policy as placement_policy
 from tests.helpers import REPO
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
 from toposcope.advisor.policies.fabric_aside import aside_gpus, ending_soon
@@ -94,3 +96,25 @@ def test_the_clearing_action_names_gpus_and_the_simulator_carries_it_out() -> No
     # the same move without GPU indices is what the simulator refused
     with pytest.raises(ResourceManagerError, match="needs 2 GPU"):
         sim.apply(replace(action, request_id="clear-2", node="dev0", gpus=[]))
+
+
+def test_fabric_placement_clears_around_a_job_about_to_end_onto_like_gpus() -> None:
+    # as the clearing test of test_policy_fabric_placement: s0 needs one of dev0/dev1 cleared
+    held = {"dev0": 7200, "dev1": 7200, "dev6": 7200, "dev7": 7200, "dev12": 7200, "dev13": 7200}
+    no_wait = placement_policy(wait=False)
+    moves, _ = no_wait.evaluate(placement_model(held, {"mid": 40})).recommendations
+    assert [(a.workload, a.node, a.gpus) for a in moves.actions] == [
+        ("job-dev0", "dev10", list(range(8)))
+    ]
+    # job-dev0 ends within four restarts: dev1 is cleared instead
+    soon = placement_model({**held, "dev0": 1200}, {"mid": 40})
+    moves, _ = no_wait.evaluate(soon).recommendations
+    assert [(a.workload, a.node) for a in moves.actions] == [("job-dev1", "dev10")]
+    # leaves s1 and s2 of another GPU model: a job of s0 has nowhere to go, so a job of s1
+    # moves (onto a node like its own) to clear s1 instead
+    base = placement_model(held, {"mid": 40})
+    others = {n: m if n in {f"dev{i}" for i in range(6)} else other_make(n)
+              for n, m in base.nodes.items()}  # fmt: skip
+    moves, _ = no_wait.evaluate(replace(base, nodes=others)).recommendations
+    assert moves.proposed["cell"] == "s1"
+    assert [(a.workload, a.node) for a in moves.actions] == [("job-dev6", "dev14")]

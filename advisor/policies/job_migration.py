@@ -197,6 +197,20 @@ def shared_gpus(model: ClusterModel, min_utilization: float) -> list[SharedGpu]:
     return sorted(found.values(), key=lambda f: (-f.gain, f.workload.key))
 
 
+def choice_order(
+    option: tuple[float, WorkloadModel, Placement, Placement | None],
+) -> tuple[float, str]:
+    """The order jobs choose their new sets in: highest gain per GPU first (then by key).
+
+    A machine's few well-linked GPUs serve more jobs when the job that gains most for each
+    GPU it takes chooses first: a 4-GPU job gaining as much as a 2-GPU one takes twice the
+    GPUs for it. Every job counts the same in what the cluster gains (the closed loop's
+    oracle sums the jobs' efficiencies).
+    """
+    gain, job = option[0], option[1]
+    return (-gain / max(1, len(job.gpus)), job.key)
+
+
 class JobMigration(Policy[JobMigrationSettings]):
     """Move running multi-GPU jobs off poorly connected GPU sets when it pays off."""
 
@@ -323,11 +337,12 @@ class JobMigration(Policy[JobMigrationSettings]):
 
     # phase 2: re-placing poorly linked jobs ------------------------------------------------
     def _replace(self, run: _Run, jobs: list[WorkloadModel]) -> None:
-        """Re-place busy jobs whose set is worse than they could get, highest gain first:
-        by a plain move, or by a defragmentation when that saves more.
+        """Re-place busy jobs whose set is worse than they could get, highest gain per GPU
+        first (:func:`choice_order`): by a plain move, or by a defragmentation when that
+        saves more.
         """
         options = self._options(run, jobs)
-        for _, job, current, first_choice in sorted(options, key=lambda o: (-o[0], o[1].key)):
+        for _, job, current, first_choice in sorted(options, key=choice_order):
             if job.key in run.moved:
                 continue  # moved out of the way of a larger job by an earlier plan
             self._replace_one(run, job, current, first_choice)

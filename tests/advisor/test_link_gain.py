@@ -18,7 +18,7 @@ from toposcope.advisor.gpu_sets import rank_sets
 from toposcope.advisor.link_gain import MEASURED, PRIOR, SAME_BANDWIDTH, link_gain
 from toposcope.advisor.link_prices import Measured
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
-from toposcope.advisor.policies.job_migration import JobMigration
+from toposcope.advisor.policies.job_migration import JobMigration, choice_order
 from toposcope.topology.model import LinkType
 
 GB = 1e9
@@ -171,3 +171,17 @@ def test_a_pair_within_the_tests_spread_is_no_faster() -> None:
     found = link_gain(measured_share(model, job), now, after, 1.0)
     assert found.source == MEASURED and found.gain == pytest.approx(0.0)
     assert JobMigration().evaluate(model).recommendations == ()
+
+
+def test_the_job_gaining_most_per_gpu_chooses_first() -> None:
+    """A 4-GPU job gaining 100 % takes twice the GPUs of a 2-GPU job gaining 60 %: the
+    2-GPU job chooses first (ties by key).
+    """
+    node = pcie8()
+    quad = workload("quad", node="n8", gpus=[0, 1, 4, 5])
+    pair = workload("pair", node="n8", gpus=[2, 6])
+    other = workload("other", node="n8", gpus=[3, 7])
+    sets = _sets(cluster([node], [quad, pair]), pair, (2, 3))
+    options = [(1.0, quad, *sets), (0.6, pair, *sets), (0.6, other, *sets)]
+    ordered = [o[1].name for o in sorted(options, key=choice_order)]
+    assert ordered == ["other", "pair", "quad"]

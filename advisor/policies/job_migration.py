@@ -6,7 +6,8 @@ moved there, by checkpoint and restore, when the time it saves over its expected
 run time beats the checkpoint-restore cost. Candidate sets are ranked exactly like
 gpu-placement's (worst link, link sum, fragmentation); they come from the job's own GPUs plus
 the free ones on its node, and, with ``allow_cross_node``, from the free GPUs of other nodes.
-Jobs with the highest gain choose first; GPUs chosen for one job are not offered to the next.
+Jobs with the highest gain per GPU choose first (:func:`choice_order`); GPUs chosen for one
+job are not offered to the next.
 
 Gain model (:mod:`~toposcope.advisor.link_gain`). From the job's measured link traffic
 where it has some: the share ``s`` of a step its dearest pair is busy (its traffic each way

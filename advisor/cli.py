@@ -57,7 +57,7 @@ from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.formatters import find_formatter
 from toposcope.advisor.job_deadlines import load_deadlines
 from toposcope.advisor.loaders import Window
-from toposcope.advisor.model import PendingWorkload
+from toposcope.advisor.model import PendingWorkload, pending_from
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.advisor.p2p_matrix import parse_options
 from toposcope.advisor.policies import (
@@ -155,12 +155,8 @@ def _list_policies(out: TextIO) -> int:
     return EXIT_OK
 
 
-def _pending(manager: ResourceManager) -> list[PendingWorkload]:
-    return [
-        PendingWorkload(w.name, w.gpus_requested)
-        for w in manager.workloads()
-        if w.state == "pending" and w.gpus_requested > 0
-    ]
+def _pending(manager: ResourceManager) -> tuple[PendingWorkload, ...]:
+    return pending_from(manager.workloads())
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -261,11 +257,11 @@ def _advise(args: argparse.Namespace) -> int:
         if not args.dry_run:
             manager = _manager(args, sorted(model.nodes), sys.stderr)
             if placing:
-                model = replace(model, pending=tuple(_pending(manager)))
+                model = replace(model, pending=_pending(manager))
         elif placing and args.resource_manager in PENDING_READERS:
             try:
                 pending = _pending(_manager(args, sorted(model.nodes), sys.stderr))
-                model = replace(model, pending=tuple(pending))
+                model = replace(model, pending=pending)
             except (ConfigError, ResourceManagerError, AdvisorError) as exc:
                 unread = f"pending workloads were not read, so nothing is placed: {exc}"
     report = filter_report(

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from toposcope.advisor.dra_state import DraDevice
 from toposcope.advisor.link_prices import Measured, NodePrices
 from toposcope.advisor.nic_state import NicState
 from toposcope.topology.model import LinkType, link_type
+
+if TYPE_CHECKING:
+    from toposcope.rm import WorkloadView
 
 LOG = logging.getLogger("toposcope.advisor.model")
 
@@ -240,10 +244,29 @@ class WorkloadModel:
 
 @dataclass(frozen=True)
 class PendingWorkload:
-    """A job waiting for GPUs, as the resource manager reports it (for placement)."""
+    """A job waiting for GPUs, as the resource manager reports it (for placement).
+
+    ``gpus_requested`` is per node when the job asks for several nodes (``nodes_requested``,
+    a Slurm ``--nodes=N`` job); :attr:`gpus_total` is what it asks for in all.
+    """
 
     name: str
     gpus_requested: int
+    nodes_requested: int = 1
+
+    @property
+    def gpus_total(self) -> int:
+        """The GPUs the job asks for over all its nodes."""
+        return self.gpus_requested * max(1, self.nodes_requested)
+
+
+def pending_from(workloads: Iterable[WorkloadView]) -> tuple[PendingWorkload, ...]:
+    """The pending GPU jobs among a resource manager's ``workloads``, for placement."""
+    return tuple(
+        PendingWorkload(w.name, w.gpus_requested, w.nodes_requested)
+        for w in workloads
+        if w.state == "pending" and w.gpus_requested > 0
+    )
 
 
 @dataclass(frozen=True)

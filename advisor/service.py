@@ -41,7 +41,7 @@ from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
 from toposcope.advisor.job_deadlines import load_deadlines
 from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.loaders.base import MetricsBackend, Window
-from toposcope.advisor.model import ClusterModel, PendingWorkload
+from toposcope.advisor.model import ClusterModel, pending_from
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.p2p_matrix import P2pOption
 from toposcope.advisor.policies import PLACING, Policy
@@ -257,12 +257,7 @@ class AdvisorService:
         except (ResourceManagerError, AdvisorConnectionError) as exc:
             LOG.warning("no pending jobs to place: %s", exc)
             return model
-        pending = tuple(
-            PendingWorkload(w.name, w.gpus_requested)
-            for w in workloads
-            if w.state == "pending" and w.gpus_requested > 0
-        )
-        return replace(model, pending=pending)
+        return replace(model, pending=pending_from(workloads))
 
     def analyse_once(self) -> Report | None:
         """One analysis; ``None`` (and the error kept for /metrics and the API) on failure."""

@@ -154,7 +154,7 @@ def free_gpus(node: SlurmNode) -> int:
 
 def gpus_per_node(job: PendingJob) -> int:
     """The GPUs ``job`` needs on each of its nodes."""
-    return job.gpus_per_node or -(-job.gpus_per_job // job.nodes)
+    return job.gpus_each_node()
 
 
 def _eligible(job: PendingJob, nodes: Iterable[SlurmNode]) -> list[SlurmNode]:

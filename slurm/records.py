@@ -116,6 +116,10 @@ class PendingJob:
     required_nodes: tuple[str, ...] = ()
     excluded_nodes: tuple[str, ...] = ()
 
+    def gpus_each_node(self) -> int:
+        """The GPUs the job needs on each of its nodes (``--gpus=N`` spread over its nodes)."""
+        return self.gpus_per_node or -(-self.gpus_per_job // max(1, self.nodes))
+
 
 @dataclass(frozen=True)
 class ClusterState:

@@ -106,6 +106,12 @@ def running_view(job: RunningJob) -> WorkloadView:
 
 
 def pending_view(job: PendingJob) -> WorkloadView:
-    """A pending job with the GPUs it asks for per node."""
-    gpus = job.gpus_per_node or -(-job.gpus_per_job // job.nodes)
-    return WorkloadView(workload_name(job.job_id), KIND, WorkloadState.PENDING, None, gpus)
+    """A pending job with the nodes it asks for and the GPUs it asks for on each."""
+    return WorkloadView(
+        workload_name(job.job_id),
+        KIND,
+        WorkloadState.PENDING,
+        None,
+        job.gpus_each_node(),
+        nodes_requested=max(1, job.nodes),
+    )

@@ -2,14 +2,15 @@
 cells free, or hold them for a tighter cell when the wait costs less than the slower run; move
 running ones spread beyond need.
 
-Rule. A pending job asking for more GPUs than a node has is a multi-node job of
-``ceil(gpus / G)`` nodes (``G`` the GPUs of most of the fabric's nodes) with an equal share on
-each. Over the cells of the fabric (:mod:`toposcope.fabric.cells`: nodes, leaves, spines,
-cores, or Slurm blocks) it goes to the lowest level with a cell that holds it now; among
-those cells, the one whose choice breaks the fewest fully free cells (HiveD's buddy cells),
-then the one with the least free GPUs (best fit, as Kueue's topology-aware ``BestFit``), and
-within it the fewest child cells, partly used first, and the tightest nodes
-(:func:`toposcope.fabric.cellfit.choose`). On a rail-optimised fabric, where the GPUs free
+Rule. A pending job asking for more GPUs than a node has, or for several nodes (a Slurm
+``--nodes=N`` job: ``N`` nodes of its GPUs per node), is a multi-node job of the larger of
+``N`` and ``ceil(gpus / G)`` nodes (``G`` the GPUs of most of the fabric's nodes) with an
+equal share on each. Over the cells of the fabric (:mod:`toposcope.fabric.cells`: nodes,
+leaves, spines, cores, or Slurm blocks) it goes to the lowest level with a cell that holds
+it now; among those cells, the one whose choice breaks the fewest fully free cells (HiveD's
+buddy cells), then the one with the least free GPUs (best fit, as Kueue's topology-aware
+``BestFit``), and within it the fewest child cells, partly used first, and the tightest
+nodes (:func:`toposcope.fabric.cellfit.choose`). On a rail-optimised fabric, where the GPUs free
 on each node are known, the nodes are chosen so that every node gives the same GPU indices
 (local rank k on rail k). Jobs are placed largest first, each taking its nodes' GPUs, so
 that two recommendations never count the same free GPUs.
@@ -177,7 +178,7 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         free = _free(model, tree)
         holders = _holders(model, tree)
         recs: list[Recommendation] = []
-        jobs = [j for j in model.pending if j.gpus_requested > per_node]
+        jobs = [j for j in model.pending if j.gpus_total > per_node or j.nodes_requested > 1]
         if not jobs:
             notes.append(
                 self.note(
@@ -188,7 +189,7 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
             )
         occupants = occupants_of(model, tree, self.settings.restart_seconds)
         fit = aside_fit(model)
-        for job in sorted(jobs, key=lambda j: (-j.gpus_requested, j.name)):
+        for job in sorted(jobs, key=lambda j: (-j.gpus_total, j.name)):
             found = self._one(
                 tree, free, holders, (occupants, fit), job, per_node, len(model.pending) - 1
             )
@@ -222,8 +223,8 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         per_node: int,
         others: int,
     ) -> list[Recommendation] | Note:
-        nodes = math.ceil(job.gpus_requested / per_node)
-        share = math.ceil(job.gpus_requested / nodes)
+        nodes = max(job.nodes_requested, math.ceil(job.gpus_total / per_node))
+        share = math.ceil(job.gpus_total / nodes)
         choice = choose(tree, free, nodes, share)
         if choice is None:
             return self.note(job.name, f"no {nodes} nodes have {share} free GPUs each now")
@@ -235,7 +236,7 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
         first_level = span_level(tree, first_fit) or choice.level
         advice = FabricAdvice(
             job=job.name,
-            gpus=job.gpus_requested,
+            gpus=job.gpus_total,
             tree=tree,
             choice=choice,
             tightest=tightest,
@@ -334,7 +335,7 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
                 level - tightest,
                 tighter - tightest,
                 wait_s,
-                gpus=job.gpus_requested,
+                gpus=job.gpus_total,
                 waiting=others,
                 per_level=s.slowdown_per_level,
             ):

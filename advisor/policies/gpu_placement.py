@@ -88,6 +88,15 @@ class GpuPlacement(Policy[GpuPlacementSettings]):
         notes: list[Note] = [missing] if missing else []
         taken: list[str] = []
         for job in sorted(model.pending, key=lambda j: (-j.gpus_requested, j.name)):
+            if job.nodes_requested > 1:
+                notes.append(
+                    self.note(
+                        job.name,
+                        f"asks for {job.nodes_requested} nodes: fabric-placement places "
+                        "multi-node jobs",
+                    )
+                )
+                continue
             options = place(model, job.gpus_requested, taken=taken, top=self.settings.top)
             if not options:
                 notes.append(self.note(job.name, f"no node has {job.gpus_requested} free GPU(s)"))

@@ -107,6 +107,21 @@ def test_jobs_are_placed_largest_first_on_different_nodes() -> None:
     assert len(b) == 6 and len(a) == 2 and not a & b
 
 
+def test_a_job_asking_for_nodes_gets_that_many_with_its_gpus_on_each() -> None:
+    """A Slurm ``-N 4 --gres=gpu:2`` job: 8 GPUs in all would fit one node, but it asks for
+    four; gpu-placement leaves it to this policy instead of packing it onto one node.
+    """
+    jobs = [PendingWorkload("slurm-job-7", 2, nodes_requested=4)]
+    found = policy().evaluate(replace(model({}, {}), pending=tuple(jobs)))
+    [rec] = found.recommendations
+    assert len(rec.proposed["nodes"]) == 4 and rec.proposed["gpus_per_node"] == 2
+    assert rec.proposed["level"] == "leaf"
+    placing = build(["gpu-placement"], {})[0].evaluate(replace(model({}, {}), pending=tuple(jobs)))
+    assert placing.recommendations == ()
+    [note] = placing.undecided
+    assert note.target == "slurm-job-7" and "asks for 4 nodes" in note.reason
+
+
 def test_without_a_fabric_or_multi_node_jobs_the_policy_says_why() -> None:
     [note] = FabricPlacement().evaluate(model({}, {"big": 32})).undecided
     assert "fabric_file" in note.reason

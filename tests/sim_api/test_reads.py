@@ -53,6 +53,7 @@ def test_workloads_list_with_allocations(client: FlaskClient) -> None:
         "allocation": {"node": "node-a", "cpus": [0, 1, 2, 3], "mems": [0], "gpus": [0]},
         "gpus_requested": 1,
         "pinned": False,
+        "nodes_requested": 1,
     }
     assert by_name["queued-d"]["allocation"] is None
 

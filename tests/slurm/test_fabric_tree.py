@@ -21,7 +21,7 @@ from tests.slurm.conftest import require_slurm, state_dir, wait_running
 from tests.slurm.managers import commands_manager
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.model import NodeModel, PendingWorkload, WorkloadModel
+from toposcope.advisor.model import NodeModel, PendingWorkload, WorkloadModel, pending_from
 from toposcope.advisor.policies.fabric_placement import FabricPlacement
 from toposcope.cli import main
 from toposcope.fabric.cellfit import choose
@@ -148,11 +148,15 @@ def advice_for_held_job(
     cluster: LocalCluster, fabric_file: Path, holder: int, job: int
 ) -> Recommendation:
     """The fabric-placement advice for the held 2-node ``job`` once ``holder`` runs on the
-    third node (the only recommendation the policy makes)."""
+    third node (the only recommendation the policy makes). The pending job is read from
+    Slurm through the backend, as ``advise`` reads it: 2 nodes of 2 GPUs each.
+    """
     wait_running(cluster, holder)
     nodes = [NodeModel(n, numa_nodes(1, 2), (gpu(0, 0), gpu(1, 0))) for n in NODES]
     held = WorkloadModel(f"slurm-job-{holder}", NODES[2], gpus=(0, 1))
-    model = cluster_model(nodes, [held], pending=[PendingWorkload(f"slurm-job-{job}", 4)])
+    pending = pending_from(commands_manager(cluster).workloads())
+    assert pending == (PendingWorkload(f"slurm-job-{job}", 2, nodes_requested=2),)
+    model = cluster_model(nodes, [held], pending=pending)
     [rec] = FabricPlacement(fabric=read_fabric_file(fabric_file)).evaluate(model).recommendations
     return rec
 

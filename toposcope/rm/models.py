@@ -96,7 +96,11 @@ class NodeView:
 
 @dataclass(frozen=True)
 class WorkloadView:
-    """A workload as the resource manager sees it."""
+    """A workload as the resource manager sees it.
+
+    A pending job asking for several nodes (a Slurm job of ``--nodes=N``) says so in
+    ``nodes_requested``; its ``gpus_requested`` is then per node, as Slurm counts them.
+    """
 
     name: WorkloadName
     kind: Annotated[KindName, Field(description="kubernetes, slurm, docker, systemd, process...")]
@@ -104,6 +108,10 @@ class WorkloadView:
     allocation: Allocation | None
     gpus_requested: Count = 0
     pinned: bool = False
+    nodes_requested: Annotated[
+        Count,
+        Field(description="nodes a pending job asks for (gpus_requested is then per node)"),
+    ] = 1
 
 
 @dataclass(frozen=True)

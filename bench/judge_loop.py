@@ -75,8 +75,10 @@ def prometheus(
     fabric_address: str | None = None,
 ) -> Iterator[str]:
     """A real Prometheus scraping the file_sd ``targets`` every second, and the jobs' step
-    counters at ``jobs_address`` (``/jobs/metrics``) when given, as a scrape job of its
-    own; yields its URL once every simulated node has been scraped.
+    counters at ``jobs_address`` (``/jobs/metrics``) and the cluster page at
+    ``fabric_address`` when given, each as a scrape job of its own; yields its URL once every
+    target (every simulated node, and those pages) has been scraped, so that a loaded
+    machine's first round never runs on a Prometheus that has not read the fabric yet.
     """
     scrape_configs: list[dict[str, Any]] = [
         {
@@ -101,12 +103,13 @@ def prometheus(
         )
     server = Prometheus(workdir, scrape_configs, binary=binary)
     with server.run():
+        expected = nodes + len(scrape_configs) - 1
 
         def all_up() -> bool:
-            result = server.query('count(up{job="toposcope-sim"} == 1)')
-            return bool(result) and int(float(result[0]["value"][1])) == nodes
+            result = server.query('count(up{job=~"toposcope-sim.*"} == 1)')
+            return bool(result) and int(float(result[0]["value"][1])) == expected
 
-        wait_until(all_up, 60, what="every simulated node scraped")
+        wait_until(all_up, 60, what="every simulated node and cluster page scraped")
         yield server.url
 
 

@@ -62,7 +62,9 @@ class MeasuredShare:
 
     ``pcie_bytes_per_second`` and ``nvlink_bytes_per_second`` are the busiest GPU's; the
     capacities are those the utilisation was taken against (GB/s); ``sm_active`` the mean
-    over its GPUs (``None``: not published); ``source`` where the figures came from.
+    over its GPUs (``None``: not published); ``source`` where the figures came from;
+    ``pcie_each_way_bytes_per_second`` the busiest GPU's smaller PCIe direction (``None``:
+    directions not published apart).
     """
 
     share: float
@@ -75,6 +77,7 @@ class MeasuredShare:
     sm_active: float | None
     shared: bool
     source: str
+    pcie_each_way_bytes_per_second: float | None = None
 
     @property
     def bound(self) -> bool:
@@ -168,7 +171,8 @@ def measured_share(model: ClusterModel, workload: WorkloadModel) -> MeasuredShar
         return None
     worst = worst_link(node, workload.gpus)
     pcie_capacity = PCIE_CAPACITY_GBPS[worst]
-    busiest: tuple[float, float, float, float] | None = None  # utilisation, pcie, nvlink, cap
+    # utilisation, pcie, nvlink, capacity, pcie each way
+    busiest: tuple[float, float, float, float, float | None] | None = None
     sm: list[float] = []
     for index in workload.gpus:
         gpu = node.gpu(index)
@@ -187,8 +191,11 @@ def measured_share(model: ClusterModel, workload: WorkloadModel) -> MeasuredShar
         utilisation = max(
             (pcie or 0.0) / (pcie_capacity * GIGA), (nvlink or 0.0) / (nv_capacity * GIGA)
         )
+        each_way = workload.gpu_pcie_each_way_bytes_per_second.get(
+            index, gpu.pcie_each_way_bytes_per_second if gpu is not None else None
+        )
         if busiest is None or utilisation > busiest[0]:
-            busiest = (utilisation, pcie or 0.0, nvlink or 0.0, nv_capacity)
+            busiest = (utilisation, pcie or 0.0, nvlink or 0.0, nv_capacity, each_way)
     if busiest is None:
         return None
     utilisation = min(1.0, busiest[0])
@@ -206,4 +213,5 @@ def measured_share(model: ClusterModel, workload: WorkloadModel) -> MeasuredShar
         sm_active=sm_active,
         shared=workload.gpus_shared or any(len(holders.get(i, ())) > 1 for i in workload.gpus),
         source=model.gpu_activity_source,
+        pcie_each_way_bytes_per_second=busiest[4],
     )

@@ -78,15 +78,16 @@ class LinkGain:
 
 def each_way(measured: MeasuredShare, current: Placement) -> float:
     """Bytes per second ``measured``'s busiest GPU moves each way on the kind of link of
-    ``current``'s dearest pair: NVLink when that pair is NVLinked, else PCIe (half of what
-    it sends and receives together).
+    ``current``'s dearest pair: NVLink when that pair is NVLinked (half of what it sends and
+    receives together), else PCIe: the smaller direction where both are published (a peer
+    exchange moves as much each way, the input pipeline's host copies mostly one way), else
+    half of the two together.
     """
-    both_ways = (
-        measured.nvlink_bytes_per_second
-        if current.worst_link == LinkType.NVLINK
-        else measured.pcie_bytes_per_second
-    )
-    return both_ways / 2.0
+    if current.worst_link == LinkType.NVLINK:
+        return measured.nvlink_bytes_per_second / 2.0
+    if measured.pcie_each_way_bytes_per_second is not None:
+        return measured.pcie_each_way_bytes_per_second
+    return measured.pcie_bytes_per_second / 2.0
 
 
 def link_share(measured: MeasuredShare, current: Placement) -> float | None:

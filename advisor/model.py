@@ -65,7 +65,9 @@ class GpuState:
     Measured activity over the window (``None`` where the GPU publishes no such series, or
     where only counter totals are known: a single scrape has no rate):
     ``pcie_bytes_per_second`` and ``nvlink_bytes_per_second`` are the mean bytes per second
-    sent plus received over PCIe and over all NVLinks; ``sm_active``, ``sm_occupancy``,
+    sent plus received over PCIe and over all NVLinks; ``pcie_each_way_bytes_per_second`` the
+    smaller of the two PCIe directions (a peer exchange moves as much each way, host copies
+    mostly one way; ``None`` unless both are published); ``sm_active``, ``sm_occupancy``,
     ``tensor_active`` and ``dram_active`` the mean ratios (dcgm-exporter's
     ``DCGM_FI_PROF_*`` fields).
 
@@ -91,6 +93,7 @@ class GpuState:
     gres_match: Mapping[str, bool] = field(default_factory=dict)
     gres_line: str = ""
     pcie_bytes_per_second: float | None = None
+    pcie_each_way_bytes_per_second: float | None = None
     nvlink_bytes_per_second: float | None = None
     sm_active: float | None = None
     sm_occupancy: float | None = None
@@ -179,7 +182,9 @@ class WorkloadModel:
 
     ``gpu_pcie_bytes_per_second``, ``gpu_nvlink_bytes_per_second`` and ``gpu_sm_active`` map
     each of its GPUs to that GPU's measured traffic and SM activity over the window, from the
-    exporter's per-workload families (empty where not published); ``gpus_shared`` is true
+    exporter's per-workload families (empty where not published), and
+    ``gpu_pcie_each_way_bytes_per_second`` the smaller PCIe direction as for a GPU's
+    ``pcie_each_way_bytes_per_second``; ``gpus_shared`` is true
     when another workload holds one of them too (the figures are then the whole GPU's).
     """
 
@@ -200,6 +205,7 @@ class WorkloadModel:
     gpu_memory_bytes: Mapping[int, float] = field(default_factory=dict)
     time_left_seconds: float | None = None
     gpu_pcie_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
+    gpu_pcie_each_way_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
     gpu_nvlink_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
     gpu_sm_active: Mapping[int, float] = field(default_factory=dict)
     gpus_shared: bool = False

@@ -89,6 +89,20 @@ WORKLOAD_ACTIVITY: dict[str, tuple[str, bool]] = {
 WORKLOAD_IDENTITY = ("pid", "comm", "cgroup", "pod", "namespace", "container")
 
 
+#: PCIe byte-rate queries whose smaller direction is kept too: query -> field
+EACH_WAY: dict[str, str] = {
+    "gpu-pcie-rate": "pcie_each_way_bytes_per_second",
+    "workload-gpu-pcie-rate": "gpu_pcie_each_way_bytes_per_second",
+}
+
+
+def _each_way(by_direction: Mapping[str, float]) -> float | None:
+    """The smaller of the ``tx`` and ``rx`` rates (``None`` unless both are there)."""
+    if "tx" not in by_direction or "rx" not in by_direction:
+        return None
+    return min(by_direction["tx"], by_direction["rx"])
+
+
 def _combined(values: list[float], add: bool) -> float:
     """Several series' values of one quantity as one: their sum, or their mean."""
     return sum(values) if add else sum(values) / len(values)
@@ -250,11 +264,16 @@ class _Builder:
             if not self._usable(query):
                 continue
             values: dict[tuple[str, int], list[float]] = defaultdict(list)
+            ways: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
             for s in self.data.samples(query):
                 if (gpu := self.activity_gpu(s.labels, known)) is not None:
                     values[gpu].append(s.value)
+                    way = s.labels.get("direction", "")
+                    ways[gpu][way] = ways[gpu].get(way, 0.0) + s.value
             for (node, index), found in values.items():
                 self.gpus[node][index][name] = _combined(found, add)
+                if query in EACH_WAY and (each := _each_way(ways[(node, index)])) is not None:
+                    self.gpus[node][index][EACH_WAY[query]] = each
 
     def workload_activity(self) -> None:
         """Each workload's GPUs' traffic and activity, and whether another holds them too."""
@@ -262,16 +281,23 @@ class _Builder:
             if not self._usable(query):
                 continue
             values: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+            ways: dict[tuple[str, str, int], dict[str, float]] = defaultdict(dict)
             for s in self.data.samples(query):
                 gpu = _int(s.labels.get("gpu"))
                 if (draft := self.workload_draft(s.labels)) is None or gpu is None:
                     continue
-                values[(draft["node"], draft["name"], gpu)].append(s.value)
+                key = (draft["node"], draft["name"], gpu)
+                values[key].append(s.value)
+                way = s.labels.get("direction", "")
+                ways[key][way] = ways[key].get(way, 0.0) + s.value
                 if s.labels.get("shared") == "true":
                     draft["gpus_shared"] = True
             for (node, workload, gpu), found in values.items():
                 draft = self.workloads[(node, workload)]
                 draft.setdefault(name, {})[gpu] = _combined(found, add)
+                each = _each_way(ways[(node, workload, gpu)])
+                if query in EACH_WAY and each is not None:
+                    draft.setdefault(EACH_WAY[query], {})[gpu] = each
 
     def workload_state(self) -> None:
         for s in self.data.samples("workload-info"):

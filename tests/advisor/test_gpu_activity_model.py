@@ -159,3 +159,13 @@ def test_the_option_is_offered_and_checked(capsys: pytest.CaptureFixture[str]) -
             main([*command, "--gpu-metrics-source", "nvml", "--prometheus", "http://x"])
         assert exit_info.value.code == 2
         assert "invalid choice: 'nvml'" in capsys.readouterr().err
+
+
+def test_the_smaller_pcie_direction_is_kept_for_each_gpu_and_workload() -> None:
+    """A peer exchange moves as much each way; host copies mostly one way (tx 3e11, rx 1e11)."""
+    model, _ = _model(TOPOSCOPE, "toposcope")
+    gpu0, gpu1 = model.nodes["n1"].gpus
+    assert gpu0.pcie_each_way_bytes_per_second == pytest.approx(1e11 / RATE_DIVISOR)
+    assert gpu1.pcie_each_way_bytes_per_second is None
+    [train] = model.workloads
+    assert train.gpu_pcie_each_way_bytes_per_second == {0: pytest.approx(1e11 / RATE_DIVISOR)}

@@ -185,3 +185,14 @@ def test_the_job_gaining_most_per_gpu_chooses_first() -> None:
     options = [(1.0, quad, *sets), (0.6, pair, *sets), (0.6, other, *sets)]
     ordered = [o[1].name for o in sorted(options, key=choice_order)]
     assert ordered == ["other", "pair", "quad"]
+
+
+def test_the_smaller_pcie_direction_is_the_peer_traffic() -> None:
+    """Input copies add to what a GPU receives: the share rests on the smaller direction."""
+    job = workload("train", node="n8", gpus=[0, 4])
+    copies = {"pcie_bytes_per_second": 2.0 * SYS_GBPS * GB,  # 0.5 sent + 1.5 received
+              "pcie_each_way_bytes_per_second": 0.5 * SYS_GBPS * GB}  # fmt: skip
+    model = cluster([_node(g0=copies)], [job])
+    now, after = _sets(model, job, (0, 1))
+    found = link_gain(measured_share(model, job), now, after, 1.0)
+    assert found.share == pytest.approx(0.5)  # not 1.0 from half of both directions

@@ -57,6 +57,7 @@ def loop_args(
         oracle_budget=1.0,
         horizon=DEFAULT_HORIZON_S,
         progress_mode=progress,
+        measure_p2p=False,
     )
 
 

@@ -4,6 +4,7 @@ perturbed truths it judges under.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from judge_loop import round_actions
 
+from tests.advisor.test_fabric_swaps import LONG, joint
 from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
 from toposcope.sim.jobs import JobKind, make_job
@@ -191,3 +193,16 @@ def test_an_action_whose_target_finished_in_the_round_is_neither_harmful_nor_use
     assert done["workload"] == "done.service" and done["finished"] is True
     assert done["actual_gain"] is None and not done["harmful"] and not done["useless"]
     assert slow["finished"] is False and slow["harmful"] and slow["actual_gain"] == -0.5
+
+
+def test_a_joint_move_is_judged_by_every_part_it_moves() -> None:
+    [move] = joint(LONG)  # three spread jobs and vision moved aside, as the report has it
+    rec = json.loads(json.dumps(move.to_dict()))
+    moved = [p["part"] for job in rec["proposed"]["jobs"] for p in job["parts"]]
+    current = dict.fromkeys(moved, 10.0)
+    after = {**dict.fromkeys(moved, 20.0), "vision": 4.0}
+    [done] = round_actions(1, {move.id: rec}, {move.id}, current, after)
+    assert sorted(done["parts"]) == sorted(moved) and "vision" in moved
+    total = 10.0 * len(moved)
+    assert done["actual_gain"] == round((total * 2 - 16.0) / total - 1, 4)
+    assert not done["harmful"]

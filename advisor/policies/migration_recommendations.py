@@ -4,7 +4,8 @@ A plain move (:func:`move_recommendation`) migrates one running job to a better 
 defragmentation (:func:`defrag_recommendation`) migrates the small jobs of a
 :class:`~toposcope.advisor.defragment.DefragPlan` first, then migrates the large running job
 or places the large pending one on the freed set. Both optionally pin the moved jobs' CPUs
-and memory to the NUMA node of their new GPUs (:func:`gpu_numa_pin`). The decisions (which
+and memory to the NUMA node of their new GPUs, making room there when CPU work blocks the pin
+(:mod:`~toposcope.advisor.policies.move_pins`). The decisions (which
 job, which set, whether it pays off) are the policy's, in
 :mod:`~toposcope.advisor.policies.job_migration`.
 """
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.comm_share import measured_share
 from toposcope.advisor.defragment import DefragPlan, DefragValue
 from toposcope.advisor.gpu_sets import Placement, gpu_claims
 from toposcope.advisor.link_prices import price_text
 from toposcope.advisor.model import ClusterModel, WorkloadModel
+from toposcope.advisor.policies.move_pins import MovePin, gpu_numa_pin, pin_or_make_room
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.cpulist import format_cpulist
 from toposcope.report.recommendation import (
@@ -29,6 +30,14 @@ from toposcope.report.recommendation import (
     Target,
 )
 from toposcope.rm import ActionKind, ActionRequest
+
+#: gpu_numa_pin lives in move_pins; other move policies import it from here as before
+__all__ = [
+    "MigrationTerms",
+    "defrag_recommendation",
+    "gpu_numa_pin",
+    "move_recommendation",
+]
 
 
 @dataclass(frozen=True)
@@ -64,61 +73,20 @@ class MigrationTerms:
         return measured.evidence(job), f"{prior}; {measured.text()}", state
 
 
-def gpu_numa_pin(
-    model: ClusterModel,
-    node_name: str,
-    gpus: tuple[int, ...],
-    enabled: bool,
-    job: WorkloadModel | None = None,
-    reserved: dict[int, float] | None = None,
-) -> tuple[list[int], list[int]]:
-    """CPUs and memory nodes for a job on ``gpus`` of ``node_name``: the NUMA node holding
-    most of them, when its CPUs have room for the job's busy cores (empty when not
-    ``enabled``, without locality, or without room).
-
-    The capacity check is numa-pinning's: the cores the node's workloads keep busy there
-    (the job's own not counted twice), those ``reserved`` by earlier moves of the same
-    recommendation, and the job's must fit its CPUs. A pin that does not fit is left out (the
-    job runs unpinned on its new GPUs rather than crowd another workload's CPUs);
-    ``reserved`` is updated with the cores of a pin made.
+def _proposed(best: Placement, pin: MovePin, saves_seconds: float) -> dict[str, object]:
+    """The proposed state of a job moved to ``best`` and pinned by ``pin`` (with the moves
+    that make room for it there, if any).
     """
-    if not enabled:
-        return [], []
-    node = model.nodes[node_name]
-    counts: dict[int, int] = {}
-    for index in gpus:
-        g = node.gpu(index)
-        if g is not None and g.numa_node is not None:
-            counts[g.numa_node] = counts.get(g.numa_node, 0) + 1
-    home = min(counts, key=lambda n: (-counts[n], n)) if counts else None
-    numa = node.numa(home) if home is not None else None
-    if numa is None or not numa.cpus:
-        return [], []
-    cores = job.cores_used() if job is not None else None
-    if cores is not None and job is not None:
-        used = model.numa_capacity(node_name)[numa.id].cores_used
-        if job.node == node_name:
-            used -= job.cpu_shares().get(numa.id, 0.0) * cores
-        held = (reserved or {}).get(numa.id, 0.0)
-        if used + held + cores > numa.cpu_count * (1.0 + RATE_SLACK):
-            return [], []
-        if reserved is not None:
-            reserved[numa.id] = held + cores
-    return list(numa.cpus), [numa.id]
-
-
-def _proposed(
-    best: Placement, cpus: list[int], mems: list[int], saves_seconds: float
-) -> dict[str, object]:
-    """The proposed state of a job moved to ``best``, pinned to ``cpus`` and ``mems``."""
+    room = pin.summary()
     return {
         "node": best.node,
         "gpus": list(best.gpus),
-        "cpus": format_cpulist(cpus),
-        "mems": mems,
+        "cpus": format_cpulist(pin.cpus),
+        "mems": pin.mems,
         "worst_link": str(best.worst_link),
         "link_price": best.price.to_dict(),
         "saves_seconds": round(saves_seconds),
+        **({"makes_room": room} if room else {}),
     }
 
 
@@ -140,7 +108,7 @@ def move_recommendation(
     reason; ``estimate``: what the gain rests on, ``measured`` traffic or the ``prior``).
     """
     node = model.nodes[job.node]
-    cpus, mems = gpu_numa_pin(model, best.node, best.gpus, terms.pin, job)
+    pin = pin_or_make_room(model, best.node, best.gpus, terms.pin, job, {})
     evidence = [
         Evidence(
             "toposcope_gpu_link_info",
@@ -182,20 +150,24 @@ def move_recommendation(
             "link_price": current.price.to_dict(),
             "communication_share": share_state,
         },
-        proposed=_proposed(best, cpus, mems, saved),
+        proposed=_proposed(best, pin, saved),
         evidence=evidence,
         estimated_gain=gain,
         gain_model=(
             f"{model_text}; saves {saved:.0f}s of {terms.remaining_seconds:.0f}s remaining vs "
             f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore; "
             f"{price_text(('now', current.price), ('after', best.price))}; {share_text}"
+            f"{pin.text()}"
         ),
         confidence=0.5 if cross else 0.6,
         risk=Risk.HIGH if cross else Risk.MEDIUM,
         actions=[
-            ActionRequest("", ActionKind.MIGRATE, job.name, best.node, cpus, mems, list(best.gpus))
+            *pin.actions(),
+            ActionRequest(
+                "", ActionKind.MIGRATE, job.name, best.node, pin.cpus, pin.mems, list(best.gpus)
+            ),
         ],
-        claims=[*gpu_claims(best.node, best.gpus), f"workload:{job.key}"],
+        claims=[*gpu_claims(best.node, best.gpus), f"workload:{job.key}", *pin.claims()],
     )
 
 
@@ -220,25 +192,36 @@ def defrag_recommendation(
     moves: list[dict[str, object]] = []
     claims = plan.claims()
     reserved: dict[str, dict[int, float]] = {}
+    away = [m.workload for m in plan.moves] + ([job] if job is not None else [])
+    gain_room = ""
     for move in plan.moves:
         w, to = move.workload, move.target
-        cpus, mems = gpu_numa_pin(
-            model, to.node, to.gpus, terms.pin, w, reserved.setdefault(to.node, {})
+        pin = pin_or_make_room(
+            model, to.node, to.gpus, terms.pin, w, reserved.setdefault(to.node, {}), away
         )
+        away += [p.candidate.workload for p in pin.room]
+        actions += pin.actions()
+        claims += pin.claims()
+        gain_room += pin.text()
         actions.append(
-            ActionRequest("", ActionKind.MIGRATE, w.name, to.node, cpus, mems, list(to.gpus))
+            ActionRequest(
+                "", ActionKind.MIGRATE, w.name, to.node, pin.cpus, pin.mems, list(to.gpus)
+            )
         )
         moves.append(
             {"workload": w.name, "from_node": w.node, "from_gpus": list(w.gpus),
              "node": to.node, "gpus": list(to.gpus)}
         )  # fmt: skip
         claims.append(f"workload:{w.key}")
-    cpus, mems = gpu_numa_pin(
-        model, best.node, best.gpus, terms.pin, job, reserved.setdefault(best.node, {})
+    pin = pin_or_make_room(
+        model, best.node, best.gpus, terms.pin, job, reserved.setdefault(best.node, {}), away
     )
+    actions += pin.actions()
+    claims += pin.claims()
+    gain_room += pin.text()
     name = job.name if job is not None else pending
     kind = ActionKind.MIGRATE if job is not None else ActionKind.PLACE
-    actions.append(ActionRequest("", kind, name, best.node, cpus, mems, list(best.gpus)))
+    actions.append(ActionRequest("", kind, name, best.node, pin.cpus, pin.mems, list(best.gpus)))
     claims.append(f"workload:{job.key}" if job is not None else f"workload:pending/{name}")
     cross = any(m.target.node != m.workload.node for m in plan.moves) or (
         job is not None and best.node != job.node
@@ -299,10 +282,10 @@ def defrag_recommendation(
             f"{list(best.gpus)} (worst link {best.worst_link})"
         ),
         current=current_state,
-        proposed={**_proposed(best, cpus, mems, value.net_seconds), "defragment": moves},
+        proposed={**_proposed(best, pin, value.net_seconds), "defragment": moves},
         evidence=evidence,
         estimated_gain=value.gain,
-        gain_model=gain_model,
+        gain_model=gain_model + gain_room,
         confidence=0.45 if cross else 0.55,
         risk=Risk.HIGH if cross else Risk.MEDIUM,
         actions=actions,

@@ -123,6 +123,16 @@ class NumaPinningSettings(PolicySettings):
         True, help="also migrate the workload's remote pages (else only new allocations)"
     )
 
+    def limits(self) -> PinLimits:
+        """What bounds a plan of pins made with these settings (capacity and pricing)."""
+        return PinLimits(
+            self.max_cpu_load,
+            self.memory_headroom,
+            self.numa_penalty,
+            self.reference_distance,
+            self.gpu_job_share,
+        )
+
 
 class NumaPinning(Policy[NumaPinningSettings]):
     """Pin spread-out or GPU-remote workloads' CPUs and memory to their target NUMA node."""
@@ -278,13 +288,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
         )
         if not candidates:
             return []
-        limits = PinLimits(
-            s.max_cpu_load,
-            s.memory_headroom,
-            s.numa_penalty,
-            s.reference_distance,
-            s.gpu_job_share,
-        )
+        limits = s.limits()
         chosen, stuck = assign_targets(node, workloads, candidates, limits)
         movers = room_makers(
             node, workloads, candidates, stuck, s.max_cpu_load, crowding(workloads)

@@ -13,7 +13,7 @@ is the GPU workload's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.model import NodeModel, WorkloadModel
@@ -48,7 +48,7 @@ def room_makers(
         numa = node.numa(target)
         if numa is None or blocked.cores is None:
             continue
-        over = _load(workloads, moving, target) + blocked.cores
+        over = busy_cores(workloads, moving, target) + blocked.cores
         over -= numa.cpu_count * max_cpu_load * (1.0 + RATE_SLACK)
         for mover in _confined(workloads, moving | taken, target):
             if over <= 0:
@@ -77,7 +77,7 @@ def room_makers(
     return found
 
 
-def _load(workloads: list[WorkloadModel], moving: set[str], numa_id: int) -> float:
+def busy_cores(workloads: Iterable[WorkloadModel], moving: Collection[str], numa_id: int) -> float:
     """Cores busy on ``numa_id`` from the workloads the plan does not move."""
     return sum(
         (w.cores_used() or 0.0) * w.cpu_shares().get(numa_id, 0.0)

@@ -63,14 +63,19 @@ class Risk(StrEnum):
 
 #: which resource-manager actions may apply each kind of recommendation. A pin also moves
 #: the workload's remote pages; placing a pending job (and moving a running one) may first
-#: move smaller jobs out of the way (defragmentation); a config change is advice for a
-#: person, with no action.
+#: move smaller jobs out of the way (defragmentation), and pin CPU work elsewhere to make
+#: room for the job's pin next to its new GPUs; a config change is advice for a person, with
+#: no action.
 ACTIONS_BY_KIND: Mapping[RecommendationKind, frozenset[ActionKind]] = MappingProxyType(
     {
         RecommendationKind.PIN: frozenset({ActionKind.PIN, ActionKind.MIGRATE_MEMORY}),
         RecommendationKind.MIGRATE_MEMORY: frozenset({ActionKind.MIGRATE_MEMORY}),
-        RecommendationKind.PLACE: frozenset({ActionKind.PLACE, ActionKind.MIGRATE}),
-        RecommendationKind.MIGRATE_JOB: frozenset({ActionKind.MIGRATE}),
+        RecommendationKind.PLACE: frozenset(
+            {ActionKind.PLACE, ActionKind.MIGRATE, ActionKind.PIN, ActionKind.MIGRATE_MEMORY}
+        ),
+        RecommendationKind.MIGRATE_JOB: frozenset(
+            {ActionKind.MIGRATE, ActionKind.PIN, ActionKind.MIGRATE_MEMORY}
+        ),
         RecommendationKind.RELEASE_IDLE: frozenset({ActionKind.RELEASE}),
         RecommendationKind.CONFIG: frozenset(),
     }

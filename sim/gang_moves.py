@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ConfigDict, Field
 
-from toposcope.rm import ActionKind, ActionRequest, ActionState, ActionStatus, Allocation
+from toposcope.rm import ActionState, Allocation
 from toposcope.rm.errors import ResourceManagerError
 from toposcope.rm.fields import IndexList, NodeName, RequestId, Text, WorkloadName
 from toposcope.sim.cluster_state import RUNNING, SimWorkload, checkpoint_restore_seconds
+from toposcope.sim.move_commit import MovedPart, answered, commit_moves
 
 if TYPE_CHECKING:
     from toposcope.sim.cluster import SimCluster
@@ -86,55 +87,21 @@ def move_gang(cluster: SimCluster, move: GangMove) -> ActionState:
     module docstring); a repeated request id answers the first action.
     """
     with cluster._action_lock:
-        try:
-            known = cluster._book.find(move.request_id)
-        except ResourceManagerError:
-            known = None
+        known = answered(cluster, move.request_id, _reason(move))
         if known is not None:
-            if known.request.reason != _reason(move):
-                raise ResourceManagerError(
-                    f"request_id {move.request_id!r} was used for a different request", 409
-                )
-            return cluster._now(known)
+            return known
         cluster.sync()
         parts = _parts(cluster, move.job)
         targets = _targets(cluster, parts, move.nodes, move.places)
-        moved = [(w, a) for w, a in targets if w.allocation != a]
+        moved = [
+            MovedPart(w, move.job, a, _pinned(cluster, w, a, bool(move.places)))
+            for w, a in targets
+            if w.allocation != a
+        ]
         if not moved:
             raise ResourceManagerError(f"job {move.job} already runs on {move.nodes}", 409)
         cost = max(checkpoint_restore_seconds(w.spec) for w in parts)
-        first, first_to = moved[0]
-        before = first.allocation
-        pins = [_pinned(cluster, w, a, bool(move.places)) for w, a in moved]
-        for workload, _ in moved:
-            old = cluster._remove(workload)
-            if old is not None:
-                cluster._refresh(old)
-        for (workload, allocation), pinned in zip(moved, pins, strict=True):
-            workload.paused_until = cluster._time + cost
-            cluster._start(workload, allocation, pinned=pinned)
-        request = ActionRequest(
-            move.request_id,
-            ActionKind.MIGRATE,
-            first.spec.name,
-            first_to.node,
-            gpus=list(first_to.gpus),
-            reason=_reason(move),
-        )
-        action_id = f"act-{len(cluster._done_at) + 1:06d}"
-        cluster._done_at[action_id] = cluster._time + cost
-        key = (ActionKind.MIGRATE.value, "applied")
-        cluster._action_counts[key] = cluster._action_counts.get(key, 0) + 1
-        state = ActionState(
-            action_id,
-            request,
-            ActionStatus.RUNNING if cost > 0 else ActionStatus.SUCCEEDED,
-            before,
-            first.allocation,
-            cost_seconds=cost,
-        )
-        cluster._book.record(state)
-        return state
+        return commit_moves(cluster, move.request_id, _reason(move), moved, {move.job: cost})
 
 
 def _reason(move: GangMove) -> str:

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import ConfigDict, Field
 
-from toposcope.rm import ActionKind, ActionRequest, ActionState, ActionStatus, Allocation
+from toposcope.rm import ActionState, Allocation
 from toposcope.rm.errors import ResourceManagerError
 from toposcope.rm.fields import IndexList, NodeName, RequestId, Text, WorkloadName
 from toposcope.sim.cluster_state import RUNNING, SimWorkload, checkpoint_restore_seconds
 from toposcope.sim.gang_moves import MAX_PARTS
+from toposcope.sim.move_commit import MovedPart, answered, commit_moves
 
 if TYPE_CHECKING:
     from toposcope.sim.cluster import SimCluster
@@ -111,16 +112,9 @@ def move_jobs(cluster: SimCluster, move: JointMove) -> ActionState:
     module docstring); a repeated request id answers the first action.
     """
     with cluster._action_lock:
-        try:
-            known = cluster._book.find(move.request_id)
-        except ResourceManagerError:
-            known = None
+        known = answered(cluster, move.request_id, _reason(move))
         if known is not None:
-            if known.request.reason != _reason(move):
-                raise ResourceManagerError(
-                    f"request_id {move.request_id!r} was used for a different request", 409
-                )
-            return cluster._now(known)
+            return known
         cluster.sync()
         placed = _check(cluster, move)
         moving_jobs = list(dict.fromkeys(p.job for p in placed if p.moves))
@@ -130,49 +124,19 @@ def move_jobs(cluster: SimCluster, move: JointMove) -> ActionState:
             job: max(checkpoint_restore_seconds(p.workload.spec) for p in placed if p.job == job)
             for job in moving_jobs
         }
-        moved = [p for p in placed if p.moves]
-        before = {p.workload.spec.name: p.workload.allocation for p in moved}
-        pins = [
-            p.workload.pinned
-            and p.workload.allocation is not None
-            and p.workload.allocation.cpus == p.allocation.cpus
-            for p in moved
+        moved = [
+            MovedPart(
+                p.workload,
+                p.job,
+                p.allocation,
+                p.workload.pinned
+                and p.workload.allocation is not None
+                and p.workload.allocation.cpus == p.allocation.cpus,
+            )
+            for p in placed
+            if p.moves
         ]
-        for part in moved:
-            old = cluster._remove(part.workload)
-            if old is not None:
-                cluster._refresh(old)
-        for part, pinned in zip(moved, pins, strict=True):
-            part.workload.paused_until = cluster._time + cost[part.job]
-            cluster._start(part.workload, part.allocation, pinned=pinned)
-        order = sorted(moving_jobs, key=lambda j: -cost[j])
-        answers: list[ActionState] = []
-        for number, job in enumerate(order):
-            first = next(p for p in moved if p.job == job)
-            name = first.workload.spec.name
-            request = ActionRequest(
-                move.request_id if number == 0 else f"{move.request_id}#{number}",
-                ActionKind.MIGRATE,
-                name,
-                first.allocation.node,
-                gpus=list(first.allocation.gpus),
-                reason=_reason(move) if number == 0 else f"part of {move.request_id}",
-            )
-            action_id = f"act-{len(cluster._done_at) + 1:06d}"
-            cluster._done_at[action_id] = cluster._time + cost[job]
-            key = (ActionKind.MIGRATE.value, "applied")
-            cluster._action_counts[key] = cluster._action_counts.get(key, 0) + 1
-            state = ActionState(
-                action_id,
-                request,
-                ActionStatus.RUNNING if cost[job] > 0 else ActionStatus.SUCCEEDED,
-                before[name],
-                first.workload.allocation,
-                cost_seconds=cost[job],
-            )
-            cluster._book.record(state)
-            answers.append(state)
-        return answers[0]
+        return commit_moves(cluster, move.request_id, _reason(move), moved, cost)
 
 
 def _reason(move: JointMove) -> str:

@@ -8,7 +8,9 @@ job ``JOB`` holds on node ``N``; :func:`job_parts` joins it to the workloads the
 metrics show: on each node, the workload named ``JOB`` if there is one, else the only
 workload holding exactly that many GPUs, else the only one of those whose name starts with
 ``JOB-``. A job whose part on some node cannot be told apart that way is left out (its parts
-stay separate jobs to the policies), never guessed.
+stay separate jobs to the policies), never guessed. :func:`workload_parts` finds the parts of
+a job by its name wherever they run now: what the verification of a multi-node job's move
+measures (:mod:`toposcope.advisor.outcomes`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from toposcope.advisor.loaders.base import LoadedData
+from toposcope.advisor.model import ClusterModel, WorkloadModel
 
 #: what names a series' node (the model builder's NodeNamer)
 Namer = Callable[[Mapping[str, str]], str]
@@ -65,4 +68,18 @@ def _part(job: str, gpus: int, here: list[tuple[str, int]]) -> str | None:
     return same[0] if len(same) == 1 else None
 
 
-__all__ = ["job_parts", "read_fabric_jobs"]
+def workload_parts(model: ClusterModel, node: str, name: str) -> list[WorkloadModel]:
+    """The workloads that make up job ``name`` in ``model``: when it holds GPUs on several
+    nodes (one name on each, or the parts :func:`job_parts` joins), every part of it wherever
+    it runs now, ``node`` aside (a moved job's parts are found by the job, not where it was);
+    else the workload ``name`` on ``node``, the one part of a single-node job (none: empty).
+    """
+    held = [(w.node, w.name, len(w.gpus)) for w in model.workloads if w.gpus]
+    part_of = job_parts(model.fabric_jobs, held)
+    parts = [w for w in model.workloads if w.gpus and part_of.get(w.key, w.name) == name]
+    if len({w.node for w in parts}) >= 2:
+        return sorted(parts, key=lambda w: w.key)
+    return [w for w in model.workloads if w.node == node and w.name == name]
+
+
+__all__ = ["job_parts", "read_fabric_jobs", "workload_parts"]

@@ -23,6 +23,13 @@ kind but ``config`` is verified. At apply time the service records a *baseline*:
   measures every kind's gain by it: :mod:`toposcope.advisor.calibration`);
 * nothing for a ``place`` (the job was pending) or a ``release-idle``.
 
+A job is measured through its parts (:func:`~toposcope.advisor.fabric_jobs.workload_parts`):
+a multi-node job, which a gang move targets by its name, by the workloads that hold its GPUs
+on each node, found by the job wherever each runs at the time, their figures combined as one
+job's (:func:`measure`); a single-node job is the one-part case. A recommendation made for
+another job (``proposed.for``: a clearing that moves other jobs out of that job's way) is
+recorded ``undetermined`` at once: what it buys comes with that job's own move.
+
 From ``verify_after`` seconds after applying (default: the analysis window, so that the
 window holds only samples taken after the change), every analysis measures the same figures
 (a moved or placed job where it went) and decides, with ``h`` the harm threshold (0.10) and
@@ -72,6 +79,7 @@ from pathlib import Path
 from typing import Any
 
 from toposcope.advisor.calibration_cells import Cell, cell_of, gross_prior
+from toposcope.advisor.fabric_jobs import workload_parts
 from toposcope.advisor.locality import remote_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.progress_probe import ProgressProbe
@@ -179,6 +187,14 @@ def destination(rec: Recommendation) -> tuple[str, tuple[int, ...]]:
     return str(node), tuple(int(g) for g in gpus) if isinstance(gpus, list | tuple) else ()
 
 
+def made_for(rec: Recommendation) -> str | None:
+    """The job ``rec`` makes room for without moving it (its ``proposed.for``: a leaf or NIC
+    clearing moving other jobs out of that job's way), or ``None``.
+    """
+    job = rec.proposed.get("for")
+    return job if isinstance(job, str) and job else None
+
+
 def _shares(data: Any) -> dict[int, float]:
     if not isinstance(data, Mapping):
         return {}
@@ -195,60 +211,80 @@ def _remote(
     return remote_share(cpu, memory, numa)
 
 
-def find_workload(model: ClusterModel, node: str, name: str) -> WorkloadModel | None:
-    """The workload ``name`` on ``node`` in ``model``, or ``None``."""
-    return next((w for w in model.workloads if w.node == node and w.name == name), None)
-
-
 def measure(
     model: ClusterModel,
     kind: str,
-    workload: WorkloadModel,
+    parts: Sequence[WorkloadModel],
     numa: int | None,
     probe: ProgressProbe | None = None,
 ) -> Measurement:
-    """The workload's figures in ``model`` (see :class:`Measurement`) with its progress
-    metric read by ``probe`` (every kind: calibration compares gains by it); for a job move
-    or placement also its GPUs' activity and traffic.
+    """The figures of a job made of the workloads ``parts`` in ``model`` (see
+    :class:`Measurement`; one part for a single-node job, every part of a multi-node job:
+    :func:`~toposcope.advisor.fabric_jobs.workload_parts`), with its progress metric read by
+    ``probe`` (every kind: calibration compares gains by it); for a job move or placement also
+    its GPUs' activity and traffic. The parts combine as one job: cores and link bytes
+    summed, utilization and SM activity the mean over all their GPUs, the remote share the
+    parts' mean, and the progress rate the mean of the parts' rates (a multi-node job's parts
+    advance in step, so each part's counter measures the same rate with its own timer noise;
+    the mean averages that noise out where the slowest part would pick its lowest draw).
     """
-    node = model.node(workload.node)
-    utilizations = []
-    if node is not None:
+    utilizations: list[float] = []
+    sm_active: list[float] = []
+    links: list[float] = []
+    remote: list[float] = []
+    cores: list[float] = []
+    for workload in parts:
+        node = model.node(workload.node)
         for index in workload.gpus:
-            gpu = node.gpu(index)
+            gpu = node.gpu(index) if node is not None else None
             if gpu is not None and gpu.utilization is not None:
                 utilizations.append(gpu.utilization)
-    figures = Measurement(
-        remote_share=(
+            sm = workload.gpu_sm_active.get(index, gpu.sm_active if gpu is not None else None)
+            if sm is not None:
+                sm_active.append(sm)
+            pcie = workload.gpu_pcie_bytes_per_second.get(
+                index, gpu.pcie_bytes_per_second if gpu is not None else None
+            )
+            nvlink = workload.gpu_nvlink_bytes_per_second.get(
+                index, gpu.nvlink_bytes_per_second if gpu is not None else None
+            )
+            if pcie is not None or nvlink is not None:
+                links.append((pcie or 0.0) + (nvlink or 0.0))
+        share = (
             _remote(kind, workload.cpu_shares(), workload.memory_shares(), numa)
             if numa is not None
             else None
-        ),
-        cores=workload.cores_used(),
-        gpu_utilization=sum(utilizations) / len(utilizations) if utilizations else None,
+        )
+        if share is not None:
+            remote.append(share)
+        used = workload.cores_used()
+        if used is not None:
+            cores.append(used)
+    figures = Measurement(
+        remote_share=_mean(remote),
+        cores=sum(cores) if cores else None,
+        gpu_utilization=_mean(utilizations),
+        progress=_progress(probe, parts),
     )
     if kind not in JOB_KINDS:
-        return replace(figures, progress=probe.progress(workload.name) if probe else None)
-    sm_active, links = [], []
-    for index in workload.gpus:
-        gpu = node.gpu(index) if node is not None else None
-        sm = workload.gpu_sm_active.get(index, gpu.sm_active if gpu is not None else None)
-        if sm is not None:
-            sm_active.append(sm)
-        pcie = workload.gpu_pcie_bytes_per_second.get(
-            index, gpu.pcie_bytes_per_second if gpu is not None else None
-        )
-        nvlink = workload.gpu_nvlink_bytes_per_second.get(
-            index, gpu.nvlink_bytes_per_second if gpu is not None else None
-        )
-        if pcie is not None or nvlink is not None:
-            links.append((pcie or 0.0) + (nvlink or 0.0))
+        return figures
     return replace(
         figures,
-        sm_active=sum(sm_active) / len(sm_active) if sm_active else None,
+        sm_active=_mean(sm_active),
         link_bytes_per_second=sum(links) if links else None,
-        progress=probe.progress(workload.name) if probe is not None else None,
     )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _progress(probe: ProgressProbe | None, parts: Sequence[WorkloadModel]) -> float | None:
+    """The mean progress rate of the parts' names (a name on several nodes read once)."""
+    if probe is None:
+        return None
+    rates = [probe.progress(name) for name in sorted({w.name for w in parts})]
+    return _mean([r for r in rates if r is not None])
 
 
 def measure_release(
@@ -280,14 +316,14 @@ def baseline(
     cpu = _shares(rec.current.get("cpu_share_by_numa"))
     memory = _shares(rec.current.get("memory_share_by_numa"))
     remote = _remote(str(rec.kind), cpu, memory, numa) if numa is not None else None
-    workload = (
-        find_workload(model, rec.target.node, rec.target.workload)
+    parts = (
+        workload_parts(model, rec.target.node, rec.target.workload)
         if model is not None and rec.target.workload
-        else None
+        else []
     )
-    if workload is None or model is None or (numa is None and rec.kind in NUMA_KINDS):
+    if not parts or model is None or (numa is None and rec.kind in NUMA_KINDS):
         return Measurement(remote_share=remote)
-    now = measure(model, str(rec.kind), workload, numa, probe)
+    now = measure(model, str(rec.kind), parts, numa, probe)
     return replace(now, remote_share=remote)
 
 
@@ -479,13 +515,21 @@ class OutcomeLog(SqliteStore):
             raise ConfigError(f"{rec.id}: no target NUMA node or workload to verify")
         node, gpus = destination(rec)
         _, policy, kind_of_node, tier = cell_of(rec, model, node, gpus)
+        verdict, detail, verified_at = Verdict.PENDING, "", None
+        job = made_for(rec)
+        if job is not None:
+            verdict, verified_at = Verdict.UNDETERMINED, applied_at
+            detail = (
+                f"moves other jobs out of {job}'s way: what it buys comes with {job}'s own "
+                "move, verified on its own"
+            )
         with self._connect() as db:
             db.execute(
                 "INSERT OR REPLACE INTO verifications (recommendation_id, kind, node, workload,"
                 " target_numa, applied_at, baseline_json, verdict, measured_json, verified_at,"
                 " detail, estimated_gain, target_node, gpus_json, measured_gain, policy,"
                 " node_type, link_tier, prior_gain)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, '', ?, ?, ?, NULL, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
                 (
                     rec.id,
                     str(rec.kind),
@@ -494,7 +538,9 @@ class OutcomeLog(SqliteStore):
                     NO_NUMA if numa is None else numa,
                     applied_at,
                     json.dumps(before.to_dict(), sort_keys=True),
-                    str(Verdict.PENDING),
+                    str(verdict),
+                    verified_at,
+                    detail,
                     rec.estimated_gain,
                     node,
                     json.dumps(list(gpus)),

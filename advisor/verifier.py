@@ -5,7 +5,8 @@ table of verifications; :class:`Verifier` applies the rule to every verification
 pending against the model an analysis just built, settles each one whose wait is over, and
 hands the harmful ones to a revert (the advisor service's; see the rule in
 docs/policies.md, "Verifying applied recommendations"). A moved or placed job is looked for
-where it went, its own progress metric read by a
+where it went (a multi-node job by its parts, wherever each runs now:
+:func:`~toposcope.advisor.fabric_jobs.workload_parts`), its own progress metric read by a
 :class:`~toposcope.advisor.progress_probe.ProgressProbe`; a release is judged by who holds
 the GPUs it gave back. Only a kind that can be undone, whose resource manager did not call
 the change irreversible, is reverted; another harmful one keeps its verdict, saying so.
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Callable
 
 from toposcope.advisor.audit import REVERTED, AuditLog, recommendation_state
+from toposcope.advisor.fabric_jobs import workload_parts
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import (
     JOB_KINDS,
@@ -24,7 +26,6 @@ from toposcope.advisor.outcomes import (
     Judgement,
     OutcomeLog,
     VerificationRule,
-    find_workload,
     judge_locality,
     judge_move,
     judge_placement,
@@ -81,8 +82,8 @@ class Verifier:
             verdict, detail, gain = judge_release(self.rule, measured, waited, item.gpus)
         else:
             node = item.target_node if item.kind in JOB_KINDS else item.node
-            workload = find_workload(model, node or item.node, item.workload)
-            if workload is None:
+            parts = workload_parts(model, node or item.node, item.workload)
+            if not parts:
                 if waited >= self.rule.give_up_seconds:
                     detail = "the workload has had no series since it was changed"
                     self.outcomes.settle(rec_id, Verdict.UNDETERMINED, None, detail, now)
@@ -90,7 +91,7 @@ class Verifier:
                     detail = "the workload has no series in this analysis"
                     self.outcomes.settle(rec_id, Verdict.PENDING, None, detail, now)
                 return
-            measured = measure(model, item.kind, workload, item.target_numa, self.probe)
+            measured = measure(model, item.kind, parts, item.target_numa, self.probe)
             verdict, detail, gain = self._judge(item, measured)
         if verdict == Verdict.PENDING and waited >= self.rule.give_up_seconds:
             verdict = Verdict.UNDETERMINED

@@ -100,7 +100,7 @@ from toposcope.sim.judge import (
     DEFAULT_HORIZON_S,
     calibration,
     horizon_total,
-    job_horizon,
+    horizons_now,
     ratios,
 )
 from toposcope.sim.oracle import OracleResult, knapsack_bound, solve
@@ -156,18 +156,6 @@ def move_costs(
     part of a gang job restarts every rank: :func:`~toposcope.sim.gang_oracle.gang_move_costs`).
     """
     return gang_move_costs(chosen, start, specs, gangs)
-
-
-def horizons_now(cluster: SimCluster, names: Iterable[str], horizon_s: float) -> dict[str, float]:
-    """Each job's horizon: its remaining run time at its best (see :func:`job_horizon`)."""
-    rows = {row.name: row for row in cluster.truth()}
-    specs = {s.name: s.spec for s in cluster.job_states()}
-    result = {}
-    for name in names:
-        duration, progress = specs[name].duration, rows[name].progress_ratio
-        remaining = None if duration is None or progress is None else (1 - progress) * duration
-        result[name] = job_horizon(remaining, horizon_s)
-    return result
 
 
 def run_scenario(ref: str, args: argparse.Namespace, workdir: Path, run: int) -> dict[str, Any]:

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ from judge_loop import counted_jobs, prometheus, serve, truth
 from toposcope.fabric.yamlfile import read_fabric_file
 from toposcope.sim.clock import SimClock
 from toposcope.sim.gang_price import FabricPrices
-from toposcope.sim.judge import fallen, job_horizon
+from toposcope.sim.judge import fallen, horizons_now
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import Scenario, load_scenario
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
@@ -81,20 +81,6 @@ MAX_SPEED = 100.0
 def prefixed(scenario: Scenario, prefix: str) -> Scenario:
     """The scenario with its node names prefixed (Slurm's cgroup directories are per name)."""
     return replace(scenario, nodes=tuple(replace(n, name=prefix + n.name) for n in scenario.nodes))
-
-
-def horizons_of(
-    cluster: SlurmMirroredCluster, names: Iterable[str], horizon_s: float
-) -> dict[str, float]:
-    """Each job's horizon: its remaining run time at its best, at most ``horizon_s``."""
-    rows = {row.name: row for row in cluster.truth()}
-    specs = {s.name: s.spec for s in cluster.job_states()}
-    result = {}
-    for name in names:
-        duration, progress = specs[name].duration, rows[name].progress_ratio
-        remaining = None if duration is None or progress is None else (1 - progress) * duration
-        result[name] = job_horizon(remaining, horizon_s)
-    return result
 
 
 def advise(
@@ -234,7 +220,7 @@ def loop(
     time.sleep(max(args.window, args.settle))
     kept = counted_jobs(cluster)
     before_all = truth(cluster)
-    horizons = horizons_of(cluster, kept, args.horizon)
+    horizons = horizons_now(cluster, kept, args.horizon)
     states = cluster.job_states()
     start = {s.name: s.allocation for s in states}
     specs = {s.name: s.spec for s in states}

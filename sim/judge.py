@@ -20,6 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from toposcope.sim.cluster import SimCluster
 
 #: relative drop of a job's true throughput that counts as harm (model noise is far below)
 HARM_TOLERANCE = 1e-6
@@ -56,6 +60,20 @@ def job_horizon(remaining_s: float | None, horizon_s: float) -> float:
     if remaining_s is None:
         return horizon_s
     return max(0.0, min(remaining_s, horizon_s))
+
+
+def horizons_now(cluster: SimCluster, names: Iterable[str], horizon_s: float) -> dict[str, float]:
+    """Each named job's horizon now: its remaining run time at its best, from the cluster's
+    truth and the job's duration (see :func:`job_horizon`).
+    """
+    rows = {row.name: row for row in cluster.truth()}
+    specs = {s.name: s.spec for s in cluster.job_states()}
+    result = {}
+    for name in names:
+        duration, progress = specs[name].duration, rows[name].progress_ratio
+        remaining = None if duration is None or progress is None else (1 - progress) * duration
+        result[name] = job_horizon(remaining, horizon_s)
+    return result
 
 
 def horizon_value(efficiency: float, paused_s: float, horizon_s: float) -> float:

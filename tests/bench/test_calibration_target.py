@@ -11,17 +11,8 @@ import pytest
 from calibration_target import calibration_target
 from closed_loop_text import print_figures
 
+from tests.bench.judged_actions import judged_action
 from toposcope.sim.judge import CALIBRATION_TARGET
-
-
-def _action(kind: str, rnd: int, estimated: float, actual: float | None) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "round": rnd,
-        "estimated_gain": estimated,
-        "estimated_gross_gain": estimated,
-        "actual_gain": actual,
-    }
 
 
 def _target(actions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -38,10 +29,10 @@ def _target(actions: list[dict[str, Any]]) -> dict[str, Any]:
 
 FIVE = closed_loop.MIN_ACTIONS
 ACTIONS = (
-    [_action("migrate-job", 4, 0.9, 1.0)] * FIVE  # 10 % off: met
-    + [_action("pin", 5, 0.1, 1.0)] * FIVE  # 90 % off: missed
-    + [_action("place", 4, 0.1, 0.1)] * (FIVE - 1)  # too few after round 3
-    + [_action("release-idle", 1, 0.1, 0.1)] * 10  # all before the learning rounds
+    [judged_action("migrate-job", 4, 0.9, 1.0)] * FIVE  # 10 % off: met
+    + [judged_action("pin", 5, 0.1, 1.0)] * FIVE  # 90 % off: missed
+    + [judged_action("place", 4, 0.1, 0.1)] * (FIVE - 1)  # too few after round 3
+    + [judged_action("release-idle", 1, 0.1, 0.1)] * 10  # all before the learning rounds
 )
 
 
@@ -71,14 +62,14 @@ def test_each_kind_the_loop_applied_is_met_missed_or_not_judged() -> None:
 
 
 def test_a_kind_without_a_gaining_action_misses() -> None:
-    [entry] = _target([_action("pin", 4, 0.1, 0.0)] * FIVE)["kinds"].values()
+    [entry] = _target([judged_action("pin", 4, 0.1, 0.0)] * FIVE)["kinds"].values()
     assert entry["status"] == "missed" and entry["median_relative_error"] is None
 
 
 def test_met_holds_only_when_every_judged_kind_met() -> None:
     assert _target(ACTIONS)["met"] is False
     assert _target([a for a in ACTIONS if a["kind"] != "pin"])["met"] is True
-    assert _target([_action("pin", 1, 0.1, 0.5)] * 10)["met"] is None  # nothing judged
+    assert _target([judged_action("pin", 1, 0.1, 0.5)] * 10)["met"] is None  # nothing judged
 
 
 def test_the_text_names_the_target_and_each_kind(capsys: pytest.CaptureFixture[str]) -> None:

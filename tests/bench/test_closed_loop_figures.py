@@ -12,24 +12,16 @@ import pytest
 from closed_loop_text import print_table
 from loop_learning import STEP_COUNTER, step_counter_metric
 
-
-def _action(kind: str, rnd: int, estimated: float, actual: float | None) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "round": rnd,
-        "estimated_gain": estimated,
-        "estimated_gross_gain": estimated,
-        "actual_gain": actual,
-    }
+from tests.bench.judged_actions import judged_action
 
 
 def test_the_median_error_is_relative_to_the_true_gain_of_gaining_actions() -> None:
     actions = [
-        _action("pin", 1, 0.10, 0.20),  # 50 % off
-        _action("pin", 1, 0.30, 0.20),  # 50 % off
-        _action("pin", 1, 0.19, 0.20),  # 5 % off
-        _action("pin", 1, 0.10, 0.0),  # no true gain: no relative error
-        _action("pin", 1, 0.10, None),  # finished: not judged
+        judged_action("pin", 1, 0.10, 0.20),  # 50 % off
+        judged_action("pin", 1, 0.30, 0.20),  # 50 % off
+        judged_action("pin", 1, 0.19, 0.20),  # 5 % off
+        judged_action("pin", 1, 0.10, 0.0),  # no true gain: no relative error
+        judged_action("pin", 1, 0.10, None),  # finished: not judged
     ]
     found = closed_loop.median_error(actions)
     assert found == {"median_relative_error": 0.5, "gaining_actions": 3}
@@ -38,15 +30,15 @@ def test_the_median_error_is_relative_to_the_true_gain_of_gaining_actions() -> N
 
 
 def test_a_kind_is_judged_after_the_learning_rounds_with_enough_actions() -> None:
-    early = [_action("pin", 1, 0.1, 0.5)] * 10  # before learning: not judged here
-    good = [_action("migrate-job", 4, 0.9, 1.0)] * closed_loop.MIN_ACTIONS
-    few = [_action("pin", 5, 0.1, 1.0)] * (closed_loop.MIN_ACTIONS - 1)
+    early = [judged_action("pin", 1, 0.1, 0.5)] * 10  # before learning: not judged here
+    good = [judged_action("migrate-job", 4, 0.9, 1.0)] * closed_loop.MIN_ACTIONS
+    few = [judged_action("pin", 5, 0.1, 1.0)] * (closed_loop.MIN_ACTIONS - 1)
     runs = [{"actions": early + good + few}]
     rows = {r["kind"]: r for r in closed_loop.calibration_after(runs, closed_loop.LEARNED_AFTER)}
     assert rows["migrate-job"]["judged"] and rows["migrate-job"]["met"]
     assert rows["migrate-job"]["median_relative_error"] == pytest.approx(0.1)
     assert not rows["pin"]["judged"] and rows["pin"]["actions"] == closed_loop.MIN_ACTIONS - 1
-    bad = [{"actions": [_action("pin", 4, 0.1, 1.0)] * closed_loop.MIN_ACTIONS}]
+    bad = [{"actions": [judged_action("pin", 4, 0.1, 1.0)] * closed_loop.MIN_ACTIONS}]
     [row] = closed_loop.calibration_after(bad, closed_loop.LEARNED_AFTER)
     assert row["judged"] and not row["met"]
 
@@ -85,7 +77,7 @@ def test_the_text_shows_each_way_of_measuring_progress_side_by_side(
             "applied_actions": 2,
             "met": ratio >= closed_loop.TARGET_RATIO,
         }
-        late = [_action("pin", 4, 0.1, 0.2)] * closed_loop.MIN_ACTIONS
+        late = [judged_action("pin", 4, 0.1, 0.2)] * closed_loop.MIN_ACTIONS
         return {
             "summary": [summary],
             "calibration": closed_loop.calibration_rows(late),

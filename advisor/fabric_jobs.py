@@ -68,18 +68,24 @@ def _part(job: str, gpus: int, here: list[tuple[str, int]]) -> str | None:
     return same[0] if len(same) == 1 else None
 
 
-def workload_parts(model: ClusterModel, node: str, name: str) -> list[WorkloadModel]:
+def workload_parts(
+    model: ClusterModel, node: str, name: str, whole_job: bool = True
+) -> list[WorkloadModel]:
     """The workloads that make up job ``name`` in ``model``: when it holds GPUs on several
-    nodes (one name on each, or the parts :func:`job_parts` joins), every part of it wherever
-    it runs now, ``node`` aside (a moved job's parts are found by the job, not where it was);
-    else the workload ``name`` on ``node``, the one part of a single-node job (none: empty).
+    nodes (one name on each, or the parts :func:`job_parts` joins) and ``whole_job``, every
+    part of it wherever it runs now, ``node`` aside (a moved job's parts are found by the job,
+    not where it was); else the workload ``name`` on ``node``, the one part of a single-node
+    job or the part a change on that node alone touched (none: empty).
     """
+    here = [w for w in model.workloads if w.node == node and w.name == name]
+    if not whole_job:
+        return here
     held = [(w.node, w.name, len(w.gpus)) for w in model.workloads if w.gpus]
     part_of = job_parts(model.fabric_jobs, held)
     parts = [w for w in model.workloads if w.gpus and part_of.get(w.key, w.name) == name]
     if len({w.node for w in parts}) >= 2:
         return sorted(parts, key=lambda w: w.key)
-    return [w for w in model.workloads if w.node == node and w.name == name]
+    return here
 
 
 __all__ = ["job_parts", "read_fabric_jobs", "workload_parts"]

@@ -23,10 +23,11 @@ kind but ``config`` is verified. At apply time the service records a *baseline*:
   measures every kind's gain by it: :mod:`toposcope.advisor.calibration`);
 * nothing for a ``place`` (the job was pending) or a ``release-idle``.
 
-A job is measured through its parts (:func:`~toposcope.advisor.fabric_jobs.workload_parts`):
-a multi-node job, which a gang move targets by its name, by the workloads that hold its GPUs
-on each node, found by the job wherever each runs at the time, their figures combined as one
-job's (:func:`measure`); a single-node job is the one-part case. A recommendation made for
+A moved or placed job is measured through its parts (:func:`parts_of`): a multi-node job,
+which a gang move targets by its name, by the workloads that hold its GPUs on each node,
+found by the job wherever each runs at the time, their figures combined as one job's
+(:func:`measure`); a single-node job is the one-part case, and so is the workload a pin or
+memory migration changed on its node (one part of a multi-node job alone). A recommendation made for
 another job (``proposed.for``: a clearing that moves other jobs out of that job's way) is
 recorded ``undetermined`` at once: what it buys comes with that job's own move.
 
@@ -211,6 +212,15 @@ def _remote(
     return remote_share(cpu, memory, numa)
 
 
+def parts_of(model: ClusterModel, kind: str, node: str, name: str) -> list[WorkloadModel]:
+    """The workloads a verification of a ``kind`` change to workload ``name`` measures: for
+    a job move or placement the whole job, every part wherever it runs now (a multi-node job
+    moves whole); for another kind the workload on ``node`` it changed (a pin of one part of a
+    multi-node job changes that part alone).
+    """
+    return workload_parts(model, node, name, whole_job=kind in JOB_KINDS)
+
+
 def measure(
     model: ClusterModel,
     kind: str,
@@ -317,7 +327,7 @@ def baseline(
     memory = _shares(rec.current.get("memory_share_by_numa"))
     remote = _remote(str(rec.kind), cpu, memory, numa) if numa is not None else None
     parts = (
-        workload_parts(model, rec.target.node, rec.target.workload)
+        parts_of(model, str(rec.kind), rec.target.node, rec.target.workload)
         if model is not None and rec.target.workload
         else []
     )

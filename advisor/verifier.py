@@ -6,7 +6,7 @@ pending against the model an analysis just built, settles each one whose wait is
 hands the harmful ones to a revert (the advisor service's; see the rule in
 docs/policies.md, "Verifying applied recommendations"). A moved or placed job is looked for
 where it went (a multi-node job by its parts, wherever each runs now:
-:func:`~toposcope.advisor.fabric_jobs.workload_parts`), its own progress metric read by a
+:func:`~toposcope.advisor.outcomes.parts_of`), its own progress metric read by a
 :class:`~toposcope.advisor.progress_probe.ProgressProbe`; a release is judged by who holds
 the GPUs it gave back. Only a kind that can be undone, whose resource manager did not call
 the change irreversible, is reverted; another harmful one keeps its verdict, saying so.
@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable
 
 from toposcope.advisor.audit import REVERTED, AuditLog, recommendation_state
-from toposcope.advisor.fabric_jobs import workload_parts
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import (
     JOB_KINDS,
@@ -32,6 +31,7 @@ from toposcope.advisor.outcomes import (
     judge_release,
     measure,
     measure_release,
+    parts_of,
 )
 from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.report.advisor_api import Measurement, Verdict, Verification
@@ -82,7 +82,7 @@ class Verifier:
             verdict, detail, gain = judge_release(self.rule, measured, waited, item.gpus)
         else:
             node = item.target_node if item.kind in JOB_KINDS else item.node
-            parts = workload_parts(model, node or item.node, item.workload)
+            parts = parts_of(model, item.kind, node or item.node, item.workload)
             if not parts:
                 if waited >= self.rule.give_up_seconds:
                     detail = "the workload has had no series since it was changed"

@@ -20,7 +20,7 @@ from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.fabric_jobs import workload_parts
 from toposcope.advisor.loaders import PrometheusLoader, Window
 from toposcope.advisor.model import ClusterModel, WorkloadModel
-from toposcope.advisor.outcomes import OutcomeLog, VerificationRule, baseline
+from toposcope.advisor.outcomes import OutcomeLog, VerificationRule, baseline, parts_of
 from toposcope.advisor.progress_metrics import parse_progress_metric
 from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.verifier import Verifier
@@ -183,7 +183,7 @@ def test_a_move_out_of_a_jobs_way_leaves_its_verdict_to_that_jobs_move(
     assert "out of gang's way" in judged.detail
 
 
-def test_parts_of_one_name_on_several_nodes_make_one_job_and_a_single_job_one_part() -> None:
+def test_one_name_on_several_nodes_is_one_job_a_single_job_and_a_pinned_part_one_part() -> None:
     slurm = gang({"slurm-job-7": ("dev0", 0.5)}, fabric=False)
     other = part("slurm-job-7", "dev6", 0.5)
     both = replace(slurm, workloads=(*slurm.workloads, other))
@@ -192,6 +192,9 @@ def test_parts_of_one_name_on_several_nodes_make_one_job_and_a_single_job_one_pa
         "dev0/slurm-job-7",
         "dev6/slurm-job-7",
     ]
+    # a job move measures the whole job; a pin of one part changed that part alone
+    assert len(parts_of(both, "migrate-job", "dev0", "slurm-job-7")) == 2
+    assert [w.key for w in parts_of(both, "pin", "dev6", "slurm-job-7")] == ["dev6/slurm-job-7"]
     # on one node only: the workload of that node, none elsewhere
     assert [w.key for w in workload_parts(slurm, "dev0", "slurm-job-7")] == ["dev0/slurm-job-7"]
     assert workload_parts(slurm, "dev6", "slurm-job-7") == []

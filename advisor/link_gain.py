@@ -36,7 +36,7 @@ on (:attr:`LinkGain.text`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from toposcope.advisor.comm_share import GIGA, MeasuredShare
 from toposcope.advisor.gpu_sets import Placement
@@ -57,13 +57,24 @@ class LinkGain:
 
     ``source`` is :data:`MEASURED` or :data:`PRIOR`; ``share`` the measured share of the
     step spent on the dearest pair (``None`` for the prior); ``text`` the gain model in
-    words.
+    words; ``locality`` the step-time factor of the NUMA locality the move loses, included
+    (1: none, :meth:`with_locality`).
     """
 
     gain: float
     source: str
     share: float | None
     text: str
+    locality: float = 1.0
+
+    def with_locality(self, factor: float, why: str) -> LinkGain:
+        """This estimate with the step time also multiplied by ``factor`` (the locality a
+        move loses, ``why`` in words; ``factor`` 1 changes nothing).
+        """
+        if factor == 1.0:
+            return self
+        ratio = self.ratio * factor
+        return replace(self, gain=1.0 / ratio - 1.0, text=f"{self.text}; {why}", locality=factor)
 
     @property
     def ratio(self) -> float:

@@ -63,6 +63,40 @@ def distance_penalty(
     return max(0.0, penalty * min(1.0, (distance - 10.0) / (farthest - 10.0)))
 
 
+def locality_cost(
+    node: NodeModel,
+    cpu: Mapping[int, float],
+    memory: Mapping[int, float],
+    target: int,
+    penalty: float,
+    reference_distance: int,
+) -> float:
+    """What a placement (``cpu`` and ``memory`` shares per NUMA node) costs a workload
+    against ``target``, as a share of its step time: the remote share times the distance
+    penalty (:func:`remote_share`, :func:`distance_penalty`), what pinning it to ``target``
+    would gain.
+    """
+    return remote_share(cpu, memory, target) * distance_penalty(
+        node, cpu, memory, target, penalty, reference_distance
+    )
+
+
+def unpinned_shares(node: NodeModel) -> tuple[dict[int, float], dict[int, float]]:
+    """Where an unpinned workload's threads and pages end up on ``node``: spread over the
+    NUMA nodes with CPUs in proportion to their CPUs, and over those with memory in proportion
+    to their memory (the kernel's load balancing; pages follow the threads that touch them).
+    """
+    cpus = {n.id: float(n.cpu_count) for n in node.cpu_numa_nodes()}
+    sizes = {n.id: float(n.memory_total_bytes or 0) for n in node.numa_nodes}
+    sizes = {k: v for k, v in sizes.items() if v > 0} or cpus
+
+    def shares(weights: Mapping[int, float]) -> dict[int, float]:
+        total = sum(weights.values())
+        return {k: v / total for k, v in weights.items()} if total > 0 else {}
+
+    return shares(cpus), shares(sizes)
+
+
 def workload_evidence(workload: WorkloadModel) -> list[Evidence]:
     """The series behind a locality decision: CPU and memory per NUMA node, locality ratios."""
     base = {"node": workload.node, "workload": workload.name}

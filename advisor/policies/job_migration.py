@@ -57,6 +57,7 @@ from toposcope.advisor.policies.migration_recommendations import (
     defrag_recommendation,
     move_recommendation,
 )
+from toposcope.advisor.policies.move_pins import pin_or_make_room, unpinned_loss
 from toposcope.advisor.policies.nic_moves import multi_node_jobs
 from toposcope.catalogue import spec
 from toposcope.report.recommendation import Note, Recommendation
@@ -306,6 +307,7 @@ class JobMigration(Policy[JobMigrationSettings]):
                 )
                 continue
             link = link_gain(run.share(job), current, best, s.sensitivity)
+            link = link.with_locality(*self._unpinned(run, job, best))
             gain = (1.0 + mover.gain) * (1.0 + link.gain) - 1.0
             saved = s.remaining_seconds * (1.0 - 1.0 / (1.0 + gain)) if gain > 0 else 0.0
             if saved <= s.checkpoint_restore_seconds:
@@ -399,6 +401,7 @@ class JobMigration(Policy[JobMigrationSettings]):
         link: LinkGain | None = None
         if best is not None:
             link = link_gain(run.share(job), current, best, s.sensitivity)
+            link = link.with_locality(*self._unpinned(run, job, best))
         saved = s.remaining_seconds * max(0.0, 1.0 - link.ratio) if link is not None else 0.0
         must_beat = min(worst_rank(current), worst_rank(best))
         if must_beat > run.search.floor(job.node, len(job.gpus)):
@@ -409,6 +412,8 @@ class JobMigration(Policy[JobMigrationSettings]):
                 plan = None
             if plan is not None:
                 moved = link_gain(run.share(job), current, plan.target, s.sensitivity)
+                away = [m.workload for m in plan.moves]
+                moved = moved.with_locality(*self._unpinned(run, job, plan.target, away))
                 value = self._value(plan, f_now, f_now, own_cost=True, link=moved)
                 plain_net = saved - s.checkpoint_restore_seconds if best else None
                 if value.net_seconds > 0 and (plain_net is None or value.net_seconds > plain_net):
@@ -446,6 +451,25 @@ class JobMigration(Policy[JobMigrationSettings]):
             estimate=link.source,
         )
         run.take(rec, gpu_claims(best.node, best.gpus), job.key)
+
+    def _unpinned(
+        self,
+        run: _Run,
+        job: WorkloadModel,
+        target: Placement,
+        away: list[WorkloadModel] | None = None,
+    ) -> tuple[float, str]:
+        """The step-time factor of the NUMA locality ``job`` loses when moved to ``target``
+        finds no room for its pin there, even after moving CPU work aside (with ``away``, the
+        jobs the same recommendation moves first), and why (:func:`~toposcope.advisor.
+        policies.move_pins.unpinned_loss`); 1 when it is pinned next to its new GPUs.
+        """
+        pin = pin_or_make_room(
+            run.model, target.node, target.gpus, run.terms.pin, job, {}, away or []
+        )
+        if pin.cpus:
+            return 1.0, ""
+        return unpinned_loss(run.model, job, target.node, target.gpus)
 
     def _tier_only(self, current: Placement, target: Placement) -> bool:
         """Whether a move of a running job from ``current`` to ``target`` is held back as
@@ -526,7 +550,9 @@ class JobMigration(Policy[JobMigrationSettings]):
         for it when it rests on measured traffic.
         """
         s = self.settings
-        measured = (link.ratio, link.text) if link is not None and link.source == MEASURED else None
+        measured = None
+        if link is not None and (link.source == MEASURED or link.locality != 1.0):
+            measured = (link.ratio, link.text)
         return plan_value(
             plan,
             f_now,

@@ -21,6 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from toposcope.advisor.capacity_ledger import RATE_SLACK
+from toposcope.advisor.locality import unpinned_shares
 from toposcope.advisor.model import ClusterModel, NodeModel, NumaNodeState, WorkloadModel
 from toposcope.advisor.policies.numa_pinning import NumaPinningSettings
 from toposcope.advisor.policies.pin_capacity import (
@@ -72,6 +73,36 @@ class MovePin:
     def text(self) -> str:
         """The moves that make room, in words (empty when none)."""
         return "".join(f"; {p.candidate.gain_model}" for p in self.room)
+
+
+def unpinned_loss(
+    model: ClusterModel, job: WorkloadModel, node_name: str, gpus: tuple[int, ...]
+) -> tuple[float, str]:
+    """The step-time factor (at least 1) ``job`` pays for restarting unpinned on ``gpus`` of
+    ``node_name``, and why: numa-pinning's price of its placement now against its GPUs' NUMA
+    node (:meth:`~toposcope.advisor.policies.pin_capacity.PinLimits.cost`, numa-pinning's
+    default settings) and of threads and pages spread over the new node
+    (:func:`~toposcope.advisor.locality.unpinned_shares`) against the new GPUs' node. 1 when
+    it is no more local now than it would be.
+    """
+    here, there = model.nodes.get(job.node), model.nodes.get(node_name)
+    if here is None or there is None:
+        return 1.0, ""
+    home_now, home_new = gpu_home(here, job.gpus), gpu_home(there, gpus)
+    shares = (job.cpu_shares(), job.memory_shares())
+    if home_now is None or home_new is None or not (shares[0] or shares[1]):
+        return 1.0, ""
+    limits = NumaPinningSettings().limits()
+    now = limits.cost(here, True, shares, home_now.id)
+    after = limits.cost(there, True, unpinned_shares(there), home_new.id)
+    if after <= now:
+        return 1.0, ""
+    factor = (1.0 + after) / (1.0 + now)
+    return factor, (
+        f"no room to pin it next to its new GPUs: it restarts unpinned, NUMA cost {now:.3f} "
+        f"-> {after:.3f} (numa-pinning's remote share x penalty x gpu_job_share, threads and "
+        f"pages spread over the node), step time x {factor:.3f}"
+    )
 
 
 def gpu_home(node: NodeModel, gpus: tuple[int, ...]) -> NumaNodeState | None:

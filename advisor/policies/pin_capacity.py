@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from toposcope.advisor.capacity_ledger import RATE_SLACK
-from toposcope.advisor.locality import GIB, distance_penalty, remote_share
+from toposcope.advisor.locality import GIB, locality_cost
 from toposcope.advisor.model import NodeModel, NumaNodeState, WorkloadModel
 
 #: the least rise of the share of a workload's pages on its threads' node that a pin with its
@@ -84,6 +84,20 @@ class PinLimits:
     numa_penalty: float
     reference_distance: int
     gpu_job_share: float = 1.0
+
+    def cost(
+        self,
+        node: NodeModel,
+        gpus: bool,
+        shares: tuple[Mapping[int, float], Mapping[int, float]],
+        target: int,
+    ) -> float:
+        """What a placement (CPU and memory ``shares`` per NUMA node) costs a workload
+        against ``target`` (:func:`~toposcope.advisor.locality.locality_cost`), the penalty
+        scaled by ``gpu_job_share`` for a workload holding GPUs.
+        """
+        penalty = self.numa_penalty * (self.gpu_job_share if gpus else 1.0)
+        return locality_cost(node, *shares, target, penalty, self.reference_distance)
 
 
 def assign_targets(
@@ -314,14 +328,9 @@ def _priced(
     w = c.workload
     total = w.memory_bytes
     cpu, memory = w.cpu_shares(), w.memory_shares()
-    penalty = limits.numa_penalty * (limits.gpu_job_share if w.gpus else 1.0)
     after = {n: v / total for n, v in here.items()}
-    before_cost = remote_share(cpu, memory, target) * distance_penalty(
-        node, cpu, memory, target, penalty, limits.reference_distance
-    )
-    after_cost = remote_share({target: 1.0}, after, target) * distance_penalty(
-        node, {target: 1.0}, after, target, penalty, limits.reference_distance
-    )
+    before_cost = limits.cost(node, bool(w.gpus), (cpu, memory), target)
+    after_cost = limits.cost(node, bool(w.gpus), ({target: 1.0}, after), target)
     text = (
         f"{c.gain_model}; NUMA node {target} holds only part of its memory, {where}: "
         f"estimated cost {before_cost:.4f} -> {after_cost:.4f}"

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from tests.advisor.builders import cluster, pcie4, pcie8, workload
 from toposcope.advisor.locality import GIB
 from toposcope.advisor.model import WorkloadModel
-from toposcope.advisor.policies.job_migration import JobMigration
+from toposcope.advisor.policies.job_migration import JobMigration, JobMigrationSettings
 from toposcope.rm import ActionKind
 
 NODE0 = list(range(8))
@@ -96,3 +98,34 @@ def test_a_job_moved_by_its_own_defragmentation_is_not_counted_out_twice() -> No
     [rec] = JobMigration().evaluate(model).recommendations
     last = rec.actions[-1]
     assert last.workload == "quad" and last.cpus == [] and last.mems == []
+
+
+def _unpinnable() -> list[WorkloadModel]:
+    """train pinned next to GPU 0; its better pair {4, 5} hangs off node 1, which a CPU job
+    fills and cannot leave (node 0 is full too once train's cores are gone)."""
+    train = workload("train", node="n8", cpu={0: 2.0}, memory={0: GIB}, gpus=[0, 4])
+    busy = workload("busy", node="n8", cpu={1: 7.0}, memory={1: GIB})
+    full = workload("full", node="n8", cpu={0: 7.0}, memory={0: GIB})
+    return [train, busy, full, *_holders()]
+
+
+def test_a_move_that_cannot_pin_its_job_pays_for_the_locality_it_loses() -> None:
+    # now fully local (cost 0); unpinned on an even two-node spread: remote share 0.75 x
+    # 0.5776 x 0.4 = 0.1733 of a step; the link halves the step: 0.5 x 1.1733
+    [rec] = JobMigration().evaluate(cluster([pcie8()], _unpinnable())).recommendations
+    assert rec.actions[-1].cpus == []
+    assert rec.estimated_gain == pytest.approx(1.0 / (0.5 * (1.0 + 0.75 * 0.5776 * 0.4)) - 1.0)
+    assert "restarts unpinned, NUMA cost 0.000 -> 0.173" in rec.gain_model
+
+
+def test_a_move_that_no_longer_pays_once_it_loses_its_locality_is_a_note() -> None:
+    # 1400 s left: the link alone saves 700 s (> 600 s checkpoint-restore), with the lost
+    # locality only 579 s
+    settings = JobMigrationSettings(remaining_seconds=1400.0)
+    result = JobMigration(settings).evaluate(cluster([pcie8()], _unpinnable()))
+    assert result.recommendations == ()
+    [note] = [n for n in result.undecided if n.target == "n8/train"]
+    assert "would save 579s" in note.reason
+    pinned = [w for w in _unpinnable() if w.name != "full"]
+    [rec] = JobMigration(settings).evaluate(cluster([pcie8()], pinned)).recommendations
+    assert rec.target.workload == "train" and rec.actions[-1].cpus == NODE1

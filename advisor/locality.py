@@ -65,17 +65,17 @@ def distance_penalty(
 
 def locality_cost(
     node: NodeModel,
-    cpu: Mapping[int, float],
-    memory: Mapping[int, float],
+    shares: tuple[Mapping[int, float], Mapping[int, float]],
     target: int,
     penalty: float,
     reference_distance: int,
 ) -> float:
-    """What a placement (``cpu`` and ``memory`` shares per NUMA node) costs a workload
-    against ``target``, as a share of its step time: the remote share times the distance
-    penalty (:func:`remote_share`, :func:`distance_penalty`), what pinning it to ``target``
-    would gain.
+    """What a placement (CPU and memory ``shares`` per NUMA node) costs a workload against
+    ``target``, as a share of its step time: the remote share times the distance penalty
+    (:func:`remote_share`, :func:`distance_penalty`), what pinning it to ``target`` would
+    gain.
     """
+    cpu, memory = shares
     return remote_share(cpu, memory, target) * distance_penalty(
         node, cpu, memory, target, penalty, reference_distance
     )

@@ -97,7 +97,7 @@ class PinLimits:
         scaled by ``gpu_job_share`` for a workload holding GPUs.
         """
         penalty = self.numa_penalty * (self.gpu_job_share if gpus else 1.0)
-        return locality_cost(node, *shares, target, penalty, self.reference_distance)
+        return locality_cost(node, shares, target, penalty, self.reference_distance)
 
 
 def assign_targets(

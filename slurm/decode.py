@@ -27,6 +27,9 @@ LOG = logging.getLogger(__name__)
 
 #: Slurm's "no limit" for 32-bit times (INFINITE) and its "not set" (NO_VAL).
 _INFINITE = frozenset({0xFFFFFFFF, 0xFFFFFFFE})
+#: the limit, in minutes, that sched/backfill writes into a job it starts without one where
+#: the partition has none either (``_set_backfill_timelimits``: ``YEAR_MINUTES``): no limit
+_BACKFILL_NO_LIMIT = 365 * 24 * 60
 #: The most sockets, cores per socket or threads per core a node may claim.
 _MAX_SHAPE = 1 << 16
 
@@ -169,8 +172,14 @@ def _allocations(
 
 
 def _time_limit_s(fields: _Fields) -> int | None:
+    """A job's time limit in seconds; ``None`` for none: Slurm's INFINITE and NO_VAL, and the
+    year the backfill scheduler writes into a job it started without a limit (so whether the
+    main scheduler or backfill started a job does not change what the advisor reads).
+    """
     minutes = fields.optional_integer("time_limit")
-    return None if minutes is None or minutes in _INFINITE else minutes * 60
+    if minutes is None or minutes in _INFINITE or minutes == _BACKFILL_NO_LIMIT:
+        return None
+    return minutes * 60
 
 
 def _time_left_s(fields: _Fields, start: float, limit: int | None, now: float) -> float | None:

@@ -94,6 +94,25 @@ def test_a_rest_job_answer_on_a_node_without_threads() -> None:
     assert decoded.allocations == (JobAllocation("n1", (4, 5), (2, 3)),)
 
 
+@pytest.mark.parametrize(
+    ("minutes", "limit_s"),
+    [
+        (90, 5400),
+        (0xFFFFFFFF, None),
+        (0xFFFFFFFE, None),
+        (365 * 24 * 60, None),
+        (2 * 525600, 63072000),
+    ],
+)
+def test_a_time_limit_and_slurms_ways_of_saying_none(minutes: int, limit_s: int | None) -> None:
+    """INFINITE, NO_VAL and the year sched/backfill writes into a job it started without a
+    limit (whether the main scheduler or backfill started it must not matter) are no limit.
+    """
+    decoded = decode_running(_job(time_limit=minutes), N1, now=0.0)
+    assert decoded.time_limit_s == limit_s
+    assert (decoded.time_left_s is None) == (limit_s is None)
+
+
 def test_other_states_are_only_counted() -> None:
     jobs = records_of(_load("squeue-10jobs.json"), "jobs", "squeue")
     nodes = [

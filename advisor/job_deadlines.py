@@ -24,11 +24,15 @@ import datetime
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.boundedread import read_bounded
 from toposcope.errors import ConfigError
 from toposcope.yamlnodes import STR, YamlNodes, compose_config, refuse_in
+
+if TYPE_CHECKING:
+    import yaml
 
 #: the largest deadline file read, and the most entries it may hold
 MAX_BYTES = 1024 * 1024
@@ -111,12 +115,12 @@ def parse_deadlines(text: str, source: str) -> tuple[JobDeadline, ...]:
     return tuple(entries)
 
 
-def _timestamp(reader: YamlNodes, node: object, field: str) -> float:
+def _timestamp(reader: YamlNodes, node: yaml.Node, field: str) -> float:
     import yaml  # noqa: PLC0415 (PyYAML only when such a file is read)
 
     where = f"{field}.ends_at"
     if not isinstance(node, yaml.ScalarNode) or node.tag not in (STR, _TIMESTAMP):
-        raise reader.refuse(_line(node), f"{where}: must be an RFC 3339 time with a zone")
+        raise reader.error(node, where, "must be an RFC 3339 time with a zone")
     try:
         when = datetime.datetime.fromisoformat(str(node.value).replace(" ", "T", 1))
     except ValueError:
@@ -124,11 +128,6 @@ def _timestamp(reader: YamlNodes, node: object, field: str) -> float:
     if when.tzinfo is None:
         raise reader.error(node, where, "has no zone (add Z or +HH:MM)")
     return when.timestamp()
-
-
-def _line(node: object) -> int:
-    mark = getattr(node, "start_mark", None)
-    return int(mark.line) + 1 if mark is not None else 0
 
 
 def with_deadlines(

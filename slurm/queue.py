@@ -152,11 +152,6 @@ def free_gpus(node: SlurmNode) -> int:
     return max(0, node.gpus - len(node.gpus_used)) if available(node) else 0
 
 
-def gpus_per_node(job: PendingJob) -> int:
-    """The GPUs ``job`` needs on each of its nodes."""
-    return job.gpus_each_node()
-
-
 def _eligible(job: PendingJob, nodes: Iterable[SlurmNode]) -> list[SlurmNode]:
     required = set(job.required_nodes)
     return [
@@ -172,7 +167,7 @@ def _eligible(job: PendingJob, nodes: Iterable[SlurmNode]) -> list[SlurmNode]:
 def classify(job: PendingJob, partition: str, nodes: Iterable[SlurmNode]) -> ClassifiedJob:
     """``job``'s reason labels and GPU request in ``partition`` (whose nodes are ``nodes``)."""
     reason, scheduler_reason = categorize(job.reason)
-    per_node = gpus_per_node(job)
+    per_node = job.gpus_each_node()
     total = job.gpus_per_node * job.nodes if job.gpus_per_node else job.gpus_per_job
     if reason == "resources" and per_node > 0:
         eligible = _eligible(job, nodes)

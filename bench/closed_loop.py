@@ -42,7 +42,7 @@ at its best and 0 while pending). Counted: every running or pending job with a n
 
 ``--perturb F --seeds N`` runs each scenario N times under truths moved by up to ``F``
 (:mod:`toposcope.sim.truth_perturb`; run 0 is perturbed too when ``F`` > 0; ``--first-seed
-K`` numbers the runs from K) and reports the
+K`` numbers the runs from K; :mod:`loop_seeds`, which ``--rm slurm`` shares) and reports the
 worst and mean ratio and the harm across runs. The calibration table gives, per
 recommendation kind, the mean absolute error of estimated against true gain over every
 applied action and the median of ``|estimated - true| / true`` over those with a true gain
@@ -86,6 +86,14 @@ from judge_loop import (
     run_rounds,
 )
 from loop_learning import verdict_counts
+from loop_seeds import (
+    TARGET_HARMFUL,
+    TARGET_RATIO,
+    perturbed,
+    ratio_targets,
+    seed_numbers,
+    summarize,
+)
 
 from toposcope.cpulist import format_cpulist
 from toposcope.errors import ConfigError
@@ -106,12 +114,8 @@ from toposcope.sim.judge import (
 from toposcope.sim.oracle import OracleResult, knapsack_bound, solve
 from toposcope.sim.p2p_measure import write_p2p_files
 from toposcope.sim.scenarios import Scenario, build_cluster, builtin_scenarios, load_scenario
-from toposcope.sim.truth_params import shipped_truth, truth_in_effect
-from toposcope.sim.truth_perturb import check_fraction, perturb_scenario, perturb_truth
+from toposcope.sim.truth_perturb import check_fraction
 
-TARGET_RATIO = 0.9
-TARGET_WORST = 0.85
-TARGET_HARMFUL = 0
 #: rounds of learning before the calibration target is judged (``calibration_after``)
 LEARNED_AFTER = 3
 #: actions a kind must have applied for its calibration to be judged
@@ -165,9 +169,8 @@ def run_scenario(ref: str, args: argparse.Namespace, workdir: Path, run: int) ->
     scenario = load_scenario(ref)
     if scenario.name in SAMPLED:
         scenario = sample_scenario(scenario, args.sample_nodes)
-    with truth_in_effect(perturb_truth(shipped_truth(), args.perturb, run)):
-        scenario = perturb_scenario(scenario, shipped_truth(), args.perturb, run)
-        return judge_scenario(scenario, args, workdir, run)
+    with perturbed(scenario, args.perturb, run) as moved:
+        return judge_scenario(moved, args, workdir, run)
 
 
 def measured_p2p(cluster: SimCluster, directory: Path) -> dict[str, Path]:
@@ -306,32 +309,6 @@ def job_results(
         }
         for name in sorted(before)
     ]
-
-
-def summarize(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One scenario over its runs: worst and mean ratio, harm and useless counts, and the
-    targets met or missed.
-    """
-    ratios_seen = [r["ratio"] for r in runs]
-    worst, mean = min(ratios_seen), sum(ratios_seen) / len(ratios_seen)
-    harmful = sum(r["harmful_actions"] + r["collateral_harm"] for r in runs)
-    perturbed = len(runs) > 1
-    return {
-        "name": name,
-        "runs": len(runs),
-        "worst_ratio": round(worst, 4),
-        "mean_ratio": round(mean, 4),
-        "mean_ratio_to_bound": round(sum(r["ratio_to_bound"] for r in runs) / len(runs), 4),
-        "harmful_actions": sum(r["harmful_actions"] for r in runs),
-        "collateral_harm": sum(r["collateral_harm"] for r in runs),
-        "useless_actions": sum(r["useless_actions"] for r in runs),
-        "applied_actions": sum(r["applied_actions"] for r in runs),
-        "met": (
-            worst >= (TARGET_WORST if perturbed else TARGET_RATIO)
-            and mean >= TARGET_RATIO
-            and harmful <= TARGET_HARMFUL
-        ),
-    }
 
 
 def calibration_table(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -523,7 +500,7 @@ def run_all(refs: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, 
             summary.append({"name": name, "skipped": EXCLUDED[name]})
             continue
         runs = []
-        for run in range(args.first_seed, args.first_seed + args.seeds):
+        for run in seed_numbers(args.first_seed, args.seeds):
             with tempfile.TemporaryDirectory(prefix="toposcope-loop-") as work:
                 runs.append(run_scenario(ref, args, Path(work), run))
         scenarios.extend(runs)
@@ -583,9 +560,7 @@ def main() -> int:
         "horizon_seconds": args.horizon,
         "prometheus": args.prometheus_binary,
         "targets": {
-            "worst_ratio": TARGET_WORST if args.seeds > 1 else TARGET_RATIO,
-            "mean_ratio": TARGET_RATIO,
-            "harmful_and_collateral": TARGET_HARMFUL,
+            **ratio_targets(args.seeds),
             "calibration_relative_error": CALIBRATION_TARGET,
         },
         "all_met": all(s["met"] for s in measured),

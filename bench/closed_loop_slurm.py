@@ -27,7 +27,13 @@ oracle without them, the earlier basis, is kept as ``ratio_without_move_costs``)
 them, ``collateral`` otherwise). Slurm's own view: which jobs moved (nodes in order), their
 restart counts, the seconds from each apply to the job running where it was sent, and for
 multi-node or restarted jobs ``scontrol show job``'s record with the leaves its nodes hang
-under (``scontrol show topology``).
+under (``scontrol show topology``) and whether it confirms where the simulator runs the job.
+
+``--perturb F --seeds N --first-seed K`` mean what they mean on the simulator's path
+(:mod:`loop_seeds`): run ``s`` of ``K .. K+N-1`` builds its cluster, a fresh Slurm each,
+under truths and job parameters scaled by factors from ``[1 - F, 1 + F]`` seeded by ``s``, the
+advisor not told; every run is reported (``scenarios``) with the worst and mean ratio and the
+harm over the runs (``summary``), and a line per run goes to standard error as it ends.
 """
 
 from __future__ import annotations
@@ -54,15 +60,18 @@ from closed_loop_slurm_fabric import (
     scored,
     slurm_records,
     topology_conf,
+    useless,
 )
 from judge_loop import counted_jobs, prometheus, serve, truth
+from loop_seeds import perturbed, ratio_targets, seed_numbers, summarize
 
+from toposcope.errors import ConfigError
 from toposcope.fabric.yamlfile import read_fabric_file
 from toposcope.sim.clock import SimClock
 from toposcope.sim.gang_price import FabricPrices
 from toposcope.sim.judge import fallen, horizons_now
 from toposcope.sim.oracle import solve
-from toposcope.sim.scenarios import Scenario, load_scenario
+from toposcope.sim.scenarios import Scenario, builtin_scenarios, load_scenario
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
 from toposcope.sim.slurm_description import describe_cluster
 from toposcope.sim.slurm_mirror import SlurmMirror, SlurmRunner
@@ -163,10 +172,17 @@ def settle(
     return arrived
 
 
-def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """The loop on one scenario (see the module docstring)."""
+def run(args: argparse.Namespace, workdir: Path, seed: int = 0) -> dict[str, Any]:
+    """The loop on one scenario under run ``seed``'s truth, perturbed by ``args.perturb``
+    (:func:`loop_seeds.perturbed`; see the module docstring).
+    """
+    with perturbed(load_scenario(args.scenario), args.perturb, seed) as original:
+        return {"name": original.name, "run": seed, **run_scenario(args, workdir, original)}
+
+
+def run_scenario(args: argparse.Namespace, workdir: Path, original: Scenario) -> dict[str, Any]:
+    """The loop on ``original`` under the truth now in effect."""
     prefix = f"b{int(time.time()) % 100000}-"
-    original = load_scenario(args.scenario)
     scenario = prefixed(original, prefix)
     cluster = build_mirrored(scenario, SimClock(seed=scenario.seed, speed=args.speed))
     layout = ClusterLayout(workdir / "slurm")
@@ -239,7 +255,14 @@ def loop(
         sent, said = advise(prom_url, info, workdir / "audit.sqlite", args.window, extra)
         if not sent:
             rounds.append(
-                {"round": number, "applied": [], "harmful": [], "collateral": [], "advice": said}
+                {
+                    "round": number,
+                    "applied": [],
+                    "harmful": [],
+                    "collateral": [],
+                    "useless": [],
+                    "advice": said,
+                }
             )
             break
         arrived = settle(mirror, cluster, sent)
@@ -248,8 +271,8 @@ def loop(
         time.sleep(args.window)
         after = truth(cluster)
         down = fallen(before, after, kept)
-        sent_jobs = {w for (w, _) in sent}
-        targets = {n for j in mirror.jobs() if j.workload in sent_jobs for n in j.names}
+        parts = {j.workload: j.names for j in mirror.jobs()}
+        targets = {n for (w, _) in sent for n in parts.get(w, ())}
         rounds.append(
             {
                 "round": number,
@@ -258,6 +281,7 @@ def loop(
                 "advice": said,
                 "harmful": [n for n in down if n in targets],
                 "collateral": [n for n in down if n not in targets],
+                "useless": sorted(useless(sent, parts, before, after)),
             }
         )
     jobs = mirror.jobs()
@@ -272,8 +296,10 @@ def loop(
     return {
         "scenario": args.scenario,
         **figures,
-        "harmful": sum(len(r["harmful"]) for r in rounds),
-        "collateral": sum(len(r["collateral"]) for r in rounds),
+        "harmful_actions": sum(len(r["harmful"]) for r in rounds),
+        "collateral_harm": sum(len(r["collateral"]) for r in rounds),
+        "useless_actions": sum(len(r["useless"]) for r in rounds),
+        "applied_actions": sum(len(r["applied"]) for r in rounds),
         "jobs_counted": len(still),
         "horizon_seconds": args.horizon,
         "topology_plugin": "topology/tree" if slurm.spec.topology_conf else None,
@@ -283,7 +309,7 @@ def loop(
             for j in jobs
             if len(j.nodes) > 1 or j.restarts
         ],
-        "slurm_records": slurm_records(slurm, jobs),
+        "slurm_records": slurm_records(slurm, jobs, cluster),
         "jobs": job_rows(cluster, still, before_all, start, oracle),
     }
 
@@ -327,12 +353,49 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    args.scenario = (args.scenario or ["builtin:slurm-steering"])[0]
+    name = (args.scenario or ["slurm-steering"])[0]
+    args.scenario = f"builtin:{name}" if name in builtin_scenarios() else name
+    try:
+        load_scenario(args.scenario)
+    except ConfigError as exc:
+        print(f"closed_loop --rm slurm: {exc}", file=sys.stderr)
+        return 2
+    runs = []
+    for seed in seed_numbers(args.first_seed, args.seeds):
+        runs.append(run_seed(args, seed))
+        done = runs[-1]
+        print(
+            f"closed_loop --rm slurm: run {seed}: ratio {done['ratio']}, harmful "
+            f"{done['harmful_actions']}, collateral {done['collateral_harm']}",
+            file=sys.stderr,
+        )
+    print(json.dumps(report(args, runs), indent=None if args.json else 1))
+    return 0
+
+
+def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """One run of the loop in a directory of its own, removed afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="toposcope-closed-loop-slurm-"))
     workdir.chmod(0o755)  # slurmrestd runs as nobody and reads the cluster's files
     try:
-        result = run(args, workdir)
+        return run(args, workdir, seed)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(result, indent=None if args.json else 1))
-    return 0
+
+
+def report(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs of one scenario with their summary (worst and mean ratio, harm: as the
+    simulator's loop reports them, :func:`loop_seeds.summarize`) and the targets.
+    """
+    summary = summarize(runs[0]["name"], runs)
+    return {
+        "summary": [summary],
+        "perturb": args.perturb,
+        "seeds": args.seeds,
+        "first_seed": args.first_seed,
+        "speed": args.speed,
+        "targets": ratio_targets(len(runs)),
+        "all_met": summary["met"],
+        "min_ratio": summary["worst_ratio"],
+        "scenarios": runs,
+    }

@@ -30,6 +30,7 @@ from toposcope.advisor.recommendations import HORIZON_S
 from toposcope.cpulist import format_cpulist
 from toposcope.fabric.jsonform import fabric_to_json
 from toposcope.fabric.model import Fabric
+from toposcope.hostlist import expand_hostlist
 from toposcope.rm import Allocation
 from toposcope.sim.cluster import SimCluster, checkpoint_restore_seconds
 from toposcope.sim.gang_oracle import gang_move_costs
@@ -97,14 +98,18 @@ def show_job(text: str) -> dict[str, str]:
     return fields
 
 
-def slurm_records(slurm: LocalCluster, jobs: Iterable[MirroredJob]) -> list[dict[str, Any]]:
+def slurm_records(
+    slurm: LocalCluster, jobs: Iterable[MirroredJob], cluster: SimCluster
+) -> list[dict[str, Any]]:
     """Slurm's record of every multi-node or restarted job, with the leaf switches its
-    nodes hang under as ``scontrol show topology`` reads (a job Slurm forgot: none).
+    nodes hang under as ``scontrol show topology`` reads (a job Slurm forgot: none), and
+    whether the record confirms where the simulator runs the job (:func:`confirms`).
     """
     tree = read_topology(slurm.command("scontrol", "show", "topology"))
     leaves = {
         node: name for name, (level, _, nodes) in tree.items() if level == 0 for node in nodes
     }
+    placed = {s.name: s.allocation.node for s in cluster.job_states() if s.allocation}
     rows = []
     for job in jobs:
         if not (job.parts or job.restarts):
@@ -120,9 +125,39 @@ def slurm_records(slurm: LocalCluster, jobs: Iterable[MirroredJob]) -> list[dict
                 "restarts": job.restarts,
                 "leaves_now": sorted({leaves.get(n, "?") for n in ran}),
                 "scontrol": fields,
+                "confirmed": confirms(fields, [placed.get(n) for n in job.names]),
             }
         )
     return rows
+
+
+def confirms(fields: Mapping[str, str], simulated: Sequence[str | None]) -> bool:
+    """Whether Slurm's record (``scontrol show job`` fields) says the job runs on exactly
+    the nodes the simulator runs its parts on (``simulated``: each part's node, or none).
+    """
+    if fields.get("JobState") != "RUNNING" or None in simulated:
+        return False
+    try:
+        nodes = set(expand_hostlist(fields.get("NodeList", "")))
+    except ValueError:
+        return False
+    return bool(nodes) and nodes == set(simulated)
+
+
+def useless(
+    sent: Iterable[tuple[str, str]],
+    parts: Mapping[str, Sequence[str]],
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+) -> set[str]:
+    """The workloads of the applied actions ``sent`` ((workload, kind) pairs) none of whose
+    simulated parts (``parts``) ran faster in the truth ``after`` than ``before``.
+    """
+    return {
+        workload
+        for workload, _ in sent
+        if not any(after.get(n, 0.0) > before.get(n, 0.0) for n in parts.get(workload, ()))
+    }
 
 
 def advisor_paused(

@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 import closed_loop
+import loop_seeds
 import pytest
 from closed_loop_text import print_table
 from loop_learning import STEP_COUNTER, step_counter_metric
@@ -75,7 +76,7 @@ def test_the_text_shows_each_way_of_measuring_progress_side_by_side(
             "collateral_harm": 0,
             "useless_actions": 0,
             "applied_actions": 2,
-            "met": ratio >= closed_loop.TARGET_RATIO,
+            "met": ratio >= loop_seeds.TARGET_RATIO,
         }
         late = [judged_action("pin", 4, 0.1, 0.2)] * closed_loop.MIN_ACTIONS
         return {

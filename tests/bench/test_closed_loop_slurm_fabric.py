@@ -81,6 +81,7 @@ def test_one_round_requeues_the_spread_gang_onto_one_leaf_as_slurm_records_it() 
         horizon=3600.0,
         oracle_budget=2.0,
         slurm_max_migrations=1,
+        perturb=0.0,
         prometheus_binary=require_binary("prometheus"),
     )
     workdir = state_dir("loop")
@@ -100,6 +101,7 @@ def test_one_round_requeues_the_spread_gang_onto_one_leaf_as_slurm_records_it() 
     [[applied]] = [r["applied"] for r in result["rounds"]]
     assert applied.startswith(f"migrate-job slurm-job-{record['job']} -> ")
     assert record["leaves_now"] == ["leaf-1"] and record["restarts"] == 1
+    assert record["confirmed"], record  # Slurm's NodeList is where the simulator runs it
     fields = record["scontrol"]
     assert fields["JobState"] == "RUNNING" and fields["Restarts"] == "1"
     assert fields["Switches"].startswith("1") and fields["NumNodes"] == "2"
@@ -108,5 +110,6 @@ def test_one_round_requeues_the_spread_gang_onto_one_leaf_as_slurm_records_it() 
     assert "checkpoint-restore" in result["oracle_basis"]
     assert len(result["oracle_move_costs_s"]) == 2
     assert all(v > 0 for v in result["advisor_paused_s"].values())
-    assert result["harmful"] == 0 and result["collateral"] == 0
+    assert result["harmful_actions"] == 0 and result["collateral_harm"] == 0
+    assert result["applied_actions"] == 1 and result["useless_actions"] == 0
     assert result["ratio"] >= 0.9, json.dumps(result)[:2000]

@@ -11,7 +11,7 @@ manager) is still running, not failed: the page says so and follows it to its en
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
@@ -121,6 +121,7 @@ def layout(actions_off: str | None, user: str | None = None) -> html.Div:
                 ),
                 dcc.ConfirmDialog(id="recs-confirm-apply"),
                 dcc.ConfirmDialog(id="recs-confirm-revert"),
+                *(dcc.Store(id=f"recs-question-{a}", data=q) for a, q in QUESTIONS.items()),
                 dcc.Store(id="recs-version", data=0),
                 dcc.Store(id="recs-follow", data=None),
                 dcc.Interval(
@@ -194,8 +195,8 @@ def register(app: Dash, clients: Clients, access: Access) -> frozenset[str]:
     advisor = clients.advisor
     _register_table(app, advisor)
     _register_detail(app, advisor, access)
-    _register_confirm(app, "apply", _apply_question)
-    _register_confirm(app, "revert", _revert_question)
+    _register_confirm(app, "apply")
+    _register_confirm(app, "revert")
     registered = set(app.callback_map)
     _register_act(app, advisor, access)
     actions = frozenset(set(app.callback_map) - registered)
@@ -328,41 +329,42 @@ def _gone_view(advisor: AdvisorClient, rec_id: str) -> html.Div:
     return html.Div([gone, what_it_did(verification, log.actions)])
 
 
-def _apply_question(rec_id: str, entry: dict[str, Any]) -> str:
-    """What the Apply confirmation asks."""
-    return (
-        f"Apply {rec_id}?\n\n{entry.get('summary', '')}\n\nThe advisor will change "
-        f"{entry.get('target', 'the target')} through its resource manager."
-    )
+#: The confirmation each action asks, filled in the browser: ``{id}`` the recommendation,
+#: ``{summary}`` and ``{target}`` its table row's.
+QUESTIONS = {
+    "apply": (
+        "Apply {id}?\n\n{summary}\n\nThe advisor will change {target} through its resource manager."
+    ),
+    "revert": "Revert what was applied under {id}?",
+}
+
+#: Opens a confirmation in the browser itself: no round trip to a busy server between the
+#: click and the dialog (the apply or revert it confirms still runs on the server).
+_ASK_JS = """
+function(clicks, selected, rows, question) {
+    if (!clicks || !rows || !selected || !selected.length) { return [false, ""]; }
+    const row = rows[selected[0]];
+    if (!row) { return [false, ""]; }
+    const fill = {id: row.id, summary: row.summary || "", target: row.target || "the target"};
+    return [true, question.replace(/\\{(id|summary|target)\\}/g, (_, key) => String(fill[key]))];
+}
+"""
 
 
-def _revert_question(rec_id: str, _row: dict[str, Any]) -> str:
-    """What the Revert confirmation asks."""
-    return f"Revert what was applied under {rec_id}?"
-
-
-def _register_confirm(
-    app: Dash, action: str, question: Callable[[str, dict[str, Any]], str]
-) -> None:
+def _register_confirm(app: Dash, action: str) -> None:
     """Ask for confirmation (``recs-confirm-ACTION``) when the ``recs-ACTION`` button is
-    clicked with a recommendation selected.
+    clicked with a recommendation selected, with the question of :data:`QUESTIONS`.
     """
-
-    @app.callback(
+    app.clientside_callback(  # type: ignore[no-untyped-call]  (dash declares no types)
+        _ASK_JS,
         Output(f"recs-confirm-{action}", "displayed"),
         Output(f"recs-confirm-{action}", "message"),
         Input(f"recs-{action}", "n_clicks"),
         State("recs-table", "selected_rows"),
         State("recs-table", "data"),
+        State(f"recs-question-{action}", "data"),
         prevent_initial_call=True,
     )
-    def ask(
-        clicks: int, selected: list[int] | None, rows: list[dict[str, Any]] | None
-    ) -> tuple[bool, str]:
-        rec_id = selected_id(rows, selected)
-        if not clicks or rec_id is None:
-            return False, ""
-        return True, question(rec_id, _row(rows, rec_id) or {})
 
 
 def _register_act(app: Dash, advisor: AdvisorClient, access: Access) -> None:

@@ -164,6 +164,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                     "static_configs": [{"targets": [f"127.0.0.1:{sim_port}"]}],
                 },
             ],
+            # a scrape of every node takes over a second on a busy machine: with 1 s (as long
+            # as the interval) one slow scrape marks a node's series stale and the pages drop it
+            interval="2s",
         )
         with prometheus.run() as prom:
             poll(lambda: len(prom.query('up{job="toposcope-sim"} == 1')) == nodes, deadline_s=40)

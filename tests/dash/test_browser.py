@@ -229,14 +229,20 @@ def _row_status(dash_duo: Any, rec_id: str) -> str | None:
 CLICK_AGAIN_S = 10.0
 
 
-def _confirm(dash_duo: Any, button: str) -> None:
-    """Click ``button`` until its confirmation dialog opens, then accept it.
+def _confirm(dash_duo: Any, button: str) -> str:
+    """Click ``button`` until its confirmation dialog opens, then accept it; answer what the
+    dialog asked.
 
     A refresh can re-render the button between finding and clicking it, which loses the
     click; clicking again until the dialog is open does not depend on when that happens.
     """
     driver = dash_duo.driver
     clicked_at = [-CLICK_AGAIN_S]
+    # count the dialogs the page opens, so that a failure tells a lost click from a lost dialog
+    driver.execute_script(
+        "window.confirmsAsked = 0; const ask = window.confirm;"
+        "window.confirm = m => { window.confirmsAsked += 1; return ask.call(window, m); };"
+    )
 
     def dialog_open() -> bool:
         if alert_shown(driver):
@@ -260,9 +266,13 @@ def _confirm(dash_duo: Any, button: str) -> None:
         pytest.fail(
             f"no dialog: {button} enabled={element.is_enabled()}, detail: {detail!r}, "
             f"outcome: {driver.find_element('css selector', '#recs-outcome').text!r}, "
+            f"dialogs opened: {driver.execute_script('return window.confirmsAsked')}, "
             f"browser console: {dash_duo.get_logs()!r}"
         )
-    driver.switch_to.alert.accept()
+    alert = driver.switch_to.alert
+    asked = str(alert.text)
+    alert.accept()
+    return asked
 
 
 #: consecutive analyses (2 s apart) that must propose the same pin before the test acts on it
@@ -318,7 +328,8 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack, images: Pa
     wait_until(lambda: _row_status(dash_duo, rec["id"]) == "open", "row open")
     dash_duo.wait_for_contains_text("#recs-detail", rec["summary"], timeout=TIMEOUT)
 
-    _confirm(dash_duo, "#recs-apply")
+    asked = _confirm(dash_duo, "#recs-apply")
+    assert asked.startswith(f"Apply {rec['id']}?") and rec["summary"] in asked, asked
     dash_duo.wait_for_contains_text("#recs-outcome", f"apply {rec['id']}: applied", timeout=TIMEOUT)
     # the sim may still run the memory migration: "in progress" until the advisor settles it
     wait_until(
@@ -338,7 +349,7 @@ def test_apply_and_revert_through_the_ui(dash_duo: Any, stack: Stack, images: Pa
     dash_duo.wait_for_contains_text("#recs-audit", rec["id"], timeout=TIMEOUT)
     screenshot(dash_duo, images, "recommendations.png")
 
-    _confirm(dash_duo, "#recs-revert")
+    assert _confirm(dash_duo, "#recs-revert") == f"Revert what was applied under {rec['id']}?"
     dash_duo.wait_for_contains_text(
         "#recs-outcome", f"revert {rec['id']}: reverted", timeout=TIMEOUT
     )
@@ -376,10 +387,16 @@ def test_read_only_without_a_token(dash_duo: Any, stack: Stack) -> None:
 
 
 def test_placement_page(dash_duo: Any, stack: Stack, images: Path) -> None:
-    [best, *_] = advisor_json(stack, "/api/v1/placement?gpus=2")["placements"]
-    start(dash_duo, settings_for(stack), "/placement?gpus=2")
+    # the demo's queue takes free GPUs as its jobs start: ask for a size that fits now
+    fits = {
+        gpus: advisor_json(stack, f"/api/v1/placement?gpus={gpus}")["placements"] for gpus in (2, 1)
+    }
+    gpus = next((n for n, placements in fits.items() if placements), None)
+    assert gpus is not None, "the demo cluster has no free GPU"
+    best = fits[gpus][0]
+    start(dash_duo, settings_for(stack), f"/placement?gpus={gpus}")
     dash_duo.wait_for_contains_text(
-        "#place-message", "best placement for 2 GPU(s)", timeout=TIMEOUT
+        "#place-message", f"best placement for {gpus} GPU(s)", timeout=TIMEOUT
     )
     dash_duo.wait_for_contains_text("#place-topology .gtitle", best["node"], timeout=TIMEOUT)
     drawn = figure(dash_duo, "place-topology")

@@ -119,27 +119,52 @@ def discovery(path: str) -> dict[str, Any] | None:
             "resources": resources}  # fmt: skip
 
 
+def _unescape(part: str) -> str:
+    """One JSON pointer token unescaped (RFC 6901)."""
+    return part.replace("~1", "/").replace("~0", "~")
+
+
 def json_patch(target: Any, operations: list[dict[str, Any]]) -> Any:
-    """RFC 6902's ``test``, ``remove``, ``add`` and ``replace`` on object members (what
-    toposcope's plans send); a failed ``test`` or a missing member is the API server's 422.
+    """RFC 6902 ``operations`` applied to a copy of ``target`` as the API server's JSON patch
+    library does (evanphx/json-patch): ``test``, ``add``, ``remove`` and ``replace`` on object
+    members and array positions, pointers unescaped (``~1`` is ``/``, ``~0`` is ``~``); a failed
+    ``test``, a missing parent or member is the API server's 422.
     """
     result = copy.deepcopy(target)
     for operation in operations:
-        *parents, last = operation["path"].split("/")[1:]
-        holder = result
+        *parents, last = [_unescape(p) for p in operation["path"].split("/")[1:]]
+        holder: Any = result
         for part in parents:
-            holder = holder.get(part) if isinstance(holder, dict) else None
+            if isinstance(holder, dict) and part in holder:
+                holder = holder[part]
+            elif isinstance(holder, list) and part.isdigit() and int(part) < len(holder):
+                holder = holder[int(part)]
+            else:
+                raise ApiFailure(422, "Invalid", f"no parent for {operation['path']}")
+        op, value = operation["op"], copy.deepcopy(operation.get("value"))
+        if isinstance(holder, list):
+            if not last.isdigit() or int(last) >= len(holder) + (op == "add"):
+                raise ApiFailure(422, "Invalid", f"no member {operation['path']}")
+            index = int(last)
+            if op == "test" and holder[index] != value:
+                raise ApiFailure(422, "Invalid", f"the test of {operation['path']} failed")
+            if op == "remove":
+                del holder[index]
+            if op == "add":
+                holder.insert(index, value)
+            if op == "replace":
+                holder[index] = value
+            continue
         if not isinstance(holder, dict):
             raise ApiFailure(422, "Invalid", f"no parent for {operation['path']}")
-        op = operation["op"]
-        if op == "test" and holder.get(last) != operation["value"]:
+        if op == "test" and holder.get(last) != value:
             raise ApiFailure(422, "Invalid", f"the test of {operation['path']} failed")
+        if op in ("remove", "replace") and last not in holder:
+            raise ApiFailure(422, "Invalid", f"no {operation['path']} to {op}")
         if op == "remove":
-            if last not in holder:
-                raise ApiFailure(422, "Invalid", f"no {operation['path']} to remove")
             del holder[last]
         if op in ("add", "replace"):
-            holder[last] = copy.deepcopy(operation["value"])
+            holder[last] = value
     return result
 
 

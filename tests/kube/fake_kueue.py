@@ -3,10 +3,8 @@ PyTorchJobs.
 
 Only what :mod:`toposcope.kube.fabric_steer` relies on, each rule from its upstream source:
 
-* **JSON patch** (RFC 6902, k8s.io/apiserver ``pkg/endpoints/handlers/patch.go`` through
-  evanphx/json-patch): ``test``, ``add``, ``remove``, ``replace`` on object members and
-  array positions, pointers unescaped (``~1`` is ``/``, ``~0`` is ``~``); a failed ``test`` or
-  a missing parent is 422 and nothing changes.
+* **JSON patch**: :func:`tests.kube.fake_apiserver.json_patch`; a failed patch is 422 and
+  nothing changes.
 * **Structural schemas** (``apiextensions-apiserver``): a patched JobSet, PyTorchJob or
   Workload is
   validated against its CRD's published schema (``tests/fixtures/kube/crds``) with unknown
@@ -33,7 +31,7 @@ import jsonschema
 from kubernetes_validate import ValidationError, validate  # type: ignore[import-untyped]
 
 from tests.helpers import FIXTURES
-from tests.kube.fake_apiserver import KUBERNETES_VERSION, ApiFailure, merge_patch
+from tests.kube.fake_apiserver import KUBERNETES_VERSION, ApiFailure, json_patch, merge_patch
 from tests.kube.fake_topologies import TopologyApiServer
 from toposcope.kube.fabric_kueue import quota_reserved
 
@@ -79,50 +77,6 @@ def crd_schema(kind: str) -> dict[str, Any]:
     schema: dict[str, Any] = strict(loaded)
     schema["properties"]["metadata"] = {"type": "object"}
     return schema
-
-
-def _unescape(part: str) -> str:
-    return part.replace("~1", "/").replace("~0", "~")
-
-
-def rfc6902(target: Any, operations: list[dict[str, Any]]) -> Any:
-    """RFC 6902 ``operations`` applied to a copy of ``target`` (module docstring)."""
-    result = copy.deepcopy(target)
-    for operation in operations:
-        *parents, last = [_unescape(p) for p in operation["path"].split("/")[1:]]
-        holder: Any = result
-        for part in parents:
-            if isinstance(holder, dict) and part in holder:
-                holder = holder[part]
-            elif isinstance(holder, list) and part.isdigit() and int(part) < len(holder):
-                holder = holder[int(part)]
-            else:
-                raise ApiFailure(422, "Invalid", f"no parent for {operation['path']}")
-        op, value = operation["op"], copy.deepcopy(operation.get("value"))
-        if isinstance(holder, list):
-            if not last.isdigit() or int(last) >= len(holder) + (op == "add"):
-                raise ApiFailure(422, "Invalid", f"no member {operation['path']}")
-            index = int(last)
-            if op == "test" and holder[index] != value:
-                raise ApiFailure(422, "Invalid", f"the test of {operation['path']} failed")
-            if op == "remove":
-                del holder[index]
-            if op == "add":
-                holder.insert(index, value)
-            if op == "replace":
-                holder[index] = value
-            continue
-        if not isinstance(holder, dict):
-            raise ApiFailure(422, "Invalid", f"no parent for {operation['path']}")
-        if op == "test" and holder.get(last) != value:
-            raise ApiFailure(422, "Invalid", f"the test of {operation['path']} failed")
-        if op in ("remove", "replace") and last not in holder:
-            raise ApiFailure(422, "Invalid", f"no {operation['path']} to {op}")
-        if op == "remove":
-            del holder[last]
-        if op in ("add", "replace"):
-            holder[last] = value
-    return result
 
 
 def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -203,7 +157,7 @@ class KueueApiServer(TopologyApiServer):
         if method != "PATCH":
             raise ApiFailure(405, "MethodNotAllowed", method)
         stored = self.jobs[key]
-        result = rfc6902(stored, body) if isinstance(body, list) else merge_patch(stored, body)
+        result = json_patch(stored, body) if isinstance(body, list) else merge_patch(stored, body)
         result["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
         self._check_change(stored, result)
         self.check(result)

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests.advisor.builders import cluster, pcie8
-from tests.kube.fake_apiserver import ApiFailure, Running, kubeconfig, serve
-from tests.kube.fake_kueue import KueueApiServer, rfc6902
+from tests.kube.fake_apiserver import ApiFailure, Running, json_patch, kubeconfig, serve
+from tests.kube.fake_kueue import KueueApiServer
 from toposcope.advisor.applying import Applier
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.dry_run import planner_for, render_dry_run
@@ -138,8 +138,8 @@ def test_bad_names_and_levels_are_refused() -> None:
 def test_pointers_escape_slashes() -> None:
     assert pointer("a", REQUIRED, 0) == "/a/kueue.x-k8s.io~1podset-required-topology/0"
     doc = {"a": {"x/y": 1, "l": [1, 2]}}
-    assert rfc6902(doc, [{"op": "add", "path": "/a/x~1y", "value": 2}])["a"]["x/y"] == 2
-    assert rfc6902(doc, [{"op": "add", "path": "/a/l/1", "value": 9}])["a"]["l"] == [1, 9, 2]
+    assert json_patch(doc, [{"op": "add", "path": "/a/x~1y", "value": 2}])["a"]["x/y"] == 2
+    assert json_patch(doc, [{"op": "add", "path": "/a/l/1", "value": 9}])["a"]["l"] == [1, 9, 2]
 
 
 # -- against the contract server ------------------------------------------------------------

@@ -11,17 +11,24 @@ the verdict rests on (a job move's progress), else the change of the job's progr
 where a ``--progress-metric`` applies, else of its throughput proxy: the mean utilization of
 its GPUs when it has busy GPUs, else the CPU cores it keeps busy.
 
-**Shrinkage.** A factor is the mean ratio measured / estimated, shrunk toward a prior by
-``k`` pseudo-observations of it (an empirical-Bayes mean, :func:`shrunk_factor`):
-``factor = (n * mean_ratio + k * prior) / (n + k)`` with ``k =`` :data:`PRIOR_WEIGHT`
-(``3``: a prior worth three verified outcomes; after three the data weigh half, after
-twelve four fifths). Two levels: a kind's factor is shrunk toward 1 (the policy's estimate
-as it is), and each cell's toward the factor of its kind's *other* cells (itself shrunk
-toward 1; its own outcomes are not counted twice), so a cell with few outcomes borrows from
-the rest of its kind, one with many follows its own, and a kind seen in one cell only gets
-the kind's factor. A cell with no outcome yet takes its kind's. Each ratio is clipped to
-``[RATIO_FLOOR, RATIO_CEILING]`` and each factor to ``[FACTOR_FLOOR, FACTOR_CEILING]``,
-so one wild measurement cannot swing a kind.
+**Shrinkage.** A factor is a multiplicative correction, so it is learned in logarithms:
+the geometric mean of the ratios measured / estimated, shrunk toward a prior by ``k``
+pseudo-observations of it (an empirical-Bayes mean of the log ratios,
+:func:`shrunk_factor`): ``log factor = (sum log r + k * log prior) / (n + k)`` with ``k =``
+:data:`PRIOR_WEIGHT` (``2``: a prior worth two verified outcomes; after two the data weigh
+half, after eight four fifths). In logarithms an estimate half the truth and one twice it
+are the same distance off, so a cell whose moves gain five times their estimate and one
+whose pins gain two thirds of it are corrected alike, and one wild measurement moves a
+factor by a bounded step instead of dominating a mean. Two levels: a kind's factor is
+shrunk toward 1 (the policy's estimate as it is), and each cell's toward the factor of its
+kind's *other* cells (itself shrunk toward 1; its own outcomes are not counted twice), so a
+cell with few outcomes borrows from the rest of its kind, one with many follows its own,
+and a kind seen in one cell only gets the kind's factor: cells that miss their priors in
+opposite directions (moves onto NVLink priced at the PCIe prior gain several times their
+estimate, moves between PCIe paths less than it) are each corrected as their own evidence
+grows. A cell with no outcome yet takes its kind's. Each ratio is clipped to
+``[RATIO_FLOOR, RATIO_CEILING]`` (a change that measured no gain or a loss counts as the
+floor), so every factor lies in that range too.
 
 :func:`calibrate` scales each recommendation's estimate by the factor of its cell (of its
 kind where the cell has no outcome yet), says so in the gain model, keeps the prior
@@ -32,6 +39,7 @@ never read: only what the advisor measured.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -44,9 +52,11 @@ from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 #: pseudo-observations of its prior each factor starts from (``k`` of the module docstring)
-PRIOR_WEIGHT = 3.0
-RATIO_FLOOR, RATIO_CEILING = -1.0, 3.0
-FACTOR_FLOOR, FACTOR_CEILING = 0.05, 2.0
+PRIOR_WEIGHT = 2.0
+#: the range a measured / estimated ratio is clipped to before its logarithm is taken
+RATIO_FLOOR, RATIO_CEILING = 0.2, 5.0
+#: the range of a factor (a weighted geometric mean of clipped ratios and a prior in it)
+FACTOR_FLOOR, FACTOR_CEILING = RATIO_FLOOR, RATIO_CEILING
 #: cores below which a workload's CPU figure says nothing about its speed
 MIN_CORES = 0.05
 #: verdicts whose measurement is final
@@ -101,19 +111,20 @@ def measured_gain(before: Measurement, after: Measurement) -> float | None:
     return None
 
 
-def clipped_ratio(estimated: float, measured: float) -> float:
-    """``measured / estimated`` clipped to ``[RATIO_FLOOR, RATIO_CEILING]`` (``estimated``
-    above zero).
+def log_ratio(estimated: float, measured: float) -> float:
+    """``log(measured / estimated)``, the ratio clipped to ``[RATIO_FLOOR, RATIO_CEILING]``
+    (``estimated`` above zero; a measured gain of zero or less counts as the floor).
     """
-    return min(RATIO_CEILING, max(RATIO_FLOOR, measured / estimated))
+    return math.log(min(RATIO_CEILING, max(RATIO_FLOOR, measured / estimated)))
 
 
 def shrunk(total: float, count: int, prior_weight: float, prior: float) -> KindCalibration:
-    """The factor of ``count`` clipped ratios summing to ``total``, shrunk toward ``prior``
-    by ``prior_weight`` pseudo-observations and clipped (module docstring).
+    """The factor of ``count`` log ratios summing to ``total``, shrunk toward ``prior`` by
+    ``prior_weight`` pseudo-observations in logarithms and clipped (module docstring).
     """
-    factor = (prior_weight * prior + total) / (prior_weight + count)
-    return KindCalibration(min(FACTOR_CEILING, max(FACTOR_FLOOR, factor)), count)
+    clipped = min(FACTOR_CEILING, max(FACTOR_FLOOR, prior))
+    log_factor = (prior_weight * math.log(clipped) + total) / (prior_weight + count)
+    return KindCalibration(min(FACTOR_CEILING, max(FACTOR_FLOOR, math.exp(log_factor))), count)
 
 
 def shrunk_factor(
@@ -122,8 +133,8 @@ def shrunk_factor(
     """The factor of (estimated, measured) gain pairs, shrunk toward ``prior`` (see the
     module docstring); pairs whose estimate is not positive are skipped.
     """
-    ratios = [clipped_ratio(e, m) for e, m in pairs if e > 0]
-    return shrunk(sum(ratios), len(ratios), prior_weight, prior)
+    logs = [log_ratio(e, m) for e, m in pairs if e > 0]
+    return shrunk(sum(logs), len(logs), prior_weight, prior)
 
 
 def outcome_pairs(outcomes: OutcomeLog) -> list[tuple[Cell, float, float]]:
@@ -155,7 +166,7 @@ def calibration_from(outcomes: OutcomeLog, prior_weight: float = PRIOR_WEIGHT) -
     for cell, estimated, gain in outcome_pairs(outcomes):
         keys: tuple[LevelKey, LevelKey] = (cell[:1], cell)
         for key in keys:
-            sums[key][0] += clipped_ratio(estimated, gain)
+            sums[key][0] += log_ratio(estimated, gain)
             sums[key][1] += 1
     levels: dict[LevelKey, KindCalibration] = {}
     for level, (total, count) in sums.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 from toposcope.advisor.calibration import (
     FACTOR_FLOOR,
     PRIOR_WEIGHT,
+    RATIO_CEILING,
+    RATIO_FLOOR,
     KindCalibration,
     calibrate,
     calibration_from,
@@ -50,23 +53,41 @@ def test_no_outcome_leaves_the_prior_alone() -> None:
     assert shrunk_factor([]) == KindCalibration(1.0, 0)
 
 
-def test_the_factor_is_the_ratio_mean_shrunk_toward_one() -> None:
-    # two outcomes that measured half the estimate: (3 + 0.5 + 0.5) / (3 + 2)
-    assert PRIOR_WEIGHT == 3.0
+def _geo(prior_weight: float, *ratios: float) -> float:
+    """The factor of ``ratios`` shrunk toward 1 by ``prior_weight``, in logarithms."""
+    return math.exp(sum(math.log(r) for r in ratios) / (prior_weight + len(ratios)))
+
+
+def test_the_factor_is_the_geometric_mean_ratio_shrunk_toward_one() -> None:
+    # two outcomes that measured half the estimate: exp((k log 1 + 2 log 0.5) / (k + 2))
+    assert PRIOR_WEIGHT == 2.0
     found = shrunk_factor([(0.2, 0.1), (0.4, 0.2)])
-    assert found.factor == pytest.approx(4.0 / 5.0)
+    assert found.factor == pytest.approx(_geo(PRIOR_WEIGHT, 0.5, 0.5))
+    assert found.factor == pytest.approx(0.5**0.5)  # two outcomes weigh as much as the prior
     assert found.outcomes == 2
     # many such outcomes approach the measured ratio
     assert shrunk_factor([(0.2, 0.1)] * 500).factor == pytest.approx(0.5, abs=0.01)
     # a weaker prior moves faster
-    assert shrunk_factor([(0.2, 0.1)], prior_weight=1.0).factor == pytest.approx(0.75)
+    assert shrunk_factor([(0.2, 0.1)], prior_weight=1.0).factor == pytest.approx(0.5**0.5)
+
+
+def test_under_and_over_estimates_are_corrected_alike() -> None:
+    """In logarithms, gaining twice the estimate and half of it are the same distance off:
+    the factors are reciprocal, and a cell that gains five times its estimate (a move onto
+    NVLink priced at the PCIe prior) is learned as surely as one that gains a fifth.
+    """
+    up = shrunk_factor([(0.1, 0.2)] * 4).factor
+    down = shrunk_factor([(0.2, 0.1)] * 4).factor
+    assert up * down == pytest.approx(1.0)
+    assert shrunk_factor([(0.1, 0.5)] * 20).factor == pytest.approx(5.0 ** (20 / 22))
+    assert shrunk_factor([(0.5, 0.1)] * 20).factor == pytest.approx(0.2 ** (20 / 22))
 
 
 def test_wild_ratios_and_harm_are_bounded() -> None:
-    assert shrunk_factor([(0.01, 5.0)]).factor == pytest.approx(
-        (PRIOR_WEIGHT + 3) / (PRIOR_WEIGHT + 1)
-    )
-    assert shrunk_factor([(0.1, -0.5)] * 100).factor == FACTOR_FLOOR
+    # a ratio of 500 counts as RATIO_CEILING, one outcome against a prior of weight k
+    assert shrunk_factor([(0.01, 5.0)]).factor == pytest.approx(_geo(PRIOR_WEIGHT, RATIO_CEILING))
+    assert shrunk_factor([(0.1, -0.5)] * 100).factor == pytest.approx(RATIO_FLOOR, rel=0.05)
+    assert shrunk_factor([(0.1, -0.5)] * 100).factor >= FACTOR_FLOOR
     assert shrunk_factor([(0.0, 0.3)]).outcomes == 0  # no estimate, nothing to compare
 
 
@@ -88,8 +109,8 @@ def test_calibration_counts_settled_outcomes_with_an_estimate(tmp_path: Path) ->
         log.settle(rec.id, verdict, Measurement(0.0, after), "", 200.0)
     [(kind, found)] = calibration_from(log).items()
     assert kind == "pin" and found.outcomes == 2
-    # ratios 0.1/0.2 and -0.5/0.2 (clipped to -1) -> (3 + 0.5 - 1) / 5
-    assert found.factor == pytest.approx(2.5 / 5.0)
+    # ratios 0.1/0.2 and -0.5/0.2 (clipped to the floor), shrunk toward 1
+    assert found.factor == pytest.approx(_geo(PRIOR_WEIGHT, 0.5, RATIO_FLOOR))
 
 
 def test_an_outcome_log_from_before_estimates_were_kept_still_opens(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from tests.advisor.test_legacy_verdicts import legacy_audit_db
 from tests.procs import free_port
 from toposcope.advisor import cli as advise_cli
 from toposcope.advisor import place_cli
-from toposcope.advisor.calibration import PRIOR_WEIGHT
+from toposcope.advisor.calibration import PRIOR_WEIGHT, RATIO_FLOOR
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.decoder import decode_recommendation
@@ -235,8 +235,9 @@ def test_calibrate_from_scales_estimates_by_verified_outcomes(
     log.settle(pin.id, Verdict.PAID, Measurement(0.0, 4.0), "", 2.0)  # no faster
     assert invoke(advise_cli, [*argv, "--calibrate-from", str(log.path)]) == 0
     after = {r["id"]: r for r in json.loads(capsys.readouterr().out)["recommendations"]}
+    # one outcome that gained nothing (the ratio's floor), shrunk toward 1 in logarithms
     assert after[rec["id"]]["estimated_gain"] == pytest.approx(
-        rec["estimated_gain"] * PRIOR_WEIGHT / (PRIOR_WEIGHT + 1), rel=1e-3
+        rec["estimated_gain"] * RATIO_FLOOR ** (1 / (PRIOR_WEIGHT + 1)), rel=1e-3
     )
     assert "calibration from 1 verified pin outcome(s)" in after[rec["id"]]["gain_model"]
 

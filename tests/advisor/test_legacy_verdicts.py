@@ -1,10 +1,11 @@
 """An audit database written before the verdicts were renamed (effective, ineffective,
 unverifiable -> paid, neutral, undetermined) still reads: the verdicts under their new
-names, stored so in place, and the same calibration learned from it.
+names, stored so in place, and calibration learned from its settled outcomes.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 
@@ -13,7 +14,12 @@ import pytest
 from tests.advisor.builders import cluster, pcie8
 from tests.advisor.test_calibration_cells import _pin
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.calibration import PRIOR_WEIGHT, calibrate, calibration_from
+from toposcope.advisor.calibration import (
+    PRIOR_WEIGHT,
+    RATIO_FLOOR,
+    calibrate,
+    calibration_from,
+)
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.report.advisor_api import LEGACY_VERDICTS, Verdict, Verification
 
@@ -71,17 +77,20 @@ def test_reopening_a_renamed_log_leaves_it_as_it_is(tmp_path: Path) -> None:
 def test_calibration_from_an_old_log_is_what_it_was(tmp_path: Path) -> None:
     """The factors the earlier release learned from this log (settled: two pins behind one
     switch gained twice their estimate, two across sockets half of it and -1.5 times it,
-    clipped to -1; the undetermined and pending ones do not count).
+    clipped to the floor; the undetermined and pending ones do not count), learned in
+    logarithms as calibration learns now.
     """
     found = calibration_from(OutcomeLog(legacy_audit_db(tmp_path)))
     assert found["pin"].outcomes == 4
-    kind = (K + 2.0 + 2.0 + 0.5 - 1.0) / (K + 4)
-    assert found["pin"].factor == pytest.approx(kind)
+    logs = [math.log(2.0), math.log(2.0), math.log(0.5), math.log(RATIO_FLOOR)]
+    assert found["pin"].factor == pytest.approx(math.exp(sum(logs) / (K + 4)))
     near = found.levels[("pin", "numa-pinning", "unknown GPU x8", "PIX")]
     far = found.levels[("pin", "numa-pinning", "unknown GPU x8", "SYS")]
-    assert near.factor == pytest.approx(1.1) and far.factor == pytest.approx(0.74)
+    across = (math.log(0.5) + math.log(RATIO_FLOOR)) / (K + 2)  # the SYS cell, toward 1
+    assert near.factor == pytest.approx(math.exp((K * across + 2 * math.log(2.0)) / (K + 2)))
+    assert near.factor > 1.0 > far.factor
     [scaled] = calibrate([_pin(0.1, "next", (0, 1))], found, cluster([pcie8()]))
-    assert scaled.estimated_gain == pytest.approx(0.11, rel=1e-4)
+    assert scaled.estimated_gain == pytest.approx(0.1 * near.factor, rel=1e-3)
 
 
 def test_an_api_answer_with_an_old_verdict_reads_as_the_new_one() -> None:

@@ -13,7 +13,7 @@ from tests.advisor_serve.conftest import (
     the_pin,
 )
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.calibration import PRIOR_WEIGHT
+from toposcope.advisor.calibration import PRIOR_WEIGHT, RATIO_FLOOR
 from toposcope.advisor.loaders import PrometheusLoader, Window
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.policies import build
@@ -42,8 +42,10 @@ def test_outcomes_below_the_estimate_shrink_the_next_estimates(bench: Bench) -> 
     service.analyse_once()
     again = service.report.recommendations
     [rec] = [r for r in again if r.kind == "pin"]
-    # one outcome of ratio 0 shrunk toward 1: its cell is its kind's only one
-    assert rec.estimated_gain == pytest.approx(prior * PRIOR_WEIGHT / (PRIOR_WEIGHT + 1), rel=1e-3)
+    # one outcome of ratio 0 (the floor) shrunk toward 1: its cell is its kind's only one
+    assert rec.estimated_gain == pytest.approx(
+        prior * RATIO_FLOOR ** (1 / (PRIOR_WEIGHT + 1)), rel=1e-3
+    )
     assert "calibration from 1 verified pin outcome(s) of numa-pinning on" in rec.gain_model
     assert [e.value for e in rec.evidence if e.labels.get("recommendation") == rec.id] == [
         pytest.approx(prior, rel=1e-3)
@@ -96,5 +98,5 @@ def test_a_pin_measured_by_the_jobs_progress_metric_calibrates_by_it(bench: Benc
     service.analyse_once()
     [rec] = [r for r in service.report.recommendations if r.kind == "pin"]
     ratio = 0.5 / prior
-    expected = (PRIOR_WEIGHT + ratio) / (PRIOR_WEIGHT + 1)
+    expected = ratio ** (1 / (PRIOR_WEIGHT + 1))
     assert rec.estimated_gain == pytest.approx(prior * expected, rel=1e-3)

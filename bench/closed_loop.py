@@ -25,7 +25,12 @@ see :data:`SAMPLED`):
    a job's own endpoint, read as a ``--progress-metric``) or by the default proxies alone
    (``--progress proxies``: SM active and link bytes, GPU utilization, CPU cores);
    ``--progress both`` (the default with learning) runs every scenario both ways and
-   reports the two side by side, so that neither can hide behind the other;
+   reports the two side by side, so that neither can hide behind the other. Each seed
+   learns alone unless ``--learn-across-seeds``: then, as a deployment keeps its audit log
+   from job to job, a scenario's seeds share one outcome store (:mod:`loop_learning`),
+   seed N's rounds calibrate from every earlier seed's verdicts too, and each round and
+   action carries its ``learning_round`` (its number counted over the rounds of every seed
+   it learned from), which ``calibration_after`` judges by;
 5. judge (:mod:`toposcope.sim.judge`): every counted job whose true throughput fell in a
    round counts as harm (``harmful_actions`` when it was a target of the round's actions,
    ``collateral_harm`` otherwise); each job's value is its efficiency over its horizon
@@ -49,7 +54,9 @@ applied action and the median of ``|estimated - true| / true`` over those with a
 above zero (a job move's estimate before its checkpoint cost, as its true gain is measured
 once it runs again), and the calibration by round the same per round with the verdicts the
 loop measured (each scenario's rounds also list the calibration factors their advisor ran
-with, by kind and by cell); ``calibration_after`` the same over the rounds after the first
+with, by kind and by cell, and each action the cell its verdict was learned in);
+``calibration_by_seed`` the same per run with the rounds learned before its first;
+``calibration_after`` the same over the rounds after the first
 :data:`LEARNED_AFTER` (met: median <= 25% where a kind applied at least
 :data:`MIN_ACTIONS` actions), and ``calibration_target`` states that target in words and
 says for every kind the loop applied whether it was met, missed or not judged (too few
@@ -63,6 +70,7 @@ each run's ``jobs`` lists every counted job before, after and in the oracle's so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -206,6 +214,8 @@ def judge_scenario(
         # gang jobs: the advisor sees the fabric (file and series) and moves them whole
         fabric=scenario.fabric if scenario.fabric is not None and scenario.fabric.gangs else None,
         p2p=measured_p2p(cluster, workdir / f"p2p-{run}") if args.measure_p2p else {},
+        outcome_store=getattr(args, "outcome_store", None),
+        rounds_before=getattr(args, "rounds_before", 0),
     )
     before, after, rounds, actions = run_rounds(
         cluster, clock, ideal, options, workdir, f"{scenario.name}-{run}"
@@ -333,6 +343,26 @@ def calibration_by_round(runs: Iterable[dict[str, Any]], learn: bool) -> list[di
     return rows
 
 
+def calibration_by_seed(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per run (seed) and kind, estimated against true gain over the run's applied actions,
+    with the rounds of outcomes its first round had learned from (more than its own when
+    ``--learn-across-seeds`` carried the earlier seeds' outcomes).
+    """
+    rows = []
+    for run in runs:
+        first = run["rounds"][0].get("learning_round", 1) if run["rounds"] else 1
+        for row in calibration_rows(run["actions"]):
+            rows.append(
+                {"name": run["name"], "run": run["run"], "learned_rounds": first - 1, **row}
+            )
+    return rows
+
+
+def carried(args: argparse.Namespace) -> bool:
+    """Whether ``--learn-across-seeds`` carries the outcomes from seed to seed (learning on)."""
+    return bool(args.learn and getattr(args, "learn_across_seeds", False))
+
+
 def calibration_rows(actions: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per recommendation kind, estimated against true gain over ``actions``."""
     done = [a for a in actions if a["actual_gain"] is not None]
@@ -370,10 +400,12 @@ def median_error(actions: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def calibration_after(runs: Iterable[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
     """Per kind, the calibration of the actions applied after the first ``rounds`` rounds
-    (once that many rounds of verdicts were learned from), judged where a kind applied at
-    least :data:`MIN_ACTIONS`: median relative error within the target.
+    (once that many rounds of verdicts were learned from: counted over the earlier seeds'
+    rounds too when ``--learn-across-seeds`` carried them, an action's ``learning_round``),
+    judged where a kind applied at least :data:`MIN_ACTIONS`: median relative error within
+    the target.
     """
-    late = [a for r in runs for a in r["actions"] if a["round"] > rounds]
+    late = [a for r in runs for a in r["actions"] if a.get("learning_round", a["round"]) > rounds]
     rows = []
     for row in calibration_rows(late):
         median = row["median_relative_error"]
@@ -444,6 +476,15 @@ def parse_args() -> argparse.Namespace:
         "simulator's loop only)",
     )
     parser.add_argument(
+        "--learn-across-seeds",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="keep the outcomes learned in one seed for the next, as a deployment keeps its "
+        "audit log from job to job: seed N's rounds calibrate from every earlier seed's "
+        "verdicts too, and the calibration target counts rounds over the seeds (default: "
+        "off, each seed learns alone)",
+    )
+    parser.add_argument(
         "--measure-p2p",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -500,9 +541,17 @@ def run_all(refs: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, 
             summary.append({"name": name, "skipped": EXCLUDED[name]})
             continue
         runs = []
-        for run in seed_numbers(args.first_seed, args.seeds):
-            with tempfile.TemporaryDirectory(prefix="toposcope-loop-") as work:
-                runs.append(run_scenario(ref, args, Path(work), run))
+        with contextlib.ExitStack() as stack:
+            args.outcome_store = None
+            if carried(args):  # what the seeds learn, kept for the next
+                kept = stack.enter_context(tempfile.TemporaryDirectory(prefix="toposcope-learned-"))
+                args.outcome_store = Path(kept) / "audit.sqlite"
+            args.rounds_before = 0
+            for run in seed_numbers(args.first_seed, args.seeds):
+                with tempfile.TemporaryDirectory(prefix="toposcope-loop-") as work:
+                    runs.append(run_scenario(ref, args, Path(work), run))
+                if args.outcome_store is not None:
+                    args.rounds_before += len(runs[-1]["rounds"])
         scenarios.extend(runs)
         summary.append(summarize(runs[0]["name"], runs))
     after = calibration_after(scenarios, LEARNED_AFTER)
@@ -510,6 +559,7 @@ def run_all(refs: list[tuple[str, str]], args: argparse.Namespace) -> dict[str, 
         "summary": summary,
         "calibration": calibration_table(scenarios),
         "calibration_by_round": calibration_by_round(scenarios, args.learn),
+        "calibration_by_seed": calibration_by_seed(scenarios),
         "calibration_after": after,
         "calibration_target": calibration_target(
             scenarios,
@@ -548,6 +598,7 @@ def main() -> int:
     result = {
         **headline,
         "learn": args.learn,
+        "learn_across_seeds": carried(args),
         "progress": headline_mode,
         "side_by_side": {
             mode: {k: v for k, v in figures.items() if k != "scenarios" or mode != headline_mode}

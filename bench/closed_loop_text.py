@@ -59,6 +59,11 @@ def print_figures(figures: dict[str, Any], learn: bool) -> None:
             f"MAE {c['mean_abs_error']:.3f}  median {median(c)}"
             + (f"  verdicts: {verdicts}" if learn else "")
         )
+    for c in figures.get("calibration_by_seed", ()):
+        print(
+            f"  seed {c['run']} ({c['learned_rounds']} rounds learned before it) "
+            f"{c['kind']:16} {c['actions']:4d} actions  median {median(c)}"
+        )
     for c in figures["calibration_after"]:
         judged = ("met" if c["met"] else "MISSED") if c["judged"] else "too few to judge"
         print(

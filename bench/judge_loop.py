@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loop_learning import CALIBRATED, LoopLearning, step_counter_metric
+from loop_learning import CALIBRATED, LoopLearning, carry_outcomes, step_counter_metric
 
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds
 from toposcope.devtools.procs import Prometheus
@@ -51,6 +51,11 @@ class LoopOptions:
     ``/metrics`` (scraped too) and the advisor's fabric policies read its fabric file.
     ``p2p``: node -> the peer bandwidth file measured on it (:mod:`toposcope.sim.p2p_measure`),
     given to the advisor as ``--p2p-bandwidth``; empty: none measured.
+    ``outcome_store``: an outcome log kept across runs (``--learn-across-seeds``): its
+    settled outcomes are copied into the run's audit log before round 1 and the run's own
+    added to it after the last (:func:`loop_learning.carry_outcomes`); ``rounds_before``:
+    the rounds those outcomes came from, so that each round and action also carries its
+    ``learning_round`` (its number counted over every run it learned from).
     """
 
     window: int = 15
@@ -63,6 +68,8 @@ class LoopOptions:
     progress: str = "counter"
     fabric: ScenarioFabric | None = None
     p2p: Mapping[str, Path] = field(default_factory=dict)
+    outcome_store: Path | None = None
+    rounds_before: int = 0
 
 
 @contextmanager
@@ -339,6 +346,9 @@ def run_rounds(
     server, exporters, token_file, address = serve(cluster, workdir, options.fabric)
     gangs = gang_parts(cluster)
     audit_db = workdir / "audit.sqlite"
+    store = options.outcome_store if options.learn else None
+    if store is not None:  # what earlier runs learned, as a kept audit log holds it
+        carry_outcomes(store, audit_db)
     window = options.window
     rounds: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
@@ -384,6 +394,8 @@ def run_rounds(
                 cluster.advance(action_costs(audit_db, applied, cluster) + 1.0)
                 after_round = truth(cluster)
                 done = round_actions(number, recs, applied, current, after_round, gangs)
+                for action in done:
+                    action["learning_round"] = options.rounds_before + number
                 actions.extend(done)
                 targets_hit = {p for a in done for p in a["parts"]}
                 fell = fallen(current, after_round, ideal)
@@ -391,6 +403,7 @@ def run_rounds(
                 rounds.append(
                     {
                         "round": number,
+                        "learning_round": options.rounds_before + number,
                         "recommendations": len(recs),
                         "severities": severities,
                         "applied": len(applied),
@@ -416,6 +429,8 @@ def run_rounds(
                 found = learning.verdicts(a["id"] for a in actions)
                 for action in actions:
                     action.update(found.get(action["id"], {}))
+                if store is not None:
+                    carry_outcomes(audit_db, store, f"{label}:")
     finally:
         server.shutdown()
         exporters.close()

@@ -20,17 +20,27 @@ Without, they rest on the default proxies (SM active and link bytes for a job mo
 utilization or CPU cores for the calibration of the others). The baseline's progress is read
 over the window that ended when the round's model was built (before the round applied
 anything), the measurement's over the window before the next round.
+
+**Across seeds.** A deployment keeps its audit log from job to job, so what it learned
+from one job's outcomes prices the next job's advice. With ``--learn-across-seeds`` the
+closed loop keeps an outcome store per scenario across its seeds (:func:`carry_outcomes`):
+before a seed's first round the settled outcomes of every earlier seed are copied into the
+seed's own audit log (their ids prefixed with the seed they came from, so that the same
+recommendation made again in this seed is a new outcome), and after its last round its own
+settled outcomes are added to the store. Only verdicts and measured gains travel, never
+the truth.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from toposcope.advisor.audit import AuditLog
-from toposcope.advisor.calibration import calibration_from
+from toposcope.advisor.calibration import SETTLED, calibration_from
 from toposcope.advisor.loaders import PrometheusLoader
 from toposcope.advisor.loaders.base import Window
 from toposcope.advisor.model import ClusterModel
@@ -149,13 +159,17 @@ class LoopLearning:
         ]
 
     def verdicts(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """The verification of each of ``ids`` so far: verdict, measured gain, detail."""
+        """The verification of each of ``ids`` so far: verdict, measured gain, detail and
+        the calibration cell it was recorded in (kind, policy, node type, link tier).
+        """
         wanted = set(ids)
+        cells = self.outcomes.cells()
         return {
             v.recommendation_id: {
                 "verdict": str(v.verdict),
                 "measured_gain": None if v.measured_gain is None else round(v.measured_gain, 4),
                 "detail": v.detail,
+                "cell": list(cells[v.recommendation_id][0]),
             }
             for v in self.outcomes.all()
             if v.recommendation_id in wanted
@@ -165,3 +179,36 @@ class LoopLearning:
 def verdict_counts(actions: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """How many of ``actions`` got each verdict (``unrecorded``: never verified)."""
     return dict(sorted(Counter(str(a.get("verdict") or "unrecorded") for a in actions).items()))
+
+
+def carry_outcomes(source: Path, dest: Path, prefix: str = "") -> int:
+    """Copy the settled verifications of the outcome log ``source`` into the one at ``dest``
+    (both opened, and so created, as outcome logs), each id prefixed with ``prefix``; ids
+    ``dest`` already holds (as carried, or as prefixed) are left as they are. Returns how
+    many were copied. Pending and undetermined ones stay behind: calibration does not read
+    them, and a later run's verifier must not judge a change another run made.
+    """
+    OutcomeLog(source)
+    OutcomeLog(dest)
+    db = sqlite3.connect(dest)
+    try:
+        columns = [str(row[1]) for row in db.execute("PRAGMA table_info(verifications)")]
+        rest = ", ".join(c for c in columns if c != "recommendation_id")
+        settled = sorted(str(v) for v in SETTLED)
+        marks = ",".join("?" for _ in settled)
+        db.execute("ATTACH DATABASE ? AS carried", (str(source),))
+        with db:
+            copied = db.execute(
+                f"INSERT INTO main.verifications (recommendation_id, {rest})"
+                f" SELECT ? || recommendation_id, {rest} FROM carried.verifications"
+                f" WHERE verdict IN ({marks})"
+                " AND recommendation_id NOT IN (SELECT recommendation_id FROM main.verifications)"
+                " AND ? || recommendation_id NOT IN"
+                " (SELECT recommendation_id FROM main.verifications)"
+                " ORDER BY applied_at",
+                (prefix, *settled, prefix),
+            ).rowcount
+        db.execute("DETACH DATABASE carried")
+    finally:
+        db.close()
+    return int(copied)

@@ -15,8 +15,9 @@ checks the whole request first and then carries it out at once:
   held by any part of the request count as free; GPUs held by any other workload, or given
   to two parts of the request, refuse the whole request (409) before anything changes;
 * a part that keeps its GPU indices keeps its CPUs and memory nodes (a pinned rank stays
-  pinned on an identical node); one on other indices runs unpinned; a part given its own
-  node and GPUs stays where it is;
+  pinned on an identical node); one on other indices runs unpinned, unless the request names
+  its CPUs and memory nodes there (a job swapping GPUs with another on one node, pinned next
+  to its new GPUs); a part given its own node and GPUs stays where it is;
 * every job with a part that moves pays its checkpoint-restore (a gang its slowest part's,
   :func:`~toposcope.sim.cluster_state.checkpoint_restore_seconds`), the cost the judge
   charges it.
@@ -60,6 +61,12 @@ class PartPlace:
     gpus: Annotated[IndexList, Field(description="its GPU indices on that node")] = field(
         default_factory=list
     )
+    cpus: Annotated[
+        IndexList, Field(description="CPUs to pin it to there (empty: as the module says)")
+    ] = field(default_factory=list)
+    mems: Annotated[IndexList, Field(description="its memory nodes there, with cpus")] = field(
+        default_factory=list
+    )
 
 
 @dataclass(frozen=True)
@@ -91,11 +98,14 @@ class JointMove:
 
 @dataclass(frozen=True)
 class _Placed:
-    """One part of the request, checked: the workload, its job and its new allocation."""
+    """One part of the request, checked: the workload, its job, its new allocation and
+    whether it runs pinned there (``None``: as it ran, when it keeps its CPUs).
+    """
 
     workload: SimWorkload
     job: str
     allocation: Allocation
+    pinned: bool | None = None
 
     @property
     def moves(self) -> bool:
@@ -129,7 +139,9 @@ def move_jobs(cluster: SimCluster, move: JointMove) -> ActionState:
                 p.workload,
                 p.job,
                 p.allocation,
-                p.workload.pinned
+                p.pinned
+                if p.pinned is not None
+                else p.workload.pinned
                 and p.workload.allocation is not None
                 and p.workload.allocation.cpus == p.allocation.cpus,
             )
@@ -182,12 +194,17 @@ def _check(cluster: SimCluster, move: JointMove) -> list[_Placed]:
             taken[gpu] = name
         current = workload.allocation
         assert current is not None  # checked above
-        if sorted(place.gpus) == sorted(current.gpus):
+        pinned: bool | None = None
+        if place.cpus:
+            wanted = Allocation(place.node, list(place.cpus), list(place.mems), list(place.gpus))
+        elif sorted(place.gpus) == sorted(current.gpus):
             wanted = Allocation(place.node, list(current.cpus), list(current.mems), place.gpus)
         else:
             wanted = Allocation(place.node, [], [], list(place.gpus))
         checked = cluster._check_placement(workload, wanted, allow_shared=True)
-        result.append(_Placed(workload, job, checked))
+        if place.cpus:
+            pinned = cluster._is_pinned(checked)
+        result.append(_Placed(workload, job, checked, pinned))
     return result
 
 

@@ -38,6 +38,10 @@ jobs first and the large job last. Its gain adds the small jobs' link changes an
 ``checkpoint_restore_seconds / remaining_seconds`` per moved job; it is recommended only when
 the net seconds saved, after every job's checkpoint-restore, are positive and beat a plain
 move's. It claims the freed set, the small jobs' new GPUs and every workload it moves.
+
+Exchange (:mod:`~toposcope.advisor.policies.job_exchange`). Two jobs of one node that no
+other decision moved trade GPUs, moved at once, when one gains and the other loses nothing:
+jobs interleaved over two switches, with no free GPU to move through.
 """
 
 from __future__ import annotations
@@ -52,6 +56,11 @@ from toposcope.advisor.idleness import IdleRule
 from toposcope.advisor.link_gain import MEASURED, LinkGain, link_gain
 from toposcope.advisor.model import ClusterModel, PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
+from toposcope.advisor.policies.job_exchange import (
+    ExchangeTerms,
+    exchange_recommendation,
+    exchanges,
+)
 from toposcope.advisor.policies.migration_recommendations import (
     MigrationTerms,
     defrag_recommendation,
@@ -255,6 +264,7 @@ class JobMigration(Policy[JobMigrationSettings]):
         jobs = [j for j in jobs if j.key not in run.stay]
         self._separate(run, movers)
         self._replace(run, jobs)
+        self._exchange(run, jobs)
         for pending in sorted(model.pending, key=lambda j: (-j.gpus_requested, j.name)):
             self._place_pending(run, pending)
         return Evaluation(tuple(run.recs), tuple(run.notes))
@@ -491,6 +501,32 @@ class JobMigration(Policy[JobMigrationSettings]):
             "can be a loss; measure both pairs (--p2p-bandwidth) or set "
             "move_between_pcie_tiers to move it",
         )
+
+    # phase 2b: jobs of one node trading GPUs -------------------------------------------------
+    def _exchange(self, run: _Run, jobs: list[WorkloadModel]) -> None:
+        """Let two jobs of one node that no move so far touched trade GPUs when one gains
+        and the other loses nothing, both moved at once
+        (:mod:`~toposcope.advisor.policies.job_exchange`).
+        """
+        s = self.settings
+        terms = ExchangeTerms(
+            s.remaining_seconds,
+            s.checkpoint_restore_seconds,
+            s.sensitivity,
+            s.pin_to_gpu_numa,
+            s.min_utilization,
+        )
+
+        def estimate(job: WorkloadModel, current: Placement, target: Placement) -> LinkGain:
+            return link_gain(run.share(job), current, target, s.sensitivity)
+
+        movable = [j for j in jobs if j.key not in run.moved]
+        found = exchanges(
+            run.model, movable, run.taken, terms, estimate, self._tier_only, run.search.node_cells
+        )
+        for exchange in found:
+            rec = exchange_recommendation(run.model, self.name, exchange, terms)
+            run.take(rec, exchange.claims(), exchange.first.job.key, exchange.second.job.key)
 
     # phase 3: pending jobs on sets freed by moving small jobs ------------------------------
     def _place_pending(self, run: _Run, pending: PendingWorkload) -> None:

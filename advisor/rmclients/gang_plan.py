@@ -31,8 +31,9 @@ from toposcope.rm.validation import check_request
 FABRIC_KINDS = (RecommendationKind.MIGRATE_JOB,)
 #: the simulator's route for a whole-gang move, under ``/api/v1``
 GANG_MOVES = "/gang-moves"
-#: the policies whose running multi-node jobs' moves the simulator carries out whole
-GANG_POLICIES = ("fabric-placement", "nic-affinity")
+#: the policies whose moves without contract actions the simulator carries out whole:
+#: running multi-node jobs' moves, and job-migration's exchange of two jobs' GPUs
+GANG_POLICIES = ("fabric-placement", "nic-affinity", "job-migration")
 #: the largest GPU, CPU or NUMA index a place may name
 _MAX_INDEX = 65_535
 

@@ -1,7 +1,8 @@
 """The ``sim`` backend's plan for a joint re-placement of running jobs (fabric-placement's
 swap of multi-node jobs between cells, :mod:`toposcope.advisor.policies.fabric_swaps`).
 
-The recommendation's ``proposed["jobs"]`` names every job, each part's node and GPUs; the
+The recommendation's ``proposed["jobs"]`` names every job, each part's node and GPUs (and,
+for a part pinned next to its new GPUs, its CPUs and memory nodes there); the
 plan is one ``POST {url}/gang-moves`` with the simulator's multi-job body
 (:class:`toposcope.sim.gang_swaps.JointMove`), which the simulator carries out at once or
 refuses whole. Its ``request`` (a ``migrate`` of the first job to its first node, request id
@@ -25,6 +26,8 @@ from toposcope.rm.validation import check_request
 GANG_MOVES = "/gang-moves"
 #: the largest GPU index a part may name
 _MAX_GPU = 1023
+#: the largest CPU or NUMA node index a part may name
+_MAX_INDEX = 65_535
 #: the most jobs one joint move may name (the simulator's own bound)
 MAX_JOBS = 256
 
@@ -80,7 +83,17 @@ def _part(job: str, value: object) -> dict[str, Any]:
         or not all(0 <= g <= _MAX_GPU for g in gpus)
     ):
         raise ValueError(f"part {part[:80]!r} has no valid GPU list")
-    return {"part": part, "node": node, "gpus": list(gpus)}
+    place: dict[str, Any] = {"part": part, "node": node, "gpus": list(gpus)}
+    for name in ("cpus", "mems"):  # a part pinned next to its new GPUs names both
+        listed = value.get(name)
+        if listed is None or listed == []:
+            continue
+        if not isinstance(listed, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= _MAX_INDEX for i in listed
+        ):
+            raise ValueError(f"part {part[:80]!r} has no valid {name} list")
+        place[name] = list(listed)
+    return place
 
 
 def joint_plan(rec: Recommendation, url: str) -> Plan:

@@ -173,3 +173,27 @@ def test_the_oracle_finds_the_swap_of_the_fabric_spread_scenario_and_charges_eve
     for gang in book.gangs.values():
         pause = max(checkpoint_restore_seconds(specs[p]) for p in gang.parts)
         assert all(costs[p] == pause for p in gang.parts)
+
+
+def test_two_jobs_of_one_node_swap_gpus_and_the_named_cpus_pin_them() -> None:
+    """contention-links' pcie8-01: allreduce-e on GPUs 0, 2 and allreduce-f on 1, 4 trade so
+    that e gets the switch pair 0, 1, pinned to socket 0 as the request says; f, named
+    without CPUs, runs unpinned on its new GPUs."""
+    cluster = build_cluster(load_scenario("builtin:contention-links"), SimClock(seed=0, speed=0))
+    template = cluster.template_of("pcie8-01")
+    socket0 = sorted(c.id for c in template.topology.cpus if c.numa_node == 0)
+    move = JointMove(
+        "e1",
+        [
+            JobPlace("allreduce-e", [PartPlace("allreduce-e", "pcie8-01", [0, 1], socket0, [0])]),
+            JobPlace("allreduce-f", [PartPlace("allreduce-f", "pcie8-01", [2, 4])]),
+        ],
+    )
+    move_jobs(cluster, move)
+    now = placed(cluster)
+    assert now["allreduce-e"] == ("pcie8-01", [0, 1], socket0)
+    assert now["allreduce-f"][1] == [2, 4]
+    moved = {w.spec.name: w for w in cluster._workloads.values()}
+    assert moved["allreduce-e.service"].pinned and not moved["allreduce-f.service"].pinned
+    allocation = moved["allreduce-e.service"].allocation
+    assert allocation is not None and allocation.mems == [0]

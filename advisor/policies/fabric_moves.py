@@ -6,10 +6,12 @@ GPUs a pending job was given). A running job is multi-node when one workload nam
 ``slurm-job-<id>``) holds GPUs on several nodes of the fabric. Its GPUs count as free for its
 own move; :func:`~toposcope.fabric.cellfit.choose` then says where it would go. When that
 cell is on a lower level than the level its traffic crosses now, each level saved shortens
-the rest of its run by the per-level prior (:mod:`toposcope.advisor.fabric_wait`): over the
-time it has left (``toposcope_queue_job_time_left_seconds``), ``left x (1 - f_new / f_now)``
-seconds. The move costs one checkpoint, requeue and restart of every rank (``restart_seconds``,
-all ranks at once); it is recommended when the time saved is larger. A job whose time left is
+the rest of its run by its per-level slowdown (from its measured NIC load where the
+exporters publish it, :mod:`toposcope.advisor.gang_share`, else the prior of
+:mod:`toposcope.advisor.fabric_wait`): over the time it has left
+(``toposcope_queue_job_time_left_seconds``), ``left x (1 - f_new / f_now)`` seconds. The
+move costs one checkpoint, requeue and restart of every rank (``restart_seconds``, all ranks
+at once); it is recommended when the time saved is larger. A job whose time left is
 unknown (no limit, or no scheduler publishing it) cannot be priced and gets a note.
 
 The recommendation (kind ``migrate-job``) carries no resource-manager action: the contract's
@@ -26,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from toposcope.advisor.fabric_jobs import job_parts
 from toposcope.advisor.fabric_wait import level_factor
+from toposcope.advisor.gang_share import GangShare, gang_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.fabric_advice import leaves_spanned
 from toposcope.advisor.recommendations import make_recommendation
@@ -126,12 +129,15 @@ def spread_moves(
                 )
             )
             continue
-        f_now = level_factor(now - tightest, rule.per_level)
-        f_new = level_factor(choice.level - tightest, rule.per_level)
+        priced = gang_share(model, job.gpus, float(now - tightest), rule.per_level)
+        f_now = level_factor(now - tightest, priced.per_level)
+        f_new = level_factor(choice.level - tightest, priced.per_level)
         saved = job.time_left * (1.0 - f_new / f_now)
         if saved <= rule.restart_seconds:
             continue
-        recs.append(_recommend(policy, tree, job, now, choice, saved, rule, f_now / f_new))
+        recs.append(
+            _recommend(policy, tree, job, now, choice, (saved, f_now / f_new, priced), rule)
+        )
         for node in choice.nodes:
             state = own[node]
             free[node] = NodeFree(node, state.total, max(0, state.free - share), None)
@@ -159,10 +165,10 @@ def _recommend(
     job: RunningJob,
     now: int,
     choice: Choice,
-    saved: float,
+    price: tuple[float, float, GangShare],
     rule: MoveRule,
-    ratio: float,
 ) -> Recommendation:
+    saved, ratio, priced = price
     left = job.time_left or 0.0
     gain = (saved - rule.restart_seconds) / left if left > 0 else 0.0
     current = list(job.gpus)
@@ -190,7 +196,12 @@ def _recommend(
             f"{choice.level_name} {choice.cell} ({','.join(choice.nodes)}): saves about "
             f"{saved:.0f} s of its {left:.0f} s left for one restart"
         ),
-        current={"nodes": current, "level": tree.levels[now], "time_left_s": left},
+        current={
+            "nodes": current,
+            "level": tree.levels[now],
+            "time_left_s": left,
+            "communication": priced.as_json(),
+        },
         proposed={
             "level": choice.level_name,
             "cell": choice.cell,
@@ -207,7 +218,7 @@ def _recommend(
         estimated_gain=gain,
         gain_model=(
             f"step time {ratio:.3f}x faster on the {choice.level_name} than across the "
-            f"{tree.levels[now]} ({rule.per_level:g} per level, a prior) over the "
+            f"{tree.levels[now]} ({priced.describe()}) over the "
             f"{left:.0f} s left, less one restart of {rule.restart_seconds:.0f} s"
         ),
         confidence=0.4,

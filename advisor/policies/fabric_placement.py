@@ -204,8 +204,9 @@ class FabricPlacement(Policy[FabricPlacementSettings]):
                 self.settings.unknown_time_left_s,
             )
             moves, unpriced = spread_moves(self.name, tree, free, model, rule)
-            recs += moves + joint_moves(self.name, tree, free, model, rule, recs + moves)
-            notes += unpriced
+            joint, unpaid = joint_moves(self.name, tree, free, model, rule, recs + moves)
+            recs += moves + joint
+            notes += unpriced + unpaid
         return Evaluation(tuple(recs), tuple(notes))
 
     def _cells(self) -> CellTree:

@@ -21,6 +21,7 @@ from toposcope.advisor.recommendations import make_recommendation
 from toposcope.fabric.cells import CellTree, NodeFree
 from toposcope.report.recommendation import (
     Evidence,
+    Note,
     Recommendation,
     RecommendationKind,
     Risk,
@@ -33,8 +34,8 @@ def swap_recommendation(policy: str, tree: CellTree, swap: Swap, rule: MoveRule)
     gangs = [j for j in swap.jobs if j.multi_node]
     aside = [j for j in swap.jobs if not j.multi_node]
     first = gangs[0]
-    left = sum(j.time_left for j in gangs)
-    gain = swap.net_s / left if left > 0 else 0.0
+    held = sum(j.time_left * j.gpus for j in gangs)
+    gain = swap.net_gpu_s / held if held > 0 else 0.0
     where = "; ".join(f"{j.job} onto {j.level_new} {j.cell} ({_nodes(j)})" for j in gangs)
     if aside:
         where += "; aside: " + ", ".join(f"{j.job} to {j.parts[0].node}" for j in aside)
@@ -45,8 +46,8 @@ def swap_recommendation(policy: str, tree: CellTree, swap: Swap, rule: MoveRule)
         summary=(
             f"move {', '.join(j.job for j in swap.jobs)} at once so that "
             f"{_names(gangs)} each run under one {first.level_new}: {where}; saves about "
-            f"{swap.saved_s:.0f} s for {len(swap.jobs)} restart(s) of "
-            f"{rule.restart_seconds:.0f} s"
+            f"{swap.saved_s:.0f} s ({swap.saved_gpu_s:.0f} GPU-s) for {len(swap.jobs)} "
+            f"restart(s) of {rule.restart_seconds:.0f} s ({swap.restart_gpu_s:.0f} GPU-s)"
         ),
         current={
             "jobs": {
@@ -55,6 +56,8 @@ def swap_recommendation(policy: str, tree: CellTree, swap: Swap, rule: MoveRule)
                     "level": j.level_now,
                     "time_left_s": round(j.time_left, 1),
                     "step_factor": round(j.factor_now, 4),
+                    "gpus": j.gpus,
+                    "communication": j.share.as_json() if j.share is not None else None,
                 }
                 for j in gangs
             }
@@ -66,6 +69,8 @@ def swap_recommendation(policy: str, tree: CellTree, swap: Swap, rule: MoveRule)
             "nodes": sorted({p.node for j in swap.jobs for p in j.parts}),
             "saved_s": round(swap.saved_s, 1),
             "restart_s": round(swap.restart_s, 1),
+            "saved_gpu_s": round(swap.saved_gpu_s, 1),
+            "restart_gpu_s": round(swap.restart_gpu_s, 1),
             "helped": {k: round(v, 1) for k, v in sorted(swap.helped.items())},
             "combinations_tried": swap.combinations,
         },
@@ -89,13 +94,15 @@ def swap_recommendation(policy: str, tree: CellTree, swap: Swap, rule: MoveRule)
         ],
         estimated_gain=gain,
         gain_model=(
-            f"step time 1 + {rule.per_level:g} per level crossed above the tightest (a prior) "
+            "step time 1 + a per-level slowdown per level crossed above the tightest "
             "x the uplink's taper over 2:1 x the multi-node jobs sharing it; "
             + ", ".join(
-                f"{j.job} {j.factor_now:.3f}x -> {j.factor_new:.3f}x over {j.time_left:.0f} s"
+                f"{j.job} {j.factor_now:.3f}x -> {j.factor_new:.3f}x over {j.time_left:.0f} s "
+                f"({_priced(j, rule)})"
                 for j in gangs
             )
-            + f"; less {len(swap.jobs)} restart(s) of {rule.restart_seconds:.0f} s"
+            + f"; less {len(swap.jobs)} restart(s) of {rule.restart_seconds:.0f} s; "
+            "saving and restarts weighed by each job's GPUs"
         ),
         confidence=0.4,
         risk=Risk.HIGH,
@@ -128,8 +135,16 @@ def _job(job: MovedJob) -> dict[str, object]:
             level=job.level_new,
             saved_s=round(job.saved_s, 1),
             step_factor=round(job.factor_new, 4),
+            communication=job.share.as_json() if job.share is not None else None,
         )
     return entry
+
+
+def _priced(job: MovedJob, rule: MoveRule) -> str:
+    """What priced ``job``'s step time, for the gain model's text."""
+    if job.share is None:
+        return f"{rule.per_level:g} per level, the prior"
+    return job.share.describe()
 
 
 def _nodes(job: MovedJob) -> str:
@@ -148,9 +163,10 @@ def joint_moves(
     model: ClusterModel,
     rule: MoveRule,
     taken: Sequence[Recommendation],
-) -> list[Recommendation]:
+) -> tuple[list[Recommendation], list[Note]]:
     """The joint re-placement worth making after ``taken`` (the policy's other advice this
-    round, whose jobs and nodes it leaves alone), as at most one recommendation.
+    round, whose jobs and nodes it leaves alone), as at most one recommendation; when the
+    best one found does not pay, a note that says by how much.
     """
     claimed = {c.removeprefix("node:") for r in taken for c in r.claims if c.startswith("node:")}
     busy = {r.target.workload for r in taken}
@@ -162,4 +178,17 @@ def joint_moves(
         if j.name not in busy
     ]
     found = best_swap(tree, free, model, jobs, rule, claimed)
-    return [swap_recommendation(policy, tree, found, rule)] if found is not None else []
+    if found is None:
+        return [], []
+    if found.net_gpu_s > 0:
+        return [swap_recommendation(policy, tree, found, rule)], []
+    gangs = [j for j in found.jobs if j.multi_node]
+    steps = ", ".join(
+        f"{j.job} {j.factor_now:.3f}x -> {j.factor_new:.3f}x, {_priced(j, rule)}" for j in gangs
+    )
+    why = (
+        f"moving {', '.join(j.job for j in found.jobs)} at once would put {_names(gangs)} "
+        f"under one {gangs[0].level_new} ({steps}), saving {found.saved_gpu_s:.0f} GPU-s for "
+        f"{found.restart_gpu_s:.0f} GPU-s of restarts: not worth it"
+    )
+    return [], [Note(policy, gangs[0].job, why)]

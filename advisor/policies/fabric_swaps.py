@@ -22,15 +22,19 @@ swapping their parts puts each under one leaf. :func:`best_swap` searches such s
   there as it does now); a combination that cannot place every part and every job moved
   aside is dropped;
 * **price**: a job's step time over its slowest level is ``1 + per_level x sum over the
-  levels it crosses above its tightest of taper x sharers``: ``per_level`` the slowdown
-  prior of :mod:`~toposcope.advisor.fabric_wait` (it assumes a 2:1 tapered uplink used by
-  one job), ``taper`` the crossed switches' oversubscription from the fabric file over that
-  2:1 (1 where the file does not give it), ``sharers`` the most multi-node jobs crossing
-  one uplink the job crosses. Over its time left a job saves ``left x (1 - f_new / f_now)``;
-  every moved job (multi-node or moved aside) costs one restart (``restart_seconds``);
+  levels it crosses above its tightest of taper x sharers``: ``per_level`` the job's own,
+  from its measured NIC load (:func:`~toposcope.advisor.gang_share.gang_share`), else the
+  slowdown prior of :mod:`~toposcope.advisor.fabric_wait` (it assumes a 2:1 tapered uplink
+  used by one job), ``taper`` the crossed switches' oversubscription from the fabric file
+  over that 2:1 (1 where the file does not give it), ``sharers`` the most multi-node jobs
+  crossing one uplink the job crosses. Over its time left a job saves ``left x (1 - f_new /
+  f_now)`` seconds; every moved job (multi-node or moved aside) costs one restart
+  (``restart_seconds``). Savings and restarts are weighed in GPU-seconds: a 2-GPU job's
+  restart stands still 2 GPUs, a 16-GPU job's saving frees 16;
 * **rules**: a combination that makes any multi-node job slower is dropped (no collateral),
   every moving job must save more than its own restart (a job about to end never moves),
-  and the best combination is kept when its summed saving beats its summed restarts.
+  and the best combination is kept when its summed saving beats its summed restarts, both
+  in GPU-seconds.
 
 The answer (:class:`Swap`) names every job, part, node and GPU; :mod:`.fabric_swap_advice`
 makes it a recommendation that a backend applies at once or refuses whole.
@@ -40,8 +44,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from toposcope.advisor.gang_share import GangShare, gang_share
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.policies.fabric_moves import MoveRule, RunningJob
 from toposcope.fabric.cellfit import lowest_level_possible, span_level
@@ -87,6 +92,10 @@ class MovedJob:
     factor_new: float = 1.0
     time_left: float = 0.0
     saved_s: float = 0.0
+    #: GPUs the job holds (what its saving and its restart are weighed by)
+    gpus: int = 0
+    #: what priced a multi-node job's step time (its measured NIC load or the prior)
+    share: GangShare | None = None
 
 
 @dataclass(frozen=True)
@@ -99,11 +108,19 @@ class Swap:
     combinations: int
     #: multi-node jobs that stay but run faster (fewer sharers on their uplinks): job -> s
     helped: Mapping[str, float] = field(default_factory=dict)
+    #: the saving and the restarts weighed by the GPUs of each job (GPU-seconds)
+    saved_gpu_s: float = 0.0
+    restart_gpu_s: float = 0.0
 
     @property
     def net_s(self) -> float:
         """Seconds saved less the restarts."""
         return self.saved_s - self.restart_s
+
+    @property
+    def net_gpu_s(self) -> float:
+        """GPU-seconds saved less the GPU-seconds the restarts stand still."""
+        return self.saved_gpu_s - self.restart_gpu_s
 
 
 @dataclass
@@ -138,7 +155,8 @@ def best_swap(
     fixed_nodes: Iterable[str] = (),
 ) -> Swap | None:
     """The best joint move of ``jobs`` (running multi-node jobs; see the module docstring),
-    or ``None`` when none pays. ``fixed_nodes`` are not used (taken by other advice).
+    or ``None`` when none fits or no moving job saves more than its restart; it pays when its
+    :attr:`Swap.net_gpu_s` is above 0. ``fixed_nodes`` are not used (taken by other advice).
     """
     fixed = set(fixed_nodes)
     gangs = {j.name: j for j in jobs}
@@ -147,7 +165,9 @@ def best_swap(
     board = _board(free, model, tree, part_names)
     tightest = {j.name: lowest_level_possible(tree, capacity, len(j.gpus), _share(j)) for j in jobs}
     now = {j.name: tuple(j.gpus) for j in jobs}
-    before = _factors(tree, now, tightest, rule.per_level)
+    extra_now = _extras(tree, now, tightest)
+    shares = {j.name: gang_share(model, j.gpus, extra_now[j.name], rule.per_level) for j in jobs}
+    before = _factors(extra_now, shares)
     movers = [
         j
         for j in jobs
@@ -175,16 +195,22 @@ def best_swap(
         if all(c is None for c in combo) or tried >= MAX_COMBINATIONS:
             continue
         tried += 1
-        found = _try(tree, board, movers, combo, now, tightest, before, rule)
-        if found is not None and found.net_s > 0 and (best is None or found.net_s > best.net_s):
+        found = _try(tree, board, movers, combo, now, (tightest, shares, before), rule)
+        if found is None:
+            continue
+        if best is None or found.net_gpu_s > best.net_gpu_s:
             best = found
     if best is None:
         return None
-    return Swap(best.jobs, best.saved_s, best.restart_s, tried, best.helped)
+    return replace(best, combinations=tried)
 
 
 def _share(job: RunningJob) -> int:
     return max(len(g) for g in job.gpus.values())
+
+
+def _gpus(job: RunningJob) -> int:
+    return sum(len(g) for g in job.gpus.values())
 
 
 def _board(
@@ -245,11 +271,13 @@ def _try(
     movers: Sequence[RunningJob],
     combo: Sequence[int | None],
     now: Mapping[str, tuple[str, ...]],
-    tightest: Mapping[str, int | None],
-    before: Mapping[str, float],
+    prices: tuple[Mapping[str, int | None], Mapping[str, GangShare], Mapping[str, float]],
     rule: MoveRule,
 ) -> Swap | None:
-    """One combination packed and priced; ``None`` when it does not fit or harms a job."""
+    """One combination packed and priced; ``None`` when it does not fit or harms a job.
+    ``prices``: each job's tightest level, what prices its step time and its factor now.
+    """
+    tightest, shares, before = prices
     board = start.copy()
     moving = [(j, c) for j, c in zip(movers, combo, strict=True) if c is not None]
     staying = [j for j, c in zip(movers, combo, strict=True) if c is None]
@@ -269,17 +297,18 @@ def _try(
     after = dict(now)
     for name, parts in placed.items():
         after[name] = tuple(sorted({p.node for p in parts}))
-    factors = _factors(tree, after, tightest, rule.per_level)
+    factors = _factors(_extras(tree, after, tightest), shares)
     if any(factors[n] > before[n] + 1e-9 for n in factors):
         return None
     lefts = {j.name: j.time_left or 0.0 for j in movers}
     jobs: list[MovedJob] = []
-    saved = 0.0
+    saved = saved_gpu = 0.0
     for job, cell in moving:
         gain = lefts[job.name] * (1.0 - factors[job.name] / before[job.name])
         if gain <= rule.restart_seconds:
             return None
         saved += gain
+        saved_gpu += gain * _gpus(job)
         jobs.append(
             MovedJob(
                 job.name,
@@ -292,6 +321,8 @@ def _try(
                 factors[job.name],
                 lefts[job.name],
                 gain,
+                _gpus(job),
+                shares[job.name],
             )
         )
     helped = {
@@ -300,9 +331,11 @@ def _try(
         if factors[j.name] < before[j.name] - 1e-9
     }
     saved += sum(helped.values())
+    saved_gpu += sum(v * _gpus(j) for j in staying if (v := helped.get(j.name)) is not None)
     jobs += moved_aside
     restarts = rule.restart_seconds * len(jobs)
-    return Swap(tuple(jobs), saved, restarts, 0, helped)
+    restart_gpu = rule.restart_seconds * sum(j.gpus for j in jobs)
+    return Swap(tuple(jobs), saved, restarts, 0, helped, saved_gpu, restart_gpu)
 
 
 def _pack(
@@ -398,17 +431,18 @@ def _place_aside(
         avail.difference_update(chosen)
         part = Part(name, node, gpus, target, chosen)
         if part.moves:
-            moved.append(MovedJob(name, (part,), False))
+            moved.append(MovedJob(name, (part,), False, gpus=len(gpus)))
     return moved
 
 
-def _factors(
+def _extras(
     tree: CellTree,
     placing: Mapping[str, tuple[str, ...]],
     tightest: Mapping[str, int | None],
-    per_level: float,
 ) -> dict[str, float]:
-    """Each multi-node job's step-time factor where ``placing`` puts it (module docstring)."""
+    """Each multi-node job's levels crossed above its tightest where ``placing`` puts it, each
+    weighted by its uplink's taper over 2:1 and the jobs sharing it (module docstring).
+    """
     spans = {name: span_level(tree, nodes) for name, nodes in placing.items()}
     crossing: dict[int, int] = {}
     for name, nodes in placing.items():
@@ -418,11 +452,11 @@ def _factors(
         for at in _uplinks(tree, nodes, span):
             crossing[at] = crossing.get(at, 0) + 1
     oversub = {s.name: s.oversubscription for s in tree.fabric.switches}
-    factors: dict[str, float] = {}
+    extras: dict[str, float] = {}
     for name, nodes in placing.items():
         span, low = spans[name], tightest.get(name)
         if span is None or low is None or span <= low:
-            factors[name] = 1.0
+            extras[name] = 0.0
             continue
         extra = 0.0
         for level in range(max(low, 1), span):
@@ -432,8 +466,13 @@ def _factors(
                 scale = taper / PRIOR_TAPER if taper else 1.0
                 worst = max(worst, scale * crossing.get(cell, 1))
             extra += worst
-        factors[name] = 1.0 + per_level * extra
-    return factors
+        extras[name] = extra
+    return extras
+
+
+def _factors(extras: Mapping[str, float], shares: Mapping[str, GangShare]) -> dict[str, float]:
+    """Each multi-node job's step-time factor: ``1 + per_level x extra`` (module docstring)."""
+    return {name: 1.0 + shares[name].per_level * extra for name, extra in extras.items()}
 
 
 def _uplinks(tree: CellTree, nodes: Iterable[str], span: int) -> set[int]:

@@ -196,13 +196,13 @@ def test_an_action_whose_target_finished_in_the_round_is_neither_harmful_nor_use
 
 
 def test_a_joint_move_is_judged_by_every_part_it_moves() -> None:
-    [move] = joint(LONG)  # three spread jobs and vision moved aside, as the report has it
+    [move] = joint(LONG)  # three spread jobs, serve and notebook moved aside, as the report has it
     rec = json.loads(json.dumps(move.to_dict()))
     moved = [p["part"] for job in rec["proposed"]["jobs"] for p in job["parts"]]
     current = dict.fromkeys(moved, 10.0)
-    after = {**dict.fromkeys(moved, 20.0), "vision": 4.0}
+    after = {**dict.fromkeys(moved, 20.0), "serve": 4.0}
     [done] = round_actions(1, {move.id: rec}, {move.id}, current, after)
-    assert sorted(done["parts"]) == sorted(moved) and "vision" in moved
+    assert sorted(done["parts"]) == sorted(moved) and "serve" in moved
     total = 10.0 * len(moved)
     assert done["actual_gain"] == round((total * 2 - 16.0) / total - 1, 4)
     assert not done["harmful"]

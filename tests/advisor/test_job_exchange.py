@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from tests.advisor.builders import cluster, pcie4, pcie8, workload
+from toposcope.advisor.gpu_sets import rank_sets
 from toposcope.advisor.link_prices import Measured
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
+from toposcope.advisor.policies.job_exchange import neutral
 from toposcope.advisor.policies.job_migration import JobMigration
 from toposcope.advisor.rmclients.joint_plan import joint_plan
 from toposcope.advisor.rmclients.plans import ApiPlanner
@@ -139,3 +141,21 @@ def test_a_malformed_pin_is_refused_before_any_body() -> None:
     jobs[0]["parts"] = [{**jobs[0]["parts"][0], "cpus": [-1]}]
     plan = joint_plan(replace(rec, proposed={**rec.proposed, "jobs": jobs}), "http://sim:8080")
     assert plan.refused and plan.steps == ()
+
+
+def test_a_partner_on_the_same_link_within_a_measurements_spread_counts_as_unchanged() -> None:
+    figures = {(0, 2): 16.0, (1, 3): 15.5, (0, 3): 14.0, (0, 1): 22.0}
+    node = measured(pcie8())
+    pairs = dict(node.measured_bandwidth)
+    for (a, b), gbps in figures.items():
+        pairs[(a, b)] = pairs[(b, a)] = Measured(gbps, f"p2p:{a}-{b}")
+    node = replace(node, measured_bandwidth=pairs)
+
+    def placed(*gpus: int) -> Any:
+        return rank_sets(node, gpus, len(gpus))[0]
+
+    assert neutral(placed(0, 2), placed(1, 3))  # NODE, 16.0 and 15.5: within 5 %
+    assert not neutral(placed(0, 2), placed(0, 3))  # NODE, 16.0 and 14.0
+    assert not neutral(placed(0, 2), placed(0, 1))  # NODE to PIX
+    plain = pcie4()
+    assert neutral(rank_sets(plain, (0, 2), 2)[0], rank_sets(plain, (1, 3), 2)[0])  # SYS, tier

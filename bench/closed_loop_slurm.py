@@ -74,6 +74,7 @@ from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import Scenario, builtin_scenarios, load_scenario
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
 from toposcope.sim.slurm_description import describe_cluster
+from toposcope.sim.slurm_gangs import GangParts
 from toposcope.sim.slurm_mirror import SlurmMirror, SlurmRunner
 from toposcope.sim.slurm_mode import build_mirrored
 from toposcope.slurm.clusterfiles import ClusterLayout
@@ -207,7 +208,8 @@ def run_scenario(args: argparse.Namespace, workdir: Path, original: Scenario) ->
         )  # fmt: skip
         thread = threading.Thread(target=mirror.run, args=(stop, 1.0), daemon=True)
         thread.start()
-        server, _, _, _ = serve(cluster, workdir)
+        # the gangs' parts send through their nodes' NICs, as the advisor measures them
+        server, _, _, _ = serve(cluster, workdir, network=GangParts(cluster))
         try:
             with prometheus(
                 args.prometheus_binary, workdir, workdir / "targets.json", len(scenario.nodes)

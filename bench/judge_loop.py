@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,7 @@ from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.scenario_fabric import ScenarioFabric
 from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
+from toposcope.sim.slurm_gangs import GangParts
 from toposcope.waiting import wait_until
 
 
@@ -306,13 +307,17 @@ def joint_parts(rec: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def serve(
-    cluster: SimCluster, workdir: Path, fabric: ScenarioFabric | None = None
+    cluster: SimCluster,
+    workdir: Path,
+    fabric: ScenarioFabric | None = None,
+    network: Container[str] = frozenset(),
 ) -> tuple[SimServer, SimExporters, Path, str]:
-    """Serve the cluster on loopback (with ``fabric``'s families on ``/metrics``):
-    (server, exporters, token file, address).
+    """Serve the cluster on loopback (with ``fabric``'s families on ``/metrics``; the NICs
+    carry the traffic of the workloads in ``network``): (server, exporters, token file,
+    address).
     """
     served = SimFabric(fabric) if fabric is not None else None
-    exporters = SimExporters(cluster, workdir / "state", background=False)
+    exporters = SimExporters(cluster, workdir / "state", background=False, network=network)
     token = secrets.token_hex(16)
     token_file = workdir / "token"
     token_file.write_text(token + "\n")
@@ -343,7 +348,10 @@ def run_rounds(
     rounds before it, each round records the calibration it ran with, and each action
     its verdict and measured gain (:mod:`loop_learning`).
     """
-    server, exporters, token_file, address = serve(cluster, workdir, options.fabric)
+    # the gangs' parts send through their nodes' NICs, where the advisor measures their load
+    server, exporters, token_file, address = serve(
+        cluster, workdir, options.fabric, network=GangParts(cluster)
+    )
     gangs = gang_parts(cluster)
     audit_db = workdir / "audit.sqlite"
     store = options.outcome_store if options.learn else None

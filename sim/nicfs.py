@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from pathlib import Path
 
 from toposcope.sim.cluster_state import NodeSnapshot, WorkloadSnapshot
@@ -82,7 +82,7 @@ def nearest_nics(template: NodeTemplate) -> dict[int, tuple[str, ...]]:
 def nic_rates(
     nearest: dict[int, tuple[str, ...]],
     workloads: Iterable[WorkloadSnapshot],
-    network: frozenset[str],
+    network: Container[str],
 ) -> dict[str, float]:
     """Bytes per second through each RDMA NIC now (each direction; see the module docstring)."""
     rates: dict[str, float] = {}
@@ -112,10 +112,11 @@ def _link(path: Path, target: str) -> None:
 class NicTree:
     """The NICs of one simulated node under ``<root>/sys/class`` (see the module docstring).
 
-    ``network`` names the workloads that are parts of multi-node jobs.
+    ``network`` names the workloads that are parts of multi-node jobs (any container: a
+    live view answers for parts that appear later, as a Slurm job's do when it is submitted).
     """
 
-    def __init__(self, root: Path, template: NodeTemplate, network: frozenset[str]) -> None:
+    def __init__(self, root: Path, template: NodeTemplate, network: Container[str]) -> None:
         self._class = root / "sys" / "class"
         self._nearest = nearest_nics(template)
         self._network = network

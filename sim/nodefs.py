@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -87,7 +87,7 @@ class NodeExporter:
         topology: Callable[[Path], Topology],
         clock: Callable[[], float],
         background: bool = False,
-        network: frozenset[str] = frozenset(),
+        network: Container[str] = frozenset(),
     ) -> None:
         self.name = name
         self.template = template
@@ -254,7 +254,7 @@ class SimExporters:
         cluster: SimCluster,
         state_dir: Path,
         background: bool | None = None,
-        network: frozenset[str] = frozenset(),
+        network: Container[str] = frozenset(),
     ) -> None:
         self.cluster = cluster
         self.network = network

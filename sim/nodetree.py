@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,7 @@ class NodeTree:
         root: Path,
         template: NodeTemplate,
         shared: Path,
-        network: frozenset[str] = frozenset(),
+        network: Container[str] = frozenset(),
     ) -> None:
         self.root = root
         self.template = template

@@ -13,7 +13,10 @@ advisor sees one workload on several nodes.
 for the same GPUs and threads: Slurm gives each node the same share); :func:`register`
 adds a submitted job's gang to the cluster's :class:`~toposcope.sim.gang_engine.GangBook`
 before its parts are submitted; :func:`assign` pairs Slurm's per-node allocations with the
-parts, a part already running on one of the job's nodes keeping it.
+parts, a part already running on one of the job's nodes keeping it. :class:`GangParts` names
+the parts of a cluster's gangs as they are now, for the exporters whose NICs carry their
+traffic (:mod:`toposcope.sim.nicfs`; any cluster's gangs, but a Slurm job's parts exist only
+once it is submitted, so the set cannot be fixed beforehand).
 """
 
 from __future__ import annotations
@@ -23,10 +26,22 @@ from dataclasses import dataclass
 
 from toposcope.errors import ConfigError
 from toposcope.rm import Allocation
+from toposcope.sim.cluster import SimCluster
 from toposcope.sim.gang_engine import GangBook
 from toposcope.sim.gang_price import FabricPrices, Gang
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
+
+
+class GangParts:
+    """A live view: whether a workload is a part of one of ``cluster``'s gangs now."""
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+
+    def __contains__(self, name: object) -> bool:
+        book = self.cluster.gangs
+        return book is not None and isinstance(name, str) and name in book.part_of
 
 
 @dataclass(frozen=True)

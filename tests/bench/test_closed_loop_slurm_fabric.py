@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import closed_loop_slurm
@@ -22,10 +23,13 @@ from tests.slurm.conftest import require_slurm, state_dir
 from toposcope.errors import ConfigError
 from toposcope.rm import Allocation
 from toposcope.sim.cgroup_paths import workload_cgroup
-from toposcope.sim.gang_price import Gang
+from toposcope.sim.clock import SimClock
+from toposcope.sim.gang_price import FabricPrices, Gang
 from toposcope.sim.jobs import JobKind, JobSpec
+from toposcope.sim.nicfs import NET_BYTES_PER_GPU, nearest_nics, nic_rates
 from toposcope.sim.scenarios import load_scenario
-from toposcope.sim.slurm_gangs import assign, gang_jobs, part_names
+from toposcope.sim.slurm_gangs import GangParts, assign, gang_jobs, part_names, register
+from toposcope.sim.slurm_mode import build_mirrored
 
 
 def test_a_part_that_runs_on_one_of_the_jobs_nodes_keeps_it() -> None:
@@ -50,6 +54,29 @@ def test_a_gang_whose_parts_differ_cannot_be_one_slurm_job() -> None:
         gang_jobs([Gang("g", ("a", "b"), "data-parallel")], specs)
     with pytest.raises(ConfigError, match="lacks"):
         gang_jobs([Gang("g", ("a", "c"), "data-parallel")], specs)
+
+
+def test_a_slurm_gangs_parts_send_through_their_nics_once_it_is_submitted() -> None:
+    scenario = load_scenario("builtin:slurm-fabric")
+    declared = scenario.fabric
+    assert declared is not None
+    cluster = build_mirrored(scenario, SimClock(seed=0, speed=0))
+    network = GangParts(cluster)
+    assert "slurm-job-7-part0" not in network  # Slurm has not numbered the job yet
+    specs = {j.spec.name: j.spec for j in scenario.jobs}
+    [job] = set(gang_jobs(declared.gangs, specs).values())
+    parts = register(cluster, FabricPrices(declared.fabric), job, "slurm-job-7")
+    assert all(p in network for p in parts) and "slurm-job-7" not in network
+    template = cluster.template_of("sf-01")
+    for part in parts:
+        cluster.submit(replace(job.spec, name=part, submit_time=0.0))
+    assert cluster.run_on(
+        parts[0], Allocation("sf-01", list(range(256)), [0, 1, 2, 3], list(range(8)))
+    )
+    [running] = [w for w in cluster.node_snapshot("sf-01").workloads if w.name == parts[0]]
+    rates = nic_rates(nearest_nics(template), [running], network)
+    assert sum(rates.values()) == pytest.approx(8 * NET_BYTES_PER_GPU * job.spec.comm_intensity)
+    assert nic_rates(nearest_nics(template), [running], frozenset()) == {}
 
 
 def test_slurms_tree_is_written_from_the_scenarios_fabric_with_the_loops_names(

@@ -24,7 +24,8 @@ much of its time it moves bytes:
   per-level slowdown of the job is ``p = c``, at most :data:`MAX_PER_LEVEL`.
 
 A load above line rate (a counter's total where a rate was asked, as a single scrape
-answers) or no NIC of the job's own is no measurement: the prior stands, and
+answers), no traffic at all on the job's NICs (its ranks send through other NICs, or it
+idles) or no NIC of the job's own is no measurement: the prior stands, and
 :class:`GangShare` says why, so that a recommendation can say which priced it.
 """
 
@@ -112,6 +113,10 @@ def gang_share(
         )
         return GangShare(prior, "prior", reason=reason)
     load, nic = max(loads)
+    if load <= 0.0:
+        return GangShare(
+            prior, "prior", load, nic, "no traffic on its NICs: it sends through others or idles"
+        )
     if load > 1.0:
         return GangShare(
             prior, "prior", load, nic, "NIC traffic above line rate: not a rate over the window"

@@ -90,6 +90,8 @@ def test_without_nic_figures_or_with_a_counter_total_the_prior_stands() -> None:
     total = gang_share(with_nics(two_nodes(), {"n1": {"mlx5_0": 40.0}}), JOB, 1.0, 0.125)
     assert total.source == "prior" and total.load == pytest.approx(40.0)
     assert "above line rate" in total.reason
+    idle = gang_share(with_nics(two_nodes(), {"n1": {"mlx5_0": 0.0}}), JOB, 1.0, 0.125)
+    assert idle.source == "prior" and "no traffic" in idle.reason
 
 
 def test_a_saturated_nic_is_priced_at_the_cap() -> None:

@@ -18,18 +18,24 @@ and the gain ``T_now / T_new - 1``. Nothing of the prior enters it: neither
 A new pair less than :data:`SAME_BANDWIDTH` faster than the current one counts as no
 faster (the spread of a bandwidth test).
 
+**Onto NVLink.** From a measured pair, the new pair's bandwidth is the NVLinks' own, from
+the topology (:mod:`~toposcope.advisor.link_prices`: links per bond times the GPU's NVLink
+rate; a bandwidth test of the PCIe paths does not measure them). The tier prior puts an
+NVLink only 1.25 times above a PCIe switch; the job's traffic over the NVLinks' bandwidth
+says what it is worth to that job, 4 to 25 times its speed for the closed loop's
+communication-bound jobs. Such estimates made job-migration's first-come choice hand a
+machine's few NVLinked sets to whoever asked first (``demo`` fell from 0.896 to 0.835 of
+the oracle); contested sets are now chosen jointly
+(:mod:`~toposcope.advisor.policies.contested_moves`).
+
 **Prior.** Without traffic on the job's links over the window, without a measured
-bandwidth behind both prices (``--p2p-bandwidth``), or for a move onto or off NVLink, the
-gain is the prices' ratio as before: ``f_now / f_new - 1`` with the slowdown scaled by
-``sensitivity``. The topology's bandwidths are not enough: between PCIe paths their ratio
-is the tier prior's own (a switch at the link's peak, the socket link at 0.29 of it), and a
-share read against them reads high; in the closed loop's ``contention-links`` the estimates
-came out 0.66 off the truth against 0.36 for the prior (docs/benchmarks.md). Onto
-NVLink the measured model is right about the job (it says 4 to 25 times faster, as the
-simulator's truth does) but wrong for the cluster: the greedy order of job-migration and
-the conflicts between recommendations then hand a machine's few NVLinked sets to the jobs
-that ask first, and pending jobs that would use them better wait (the closed loop's
-``demo`` fell from 0.896 to 0.835 of the oracle); docs/policies.md has the figures.
+bandwidth behind the current price (and, off NVLink, the new one: ``--p2p-bandwidth``), or
+for a move off or between NVLinks, the gain is the prices' ratio as before: ``f_now /
+f_new - 1`` with the slowdown scaled by ``sensitivity``. The topology's bandwidths are not
+enough between PCIe paths: there their ratio is the tier prior's own (a switch at the
+link's peak, the socket link at 0.29 of it), and a share read against them reads high; in
+the closed loop's ``contention-links`` the estimates came out 0.66 off the truth against
+0.36 for the prior (docs/benchmarks.md).
 Every estimate says which it used (:attr:`LinkGain.source`) and, in words, what it rests
 on (:attr:`LinkGain.text`).
 """
@@ -129,19 +135,22 @@ def link_gain(
     measured: MeasuredShare | None, current: Placement, target: Placement, sensitivity: float
 ) -> LinkGain:
     """The gain of moving from ``current`` to ``target``: from ``measured`` traffic when
-    there is some and both prices rest on a measured bandwidth, else the prior (module
-    docstring).
+    there is some and both prices rest on a measured bandwidth, or the current one does and
+    ``target`` is NVLinked, else the prior (module docstring).
     """
     if measured is None:
         return prior_gain(current, target, sensitivity, "no measured link traffic")
-    if LinkType.NVLINK in (current.worst_link, target.worst_link):
-        return prior_gain(current, target, sensitivity, "a move onto or off NVLink")
+    if current.worst_link == LinkType.NVLINK:
+        return prior_gain(current, target, sensitivity, "a move off or between NVLinks")
     now_gbps, new_gbps = current.price.gbps, target.price.gbps
-    if not (current.price.source == MEASURED and target.price.source == MEASURED):
+    if current.price.source != MEASURED or not (
+        target.price.source == MEASURED or target.worst_link == LinkType.NVLINK
+    ):
         return prior_gain(current, target, sensitivity, "pair bandwidths not measured")
     share = link_share(measured, current)
     if share is None or share <= 0 or now_gbps is None or new_gbps is None or new_gbps <= 0:
         return prior_gain(current, target, sensitivity, "no traffic on its dearest pair")
+    nvlink = target.worst_link == LinkType.NVLINK
     if new_gbps <= now_gbps * (1.0 + SAME_BANDWIDTH):
         new_gbps = now_gbps  # within a measurement's spread: no faster
     ratio = (1.0 - share) + share * now_gbps / new_gbps
@@ -149,6 +158,7 @@ def link_gain(
         f"step time (1 - s) + s x B_now / B_after = {1.0 - share:.2f} + {share:.2f} x "
         f"{now_gbps:.1f} / {new_gbps:.1f} GB/s = {ratio:.3f} (estimate from the measured "
         f"link traffic: s, the share of a step on its dearest pair, from "
-        f"{each_way(measured, current) / GIGA:.1f} GB/s each way over {now_gbps:.1f})"
+        f"{each_way(measured, current) / GIGA:.1f} GB/s each way over {now_gbps:.1f}"
+        f"{'; B_after: the NVLinks, from the topology' if nvlink else ''})"
     )
     return LinkGain(1.0 / ratio - 1.0, MEASURED, share, text)

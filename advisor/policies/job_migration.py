@@ -7,12 +7,17 @@ run time beats the checkpoint-restore cost. Candidate sets are ranked exactly li
 gpu-placement's (worst link, link sum, fragmentation); they come from the job's own GPUs plus
 the free ones on its node, and, with ``allow_cross_node``, from the free GPUs of other nodes.
 Jobs with the highest gain per GPU choose first (:func:`choice_order`); GPUs chosen for one
-job are not offered to the next.
+job are not offered to the next. Where the sets several jobs would choose alone share GPUs,
+or share them with the set gpu-placement would start a pending job on, the sets are chosen
+jointly instead (:mod:`~toposcope.advisor.policies.contested_moves`): the combination worth
+most in the jobs' summed efficiency; a pending job's start keeps its set unless a move is
+worth more.
 
 Gain model (:mod:`~toposcope.advisor.link_gain`). From the job's measured link traffic
 where it has some: the share ``s`` of a step its dearest pair is busy (its traffic each way
 over the pair's bandwidth) and the time per byte of the new pair, ``T_new / T_now = (1 - s)
-+ s x B_now / B_new``. Else, and for moves onto or off NVLink, the prior: step time scales
++ s x B_now / B_new`` (onto NVLink, ``B_new`` the NVLinks' from the topology). Else, and
+for moves off or between NVLinks, the prior: step time scales
 with the set's dearest pair's link price, as in gpu-placement
 (:mod:`~toposcope.advisor.link_prices`: by bandwidth from the topology or a measurement,
 else the tier's Gandiva-anchored factor: same switch 1.0, across switches 1.4, across
@@ -56,6 +61,14 @@ from toposcope.advisor.idleness import IdleRule
 from toposcope.advisor.link_gain import MEASURED, LinkGain, link_gain
 from toposcope.advisor.model import ClusterModel, PendingWorkload, WorkloadModel
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
+from toposcope.advisor.policies.contested_moves import (
+    UNLISTED_NOTE,
+    MoveTerms,
+    Wanting,
+    joint_choices,
+    pending_starts,
+    unlisted_nvlinks,
+)
 from toposcope.advisor.policies.job_exchange import (
     ExchangeTerms,
     exchange_recommendation,
@@ -156,6 +169,8 @@ class _Run:
     recs: list[Recommendation] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     shares: dict[str, MeasuredShare | None] = field(default_factory=dict)
+    assigned: dict[str, Placement | None] = field(default_factory=dict)
+    reserved: dict[str, list[str]] = field(default_factory=dict)
 
     def share(self, job: WorkloadModel) -> MeasuredShare | None:
         """``job``'s measured communication share on its current GPUs (computed once)."""
@@ -262,8 +277,10 @@ class JobMigration(Policy[JobMigrationSettings]):
                 run.notes.append(self.note(key, run.stay[key]))
         movers = [m for m in movers if m.workload.key not in run.stay]
         jobs = [j for j in jobs if j.key not in run.stay]
+        options = self._options(run, jobs)
+        self._choose_jointly(run, movers, options)
         self._separate(run, movers)
-        self._replace(run, jobs)
+        self._replace(run, options)
         self._exchange(run, jobs)
         for pending in sorted(model.pending, key=lambda j: (-j.gpus_requested, j.name)):
             self._place_pending(run, pending)
@@ -306,7 +323,9 @@ class JobMigration(Policy[JobMigrationSettings]):
             job, peers = mover.workload, mover.peers
             cells = run.search.node_cells(job.node)
             current = rank_sets(run.model.nodes[job.node], job.gpus, len(job.gpus), cells)[0]
-            best = run.search.best_for(job, run.taken, include_own=False)
+            best = self._assigned(run, job, include_own=False)
+            if job.key in run.assigned and best is None:
+                continue
             if best is None:
                 run.notes.append(
                     self.note(
@@ -349,16 +368,83 @@ class JobMigration(Policy[JobMigrationSettings]):
             run.take(rec, gpu_claims(best.node, best.gpus), job.key)
 
     # phase 2: re-placing poorly linked jobs ------------------------------------------------
-    def _replace(self, run: _Run, jobs: list[WorkloadModel]) -> None:
-        """Re-place busy jobs whose set is worse than they could get, highest gain per GPU
-        first (:func:`choice_order`): by a plain move, or by a defragmentation when that
-        saves more.
+    def _replace(
+        self, run: _Run, options: list[tuple[float, WorkloadModel, Placement, Placement | None]]
+    ) -> None:
+        """Re-place busy jobs whose set is worse than they could get (``options``, from
+        :meth:`_options`): those whose sets were chosen jointly first, then the others,
+        highest gain per GPU first (:func:`choice_order`): by a plain move, or by a
+        defragmentation when that saves more.
         """
-        options = self._options(run, jobs)
-        for _, job, current, first_choice in sorted(options, key=choice_order):
+        ordered = sorted(options, key=lambda o: (o[1].key not in run.assigned, choice_order(o)))
+        for _, job, current, alone in ordered:
             if job.key in run.moved:
                 continue  # moved out of the way of a larger job by an earlier plan
-            self._replace_one(run, job, current, first_choice)
+            choice = alone
+            if job.key in run.assigned:
+                choice = self._assigned(run, job, include_own=True)
+                if choice is None:
+                    continue
+            self._replace_one(run, job, current, choice)
+
+    # contested sets, chosen jointly --------------------------------------------------------
+    def _choose_jointly(
+        self,
+        run: _Run,
+        movers: list[SharedGpu],
+        options: list[tuple[float, WorkloadModel, Placement, Placement | None]],
+    ) -> None:
+        """Choose together the sets of the jobs whose first choices share GPUs
+        (:mod:`~toposcope.advisor.policies.contested_moves`): jobs to separate from a GPU
+        they share and jobs to re-place alike; ``run.assigned`` keeps the choice.
+        """
+        s, search = self.settings, run.search
+        base = {m.workload.key: m.gain for m in movers}
+        wanting: list[Wanting] = []
+        for mover in movers:
+            job = mover.workload
+            cells = search.node_cells(job.node)
+            current = rank_sets(run.model.nodes[job.node], job.gpus, len(job.gpus), cells)[0]
+            first = search.best_for(job, include_own=False)
+            if first is not None:
+                peers = mover.gain / (1.0 + mover.gain)  # what the jobs it leaves gain
+                wanting.append(Wanting(job, current, first, include_own=False, peer_value=peers))
+        for _, job, current, first in options:
+            if first is not None and job.key not in base:
+                wanting.append(Wanting(job, current, first))
+
+        def gain_of(w: Wanting, target: Placement) -> float:
+            link = link_gain(run.share(w.job), w.current, target, s.sensitivity)
+            return (1.0 + base.get(w.job.key, 0.0)) * (1.0 + link.gain) - 1.0
+
+        terms = MoveTerms(s.remaining_seconds, s.checkpoint_restore_seconds)
+        starts = pending_starts(search, run.model.pending, s.sensitivity)
+        run.assigned, kept = joint_choices(search, wanting, gain_of, terms, starts)
+        for start in kept:
+            claims = gpu_claims(start.target.node, start.target.gpus)
+            run.reserved[start.name] = claims
+            run.taken.update(claims)
+        for key, target in sorted(run.assigned.items()):
+            if target is None:
+                run.notes.append(
+                    self.note(
+                        key,
+                        "not moved this round: the better sets it could take are chosen "
+                        "for jobs that gain more from them (sets chosen jointly)",
+                    )
+                )
+
+    def _assigned(self, run: _Run, job: WorkloadModel, *, include_own: bool) -> Placement | None:
+        """The set chosen jointly for ``job`` when it was (``None``: it stays), else the
+        best it can get now; a jointly chosen set that an earlier decision took gives way
+        to the best left.
+        """
+        if job.key not in run.assigned:
+            return run.search.best_for(job, run.taken, include_own=include_own)
+        target = run.assigned[job.key]
+        if target is not None and run.taken & set(gpu_claims(target.node, target.gpus)):
+            return run.search.best_for(job, run.taken, include_own=include_own)
+        return target
 
     def _options(
         self, run: _Run, jobs: list[WorkloadModel]
@@ -381,6 +467,9 @@ class JobMigration(Policy[JobMigrationSettings]):
             mean = sum(u for u in utils if u is not None) / len(utils)
             if mean < s.min_utilization:
                 continue  # idle: idle-release's business
+            if unlisted_nvlinks(node, job.gpus, run.share(job)):
+                run.notes.append(self.note(job.key, UNLISTED_NOTE))
+                continue
             current = rank_sets(node, job.gpus, len(job.gpus), run.search.node_cells(job.node))[0]
             f_now = current.factor(s.sensitivity)
             candidate = run.search.best_for(job)
@@ -535,6 +624,7 @@ class JobMigration(Policy[JobMigrationSettings]):
         """
         s = self.settings
         count = pending.gpus_requested
+        run.taken.difference_update(run.reserved.pop(pending.name, []))
         if count < s.min_gpus:
             return
         plain = run.search.free_best(count, run.taken)

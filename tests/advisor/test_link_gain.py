@@ -145,20 +145,28 @@ def test_measured_prices_decide_a_move_between_pcie_paths_of_one_socket() -> Non
     assert "from NODE to PIX" in unmeasured.undecided[0].reason
 
 
-def test_a_move_onto_nvlink_keeps_the_prior() -> None:
-    """Measured, a move onto NVLink is worth many times the job's speed, and the greedy
-    order would hand a machine's few NVLinked sets to whoever asks first: the prior ranks.
+def test_a_move_onto_nvlink_is_measured_against_the_nvlinks_bandwidth() -> None:
+    """From a measured pair, a move onto NVLink is priced by the job's traffic over the
+    NVLinks' bandwidth (the topology's: NV4 of NVLink 3, 100 GB/s each way), not the tier
+    prior, which puts NVLink only 1.25 times above a switch; off NVLink the prior stays.
     """
-    node = _node(g0={"pcie_bytes_per_second": 1.5 * SYS_GBPS * GB})
+    pcie_only = {p: g for p, g in _all_pairs(TIERS).items() if p != (0, 1)}  # as measured
+    node = _node(pcie_only, g0={"pcie_bytes_per_second": 1.5 * SYS_GBPS * GB})
     sxm = tuple(replace(g, model="NVIDIA A100-SXM4-40GB") for g in node.gpus)
     links = {**node.links, (0, 1): "NV4", (1, 0): "NV4"}
     job = workload("train", node="n8", gpus=[0, 4])
     model = cluster([replace(node, gpus=sxm, links=links)], [job])
     now, after = _sets(model, job, (0, 1))
     assert after.worst_link == LinkType.NVLINK and now.worst_link == LinkType.SYS
+    assert after.price.source == "topology" and after.price.gbps == pytest.approx(100.0)
     found = link_gain(measured_share(model, job), now, after, 1.0)
-    assert found.source == PRIOR
-    assert found.gain == pytest.approx(now.factor() / after.factor() - 1)
+    assert found.source == MEASURED
+    share = 0.75  # each way 0.75 x 9 GB/s over the measured 9 GB/s
+    assert found.gain == pytest.approx(1 / (1 - share + share * SYS_GBPS / 100.0) - 1)
+    assert found.gain > now.factor() / after.factor() - 1
+    back = link_gain(measured_share(model, job), after, now, 1.0)
+    assert "B_after: the NVLinks, from the topology" in found.text
+    assert back.source == PRIOR and "off or between NVLinks" in back.text
 
 
 def test_a_pair_within_the_tests_spread_is_no_faster() -> None:

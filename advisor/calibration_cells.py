@@ -14,6 +14,12 @@ coarser cells while evidence is thin). The cell of a change is fixed when it is 
   link price (:mod:`~toposcope.advisor.link_prices`), of the GPUs the workload holds
   after the change; ``single`` for one GPU, ``none`` for none.
 
+The policy part of a cell also names how the policy estimated the gain where its
+recommendation says so (:func:`estimate_basis`): a job move estimated from the job's
+measured link traffic (``job-migration (measured estimate)``) misses by another amount than
+one priced by the prior's sensitivity (``job-migration (prior estimate)``), even onto the
+same GPUs, so the two are learned apart.
+
 A calibrated recommendation carries its prior estimate as evidence
 (:data:`PRIOR_SERIES`, labelled with its id), so that its outcome is compared with what the
 policy estimated (:func:`gross_prior`), not with an estimate already scaled by the outcomes
@@ -23,7 +29,7 @@ before it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds
@@ -62,11 +68,28 @@ def link_tier(model: ClusterModel | None, node: str, gpus: Sequence[int]) -> str
     return state.links.get((a, b)) or state.links.get((b, a)) or "unknown"
 
 
+#: the ways of estimating a recommendation names in ``current.communication_share``
+ESTIMATE_BASES = frozenset({"measured", "prior"})
+
+
+def estimate_basis(rec: Recommendation) -> str:
+    """How ``rec``'s gain was estimated, where its ``current.communication_share`` says so
+    (``estimate``, or ``source`` for an exchange of GPUs: ``measured`` or ``prior``); empty
+    otherwise, and for any other value.
+    """
+    share = rec.current.get("communication_share")
+    if not isinstance(share, Mapping):
+        return ""
+    basis = share.get("estimate", share.get("source"))
+    return basis if isinstance(basis, str) and basis in ESTIMATE_BASES else ""
+
+
 def cell_of(
     rec: Recommendation, model: ClusterModel | None, node: str, gpus: Sequence[int]
 ) -> Cell:
     """The cell of ``rec`` putting its workload on ``gpus`` of ``node`` (for a change that
-    moves no GPUs, the workload's own GPUs in ``model`` when ``gpus`` is empty).
+    moves no GPUs, the workload's own GPUs in ``model`` when ``gpus`` is empty); its policy
+    part with the estimate's basis where ``rec`` names one (:func:`estimate_basis`).
     """
     held = list(gpus)
     if not held and model is not None and rec.target.workload:
@@ -75,7 +98,9 @@ def cell_of(
             None,
         )
         held = list(found.gpus) if found is not None else []
-    return (str(rec.kind), rec.policy, node_type(model, node), link_tier(model, node, held))
+    basis = estimate_basis(rec)
+    policy = f"{rec.policy} ({basis} estimate)" if basis else rec.policy
+    return (str(rec.kind), policy, node_type(model, node), link_tier(model, node, held))
 
 
 def prior_evidence(rec: Recommendation, prior: float) -> Evidence:

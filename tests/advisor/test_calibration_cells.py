@@ -199,3 +199,33 @@ def test_once_evidence_exists_each_cells_bias_is_corrected_and_reorders_the_repo
             value(rec.kind, rec.estimated_gain, rec.confidence, 0.0)
         )
         assert prior_gain(rec) == pytest.approx(prior.estimated_gain)
+
+
+def _move(name: str, basis: object) -> Recommendation:
+    """A job move onto GPUs 0 and 1 of ``n8`` whose estimate came from ``basis``."""
+    return make_recommendation(
+        kind=RecommendationKind.MIGRATE_JOB,
+        policy="job-migration",
+        target=Target("n8", name, (0, 4)),
+        summary="move",
+        current={"communication_share": {"estimate": basis}},
+        proposed={"node": "n8", "gpus": [0, 1]},
+        evidence=(),
+        estimated_gain=0.5,
+        gain_model="link prices",
+        confidence=0.8,
+        risk=Risk.MEDIUM,
+        actions=[ActionRequest("", ActionKind.MIGRATE, name, "n8", gpus=[0, 1])],
+    )
+
+
+def test_moves_estimated_from_measured_traffic_and_from_the_prior_are_learned_apart() -> None:
+    model = cluster([pcie8()])
+    measured = cell_of(_move("a", "measured"), model, "n8", (0, 1))
+    prior = cell_of(_move("b", "prior"), model, "n8", (0, 1))
+    assert measured == ("migrate-job", "job-migration (measured estimate)", "unknown GPU x8", "PIX")
+    assert prior[1] == "job-migration (prior estimate)" and prior[2:] == measured[2:]
+    # a value the advisor does not write names no basis (label input is not trusted)
+    assert cell_of(_move("c", "x'); DROP"), model, "n8", (0, 1))[1] == "job-migration"
+    assert cell_of(_move("d", None), model, "n8", (0, 1))[1] == "job-migration"
+    assert cell_of(_pin(0.1, "w", (0, 1)), model, "n8", ())[1] == "numa-pinning"

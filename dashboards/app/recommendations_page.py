@@ -355,7 +355,7 @@ def _register_confirm(app: Dash, action: str) -> None:
     """Ask for confirmation (``recs-confirm-ACTION``) when the ``recs-ACTION`` button is
     clicked with a recommendation selected, with the question of :data:`QUESTIONS`.
     """
-    app.clientside_callback(  # type: ignore[no-untyped-call]  (dash declares no types)
+    app.clientside_callback(  # type: ignore[no-untyped-call]  # dash is untyped
         _ASK_JS,
         Output(f"recs-confirm-{action}", "displayed"),
         Output(f"recs-confirm-{action}", "message"),

@@ -200,7 +200,7 @@ def _recommend(
             "nodes": current,
             "level": tree.levels[now],
             "time_left_s": left,
-            "communication": priced.as_json(),
+            "communication_share": priced.as_json(),
         },
         proposed={
             "level": choice.level_name,

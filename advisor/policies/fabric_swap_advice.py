@@ -50,6 +50,8 @@ def swap_recommendation(policy: str, tree: CellTree, swap: Swap, rule: MoveRule)
             f"restart(s) of {rule.restart_seconds:.0f} s ({swap.restart_gpu_s:.0f} GPU-s)"
         ),
         current={
+            # how the gain was estimated, as job-migration says it (calibration learns apart)
+            "communication_share": {"estimate": _basis(gangs)},
             "jobs": {
                 j.job: {
                     "nodes": sorted({p.from_node for p in j.parts}),
@@ -57,10 +59,10 @@ def swap_recommendation(policy: str, tree: CellTree, swap: Swap, rule: MoveRule)
                     "time_left_s": round(j.time_left, 1),
                     "step_factor": round(j.factor_now, 4),
                     "gpus": j.gpus,
-                    "communication": j.share.as_json() if j.share is not None else None,
+                    "communication_share": j.share.as_json() if j.share is not None else None,
                 }
                 for j in gangs
-            }
+            },
         },
         proposed={
             "joint": True,
@@ -135,9 +137,14 @@ def _job(job: MovedJob) -> dict[str, object]:
             level=job.level_new,
             saved_s=round(job.saved_s, 1),
             step_factor=round(job.factor_new, 4),
-            communication=job.share.as_json() if job.share is not None else None,
+            communication_share=job.share.as_json() if job.share is not None else None,
         )
     return entry
+
+
+def _basis(gangs: Sequence[MovedJob]) -> str:
+    """``measured`` when every moving multi-node job's NIC load priced it, else ``prior``."""
+    return "measured" if all(j.share is not None and j.share.measured for j in gangs) else "prior"
 
 
 def _priced(job: MovedJob, rule: MoveRule) -> str:

@@ -108,7 +108,7 @@ def test_three_spread_jobs_trade_nodes_so_that_each_runs_under_one_leaf() -> Non
     assert rec.estimated_gain == pytest.approx((288_000 - 25_200) / (36_000 * 40), abs=1e-5)
     assert all(f"workload:{n}/{job}" in rec.claims for job, (n, _) in SMALL.items() if job in moved)
     assert "slurm-job-3" in rec.summary and "serve" in rec.summary
-    assert rec.current["jobs"]["slurm-job-1"]["communication"]["estimate"] == "prior"
+    assert rec.current["jobs"]["slurm-job-1"]["communication_share"]["estimate"] == "prior"
 
 
 def test_no_joint_move_when_a_job_is_about_to_end_or_it_does_not_pay() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.advisor.builders import cluster, pcie8
 from tests.advisor.test_fabric_swaps import LONG, SPREAD, joint, model, policy
+from toposcope.advisor.calibration_cells import estimate_basis
 from toposcope.advisor.fabric_wait import LEVEL_SLOWDOWN_PRIOR
 from toposcope.advisor.gang_share import MAX_PER_LEVEL, gang_share
 from toposcope.advisor.model import ClusterModel, WorkloadModel
@@ -114,8 +115,10 @@ def test_a_joint_move_the_prior_leaves_out_pays_at_the_measured_load() -> None:
     assert rec.proposed["saved_s"] == pytest.approx(3 * 1800.0)
     now = rec.current["jobs"]["slurm-job-1"]
     assert now["step_factor"] == pytest.approx(2.5)
-    assert now["communication"]["estimate"] == "measured"
-    assert now["communication"]["nic_load"] == pytest.approx(0.3)
+    assert now["communication_share"]["estimate"] == "measured"
+    assert now["communication_share"]["nic_load"] == pytest.approx(0.3)
+    assert rec.current["communication_share"] == {"estimate": "measured"}
+    assert estimate_basis(rec) == "measured"  # calibration learns it apart from the prior's
     assert "measured NIC load 0.300" in rec.gain_model
     assert rec.estimated_gain > joint(LONG)[0].estimated_gain
 
@@ -134,6 +137,7 @@ def test_a_single_spread_job_move_is_priced_from_its_nic_load() -> None:
     assert prior["saved"] == pytest.approx(36_000 * (1 - 1 / 1.125), abs=0.1)
     assert measured["saved"] == pytest.approx(36_000 * 0.2, abs=0.1)
     assert "the prior" in str(prior["text"]) and "measured NIC load" in str(measured["text"])
+    assert measured["now"]["communication_share"]["estimate"] == "measured"  # type: ignore[index]
 
 
 def test_a_joint_move_whose_restarts_outweigh_its_saving_is_a_note() -> None:

@@ -27,8 +27,8 @@ and a kind seen in one cell only gets the kind's factor: cells that miss their p
 opposite directions (moves onto NVLink priced at the PCIe prior gain several times their
 estimate, moves between PCIe paths less than it) are each corrected as their own evidence
 grows. A cell with no outcome yet takes its kind's. Each ratio is clipped to
-``[RATIO_FLOOR, RATIO_CEILING]`` (a change that measured no gain or a loss counts as the
-floor), so every factor lies in that range too.
+``[RATIO_FLOOR, RATIO_CEILING]`` (0.5 to 5: a change that measured less than half its
+estimate, no gain or a loss counts as half), so every factor lies in that range too.
 
 :func:`calibrate` scales each recommendation's estimate by the factor of its cell (of its
 kind where the cell has no outcome yet), says so in the gain model, keeps the prior
@@ -53,8 +53,11 @@ from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 #: pseudo-observations of its prior each factor starts from (``k`` of the module docstring)
 PRIOR_WEIGHT = 2.0
-#: the range a measured / estimated ratio is clipped to before its logarithm is taken
-RATIO_FLOOR, RATIO_CEILING = 0.2, 5.0
+#: the range a measured / estimated ratio is clipped to before its logarithm is taken: a
+#: change that measured less than half its estimate (a ``neutral`` verdict, or harm) counts
+#: as half, what the verdict's paid share resolves; a step counter's noise can read a
+#: small true gain as none, and one such reading must not sink a cell
+RATIO_FLOOR, RATIO_CEILING = 0.5, 5.0
 #: the range of a factor (a weighted geometric mean of clipped ratios and a prior in it)
 FACTOR_FLOOR, FACTOR_CEILING = RATIO_FLOOR, RATIO_CEILING
 #: cores below which a workload's CPU figure says nothing about its speed

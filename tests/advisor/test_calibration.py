@@ -74,13 +74,15 @@ def test_the_factor_is_the_geometric_mean_ratio_shrunk_toward_one() -> None:
 def test_under_and_over_estimates_are_corrected_alike() -> None:
     """In logarithms, gaining twice the estimate and half of it are the same distance off:
     the factors are reciprocal, and a cell that gains five times its estimate (a move onto
-    NVLink priced at the PCIe prior) is learned as surely as one that gains a fifth.
+    NVLink priced at the PCIe prior) is learned as far as the ceiling. Less than half the
+    estimate counts as half (a neutral verdict resolves no more).
     """
     up = shrunk_factor([(0.1, 0.2)] * 4).factor
     down = shrunk_factor([(0.2, 0.1)] * 4).factor
     assert up * down == pytest.approx(1.0)
     assert shrunk_factor([(0.1, 0.5)] * 20).factor == pytest.approx(5.0 ** (20 / 22))
-    assert shrunk_factor([(0.5, 0.1)] * 20).factor == pytest.approx(0.2 ** (20 / 22))
+    assert shrunk_factor([(0.5, 0.25)] * 20).factor == pytest.approx(0.5 ** (20 / 22))
+    assert shrunk_factor([(0.5, 0.0)] * 20).factor == pytest.approx(0.5 ** (20 / 22))
 
 
 def test_wild_ratios_and_harm_are_bounded() -> None:

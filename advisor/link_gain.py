@@ -31,11 +31,13 @@ the oracle); contested sets are now chosen jointly
 **Prior.** Without traffic on the job's links over the window, without a measured
 bandwidth behind the current price (and, off NVLink, the new one: ``--p2p-bandwidth``), or
 for a move off or between NVLinks, the gain is the prices' ratio as before: ``f_now /
-f_new - 1`` with the slowdown scaled by ``sensitivity``. The topology's bandwidths are not
-enough between PCIe paths: there their ratio is the tier prior's own (a switch at the
-link's peak, the socket link at 0.29 of it), and a share read against them reads high; in
-the closed loop's ``contention-links`` the estimates came out 0.66 off the truth against
-0.36 for the prior (docs/benchmarks.md).
+f_new - 1`` with the slowdown scaled by ``sensitivity``; off or between NVLinks the new
+set is priced at least at its tier's factor (:func:`off_nvlink_gain`). The topology's
+bandwidths are not enough between PCIe paths: there their ratio is the tier prior's own (a
+switch at the link's peak, the socket link at 0.29 of it), and a share read against them
+reads high; in the closed loop's ``contention-links`` the estimates came out 0.66 off the
+truth against 0.36 for the prior (docs/benchmarks.md).
+
 Every estimate says which it used (:attr:`LinkGain.source`) and, in words, what it rests
 on (:attr:`LinkGain.text`).
 """
@@ -46,6 +48,7 @@ from dataclasses import dataclass, replace
 
 from toposcope.advisor.comm_share import GIGA, MeasuredShare
 from toposcope.advisor.gpu_sets import Placement
+from toposcope.advisor.link_prices import LINK_FACTOR
 from toposcope.topology.model import LinkType
 
 #: where an estimate came from: the job's measured traffic, or the prior
@@ -131,6 +134,24 @@ def prior_gain(current: Placement, target: Placement, sensitivity: float, why: s
     return LinkGain(f_now / f_new - 1.0, PRIOR, None, text)
 
 
+def off_nvlink_gain(current: Placement, target: Placement, sensitivity: float) -> LinkGain:
+    """The prior for a move off or between NVLinks, the new set priced at least at its
+    tier's factor: a measured PCIe price is relative to the node's fastest measured PCIe
+    pair, the NVLink price to a PCIe switch, so a measured cross-socket pair (1.27 where the
+    tier says 2.0) made a time-sliced job's move off its NVSwitch GPUs look like a gain of
+    16 % that came out a loss of 6 % in the closed loop's ``demo``.
+    """
+    tier = LINK_FACTOR.get(target.worst_link, 1.0)
+    f_now = current.factor(sensitivity)
+    f_new = max(target.factor(sensitivity), 1.0 + sensitivity * (tier - 1.0))
+    text = (
+        f"link factor now {f_now:.2f} / after {f_new:.2f} - 1 (estimate from the prior: "
+        f"link prices, sensitivity {sensitivity:g}; a move off or between NVLinks, the new "
+        f"set priced at least at its tier's {tier:g})"
+    )
+    return LinkGain(f_now / f_new - 1.0, PRIOR, None, text)
+
+
 def link_gain(
     measured: MeasuredShare | None, current: Placement, target: Placement, sensitivity: float
 ) -> LinkGain:
@@ -138,10 +159,12 @@ def link_gain(
     there is some and both prices rest on a measured bandwidth, or the current one does and
     ``target`` is NVLinked, else the prior (module docstring).
     """
+    if measured is None and current.worst_link == LinkType.NVLINK:
+        return off_nvlink_gain(current, target, sensitivity)
     if measured is None:
         return prior_gain(current, target, sensitivity, "no measured link traffic")
     if current.worst_link == LinkType.NVLINK:
-        return prior_gain(current, target, sensitivity, "a move off or between NVLinks")
+        return off_nvlink_gain(current, target, sensitivity)
     now_gbps, new_gbps = current.price.gbps, target.price.gbps
     if current.price.source != MEASURED or not (
         target.price.source == MEASURED or target.worst_link == LinkType.NVLINK

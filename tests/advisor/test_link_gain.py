@@ -204,3 +204,24 @@ def test_the_smaller_pcie_direction_is_the_peer_traffic() -> None:
     now, after = _sets(model, job, (0, 1))
     found = link_gain(measured_share(model, job), now, after, 1.0)
     assert found.share == pytest.approx(0.5)  # not 1.0 from half of both directions
+
+
+def test_a_move_off_nvlink_prices_the_new_pair_at_least_at_its_tier() -> None:
+    """A measured cross-socket pair prices below the tier's 2.0 (it is relative to the
+    node's fastest measured PCIe pair), the NVLinks at the tier's 0.8 (relative to a
+    switch): off NVLink the new pair counts at least at its tier, so leaving the NVLinks for
+    a measured SYS pair is the tier prior's loss, not the mixed prices' smaller one.
+    """
+    pcie_only = {p: g for p, g in _all_pairs(TIERS).items() if p != (0, 1)}
+    node = _node(pcie_only, g0={"nvlink_bytes_per_second": 40 * GB})
+    sxm = tuple(replace(g, model="NVIDIA A100-SXM4-40GB") for g in node.gpus)
+    links = {**node.links, (0, 1): "NV4", (1, 0): "NV4"}
+    job = workload("train", node="n8", gpus=[0, 1])
+    model = cluster([replace(node, gpus=sxm, links=links)], [job])
+    now, after = _sets(model, job, (0, 4))
+    assert now.worst_link == LinkType.NVLINK and after.price.source == MEASURED
+    assert after.factor() < 2.0  # the measured price alone
+    found = link_gain(measured_share(model, job), now, after, 1.0)
+    assert found.source == PRIOR and "at least at its tier's 2" in found.text
+    assert found.gain == pytest.approx(now.factor() / 2.0 - 1)
+    assert link_gain(None, now, after, 1.0).gain == pytest.approx(found.gain)

@@ -190,18 +190,23 @@ def test_the_service_applies_what_the_dash_app_asks_and_lists_it(stack: Stack) -
     client = AdvisorClient(stack.urls["advisor"].removesuffix("/api/v1/recommendations"), token)
     moving = {r.workload for r in client.audit()}
 
-    def still_elsewhere(workload: str, node: str | None) -> bool:
-        """Whether Slurm still runs the job off ``node``: an analysis from before the CLI
-        test moved a job can still offer that move, which Slurm rightly refuses."""
-        return stack.job(workload.removeprefix("slurm-job-"))["NodeList"] != node
+    def not_yet_done(kind: str, workload: str, node: str | None) -> bool:
+        """Whether Slurm has not done this yet: an analysis from before the CLI tests moved or
+        steered a job can still offer that change, which Slurm rightly refuses."""
+        job = stack.job(workload.removeprefix("slurm-job-"))
+        if kind == "migrate-job":
+            return job["NodeList"] != node
+        return job["JobState"] == "PENDING" and job["ReqNodeList"] != node
 
     def offered() -> Any:
+        # after the CLI test's requeue, job-migration leaves the DGX's last NVLinked pairs to
+        # the queued jobs that gpu-placement starts there, so the service may offer either
         report = client.report()
         return next(
             (
                 r for r in report.recommendations
-                if r.kind == "migrate-job" and r.actions[0].workload not in moving
-                and still_elsewhere(r.actions[0].workload, r.actions[0].node)
+                if r.kind in ("migrate-job", "place") and r.actions[0].workload not in moving
+                and not_yet_done(r.kind, r.actions[0].workload, r.actions[0].node)
             ),
             None,
         )  # fmt: skip
@@ -210,19 +215,21 @@ def test_the_service_applies_what_the_dash_app_asks_and_lists_it(stack: Stack) -
         offered,
         90,
         1.0,
-        what="a migrate-job recommendation from the service",
+        what="a migrate-job or place recommendation from the service",
         errors=(OSError, AdvisorRefused),
     )
     target = rec.actions[0]
     result = client.apply(rec.id, "slurmsteer-test")
     assert result.ok, result.details
     rows = [r for r in client.audit() if r.recommendation_id == rec.id]
-    assert rows and rows[0].kind == "migrate" and rows[0].backend == "slurm"
+    kind = "migrate" if rec.kind == "migrate-job" else "place"
+    assert rows and rows[0].kind == kind and rows[0].backend == "slurm"
     assert rows[0].workload == target.workload and rows[0].node == target.node
     job_id = target.workload.removeprefix("slurm-job-")
+    field = "NodeList" if kind == "migrate" else "ReqNodeList"
     poll(
-        lambda: stack.job(job_id)["NodeList"] == target.node,
+        lambda: stack.job(job_id)[field] == target.node,
         60,
         0.5,
-        what=f"job {job_id} running on {target.node}",
+        what=f"job {job_id}'s {field} {target.node}",
     )

@@ -104,6 +104,7 @@ from loop_seeds import (
 )
 
 from toposcope.cpulist import format_cpulist
+from toposcope.devtools.procs import exit_on_sigterm
 from toposcope.errors import ConfigError
 from toposcope.rm import Allocation
 from toposcope.sim.clock import SimClock
@@ -631,4 +632,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -5,6 +5,7 @@ child processes and the command lines of Prometheus-like servers.
 from __future__ import annotations
 
 import http.server
+import os
 import socket
 import sys
 import threading
@@ -163,3 +164,26 @@ def test_a_child_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     with running([sys.executable, "-c", script], log, stop_timeout_s=0.5) as child:
         wait_until(lambda: log.read_text() == "up\n", 30.0, interval_s=0.02)
     assert child.returncode == -9
+
+
+def test_a_parent_stopped_with_sigterm_stops_its_children(tmp_path: Path) -> None:
+    """The benchmarks' entry points call exit_on_sigterm: ``kill`` on one of them unwinds
+    its blocks, so the servers it started do not outlive it."""
+    child_log, parent_log = tmp_path / "child.log", tmp_path / "parent.log"
+    parent = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from toposcope.devtools.procs import exit_on_sigterm, running\n"
+        "exit_on_sigterm()\n"
+        "argv = [sys.executable, '-c', 'import time; print(\"up\", flush=True); time.sleep(60)']\n"
+        f"with running(argv, Path({str(child_log)!r})) as child:\n"
+        "    print(child.pid, flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    with running([sys.executable, "-c", parent], parent_log) as process:
+        wait_until(lambda: child_log.exists() and child_log.read_text() == "up\n", 30.0)
+        child_pid = int(parent_log.read_text().split()[0])
+        process.terminate()
+        assert process.wait(timeout=30) == 143
+    with pytest.raises(ProcessLookupError):
+        os.kill(child_pid, 0)

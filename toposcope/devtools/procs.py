@@ -10,7 +10,8 @@ the same way:
   :class:`NotReadyError` at its deadline (never a bare sleep on timing luck);
   :func:`wait_http` waits until a URL answers one of the statuses that mean "up";
 * processes: :func:`running` runs a child for the length of a block and stops it
-  (SIGTERM, then SIGKILL after a timeout);
+  (SIGTERM, then SIGKILL after a timeout); :func:`exit_on_sigterm` makes a SIGTERM to the
+  parent unwind its blocks, so that a benchmark stopped that way stops its children too;
 * servers: :class:`ServerKind` holds one server's flags (how to name its config, data
   directory and listen address, and which path answers when it is ready), so that the
   detached servers of the local stack and the block-scoped :class:`LocalServer` of tests
@@ -26,6 +27,7 @@ from __future__ import annotations
 import http.client
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import urllib.error
@@ -139,6 +141,21 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=timeout_s)
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into :class:`SystemExit` (status 143, as the shell reports it).
+
+    Python's default SIGTERM ends the process at once, skipping ``finally`` blocks, so a
+    benchmark stopped with ``kill`` left the servers of its :func:`running` blocks behind;
+    raised as an exception, it unwinds them and they stop their children. For the main
+    thread of a command-line entry point.
+    """
+
+    def _exit(_signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, _exit)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -127,6 +127,15 @@ class NodeModel:
     def gpu(self, index: int) -> GpuState | None:
         """The GPU with index ``index`` or ``None``."""
         return next((g for g in self.gpus if g.index == index), None)
+
+    def mean_utilization(self, indexes: Sequence[int]) -> float | None:
+        """The mean utilization of the GPUs ``indexes`` that this node has; ``None`` when it
+        has none of them or one of them has no utilization series.
+        """
+        utils = [g.utilization for i in indexes if (g := self.gpu(i)) is not None]
+        if not utils or any(u is None for u in utils):
+            return None
+        return sum(u for u in utils if u is not None) / len(utils)
 
     def cpu_numa_nodes(self) -> tuple[NumaNodeState, ...]:
         """NUMA nodes that have CPUs (memory-only nodes cannot run threads)."""

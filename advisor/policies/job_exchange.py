@@ -150,10 +150,10 @@ def busy_alone(model: ClusterModel, job: WorkloadModel, min_utilization: float) 
     holders = model.gpu_holders(job.node)
     if any(len(holders.get(g, ())) != 1 for g in job.gpus):
         return False
-    utils = [g.utilization for i in job.gpus if (g := node.gpu(i)) is not None]
-    if len(utils) != len(job.gpus) or any(u is None for u in utils):
+    if any(node.gpu(i) is None for i in job.gpus):
         return False
-    return sum(u for u in utils if u is not None) / len(utils) >= min_utilization
+    mean = node.mean_utilization(job.gpus)
+    return mean is not None and mean >= min_utilization
 
 
 def neutral(current: Placement, target: Placement) -> bool:

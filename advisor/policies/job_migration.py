@@ -460,11 +460,10 @@ class JobMigration(Policy[JobMigrationSettings]):
             node = model.node(job.node)
             if node is None:
                 continue
-            utils = [g.utilization for i in job.gpus if (g := node.gpu(i)) is not None]
-            if not utils or any(u is None for u in utils):
+            mean = node.mean_utilization(job.gpus)
+            if mean is None:
                 run.notes.append(self.note(job.key, "no GPU utilization series for its GPUs"))
                 continue
-            mean = sum(u for u in utils if u is not None) / len(utils)
             if mean < s.min_utilization:
                 continue  # idle: idle-release's business
             if unlisted_nvlinks(node, job.gpus, run.share(job)):

@@ -24,7 +24,7 @@ from typing import Any
 from loop_learning import CALIBRATED, LoopLearning, carry_outcomes, step_counter_metric
 
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds
-from toposcope.devtools.procs import Prometheus
+from toposcope.devtools.procs import Prometheus, instant_query
 from toposcope.report.decoder import decode_recommendation
 from toposcope.report.recommendation import RecommendationKind
 from toposcope.rm import ActionKind, ActionStatus, ResourceManagerError
@@ -37,7 +37,10 @@ from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.scenario_fabric import ScenarioFabric
 from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
 from toposcope.sim.slurm_gangs import GangParts
-from toposcope.waiting import wait_until
+from toposcope.waiting import NotReadyError, wait_until
+
+#: how long a round waits for every target's last scrape to have succeeded
+ROUND_READY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -111,14 +114,39 @@ def prometheus(
         )
     server = Prometheus(workdir, scrape_configs, binary=binary)
     with server.run():
-        expected = nodes + len(scrape_configs) - 1
-
-        def all_up() -> bool:
-            result = server.query('count(up{job=~"toposcope-sim.*"} == 1)')
-            return bool(result) and int(float(result[0]["value"][1])) == expected
-
-        wait_until(all_up, 60, what="every simulated node and cluster page scraped")
+        expected = scraped_targets(nodes, jobs_address, fabric_address)
+        wait_until(
+            lambda: every_target_up(server.url, expected),
+            60,
+            what="every simulated node and cluster page scraped",
+        )
         yield server.url
+
+
+def every_target_up(url: str, expected: int) -> bool:
+    """Whether the last scrape of each of the ``expected`` simulated targets (the nodes and
+    the loop's own pages) succeeded. A failed scrape marks the target's series stale, so an
+    advisor run right after one reads that node as gone ("no series" for everything when
+    every scrape failed, as a loaded machine's one-second scrapes can).
+    """
+    result = instant_query(url, 'count(up{job=~"toposcope-sim.*"} == 1)')
+    return bool(result) and int(float(result[0]["value"][1])) == expected
+
+
+def scraped_targets(nodes: int, *pages: str | None) -> int:
+    """How many targets the loop's Prometheus scrapes: the nodes and each page given."""
+    return nodes + sum(1 for page in pages if page is not None)
+
+
+def await_fresh_scrapes(url: str, expected: int, deadline_s: float = ROUND_READY_S) -> None:
+    """Wait until every target's last scrape succeeded before a round reads the metrics
+    (:func:`every_target_up`); past ``deadline_s`` the round runs on what there is and the
+    loop says so on stderr, as a daemon logs and goes on.
+    """
+    try:
+        wait_until(lambda: every_target_up(url, expected), deadline_s, what="fresh scrapes")
+    except NotReadyError as exc:
+        print(f"closed loop: a round runs on stale targets: {exc}", file=sys.stderr)
 
 
 def truth(cluster: SimCluster) -> dict[str, float]:
@@ -378,7 +406,9 @@ def run_rounds(
             metrics = step_counter_metric(window) if counter else ()
             learning = LoopLearning(audit_db, url, window, metrics) if options.learn else None
             applied: set[str] = set()
+            expected = scraped_targets(nodes, jobs_address, fabric_address)
             for number in range(1, options.rounds + 1):
+                await_fresh_scrapes(url, expected)
                 model = learning.observe(time.time()) if learning is not None else None
                 in_effect = learning.factors() if learning is not None else {}
                 cells = learning.cells() if learning is not None else []

@@ -86,13 +86,29 @@ def test_parser_keeps_this_nodes_lines_with_ranges() -> None:
         ("Name=gpu File=/dev/nvidia0\nName=gpu File=/dev/nvidia[0-1]", "GPU 0 is declared again"),
         ("NodeName=n[1-2 Name=gpu File=/dev/nvidia0", "leaves a [ open"),
         ("Name=gpu File=nvidia", "no device path"),
-        ("Name gpu", "is not Key=value"),
+        ("Name gpu", "is not Key=Value"),
         ("Name=gpu Type=a;b File=/dev/nvidia0", "malformed Type="),
+        ("Name=gpu File=/dev/nvidia0 Cores=0-3 cores=4-7", "line 1: cores is given twice"),
     ],
 )
 def test_parser_refuses_malformed_lines(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
         parse_gres_conf(text, {"n1"}, "gres.conf")
+
+
+def test_parser_reads_lines_as_slurm_does() -> None:
+    """Continued lines, quoted values and comments, as in every Slurm file."""
+    text = (
+        "# the GPUs of socket 1\n"
+        'Name=gpu File="/dev/nvidia[2-3]" \\\n'
+        "    Cores=24-47   # socket 1\n"
+        "NodeName=n1 Name=gpu File=/dev/nvidia0 Type=a100 Cores=0-3#no space before it\n"
+    )
+    conf = parse_gres_conf(text, {"n1"}, "gres.conf")
+    assert sorted(conf.gpus) == [0, 2, 3]
+    assert conf.gpus[2].cores == conf.gpus[3].cores == tuple(range(24, 48))
+    assert conf.gpus[2].line_number == conf.gpus[3].line_number == 2
+    assert conf.gpus[0].gpu_type == "a100" and conf.gpus[0].cores == (0, 1, 2, 3)
 
 
 def test_check_compares_cores_and_links() -> None:

@@ -32,6 +32,7 @@ from toposcope.fabric.hostlists import compress_hostlist
 from toposcope.fabric.located import Lines, assemble_at
 from toposcope.fabric.model import Block, Fabric, FabricError, Switch, levels_from_children
 from toposcope.hostlist import HostlistError, expand_hostlist
+from toposcope.slurmconf_lines import key_values, logical_lines
 
 #: the largest topology.conf read, in bytes
 MAX_BYTES = 16 << 20
@@ -57,37 +58,11 @@ class _Read:
     sizes_line: int | None = None
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, text) of each line, comments dropped and continuations joined."""
-    joined: list[tuple[int, str]] = []
-    pending = ""
-    start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = re.split(r"(?<!\\)#", raw, maxsplit=1)[0].replace("\\#", "#")
-        if not pending:
-            start = number
-        stripped = line.rstrip()
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        joined.append((start, pending + line))
-        pending = ""
-    if pending:
-        joined.append((start, pending))
-    return joined
-
-
 def _words(line: str, where: str) -> dict[str, str]:
-    words: dict[str, str] = {}
-    for word in line.split():
-        key, equals, value = word.partition("=")
-        if not equals or not key:
-            raise FabricError(f"{where}: {word[:60]!r} is not Key=Value")
-        lowered = key.lower()
-        if lowered in words:
-            raise FabricError(f"{where}: {key} is given twice")
-        words[lowered] = value.strip('"')
-    return words
+    try:
+        return key_values(line, where)
+    except ValueError as exc:
+        raise FabricError(str(exc)) from None
 
 
 def _names(value: str, key: str, where: str) -> tuple[str, ...]:
@@ -147,7 +122,7 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> Fabric:
     if len(text) > MAX_BYTES:
         raise FabricError(f"{source}: larger than {MAX_BYTES:,} bytes")
     read = _Read(lines)
-    for number, line in _logical_lines(text):
+    for number, line in logical_lines(text):
         if not line.strip():
             continue
         where = lines.at(number)

@@ -5,8 +5,9 @@ Slurm picks the GPUs of a job inside a node from gres.conf: ``Cores=`` (with
 apply to one node, :func:`check_gres` compares them with :func:`~toposcope.topology.gresconf.
 expected_gres` so that a wrong file shows up on every node that has it.
 
-What is read, as Slurm reads it: ``#`` starts a comment; a line is ``Key=value`` words, keys
-in any case; a line with ``NodeName=`` (a Slurm host list, ``gpu[01-16]``) applies only to
+What is read, as Slurm reads it (:mod:`toposcope.slurmconf_lines`: comments, continued
+lines, quoted values, ``Key=Value`` words with keys in any case, a key given twice on one
+line refused); a line with ``NodeName=`` (a Slurm host list, ``gpu[01-16]``) applies only to
 those nodes, one without to every node; ``Name=gpu`` lines with ``File=`` (a device path or a
 bracketed range, ``/dev/nvidia[0-3]``, each file one GPU whose index is the path's trailing
 number) give ``Cores=`` (Slurm's logical core indices) and ``Links=`` (one count per GPU);
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 from toposcope.errors import ConfigError
 from toposcope.hostlist import HostlistError, expand_hostlist, parse_indices, split_outside
+from toposcope.slurmconf_lines import key_values, logical_lines
 from toposcope.topology.gresconf import GpuGres
 
 #: the largest gres.conf read, in bytes
@@ -72,13 +74,10 @@ class GresCheck:
 
 
 def _words(text: str, where: str) -> dict[str, str]:
-    words: dict[str, str] = {}
-    for word in text.split():
-        key, equals, value = word.partition("=")
-        if not equals or not key:
-            raise ConfigError(f"{where}: {word[:60]!r} is not Key=value")
-        words[key.lower()] = value
-    return words
+    try:
+        return key_values(text, where)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _devices(text: str, where: str) -> list[tuple[int, str]]:
@@ -135,9 +134,8 @@ def parse_gres_conf(
     names = set(node_names)
     autodetect: str | None = None
     gpus: dict[int, FileGpu] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+    for number, line in logical_lines(text):
+        if not line.strip():
             continue
         where = f"{source} line {number}"
         words = _words(line, where)

@@ -3,7 +3,8 @@
 :class:`WorkloadSnapshotter` does everything that reads the host for the ``workloads``
 collector (see its module docstring for the figures): it finds the workloads, reads every
 thread's CPU time and last CPU, keeps the largest ``max_workloads``, labels them (Slurm job,
-pod owner), reads their memory per NUMA node and the GPUs they hold, and adds each thread's
+pod owner), reads their memory per NUMA node, the GPUs they hold and their resctrl memory
+traffic (:mod:`toposcope.host.resctrl_groups`), and adds each thread's
 CPU time since the previous snapshot to the node it runs on now. The result is a
 :class:`WorkloadSnapshot`, plain values only, which the collector turns into families.
 
@@ -22,6 +23,9 @@ from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.host.kube_owners import PodDirectory
 from toposcope.host.nic_use import NicUse, NicUseReader
 from toposcope.host.nvml.records import GpuActivity, GpuActivitySource, GpuProcessSource
+from toposcope.host.resctrl import resctrl_mount
+from toposcope.host.resctrl_groups import attribute, read_mon_groups, workload_traffic
+from toposcope.host.sysfs import SysfsNodes
 from toposcope.host.workload_identity import WorkloadMapper
 from toposcope.host.workload_reader import ThreadKey, WorkloadReader, WorkloadReading
 from toposcope.identity.workload import WorkloadIdentity
@@ -46,6 +50,8 @@ class WorkloadFigures:
     gpu_used: dict[int, int]
     #: the RDMA NICs it uses (NCCL_IB_HCA, the cgroup's RDMA accounting), by NIC name
     nics_used: tuple[NicUse, ...] = ()
+    #: resctrl MBM bytes of its MON groups by (NUMA node label, ``local``/``remote``)
+    memory_traffic: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,9 @@ class WorkloadSnapshotter:
         self._topology = topology
         self._gpu_processes = gpu_processes
         self._reader = WorkloadReader(settings, paths, mapper)
+        self._paths = paths
+        self._l3_for: Topology | None = None
+        self._l3_cpus: dict[int, tuple[int, ...]] = {}
         self._thread_seconds: dict[ThreadKey, float] = {}
         self._cpu: dict[str, dict[str, float]] = {}
         self._dropped = 0
@@ -129,6 +138,7 @@ class WorkloadSnapshotter:
             self._locality, self._locality_for = NicLocality.of(topo), topo
         locality = self._locality
         per_node_cpu = self._account_cpu(kept)
+        traffic = self._memory_traffic(kept, topo)
         figures: list[WorkloadFigures] = []
         for workload in kept:
             counts: dict[str, int] = {}
@@ -162,11 +172,37 @@ class WorkloadSnapshotter:
                             layout,
                         )
                     ),
+                    memory_traffic=traffic.get(workload.identity.name, {}),
                 )
             )
         gpu_nodes = {g.index: g.numa_node for g in topo.gpus}
         activity = self._gpu_activity.gpu_activity() if self._gpu_activity is not None else {}
         return WorkloadSnapshot(figures, gpu_nodes, self._dropped, activity, locality)
+
+    def _memory_traffic(
+        self, kept: list[WorkloadReading], topo: Topology
+    ) -> dict[str, dict[tuple[str, str], float]]:
+        """Each kept workload's resctrl MBM bytes by (NUMA node, locality), from the MON
+        groups all of whose threads it holds (:mod:`toposcope.host.resctrl_groups`); empty
+        where resctrl is not mounted.
+        """
+        root = resctrl_mount(self._paths)
+        if root is None:
+            return {}
+        groups = read_mon_groups(root)
+        if not groups:
+            return {}
+        owner = {tid: w.identity.name for w in kept for (tid, _), _, _ in w.threads}
+        for w in kept:
+            owner.update((pid, w.identity.name) for pid in w.live_pids)
+        if topo is not self._l3_for:
+            self._l3_cpus, self._l3_for = SysfsNodes(self._paths.sysfs).l3_cache_cpus(), topo
+        l3_cpus = self._l3_cpus
+        cpu_node = topo.cpu_to_node()
+        return {
+            name: workload_traffic(mine, l3_cpus, cpu_node)
+            for name, mine in attribute(groups, owner).items()
+        }
 
     def _nvml_gpus(self) -> dict[int, dict[int, int | None]]:
         """``{pid: {gpu: bytes used or None}}`` from the GPU source (empty without one)."""

@@ -1,6 +1,7 @@
 """Counters of a simulated node integrated over time: job progress and steps
 (:mod:`~toposcope.sim.job_steps`), CPU seconds per CPU,
-numastat pages, GPU energy, and GPU traffic and activity
+numastat pages, each workload's memory traffic (:mod:`~toposcope.sim.memory_traffic`), GPU
+energy, and GPU traffic and activity
 (:class:`~toposcope.sim.cluster.SimCluster` calls :func:`integrate` whenever a node is read or
 changes).
 
@@ -18,6 +19,7 @@ from toposcope.sim.cluster_state import MEMORY_CHURN_PER_SECOND, PAGE, SimNode, 
 from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts
 from toposcope.sim.gpu_traffic import GpuCounters, gpu_flows
 from toposcope.sim.job_steps import steps_in
+from toposcope.sim.memory_traffic import add_traffic
 from toposcope.sim.model import placement
 from toposcope.sim.placement import Footprint, memory_layout
 
@@ -69,6 +71,8 @@ def integrate(
         per_thread = seconds / len(cpus)
         for cpu in cpus:
             node.cpu_busy[cpu] = node.cpu_busy.get(cpu, 0.0) + per_thread
+        if not perf.stalled:
+            add_traffic(workload.memory_traffic, spec, perf, layout[name], seconds)
         if spec.memory_bytes and not perf.stalled:
             pages = spec.memory_bytes / PAGE * MEMORY_CHURN_PER_SECOND * active * scale
             _count_pages(node, layout[name], pages)

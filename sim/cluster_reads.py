@@ -68,6 +68,7 @@ class SimClusterReads(SimClusterCore):
                         },
                         perf=perf,
                         paused=workload.paused_until > self._time,
+                        memory_traffic=dict(workload.memory_traffic),
                     )
                 )
             return NodeSnapshot(

@@ -66,6 +66,9 @@ class SimWorkload:
     progress: float = 0.0
     steps: float = 0.0
     cpu_seconds: float = 0.0
+    #: memory traffic bytes by (thread node, ``local``/``remote``)
+    #: (:mod:`~toposcope.sim.memory_traffic`)
+    memory_traffic: dict[tuple[int, str], float] = field(default_factory=dict)
     started_at: float | None = None
     finished_at: float | None = None
     paused_until: float = 0.0
@@ -90,6 +93,8 @@ class WorkloadSnapshot:
     memory_by_node: dict[int, int]
     perf: Performance
     paused: bool
+    #: memory traffic bytes by (thread node, ``local``/``remote``), a counter like ``cpu_seconds``
+    memory_traffic: dict[tuple[int, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ LINK_TIERS = (
 #: what each job class draws
 CLASS_PARAMETERS = ("numa_sensitivity", "comm_fraction", "input_weight", "sharing_overhead")
 #: the global weights of the model
-MODEL_PARAMETERS = ("thread_spread", "input_threads", "input_memory")
+MODEL_PARAMETERS = ("thread_spread", "input_threads", "input_memory", "memory_stream_gbps")
 #: what a GPU's counters show while a job runs (:mod:`toposcope.sim.gpu_traffic`)
 GPU_PARAMETERS = (
     "sm_active",

@@ -57,6 +57,11 @@ Figures, per workload:
   NICs its GPUs are nearest to, how many of its GPUs have none nearer than NODE, and which
   NICs it uses by NCCL_IB_HCA or its cgroup's RDMA accounting
   (:mod:`~toposcope.exporters.collectors.workload_nics`, :mod:`~toposcope.host.nic_use`).
+* ``toposcope_workload_memory_bandwidth_bytes_total{numa_node,locality}``: where resctrl is
+  mounted with memory bandwidth monitoring, the MBM bytes of the MON groups all of whose
+  threads the workload holds, by the NUMA node of the L3 domain its threads ran in and
+  whether the memory was that domain's own (``local``) or another's (``remote``)
+  (:mod:`~toposcope.host.resctrl_groups`). Nothing for a workload no group monitors.
 * ``toposcope_workload_locality_ratio{resource}``: with GPUs whose NUMA node is known, the
   share of its CPU seconds (the cumulative counters above, i.e. since the exporter first saw
   it) and of its memory on the node(s) of those GPUs; without GPUs, the share on its
@@ -179,6 +184,7 @@ FAMILIES = (
     "toposcope_workload_locality_ratio",
     *WORKLOAD_ACTIVITY_FAMILIES,
     *WORKLOAD_NIC_FAMILIES,
+    "toposcope_workload_memory_bandwidth_bytes_total",
     "toposcope_workloads_dropped_total",
 )
 
@@ -294,6 +300,10 @@ def fill_workload_families(snapshot: WorkloadSnapshot, make: Callable[[MetricSpe
             if reading is not None:
                 add_workload_activity(activity_sinks, who, reading, holders[gpu] > 1)
         add_workload_nics(activity_sinks, who, workload, snapshot.nic_locality)
+        for (numa_label, where), value in sorted(workload.memory_traffic.items()):
+            activity_sinks["toposcope_workload_memory_bandwidth_bytes_total"].add_metric(
+                [*who, numa_label, where], value
+            )
     dropped.add_metric([], float(snapshot.dropped_total))
     return sinks
 

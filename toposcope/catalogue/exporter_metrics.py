@@ -353,6 +353,17 @@ WORKLOAD_SPECS: tuple[MetricSpec, ...] = (
         "bytes",
     ),
     row(
+        "toposcope_workload_memory_bandwidth_bytes_total",
+        "counter",
+        ["workload", *_WORKLOAD_WHO, "numa_node", "locality"],
+        "Memory traffic of a workload's threads from resctrl memory bandwidth monitoring "
+        "(MBM mbm_total_bytes and mbm_local_bytes of the MON groups all of whose tasks the "
+        "workload holds), by the NUMA node of the L3 domain the threads ran in and whether the "
+        "memory was that node's own (locality=local) or another node's (locality=remote). "
+        "Absent where resctrl is not mounted or no MON group monitors the workload.",
+        "bytes",
+    ),
+    row(
         "toposcope_workload_locality_ratio",
         "gauge",
         ["workload", *_WORKLOAD_WHO, "resource"],

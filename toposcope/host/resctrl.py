@@ -86,6 +86,11 @@ def _read_counter(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def domain_dirs(mon_data: Path) -> Iterator[tuple[MbmDomain, Path]]:
+    """The monitoring domains of one group's ``mon_data`` and the directory of each."""
+    return ResctrlMbm._domain_dirs(mon_data)
+
+
 class ResctrlMbm:
     """Reads MBM ``mbm_total_bytes``/``mbm_local_bytes`` of every group under a resctrl root."""
 

@@ -18,7 +18,8 @@ The policy part of a cell also names how the policy estimated the gain where its
 recommendation says so (:func:`estimate_basis`): a job move estimated from the job's
 measured link traffic (``job-migration (measured estimate)``) misses by another amount than
 one priced by the prior's sensitivity (``job-migration (prior estimate)``), even onto the
-same GPUs, so the two are learned apart.
+same GPUs, so the two are learned apart; so are pins priced by a workload's measured memory
+traffic and by numa-pinning's prior.
 
 A calibrated recommendation carries its prior estimate as evidence
 (:data:`PRIOR_SERIES`, labelled with its id), so that its outcome is compared with what the
@@ -68,16 +69,17 @@ def link_tier(model: ClusterModel | None, node: str, gpus: Sequence[int]) -> str
     return state.links.get((a, b)) or state.links.get((b, a)) or "unknown"
 
 
-#: the ways of estimating a recommendation names in ``current.communication_share``
+#: the ways of estimating a recommendation names in ``current.communication_share`` (or, for a
+#: pin, ``current.numa_sensitivity``)
 ESTIMATE_BASES = frozenset({"measured", "prior"})
 
 
 def estimate_basis(rec: Recommendation) -> str:
-    """How ``rec``'s gain was estimated, where its ``current.communication_share`` says so
-    (``estimate``, or ``source`` for an exchange of GPUs: ``measured`` or ``prior``); empty
-    otherwise, and for any other value.
+    """How ``rec``'s gain was estimated, where its ``current.communication_share`` (a pin's
+    ``current.numa_sensitivity``) says so (``estimate``, or ``source`` for an exchange of GPUs:
+    ``measured`` or ``prior``); empty otherwise, and for any other value.
     """
-    share = rec.current.get("communication_share")
+    share = rec.current.get("communication_share", rec.current.get("numa_sensitivity"))
     if not isinstance(share, Mapping):
         return ""
     basis = share.get("estimate", share.get("source"))

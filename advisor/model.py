@@ -195,6 +195,8 @@ class WorkloadModel:
     ``gpu_pcie_each_way_bytes_per_second`` the smaller PCIe direction as for a GPU's
     ``pcie_each_way_bytes_per_second``; ``gpus_shared`` is true
     when another workload holds one of them too (the figures are then the whole GPU's).
+    ``memory_bytes_per_second`` is its threads' memory traffic over the window by
+    ``local``/``remote`` memory (resctrl MBM; empty where not published).
     """
 
     name: str
@@ -218,6 +220,7 @@ class WorkloadModel:
     gpu_nvlink_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
     gpu_sm_active: Mapping[int, float] = field(default_factory=dict)
     gpus_shared: bool = False
+    memory_bytes_per_second: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

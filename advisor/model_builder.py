@@ -323,6 +323,18 @@ class _Builder:
                 draft.setdefault("gpus", set()).add(gpu)
                 draft.setdefault("gpu_memory_bytes", {})[gpu] = s.value
 
+    def workload_memory_traffic(self) -> None:
+        """Each workload's memory traffic per second by locality (``local``, ``remote``),
+        summed over the NUMA nodes its threads ran on.
+        """
+        if not self._usable("workload-memory-traffic"):
+            return
+        for s in self.data.samples("workload-memory-traffic"):
+            where = s.labels.get("locality", "")
+            if (draft := self.workload_draft(s.labels)) is not None and where:
+                found = draft.setdefault("memory_bytes_per_second", {})
+                found[where] = found.get(where, 0.0) + max(0.0, s.value)
+
     def time_left(self) -> None:
         """Each job's time left, from the scheduler's series, onto the job's workload on
         every node it runs on (the series names the job, not a node; the shortest wins).
@@ -381,6 +393,7 @@ def build_model(
     builder.gpu_activity()
     builder.workload_state()
     builder.workload_activity()
+    builder.workload_memory_traffic()
     builder.time_left()
     return ClusterModel(
         nodes=builder.node_models(),

@@ -109,6 +109,12 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
         "workload-gpu-nvlink-rate", "toposcope_workload_gpu_nvlink_bytes_total", reduction="rate"
     ),
     QueryRow("workload-gpu-sm-active", "toposcope_workload_gpu_sm_active_ratio", reduction="avg"),
+    # each workload's memory traffic (bytes per second) by NUMA node and locality (resctrl MBM)
+    QueryRow(
+        "workload-memory-traffic",
+        "toposcope_workload_memory_bandwidth_bytes_total",
+        reduction="rate",
+    ),
     # seconds until the scheduler ends each running job (optional: a scheduler publishes it)
     QueryRow("workload-time-left", "toposcope_queue_job_time_left_seconds"),
     # Kubernetes DRA ------------------------------------------------------------------------

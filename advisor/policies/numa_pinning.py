@@ -22,6 +22,16 @@ costs 57.76 %" (the best-vs-worst figure of the design docs). That is a CPU-trai
 figure: a workload holding GPUs spends most of its step on the GPU, so its penalty is scaled
 by ``gpu_job_share`` (0.4, from the outcomes verified in the closed loop, where such pins
 gained 12-33 % against 43 % estimated with the CPU figure).
+
+Measured sensitivity. Where the workload's memory traffic is published (resctrl MBM,
+:mod:`~toposcope.advisor.numa_share`), the constant gives way to its own figures: its
+*memory-bound share* ``b`` (bytes per second against what its busy cores stream at
+``core_stream_gbps`` each) and ``remote_cost`` (what a remote byte costs on top of a local
+one at the farthest distance, scaled by distance as above). Pinning then saves ``saved =
+remote share x b x remote_cost`` of its step, and the gain is ``saved / (1 - saved)``. The
+recommendation's ``current.numa_sensitivity`` says which basis priced it (``estimate``:
+``measured`` with its terms, or ``prior`` with the reason), and calibration learns the two
+apart.
 """
 
 from __future__ import annotations
@@ -41,6 +51,14 @@ from toposcope.advisor.locality import (
     workload_evidence,
 )
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
+from toposcope.advisor.numa_share import (
+    CORE_STREAM_GBPS,
+    MAX_SAVED,
+    REMOTE_COST,
+    MeasuredMemoryShare,
+    measured_memory_share,
+    prior_basis,
+)
 from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
 from toposcope.advisor.policies.pin_capacity import (
     PinCandidate,
@@ -90,6 +108,21 @@ class NumaPinningSettings(PolicySettings):
         help="share of numa_penalty a workload holding GPUs pays (its step is mostly GPU "
         "time; prior from verified outcomes: pins of GPU jobs gained 12-33% where the CPU "
         "figure said 43%)",
+    )
+    remote_cost: float = setting(
+        REMOTE_COST,
+        gt=0,
+        le=5,
+        help="with measured memory traffic: what a byte from the farthest node's memory costs "
+        "on top of a local one (local / remote bandwidth - 1; remote STREAM at about 60% of "
+        "local across a socket link)",
+    )
+    core_stream_gbps: float = setting(
+        CORE_STREAM_GBPS,
+        gt=0,
+        le=1000,
+        help="GB/s one busy core streams from local memory (single-thread STREAM, about 11): the "
+        "measured memory-bound share is the workload's traffic against its busy cores' figure",
     )
     reference_distance: int = setting(
         21,
@@ -193,6 +226,14 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 notes.append(self.note(workload.key, rule.why_left(model, idleness)))
                 continue
             first = targets[0]
+            measured = measured_memory_share(workload, s.core_stream_gbps)
+            if isinstance(measured, MeasuredMemoryShare):
+                candidate = self._measured(node, workload, targets, measured)
+                if candidate.gain <= 0:
+                    notes.append(self.note(workload.key, candidate.gain_model))
+                    continue
+                found.append(candidate)
+                continue
             remote = remote_share(cpu, memory, first)
             scale = s.gpu_job_share if workload.gpus else 1.0
             penalty = scale * distance_penalty(
@@ -207,11 +248,40 @@ class NumaPinning(Policy[NumaPinningSettings]):
                     f"remote share {remote:.3f} (1 - c*m on node {first}) x NUMA penalty "
                     f"{penalty:.4f} ({s.numa_penalty:g} at the node's farthest SLIT distance "
                     "or reference_distance, CRI-RM 57.76% calibration"
-                    + (f", x gpu_job_share {scale:g} for a GPU job)" if workload.gpus else ")"),
+                    + (f", x gpu_job_share {scale:g} for a GPU job)" if workload.gpus else ")")
+                    + f"; NUMA sensitivity: prior ({measured})",
                 )
             )
         found.extend(self._crowded(node, workloads, {c.workload.key for c in found}))
         return found
+
+    def _measured(
+        self,
+        node: NodeModel,
+        workload: WorkloadModel,
+        targets: list[int],
+        measured: MeasuredMemoryShare,
+    ) -> PinCandidate:
+        """The candidate priced by ``workload``'s measured memory-bound share (module
+        docstring); its penalty per unit of remote share travels with it, so that a plan
+        whose memory does not all fit is priced on the same basis.
+        """
+        s = self.settings
+        cpu, memory = workload.cpu_shares(), workload.memory_shares()
+        first = targets[0]
+        remote = remote_share(cpu, memory, first)
+        per_unit = measured.share * s.remote_cost
+        penalty = distance_penalty(node, cpu, memory, first, per_unit, s.reference_distance)
+        saved = min(MAX_SAVED, remote * penalty)
+        text = (
+            f"remote share {remote:.3f} (1 - c*m on node {first}) x {measured.text()} x remote "
+            f"cost {penalty / measured.share if measured.share > 0 else 0.0:.3f} "
+            f"({s.remote_cost:g} at the node's farthest SLIT distance or reference_distance): "
+            f"saves {saved:.3f} of its step, gain saved / (1 - saved)"
+        )
+        return PinCandidate(
+            saved / (1.0 - saved), workload, targets, workload.cores_used(), text, penalty=per_unit
+        )
 
     def _crowded(
         self, node: NodeModel, workloads: list[WorkloadModel], taken: set[str]
@@ -362,6 +432,14 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 f"pages that fit ({moved_bytes / GIB:.1f} GiB) move to node {target}"
             )
         evidence = workload_evidence(workload)
+        basis: dict[str, object] = {}
+        if candidate.crowded is None:
+            measured = measured_memory_share(workload, s.core_stream_gbps)
+            if isinstance(measured, MeasuredMemoryShare):
+                basis = measured.to_dict()
+                evidence += measured.evidence(workload)
+            else:
+                basis = prior_basis(measured)
         for index in workload.gpus:
             gpu = node.gpu(index)
             if gpu is not None and gpu.numa_node is not None:
@@ -391,6 +469,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 "cpu_share_by_numa": rounded(cpu),
                 "memory_share_by_numa": rounded(memory),
                 "gpus": list(workload.gpus),
+                **({"numa_sensitivity": basis} if basis else {}),
             },
             proposed={
                 "numa_node": target,

@@ -51,6 +51,9 @@ class PinCandidate:
     gain_model: str
     crowded: int | None = None
     makes_room_for: str | None = None
+    #: the NUMA penalty per unit of remote share it was priced with, where its own measured
+    #: memory traffic set it (``None``: the limits' prior)
+    penalty: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,12 +94,15 @@ class PinLimits:
         gpus: bool,
         shares: tuple[Mapping[int, float], Mapping[int, float]],
         target: int,
+        penalty: float | None = None,
     ) -> float:
         """What a placement (CPU and memory ``shares`` per NUMA node) costs a workload
         against ``target`` (:func:`~toposcope.advisor.locality.locality_cost`), the penalty
-        scaled by ``gpu_job_share`` for a workload holding GPUs.
+        scaled by ``gpu_job_share`` for a workload holding GPUs; ``penalty`` in its place
+        where the workload's measured traffic gave one.
         """
-        penalty = self.numa_penalty * (self.gpu_job_share if gpus else 1.0)
+        if penalty is None:
+            penalty = self.numa_penalty * (self.gpu_job_share if gpus else 1.0)
         return locality_cost(node, shares, target, penalty, self.reference_distance)
 
 
@@ -329,8 +335,8 @@ def _priced(
     total = w.memory_bytes
     cpu, memory = w.cpu_shares(), w.memory_shares()
     after = {n: v / total for n, v in here.items()}
-    before_cost = limits.cost(node, bool(w.gpus), (cpu, memory), target)
-    after_cost = limits.cost(node, bool(w.gpus), ({target: 1.0}, after), target)
+    before_cost = limits.cost(node, bool(w.gpus), (cpu, memory), target, c.penalty)
+    after_cost = limits.cost(node, bool(w.gpus), ({target: 1.0}, after), target, c.penalty)
     text = (
         f"{c.gain_model}; NUMA node {target} holds only part of its memory, {where}: "
         f"estimated cost {before_cost:.4f} -> {after_cost:.4f}"

@@ -70,6 +70,7 @@ from toposcope.fabric.yamlfile import read_fabric_file
 from toposcope.sim.clock import SimClock
 from toposcope.sim.gang_price import FabricPrices
 from toposcope.sim.judge import fallen, horizons_now
+from toposcope.sim.nicfs import cabled_nics
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import Scenario, builtin_scenarios, load_scenario
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster
@@ -190,10 +191,13 @@ def run_scenario(args: argparse.Namespace, workdir: Path, original: Scenario) ->
     spec = spec_from_description(describe_cluster(cluster), layout, rest=False)
     declared = original.fabric if original.fabric is not None and original.fabric.gangs else None
     prices = None
+    cabled = None
     if declared is not None:
         fabric_file = prefixed_fabric(declared.fabric, prefix, workdir / "fabric.json")
         spec = replace(spec, topology_conf=topology_conf(fabric_file))
-        prices = FabricPrices(read_fabric_file(fabric_file))
+        fabric_model = read_fabric_file(fabric_file)
+        prices = FabricPrices(fabric_model)
+        cabled = cabled_nics(fabric_model)
     slurm = LocalCluster(layout.root, spec)
     slurm.start()
     stop = threading.Event()
@@ -209,7 +213,7 @@ def run_scenario(args: argparse.Namespace, workdir: Path, original: Scenario) ->
         thread = threading.Thread(target=mirror.run, args=(stop, 1.0), daemon=True)
         thread.start()
         # the gangs' parts send through their nodes' NICs, as the advisor measures them
-        server, _, _, _ = serve(cluster, workdir, network=GangParts(cluster))
+        server, _, _, _ = serve(cluster, workdir, network=GangParts(cluster), cabled=cabled)
         try:
             with prometheus(
                 args.prometheus_binary, workdir, workdir / "targets.json", len(scenario.nodes)

@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Collection, Container, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from toposcope.sim.cluster import DONE, SimCluster
 from toposcope.sim.fabric import SimFabric
 from toposcope.sim.gang_api import make_sim_api_app
 from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless
+from toposcope.sim.nicfs import cabled_nics
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.scenario_fabric import ScenarioFabric
 from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd
@@ -339,13 +340,18 @@ def serve(
     workdir: Path,
     fabric: ScenarioFabric | None = None,
     network: Container[str] = frozenset(),
+    cabled: Mapping[str, Collection[str]] | None = None,
 ) -> tuple[SimServer, SimExporters, Path, str]:
     """Serve the cluster on loopback (with ``fabric``'s families on ``/metrics``; the NICs
-    carry the traffic of the workloads in ``network``): (server, exporters, token file,
-    address).
+    carry the traffic of the workloads in ``network`` through those ``fabric``, else
+    ``cabled``, cables to a switch): (server, exporters, token file, address).
     """
     served = SimFabric(fabric) if fabric is not None else None
-    exporters = SimExporters(cluster, workdir / "state", background=False, network=network)
+    if fabric is not None:
+        cabled = cabled_nics(fabric.fabric)
+    exporters = SimExporters(
+        cluster, workdir / "state", background=False, network=network, cabled=cabled
+    )
     token = secrets.token_hex(16)
     token_file = workdir / "token"
     token_file.write_text(token + "\n")

@@ -25,6 +25,7 @@ from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.fabric import SimFabric
 from toposcope.sim.gang_api import make_sim_api_app
+from toposcope.sim.nicfs import cabled_nics
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.paths import remove_tree
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario
@@ -139,7 +140,8 @@ def _serve(args: argparse.Namespace, signals: StopSignals) -> int:
         network = frozenset(
             part for parts in (fabric.multi_node_jobs.values() if fabric else ()) for part in parts
         )
-        exporters = SimExporters(cluster, state_dir, network=network)
+        cabled = cabled_nics(scenario.fabric.fabric) if scenario.fabric is not None else None
+        exporters = SimExporters(cluster, state_dir, network=network, cabled=cabled)
         # with Slurm scheduling, actions go to Slurm: the simulator's API only reads
         token_file = None if slurm else args.token_file
         api = _api_app(cluster, token_file, args.allow_insecure_token_file)

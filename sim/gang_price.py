@@ -36,6 +36,7 @@ from toposcope.fabric.model import Fabric
 from toposcope.rm import Allocation
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.model import Performance
+from toposcope.sim.nicfs import cabled_nics
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.truth_params import truth
 
@@ -86,7 +87,7 @@ class FabricPrices:
                 path.append(parent[path[-1]])
             self._paths[node] = tuple(path)
         self._oversub = {s.name: s.oversubscription for s in fabric.switches}
-        self._cabled = {n.name: frozenset(p.nic for p in n.ports) for n in fabric.nodes if n.ports}
+        self._cabled = cabled_nics(fabric)
 
     def path(self, node: str) -> tuple[str, ...]:
         """The switches above ``node``, its leaf first (empty: outside the fabric)."""

@@ -7,6 +7,9 @@ them as they read a real node:
 
 * an RDMA device (``mlx5_N``): ``class/infiniband/<dev>/{device, fw_ver, board_id,
   hca_type, node_type}`` and one port, ``ports/1/{state, phys_state, rate, link_layer, lid}``
+  (``4: ACTIVE``, ``5: LinkUp`` where the scenario's fabric cables the NIC to a switch or
+  lists no ports for the node; ``1: DOWN``, ``3: Disabled`` for a NIC it leaves uncabled, as
+  a site disables the ports it does not use so that they raise no alert)
   with ``counters/`` (the IBTA error counters, all 0, and the 32-bit traffic counters,
   which stop at their maximum as old HCAs' do) and ``counters_ext/`` (the 64-bit
   ``port_{xmit,rcv}_{data,packets}_64``; ``*_data`` count 4-byte words);
@@ -18,19 +21,21 @@ them as they read a real node:
 Traffic: a workload that is a part of a multi-node job (``network``: the scenario's
 ``fabric.multi_node_jobs``, :mod:`toposcope.sim.scenario_fabric`) sends and receives
 :data:`NET_BYTES_PER_GPU` x its ``comm_intensity`` per second for each GPU it holds, through
-that GPU's nearest RDMA NICs (behind the same PCIe switch, else on its NUMA node, else any),
-split evenly between them, while it runs (not while paused). The counters add the current
-rates times the counter time since the previous update, so a change between two scrapes is
-counted from the second one: close enough for rates and dashboards, not an exact integral.
+that GPU's nearest cabled RDMA NICs (behind the same PCIe switch, else on its NUMA node, else
+any cabled one), split evenly between them, while it runs (not while paused). The counters
+add the current rates times the counter time since the previous update, so a change between
+two scrapes is counted from the second one: close enough for rates and dashboards, not an
+exact integral.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Collection, Container, Iterable
 from pathlib import Path
 
+from toposcope.fabric.model import Fabric
 from toposcope.sim.cluster_state import NodeSnapshot, WorkloadSnapshot
 from toposcope.sim.nodetemplate import NicSpec, NodeTemplate
 
@@ -68,9 +73,20 @@ def is_rdma(nic: NicSpec) -> bool:
     return _RDMA_NAME.fullmatch(nic.name) is not None
 
 
-def nearest_nics(template: NodeTemplate) -> dict[int, tuple[str, ...]]:
-    """Each GPU's nearest RDMA NICs: behind its switch, else on its NUMA node, else all."""
-    rdma = [nic for nic in template.nics if is_rdma(nic)]
+def cabled_nics(fabric: Fabric) -> dict[str, frozenset[str]]:
+    """The NICs ``fabric`` cables to a switch, by node, for the nodes it lists ports for (a
+    node it lists without ports, or not at all, has every NIC cabled).
+    """
+    return {n.name: frozenset(p.nic for p in n.ports) for n in fabric.nodes if n.ports}
+
+
+def nearest_nics(
+    template: NodeTemplate, cabled: Collection[str] | None = None
+) -> dict[int, tuple[str, ...]]:
+    """Each GPU's nearest RDMA NICs among the ``cabled`` ones (``None``: all): behind its
+    switch, else on its NUMA node, else all of them.
+    """
+    rdma = [nic for nic in template.nics if is_rdma(nic) and (cabled is None or nic.name in cabled)]
     nearest: dict[int, tuple[str, ...]] = {}
     for gpu in template.gpus:
         same_switch = [n.name for n in rdma if gpu.switch is not None and n.switch == gpu.switch]
@@ -113,13 +129,21 @@ class NicTree:
     """The NICs of one simulated node under ``<root>/sys/class`` (see the module docstring).
 
     ``network`` names the workloads that are parts of multi-node jobs (any container: a
-    live view answers for parts that appear later, as a Slurm job's do when it is submitted).
+    live view answers for parts that appear later, as a Slurm job's do when it is submitted);
+    ``cabled`` the NICs that reach a switch (``None``: all).
     """
 
-    def __init__(self, root: Path, template: NodeTemplate, network: Container[str]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        template: NodeTemplate,
+        network: Container[str],
+        cabled: Collection[str] | None = None,
+    ) -> None:
         self._class = root / "sys" / "class"
-        self._nearest = nearest_nics(template)
+        self._nearest = nearest_nics(template, cabled)
         self._network = network
+        self._cabled = cabled
         self._rdma = [
             nic for nic in template.nics if is_rdma(nic) and _BUS_ID.fullmatch(nic.pci_bus_id)
         ]
@@ -155,8 +179,9 @@ class NicTree:
         _write(base / "hca_type", "MT4123\n")
         _write(base / "node_type", "1: CA\n")
         port = base / "ports" / "1"
-        _write(port / "state", "4: ACTIVE\n")
-        _write(port / "phys_state", "5: LinkUp\n")
+        up = self._cabled is None or nic.name in self._cabled
+        _write(port / "state", "4: ACTIVE\n" if up else "1: DOWN\n")
+        _write(port / "phys_state", "5: LinkUp\n" if up else "3: Disabled\n")
         word = _RATE_WORDS.get(nic.speed_gbps, "4X")
         _write(port / "rate", f"{nic.speed_gbps} Gb/sec ({word})\n")
         _write(port / "link_layer", "InfiniBand\n")

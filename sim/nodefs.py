@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Collection, Container, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -88,11 +88,12 @@ class NodeExporter:
         clock: Callable[[], float],
         background: bool = False,
         network: Container[str] = frozenset(),
+        cabled: Collection[str] | None = None,
     ) -> None:
         self.name = name
         self.template = template
         self.lock = threading.Lock()
-        self.tree = NodeTree(root, template, shared, network)
+        self.tree = NodeTree(root, template, shared, network, cabled)
         self.topology = topology(root)
         config = ExporterConfig(
             paths=HostPaths.under(root),
@@ -246,7 +247,8 @@ class SimExporters:
     GPU node; ``None``: only for clusters of at most 32 nodes). :attr:`eager` says whether
     :meth:`prepare` builds every node (clusters of at most :data:`PREPARE_MAX_NODES`).
     ``network`` names the workloads that are parts of multi-node jobs: their GPUs' traffic
-    goes through their nodes' NICs (:mod:`toposcope.sim.nicfs`).
+    goes through their nodes' NICs (:mod:`toposcope.sim.nicfs`); ``cabled`` the NICs the
+    fabric cables to a switch, by node (a node not in it: every NIC).
     """
 
     def __init__(
@@ -255,9 +257,11 @@ class SimExporters:
         state_dir: Path,
         background: bool | None = None,
         network: Container[str] = frozenset(),
+        cabled: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         self.cluster = cluster
         self.network = network
+        self.cabled = dict(cabled or {})
         self.state_dir = Path(state_dir)
         nodes = len(cluster.node_names())
         self.background = background if background is not None else nodes <= 32
@@ -314,6 +318,7 @@ class SimExporters:
                 self.cluster.clock.counter_time,
                 self.background,
                 self.network,
+                self.cabled.get(name),
             )
             with self._lock:
                 closed = self._closed

@@ -107,3 +107,36 @@ def test_each_rank_of_the_multi_node_job_opens_the_hcas_and_uses_its_gpus_neares
     assert {(u["nic"], u["source"], u["link"], u["near"]) for u in used} == {
         (f"mlx5_{n}", "uverbs", "PIX", "true") for n in range(8)
     }
+
+
+def test_nics_the_fabric_leaves_uncabled_are_disabled_and_carry_nothing(tmp_path: Path) -> None:
+    """A node whose fabric cables two of its eight HCAs: those two carry all of the part's
+    traffic (each GPU's nearest cabled HCA), the other six are down and administratively
+    disabled (physical state 3, which the unhealthy-port rule leaves out).
+    """
+    scenario = load_scenario("builtin:demo")
+    assert scenario.fabric is not None
+    network = frozenset(p for parts in scenario.fabric.multi_node_jobs.values() for p in parts)
+    cluster = build_cluster(scenario, SimClock(seed=0, speed=0))
+    cabled = {"dgx-03": frozenset({"mlx5_0", "mlx5_1"})}
+    exporters = SimExporters(
+        cluster, tmp_path / "state", background=False, network=network, cabled=cabled
+    )
+    try:
+        exporters.scrape("dgx-03")
+        cluster.advance(MINUTE)
+        exporters.scrape("dgx-03")
+        ours = registry_for(exporters.state_dir / "nodes" / "dgx-03" / "sys").get_sample_value
+        sent = {}
+        for nic in range(8):
+            port = {"device": f"mlx5_{nic}", "port": "1"}
+            sent[nic] = ours("toposcope_nic_port_bytes_total", {**port, "direction": "tx"})
+            up = nic < 2
+            assert ours("toposcope_nic_port_state_id", port) == (4 if up else 1), nic
+            assert ours("toposcope_nic_port_physical_state_id", port) == (5 if up else 3), nic
+        assert all(sent[nic] == 0 for nic in range(2, 8))
+        assert sent[0] > 0 and sent[1] > 0
+        total = 8 * NET_BYTES_PER_GPU * 0.9 * MINUTE
+        assert sent[0] + sent[1] == pytest.approx(total, rel=1e-9)
+    finally:
+        exporters.close()

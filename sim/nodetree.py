@@ -5,7 +5,8 @@ The parts that never change for a template (CPU topology, PCI functions) are wri
 per template and linked into every node. The rest is updated incrementally on each scrape of
 that node: structure (processes, cgroups, fds, cpusets, ``memory.numa_stat``) only when a
 workload's allocation changed, counters (``/proc/stat``, per-thread CPU time and last CPU,
-node ``meminfo``/``numastat``) when simulated time moved.
+node ``meminfo``/``numastat``, each workload's resctrl memory bandwidth counters,
+:mod:`toposcope.sim.resctrlfs`) when simulated time moved.
 
 Every directory the tree creates or removes is checked to lie inside the node's root first
 (:func:`toposcope.sim.paths.contained`): a workload whose name would lead outside is refused
@@ -28,6 +29,7 @@ from toposcope.sim.nicfs import NicTree
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.paths import UnsafePathError, contained, remove_contained
 from toposcope.sim.proc_text import mountinfo_text, numa_stat_text, stat_line
+from toposcope.sim.resctrlfs import ResctrlTree
 from toposcope.sim.sysfs_writer import write_topology_sysfs
 
 LOG = logging.getLogger("toposcope.sim")
@@ -105,6 +107,7 @@ class NodeTree:
             root, template.topology, cpu_dir=shared / "cpu", pci_dir=shared / "pci-devices"
         )
         self._nics = NicTree(root, template, network, cabled)
+        self._resctrl = ResctrlTree(root, template, shared / "cpu", _write)
         self._proc = str(root / "proc")
         self._node_dir = str(root / "sys/devices/system/node")
         self._cgroup = str(root / "sys/fs/cgroup")
@@ -181,6 +184,7 @@ class NodeTree:
         os.makedirs(cgroup, exist_ok=True)
         _write(cgroup + "/cgroup.procs", f"{pid}\n")
         self._written[workload.name] = _Written(pid, tids, key)
+        self._resctrl.add(pid, tids)
         self._restructure(workload, key)
 
     def _restructure(self, workload: WorkloadSnapshot, key: tuple[object, ...]) -> None:
@@ -219,6 +223,7 @@ class NodeTree:
     def _remove(self, name: str) -> None:
         known = self._written.pop(name)
         remove_contained(self.root, f"{self._proc}/{known.pid}")
+        self._resctrl.remove(known.pid)
         remove_contained(self.root, self._cgroup_dir(name))
 
     # -- counters ------------------------------------------------------------------------------
@@ -244,6 +249,9 @@ class NodeTree:
             _write(
                 base + "/stat", template.format(known.pid, utime * count, stime * count, cpus[0])
             )
+        self._resctrl.update(
+            (known.pid, w) for w in snap.workloads if (known := self._written.get(w.name))
+        )
         lines = []
         totals = [0] * 8
         for cpu in self.template.cpus:

@@ -47,10 +47,12 @@ def wait_pays(
     """Whether a pending job should wait ``wait_seconds`` for a set of ``best_factor``
     rather than start now on one of ``factor_now`` (an unknown wait, ``inf``, never pays).
 
-    Alone (``waiting`` 0) the worse set costs the job its extra run time. With ``waiting``
-    other jobs in the queue (ahead of it or behind: any of them may need those GPUs next),
-    the ``gpus`` GPUs it would hold that much longer are GPU time the queue waits for: the
-    cost is ``extra x gpus x waiting``.
+    The worse set makes the job run ``extra`` seconds longer on each of its ``gpus`` GPUs:
+    alone (``waiting`` 0) the cost is that GPU time, ``extra x gpus``, so a 4-GPU job waits
+    four times as long for a better set as a 1-GPU job would. With ``waiting`` other jobs in
+    the queue (ahead of it or behind: any of them may need those GPUs next), every one of
+    them may wait for that GPU time: the cost is ``extra x gpus x waiting``. The job waits
+    while its own wait is shorter than the cost.
     """
     if math.isinf(wait_seconds) or wait_seconds < 0:
         return False

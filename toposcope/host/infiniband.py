@@ -42,7 +42,7 @@ from pathlib import Path
 
 from toposcope.host.processes import read_all
 from toposcope.identity.workload import bounded_label_value
-from toposcope.topology.nics import ib_rate_gbps
+from toposcope.topology.nics import ib_rate_gbps, ib_state_pair
 
 LOG = logging.getLogger(__name__)
 
@@ -134,7 +134,6 @@ OCTETS_PER_DATA_UNIT = 4
 
 _DEVICE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _COUNTER_RE = re.compile(rb"^\s*([0-9]{1,20})\s*$")
-_STATE_RE = re.compile(rb"^\s*([0-9]{1,3})\s*:\s*([A-Za-z][A-Za-z0-9 _-]{0,31}?)\s*$")
 _WORD_RE = re.compile(r"^[A-Za-z][A-Za-z0-9 _-]{0,31}$")
 _PORT_RE = re.compile(r"^[0-9]{1,3}$")
 
@@ -287,11 +286,10 @@ class InfiniBandClass:
         data = self._read(path)
         if data is None:
             return None
-        match = _STATE_RE.match(data)
-        if match is None:
+        pair = ib_state_pair(data.decode("ascii", "replace"))
+        if pair is None:
             self._warn_once(path, f"not 'id: NAME': {data[:40]!r}")
-            return None
-        return int(match.group(1)), match.group(2).decode("ascii")
+        return pair
 
     def _rate(self, path: str) -> int | None:
         data = self._read(path)

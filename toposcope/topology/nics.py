@@ -20,6 +20,8 @@ from toposcope.topology.pcie import MAX_PCIE_MATRIX_GPUS, pcie_link
 #: InfiniBand port states by number (``ports/N/state`` reads ``4: ACTIVE``; hwloc's
 #: ``PortNState`` info keeps the number only).
 IB_PORT_STATES = {1: "down", 2: "init", 3: "armed", 4: "active", 5: "active_defer"}
+#: ``4: ACTIVE``, ``5: LinkUp``: a port state file's id and name
+_IB_STATE_RE = re.compile(r"^\s*([0-9]{1,3})\s*:\s*([A-Za-z][A-Za-z0-9 _-]{0,31}?)\s*$")
 #: ``40 Gb/sec (4X QDR)``, ``2.5 Gb/sec (1X SDR)``: the rate is the leading number.
 _IB_RATE_RE = re.compile(r"^\s*([0-9]{1,6}(?:\.[0-9]{1,3})?)\s*Gb/sec")
 #: the most NICs whose GPU matrix is computed (a host has tens; a document with more is not
@@ -42,11 +44,21 @@ def numa_nodes_of(
     return () if fallback is None else (fallback,)
 
 
+def ib_state_pair(text: str) -> tuple[int, str] | None:
+    """The id and name of a sysfs port state file (``state``: ``4: ACTIVE``; ``phys_state``:
+    ``5: LinkUp``), or ``None`` for anything else (a name of at most 32 letters, digits,
+    spaces, ``_`` and ``-``, so that it can be a label value).
+    """
+    match = _IB_STATE_RE.match(text)
+    return (int(match.group(1)), match.group(2)) if match else None
+
+
 def ib_port_state(text: str) -> str | None:
     """An InfiniBand port state, ``4: ACTIVE`` or hwloc's ``4``, as a lower-case word."""
-    head, _, word = text.strip().partition(":")
-    if word.strip():
-        return word.strip().lower()
+    pair = ib_state_pair(text)
+    if pair is not None:
+        return pair[1].lower()
+    head = text.strip()
     if head.isascii() and head.isdigit() and len(head) <= 2:
         return IB_PORT_STATES.get(int(head))
     return None

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 
 from toposcope.advisor.calibration_cells import Cell, cell_of, prior_evidence
 from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.outcomes import MIN_GPU_UTILIZATION, OutcomeLog, destination
+from toposcope.advisor.outcomes import MIN_GPU_UTILIZATION, OutcomeLog, destination, start_gain
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds, severity_for, value
 from toposcope.report.advisor_api import Measurement, Verdict
 from toposcope.report.recommendation import Recommendation, RecommendationKind
@@ -189,12 +189,15 @@ def factors(calibration: Mapping[str, KindCalibration]) -> dict[str, float]:
 
 def calibrated_gain(rec: Recommendation, factor: float) -> float:
     """``rec``'s estimate scaled by ``factor``; job-migration's estimate is net of its
-    checkpoint-restores, so only the gross part is scaled.
+    checkpoint-restores, so only the gross part is scaled, and the start of a pending job
+    its move makes possible (:func:`~toposcope.advisor.outcomes.start_gain`), which no
+    verdict of the move measures, is kept as it is.
     """
     if rec.kind != RecommendationKind.MIGRATE_JOB:
         return rec.estimated_gain * factor
     cost = cost_seconds(rec.kind, rec.proposed, rec.actions) / HORIZON_S
-    return max(0.0, (rec.estimated_gain + cost) * factor - cost)
+    start = start_gain(rec)
+    return max(0.0, (rec.estimated_gain - start + cost) * factor - cost) + start
 
 
 def _factor_for(

@@ -188,6 +188,17 @@ def destination(rec: Recommendation) -> tuple[str, tuple[int, ...]]:
     return str(node), tuple(int(g) for g in gpus) if isinstance(gpus, list | tuple) else ()
 
 
+def start_gain(rec: Recommendation) -> float:
+    """What ``rec``'s estimate counts for the pending jobs whose start its move makes
+    possible (``proposed.starts``, each with its ``gain``): the moved job's own progress,
+    which verifies the move, does not show it, so verdicts and calibration leave it out.
+    """
+    starts = rec.proposed.get("starts")
+    if not isinstance(starts, list | tuple):
+        return 0.0
+    return sum(float(s.get("gain", 0.0) or 0.0) for s in starts if isinstance(s, Mapping))
+
+
 def made_for(rec: Recommendation) -> str | None:
     """The job ``rec`` makes room for without moving it (its ``proposed.for``: a leaf or NIC
     clearing moving other jobs out of that job's way), or ``None``.
@@ -551,13 +562,13 @@ class OutcomeLog(SqliteStore):
                     str(verdict),
                     verified_at,
                     detail,
-                    rec.estimated_gain,
+                    rec.estimated_gain - start_gain(rec),
                     node,
                     json.dumps(list(gpus)),
                     policy,
                     kind_of_node,
                     tier,
-                    gross_prior(rec),
+                    gross_prior(rec) - start_gain(rec),
                 ),
             )
 

@@ -16,7 +16,10 @@ counts only when the time it saves beats the checkpoint-restore cost. A job that
 time-slicing a GPU also counts what the jobs it leaves gain. The sets gpu-placement would
 start pending jobs on take part too, each worth the job's estimated efficiency there (a
 pending job counts 0): a move takes such a set only when it is worth more than the start.
-Jobs whose sets nobody else wants choose alone, as before.
+A move that leaves GPUs a pending job could start on is offered twice: alone, and with
+that start (:mod:`~toposcope.advisor.policies.move_starts`), worth the pending job's
+efficiency there too and excluding its start on its free set. Jobs whose sets nobody else
+wants choose alone, as before.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from toposcope.advisor.gpu_search import GpuSetSearch
 from toposcope.advisor.gpu_sets import Placement, gpu_claims, rank_sets
 from toposcope.advisor.joint_sets import Claimant, Option, assign
 from toposcope.advisor.model import NodeModel, PendingWorkload, WorkloadModel
+from toposcope.advisor.policies.move_starts import EnabledStart, start_value
 
 #: other nodes whose best free sets a contested job may be offered
 OTHER_NODES = 4
@@ -148,24 +152,6 @@ def ideal_set(search: GpuSetSearch, job: WorkloadModel) -> Placement | None:
     return sets[0] if sets else None
 
 
-def start_value(search: GpuSetSearch, count: int, target: Placement, sensitivity: float) -> float:
-    """A pending job's estimated efficiency on ``target``: the best set its size could have
-    anywhere over ``target``, by the link prices (1 for one GPU).
-    """
-    if count < 2:
-        return 1.0
-    floor = search.floor_any(count)
-    able = search.able_nodes(count, floor + 1)
-    if not able:
-        return 1.0
-    node = search.model.nodes[able[0]]
-    up = [g.index for g in node.gpus if g.up is not False]
-    sets = rank_sets(node, up, count, search.node_cells(able[0]))
-    if not sets:
-        return 1.0
-    return min(1.0, sets[0].factor(sensitivity) / target.factor(sensitivity))
-
-
 def pending_starts(
     search: GpuSetSearch, pending: Sequence[PendingWorkload], sensitivity: float
 ) -> list[Start]:
@@ -186,23 +172,70 @@ def pending_starts(
     return found
 
 
+@dataclass(frozen=True)
+class JointChoice:
+    """What the joint choice gives a job: the set it moves to and, when the move leaves
+    GPUs a pending job starts on, that start (:mod:`~toposcope.advisor.policies.move_starts`).
+    """
+
+    target: Placement
+    start: EnabledStart | None = None
+
+
+#: the start a job's move to a set makes possible, if any (a policy's look-up)
+StartOf = Callable[[Wanting, Placement], EnabledStart | None]
+
+
+def _options(
+    w: Wanting, gains: Sequence[tuple[Placement, float]], best: float, start_of: StartOf | None
+) -> tuple[Option[JointChoice], ...]:
+    """``w``'s options: each set that pays, worth its share of the job's best gain (module
+    docstring) and the ``peer_value``; a set whose move leaves a pending job a better start
+    is offered once more with that start, worth its efficiency there too and claiming its
+    GPUs and the pending job (whose own start is then not taken).
+    """
+    found: list[Option[JointChoice]] = []
+    for p, g in gains:
+        claims = frozenset(gpu_claims(p.node, p.gpus))
+        worth = g / (1.0 + max(0.0, best)) + w.peer_value
+        found.append(Option(claims, worth, JointChoice(p)))
+        start = start_of(w, p) if start_of is not None else None
+        if start is not None:
+            found.append(
+                Option(claims | set(start.claims()), worth + start.value, JointChoice(p, start))
+            )
+    return tuple(found)
+
+
 def joint_choices(
     search: GpuSetSearch,
     wanting: Sequence[Wanting],
     gain_of: Callable[[Wanting, Placement], float],
     terms: MoveTerms,
     starts: Sequence[Start] = (),
-) -> tuple[dict[str, Placement | None], list[Start]]:
+    start_of: StartOf | None = None,
+) -> tuple[dict[str, JointChoice | None], list[Start]]:
     """For each contested job (:func:`contested`), by key, the set it gets (``None``: it
-    stays where it is this round), chosen jointly (module docstring) with the ``starts`` of
-    pending jobs; and the starts that keep their sets. ``gain_of`` is the policy's estimated
+    stays where it is this round) and the pending job's start its move makes possible, if
+    one was chosen with it, chosen jointly (module docstring) with the ``starts`` of pending
+    jobs; and the starts that keep their sets. ``gain_of`` is the policy's estimated
     speed-up of a job moved to a set; a job's ``peer_value`` (the jobs it stops sharing a GPU
-    with) counts with each of its options.
+    with) counts with each of its options; ``start_of`` finds the start a move makes possible
+    (its value the pending job's whole efficiency there: the job's own start, worth its
+    efficiency on its free set, is the alternative).
     """
-    claimants: list[Claimant[Placement]] = [
+    claimants: list[Claimant[JointChoice]] = [
         Claimant(
             f"pending/{s.name}",
-            (Option(frozenset(gpu_claims(s.target.node, s.target.gpus)), s.value, s.target),),
+            (
+                Option(
+                    frozenset(
+                        [*gpu_claims(s.target.node, s.target.gpus), f"workload:pending/{s.name}"]
+                    ),
+                    s.value,
+                    JointChoice(s.target),
+                ),
+            ),
         )
         for s in starts
     ]
@@ -210,16 +243,8 @@ def joint_choices(
         gains = [(p, gain_of(w, p)) for p in _candidates(search, w)]
         ideal = ideal_set(search, w.job)
         best = max([g for _, g in gains] + [gain_of(w, ideal) if ideal is not None else 0.0])
-        options = tuple(
-            Option(
-                frozenset(gpu_claims(p.node, p.gpus)),
-                g / (1.0 + max(0.0, best)) + w.peer_value,
-                p,
-            )
-            for p, g in gains
-            if terms.pays(g)
-        )
-        claimants.append(Claimant(w.job.key, options))
+        paying = [(p, g) for p, g in gains if terms.pays(g)]
+        claimants.append(Claimant(w.job.key, _options(w, paying, best, start_of)))
     chosen = assign(claimants)
     kept = [s for s in starts if chosen.pop(f"pending/{s.name}") is not None]
     return {key: (o.choice if o is not None else None) for key, o in chosen.items()}, kept

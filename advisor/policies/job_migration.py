@@ -11,7 +11,8 @@ job are not offered to the next. Where the sets several jobs would choose alone 
 or share them with the set gpu-placement would start a pending job on, the sets are chosen
 jointly instead (:mod:`~toposcope.advisor.policies.contested_moves`): the combination worth
 most in the jobs' summed efficiency; a pending job's start keeps its set unless a move is
-worth more.
+worth more. A move whose old GPUs let a pending job start (or start on a better set) counts
+that start too (:mod:`~toposcope.advisor.policies.move_starts`).
 
 Gain model (:mod:`~toposcope.advisor.link_gain`). From the job's measured link traffic
 where it has some: the share ``s`` of a step its dearest pair is busy (its traffic each way
@@ -80,6 +81,7 @@ from toposcope.advisor.policies.migration_recommendations import (
     move_recommendation,
 )
 from toposcope.advisor.policies.move_pins import pin_or_make_room, unpinned_loss
+from toposcope.advisor.policies.move_starts import EnabledStart, enabled_start
 from toposcope.advisor.policies.nic_moves import multi_node_jobs
 from toposcope.catalogue import spec
 from toposcope.report.recommendation import Note, Recommendation
@@ -171,6 +173,7 @@ class _Run:
     shares: dict[str, MeasuredShare | None] = field(default_factory=dict)
     assigned: dict[str, Placement | None] = field(default_factory=dict)
     reserved: dict[str, list[str]] = field(default_factory=dict)
+    served: set[str] = field(default_factory=set)
 
     def share(self, job: WorkloadModel) -> MeasuredShare | None:
         """``job``'s measured communication share on its current GPUs (computed once)."""
@@ -178,11 +181,39 @@ class _Run:
             self.shares[job.key] = measured_share(self.model, job)
         return self.shares[job.key]
 
-    def take(self, rec: Recommendation, claims: list[str], *moved: str) -> None:
-        """Keep ``rec`` and mark its GPUs and moved workloads as taken for later decisions."""
+    def take(
+        self,
+        rec: Recommendation,
+        claims: list[str],
+        *moved: str,
+        start: EnabledStart | None = None,
+    ) -> None:
+        """Keep ``rec`` and mark its GPUs and moved workloads as taken for later decisions
+        (with ``start``, the pending job it makes room for and that job's set).
+        """
         self.taken.update(claims)
         self.moved.update(moved)
         self.recs.append(rec)
+        if start is not None:
+            self.served.add(start.name)
+            self.taken.update(start.claims())
+
+    def start_after(
+        self, job: WorkloadModel, target: Placement, claims: list[str], sensitivity: float
+    ) -> EnabledStart | None:
+        """The start of a pending job that ``job``'s move to ``target`` (taking ``claims``)
+        makes possible (:func:`~toposcope.advisor.policies.move_starts.enabled_start`): none
+        for a pending job that keeps a set of its own or that an earlier move made room for.
+        """
+        return enabled_start(
+            self.search,
+            self.model.pending,
+            job,
+            target,
+            taken=self.taken | set(claims),
+            held=self.served | set(self.reserved),
+            sensitivity=sensitivity,
+        )
 
 
 def shared_gpus(model: ClusterModel, min_utilization: float) -> list[SharedGpu]:
@@ -417,9 +448,17 @@ class JobMigration(Policy[JobMigrationSettings]):
             link = link_gain(run.share(w.job), w.current, target, s.sensitivity)
             return (1.0 + base.get(w.job.key, 0.0)) * (1.0 + link.gain) - 1.0
 
+        def start_of(w: Wanting, target: Placement) -> EnabledStart | None:
+            if not w.include_own:
+                return None  # the GPUs it leaves stay held by the jobs it shared them with
+            return enabled_start(
+                search, run.model.pending, w.job, target, sensitivity=s.sensitivity, full_value=True
+            )
+
         terms = MoveTerms(s.remaining_seconds, s.checkpoint_restore_seconds)
         starts = pending_starts(search, run.model.pending, s.sensitivity)
-        run.assigned, kept = joint_choices(search, wanting, gain_of, terms, starts)
+        chosen, kept = joint_choices(search, wanting, gain_of, terms, starts, start_of)
+        run.assigned = {k: (c.target if c is not None else None) for k, c in chosen.items()}
         for start in kept:
             claims = gpu_claims(start.target.node, start.target.gpus)
             run.reserved[start.name] = claims
@@ -513,12 +552,26 @@ class JobMigration(Policy[JobMigrationSettings]):
                 away = [m.workload for m in plan.moves]
                 moved = moved.with_locality(*self._unpinned(run, job, plan.target, away))
                 value = self._value(plan, f_now, f_now, own_cost=True, link=moved)
+                plan_start = run.start_after(job, plan.target, plan.claims(), s.sensitivity)
                 plain_net = saved - s.checkpoint_restore_seconds if best else None
-                if value.net_seconds > 0 and (plain_net is None or value.net_seconds > plain_net):
+                if plain_net is not None and best is not None:
+                    plain_net += self._start_seconds(run.start_after(job, best, [], s.sensitivity))
+                if value.net_seconds > 0 and (
+                    plain_net is None
+                    or value.net_seconds + self._start_seconds(plan_start) > plain_net
+                ):
                     rec = defrag_recommendation(
-                        run.model, job, current, plan, value, run.terms, estimate=moved.source
+                        run.model,
+                        job,
+                        current,
+                        plan,
+                        value,
+                        run.terms,
+                        estimate=moved.source,
+                        start=plan_start,
                     )
-                    run.take(rec, plan.claims(), job.key, *(m.workload.key for m in plan.moves))
+                    moved_keys = (m.workload.key for m in plan.moves)
+                    run.take(rec, plan.claims(), job.key, *moved_keys, start=plan_start)
                     return
                 if best is None:
                     run.notes.append(self._defrag_note(job.key, plan, value))
@@ -537,6 +590,7 @@ class JobMigration(Policy[JobMigrationSettings]):
                 )
             )
             return
+        start = run.start_after(job, best, [], s.sensitivity)
         rec = move_recommendation(
             run.model,
             job,
@@ -547,8 +601,13 @@ class JobMigration(Policy[JobMigrationSettings]):
             saved=saved,
             model_text=link.text,
             estimate=link.source,
+            start=start,
         )
-        run.take(rec, gpu_claims(best.node, best.gpus), job.key)
+        run.take(rec, gpu_claims(best.node, best.gpus), job.key, start=start)
+
+    def _start_seconds(self, start: EnabledStart | None) -> float:
+        """What a pending job's start is worth in seconds of the remaining run time."""
+        return self.settings.remaining_seconds * start.value if start is not None else 0.0
 
     def _unpinned(
         self,
@@ -624,8 +683,8 @@ class JobMigration(Policy[JobMigrationSettings]):
         s = self.settings
         count = pending.gpus_requested
         run.taken.difference_update(run.reserved.pop(pending.name, []))
-        if count < s.min_gpus:
-            return
+        if count < s.min_gpus or pending.name in run.served:
+            return  # too small, or starts on the GPUs a move of this run leaves
         plain = run.search.free_best(count, run.taken)
         must_beat = worst_rank(plain)
         if must_beat <= run.search.floor_any(count):

@@ -20,6 +20,7 @@ from toposcope.advisor.gpu_sets import Placement, gpu_claims
 from toposcope.advisor.link_prices import price_text
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.move_pins import MovePin, gpu_numa_pin, pin_or_make_room
+from toposcope.advisor.policies.move_starts import EnabledStart
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.cpulist import format_cpulist
 from toposcope.report.recommendation import (
@@ -73,9 +74,12 @@ class MigrationTerms:
         return measured.evidence(job), f"{prior}; {measured.text()}", state
 
 
-def _proposed(best: Placement, pin: MovePin, saves_seconds: float) -> dict[str, object]:
+def _proposed(
+    best: Placement, pin: MovePin, saves_seconds: float, start: EnabledStart | None = None
+) -> dict[str, object]:
     """The proposed state of a job moved to ``best`` and pinned by ``pin`` (with the moves
-    that make room for it there, if any).
+    that make room for it there, if any, and the pending job's ``start`` on the GPUs it
+    leaves, if one counts).
     """
     room = pin.summary()
     return {
@@ -87,6 +91,7 @@ def _proposed(best: Placement, pin: MovePin, saves_seconds: float) -> dict[str, 
         "link_price": best.price.to_dict(),
         "saves_seconds": round(saves_seconds),
         **({"makes_room": room} if room else {}),
+        **({"starts": [start.to_dict()]} if start is not None else {}),
     }
 
 
@@ -102,10 +107,12 @@ def move_recommendation(
     model_text: str,
     peers: list[str] | None = None,
     estimate: str = "prior",
+    start: EnabledStart | None = None,
 ) -> Recommendation:
     """Migrate ``job`` from its ``current`` set to ``best``, saving ``saved`` seconds of the
     remaining run time (``peers``: the workloads it shares its GPUs with, when that is the
-    reason; ``estimate``: what the gain rests on, ``measured`` traffic or the ``prior``).
+    reason; ``estimate``: what the gain rests on, ``measured`` traffic or the ``prior``;
+    ``start``: the pending job's start on the GPUs it leaves, added to ``gain``).
     """
     node = model.nodes[job.node]
     pin = pin_or_make_room(model, best.node, best.gpus, terms.pin, job, {})
@@ -150,12 +157,13 @@ def move_recommendation(
             "link_price": current.price.to_dict(),
             "communication_share": share_state,
         },
-        proposed=_proposed(best, pin, saved),
+        proposed=_proposed(best, pin, saved, start),
         evidence=evidence,
-        estimated_gain=gain,
+        estimated_gain=gain + (start.value if start is not None else 0.0),
         gain_model=(
             f"{model_text}; saves {saved:.0f}s of {terms.remaining_seconds:.0f}s remaining vs "
-            f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore; "
+            f"{terms.checkpoint_restore_seconds:.0f}s checkpoint-restore"
+            f"{start.text() if start is not None else ''}; "
             f"{price_text(('now', current.price), ('after', best.price))}; {share_text}"
             f"{pin.text()}"
         ),
@@ -167,7 +175,12 @@ def move_recommendation(
                 "", ActionKind.MIGRATE, job.name, best.node, pin.cpus, pin.mems, list(best.gpus)
             ),
         ],
-        claims=[*gpu_claims(best.node, best.gpus), f"workload:{job.key}", *pin.claims()],
+        claims=[
+            *gpu_claims(best.node, best.gpus),
+            f"workload:{job.key}",
+            *pin.claims(),
+            *(start.claims() if start is not None else []),
+        ],
     )
 
 
@@ -181,11 +194,13 @@ def defrag_recommendation(
     *,
     pending: str = "",
     estimate: str = "prior",
+    start: EnabledStart | None = None,
 ) -> Recommendation:
     """Migrate the plan's small jobs, then the large one (``job`` running: ``migrate``, from
     its ``current`` set; else the pending job ``pending``: ``place``, ``current`` being the
     best free set it could get without the plan; ``estimate``: what the running job's gain
-    rests on, ``measured`` traffic or the ``prior``).
+    rests on, ``measured`` traffic or the ``prior``; ``start``: a pending job's start on the
+    GPUs the running job leaves, added to the plan's gain).
     """
     best = plan.target
     actions: list[ActionRequest] = []
@@ -241,7 +256,9 @@ def defrag_recommendation(
         f"{m.target.node} GPUs {list(m.target.gpus)})"
         for m in plan.moves
     )
-    gain_model = value.model_text
+    gain_model = value.model_text + (start.text() if start is not None else "")
+    if start is not None:
+        claims += start.claims()
     before = [("now", current.price)] if current is not None else []
     gain_model = f"{gain_model}; {price_text(*before, ('after', best.price))}"
     if job is not None:
@@ -282,9 +299,9 @@ def defrag_recommendation(
             f"{list(best.gpus)} (worst link {best.worst_link})"
         ),
         current=current_state,
-        proposed={**_proposed(best, pin, value.net_seconds), "defragment": moves},
+        proposed={**_proposed(best, pin, value.net_seconds, start), "defragment": moves},
         evidence=evidence,
-        estimated_gain=value.gain,
+        estimated_gain=value.gain + (start.value if start is not None else 0.0),
         gain_model=gain_model + gain_room,
         confidence=0.45 if cross else 0.55,
         risk=Risk.HIGH if cross else Risk.MEDIUM,

@@ -20,6 +20,7 @@ from toposcope.cli import main
 from toposcope.errors import ConfigError
 from toposcope.topology.hwloc_xml import build_from_hwloc_xml
 from toposcope.topology.model import Nic, NicKind, NicPort, Topology
+from toposcope.topology.nics import ib_port_state, ib_state_pair
 from toposcope.topology.nvidia_smi import build_from_nvidia_smi_topo
 from toposcope.topology.sysfs import build_from_sysfs
 
@@ -215,3 +216,23 @@ def test_json_lists_nics_and_gpu_nic_links(
     assert main(["topology", "--nvidia-smi-topo", "-"]) == 0
     text = capsys.readouterr().out
     assert "GPU-NIC links:" in text and "NIC mlx5_1:" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "pair", "state"),
+    [
+        ("4: ACTIVE\n", (4, "ACTIVE"), "active"),
+        ("5: LinkUp", (5, "LinkUp"), "linkup"),
+        ("1: DOWN   ", (1, "DOWN"), "down"),
+        ("4", None, "active"),  # hwloc keeps the number only
+        ("9", None, None),
+        ("ACTIVE", None, None),
+        ("4: ACTIVE{x=1}", None, None),  # not a label value
+        ("4: " + "A" * 40, None, None),
+    ],
+)
+def test_one_reading_of_a_port_state_file(
+    text: str, pair: tuple[int, str] | None, state: str | None
+) -> None:
+    assert ib_state_pair(text) == pair
+    assert ib_port_state(text) == state

@@ -38,7 +38,12 @@ see :data:`SAMPLED`):
    applied actions whose target gained nothing are ``useless``; the oracle is solved again
    from the advisor's end state, and ``ratio`` is the advisor's gain over the best known
    (the larger of the oracle's and the advisor's, so at most 1), ``ratio_to_bound`` its
-   gain over the cheap upper bound (every job at its best alone, within the GPU count).
+   gain over the cheap upper bound (every job at its best alone, within the GPU count);
+   with ``--harm-free-bound`` on a scenario with gang jobs, ``ratio_to_harm_free`` its gain
+   over the best allocation found that slows no job from the start
+   (:mod:`toposcope.sim.harm_free_oracle`): where the oracle slows some jobs to speed up
+   others, advice held to 0 harm cannot reach it, and this says how far it is from what it
+   could reach. A yardstick beside the ratio, never the target.
 
 **Aggregate throughput**: the sum over the counted jobs of ``throughput / ideal``, where
 ``ideal`` is the job's best throughput alone on any node of the cluster (each job counts 1
@@ -111,6 +116,7 @@ from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import DONE, SimCluster
 from toposcope.sim.gang_engine import GangBook
 from toposcope.sim.gang_oracle import gang_move_costs
+from toposcope.sim.harm_free_oracle import solve_harm_free
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.judge import (
     CALIBRATION_TARGET,
@@ -199,6 +205,11 @@ def judge_scenario(
     cluster.advance(settle)
     cluster.scheduler = "none"
     oracle = solve(cluster, budget_s=args.oracle_budget)
+    harm_free = (
+        solve_harm_free(cluster, budget_s=args.oracle_budget)
+        if getattr(args, "harm_free_bound", False) and cluster.gangs is not None
+        else None
+    )
     ideal = counted_jobs(cluster)
     specs = {s.name: s.spec for s in cluster.job_states()}
     start = {s.name: s.allocation for s in cluster.job_states()}
@@ -249,6 +260,18 @@ def judge_scenario(
         entry["verdicts"] = verdict_counts(mine) if args.learn else {}
     harmful = sum(len(r["targets_fallen"]) for r in rounds)
     collateral = sum(len(r["collateral"]) for r in rounds)
+    beside: dict[str, float] = {}
+    if harm_free is not None:
+        free_total = horizon_total(
+            harm_free.efficiencies,
+            move_costs(harm_free.allocations, start, specs, cluster.gangs),
+            kept_horizons,
+        )
+        free = ratios(base_total, advisor_total, free_total, bound)
+        beside = {
+            "harm_free_gain": round(free.oracle_gain, 4),
+            "ratio_to_harm_free": round(free.ratio, 4),
+        }
     return {
         "name": scenario.name,
         "run": run,
@@ -258,6 +281,7 @@ def judge_scenario(
         "bound_gain": round(scored.bound_gain, 4),
         "ratio": round(scored.ratio, 4),
         "ratio_to_bound": round(scored.ratio_to_bound, 4),
+        **beside,
         "harmful_actions": harmful,
         "collateral_harm": collateral,
         "useless_actions": sum(1 for a in actions if a["useless"]),
@@ -442,6 +466,13 @@ def parse_args() -> argparse.Namespace:
         help="scale every truth parameter by a factor drawn from [1-F, 1+F] (0)",
     )
     parser.add_argument("--seeds", type=int, default=1, help="perturbed runs per scenario (1)")
+    parser.add_argument(
+        "--harm-free-bound",
+        action="store_true",
+        help="on scenarios with gang jobs, also search the best allocation that slows no job "
+        "from the start and report the advisor's gain over it (ratio_to_harm_free, beside "
+        "the ratio; it costs one more search of --oracle-budget per run)",
+    )
     parser.add_argument(
         "--first-seed",
         type=int,

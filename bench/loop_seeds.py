@@ -78,4 +78,18 @@ def summarize(name: str, runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             and mean >= targets["mean_ratio"]
             and harmful <= targets["harmful_and_collateral"]
         ),
+        **harm_free_summary(runs),
+    }
+
+
+def harm_free_summary(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Worst and mean ``ratio_to_harm_free`` of the runs that carry one (a yardstick beside
+    the ratio, not a target: :mod:`toposcope.sim.harm_free_oracle`); empty when none does.
+    """
+    seen = [r["ratio_to_harm_free"] for r in runs if "ratio_to_harm_free" in r]
+    if not seen:
+        return {}
+    return {
+        "worst_ratio_to_harm_free": round(min(seen), 4),
+        "mean_ratio_to_harm_free": round(sum(seen) / len(seen), 4),
     }

@@ -23,6 +23,7 @@ from typing import Any
 
 from loop_learning import CALIBRATED, LoopLearning, carry_outcomes, step_counter_metric
 
+from toposcope.advisor.outcomes import start_gain
 from toposcope.advisor.recommendations import HORIZON_S, cost_seconds
 from toposcope.devtools.procs import Prometheus, instant_query
 from toposcope.report.decoder import decode_recommendation
@@ -272,13 +273,16 @@ def applied_costs(cluster: SimCluster) -> dict[str, float]:
 
 def gross_estimate(rec: Mapping[str, Any]) -> float:
     """A report recommendation's estimate before its checkpoint-restores are paid (a job
-    move's true gain is measured once it runs again, so it is compared with this).
+    move's true gain is measured once it runs again, so it is compared with this), without
+    the start of a pending job its move makes possible (``proposed.starts``: the move's
+    targets' true change does not hold it).
     """
     estimate = float(rec["estimated_gain"])
     if rec.get("kind") != str(RecommendationKind.MIGRATE_JOB):
         return estimate
     decoded = decode_recommendation(rec)
-    return estimate + cost_seconds(decoded.kind, decoded.proposed, decoded.actions) / HORIZON_S
+    cost = cost_seconds(decoded.kind, decoded.proposed, decoded.actions) / HORIZON_S
+    return estimate + cost - start_gain(decoded)
 
 
 def round_actions(

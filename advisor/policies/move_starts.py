@@ -16,7 +16,7 @@ The move's recommendation names the start (``proposed.starts``), adds it to its 
 and its gain model, and claims the set's free GPUs and the pending job, so that nothing else
 of the round takes them. What verifies the move is the moved job's own progress, so
 calibration learns from the move's own part of the estimate
-(:func:`~toposcope.advisor.calibration_cells.start_gain`).
+(:func:`~toposcope.advisor.outcomes.start_gain`).
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ LOG = logging.getLogger("toposcope.advisor.model")
 #: SLIT distance assumed between two NUMA nodes when the exporter published none
 DEFAULT_REMOTE_DISTANCE = 21
 LOCAL_DISTANCE = 10
+#: mean GPU utilization over the window above which a GPU no workload holds is busy with
+#: something unnamed, not free (idle GPUs read 0; a few per cent is a monitoring tool's probe)
+BUSY_UNHELD = 0.10
 
 
 @dataclass(frozen=True)
@@ -376,7 +379,13 @@ class ClusterModel:
         return {g: list(names) for g, names in self._holders.get(node, {}).items()}
 
     def gpu_capacity(self, node: str) -> dict[int, GpuCapacity]:
-        """Per GPU of ``node``: free when up (or unknown) and held by no workload."""
+        """Per GPU of ``node``: free when up (or unknown), held by no workload and not busy.
+
+        A GPU busy over the window (mean utilization at least :data:`BUSY_UNHELD`) that no
+        workload holds runs something the window does not name: a workload whose series a
+        scrape gap lost, or a process outside every workload's cgroup. It is not offered to
+        a new job: placing one there would time-slice the GPU with whatever runs on it.
+        """
         model = self.nodes.get(node)
         if model is None:
             return {}
@@ -389,8 +398,9 @@ class ClusterModel:
                 if gpu.memory_total_bytes is not None and gpu.memory_used_bytes is not None
                 else None
             )
+            busy = gpu.utilization is not None and gpu.utilization >= BUSY_UNHELD
             result[gpu.index] = GpuCapacity(
-                gpu.index, gpu.up is not False and not held, held, memory_free
+                gpu.index, gpu.up is not False and not held and not busy, held, memory_free
             )
         return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from toposcope.advisor.model import (
     ClusterModel,
@@ -123,13 +124,27 @@ def cluster(
     window: str = "1h",
     window_seconds: float = 3600.0,
 ) -> ClusterModel:
-    """A cluster model of the given nodes and workloads."""
+    """A cluster model of the given nodes and workloads; a GPU no workload holds idles (its
+    utilization 0, as on a real node), so that the builders' busy defaults do not make it a
+    GPU busy with something unnamed (which the model does not count free).
+    """
+    workloads = tuple(workloads)
+    held = {(w.node, g) for w in workloads for g in w.gpus}
     return ClusterModel(
-        nodes={n.name: n for n in nodes},
-        workloads=tuple(workloads),
+        nodes={n.name: _idle_unheld(n, held) for n in nodes},
+        workloads=workloads,
         window=window,
         window_seconds=window_seconds,
         source="test",
         present=present,
         pending=tuple(pending),
     )
+
+
+def _idle_unheld(node: NodeModel, held: set[tuple[str, int]]) -> NodeModel:
+    """``node`` with the utilization of every GPU no workload holds set to 0."""
+    gpus = tuple(
+        g if (node.name, g.index) in held or not g.utilization else replace(g, utilization=0.0)
+        for g in node.gpus
+    )
+    return replace(node, gpus=gpus)

@@ -29,9 +29,11 @@ TREE = CellTree(read_topology_conf(REPO / "tests" / "fixtures" / "fabric" / "slu
 
 
 def other_make(name: str) -> NodeModel:
-    """An 8-GPU node like :func:`pcie8` but of another GPU model."""
+    """An 8-GPU node like :func:`pcie8` but of another GPU model, its GPUs idle (their
+    workloads, if any, run on the node this one replaces).
+    """
     node = pcie8(name)
-    made = tuple(gpu(g, g // 4, model="NVIDIA L4") for g in range(8))  # as pcie8 places them
+    made = tuple(gpu(g, g // 4, util=0.0, model="NVIDIA L4") for g in range(8))  # as pcie8
     return replace(node, gpus=made)
 
 

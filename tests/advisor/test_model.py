@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.advisor.builders import GIB, cluster, pcie4, workload
 from toposcope.advisor.loaders.base import LoadedData, QueryResult, Window
+from toposcope.advisor.model import BUSY_UNHELD
 from toposcope.advisor.model_builder import build_model
 from toposcope.promql.results import Sample
 
@@ -70,6 +73,21 @@ def test_capacity_views() -> None:
     assert model.free_gpus("n1") == (1, 2)
     assert model.gpu_capacity("n1")[0].holders == ("a", "b")
     assert model.gpu_capacity("n1")[1].memory_free_bytes == 39 * GIB
+
+
+def test_a_busy_gpu_no_workload_holds_is_not_free() -> None:
+    """A scrape gap that lost a workload's series leaves its GPUs busy with no holder: they
+    are not offered to a new job (an idle unheld GPU is, a down one is not).
+    """
+    model = cluster([pcie4()], [workload("a", gpus=[0])])
+    node = model.nodes["n1"]
+    gpus = list(node.gpus)
+    gpus[1] = replace(gpus[1], utilization=0.6)  # something runs there, unnamed
+    gpus[2] = replace(gpus[2], utilization=BUSY_UNHELD / 2)  # a monitoring probe
+    gpus[3] = replace(gpus[3], utilization=None)  # no series: not known busy
+    seen = replace(model, nodes={"n1": replace(node, gpus=tuple(gpus))})
+    assert seen.free_gpus("n1") == (2, 3)
+    assert not seen.gpu_capacity("n1")[1].free and seen.gpu_capacity("n1")[1].holders == ()
 
 
 def test_link_fallback_from_numa_nodes() -> None:

@@ -50,8 +50,8 @@ def page() -> Iterator[ThreadingHTTPServer]:
 def test_a_round_waits_for_fresh_scrapes_and_says_when_it_runs_on_stale_ones(
     tmp_path: Path, page: ThreadingHTTPServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    host, port = page.server_address[:2]
-    configs = [{"job_name": "toposcope-sim", "static_configs": [{"targets": [f"{host}:{port}"]}]}]
+    target = f"127.0.0.1:{page.server_address[1]}"
+    configs = [{"job_name": "toposcope-sim", "static_configs": [{"targets": [target]}]}]
     server = Prometheus(tmp_path, configs, binary=require_binary("prometheus"))
     expected = scraped_targets(1, None, None)
     assert expected == 1 and scraped_targets(3, "a", None) == 4

@@ -127,10 +127,12 @@ def test_nics_the_fabric_leaves_uncabled_are_disabled_and_carry_nothing(tmp_path
         cluster.advance(MINUTE)
         exporters.scrape("dgx-03")
         ours = registry_for(exporters.state_dir / "nodes" / "dgx-03" / "sys").get_sample_value
-        sent = {}
+        sent: dict[int, float] = {}
         for nic in range(8):
             port = {"device": f"mlx5_{nic}", "port": "1"}
-            sent[nic] = ours("toposcope_nic_port_bytes_total", {**port, "direction": "tx"})
+            value = ours("toposcope_nic_port_bytes_total", {**port, "direction": "tx"})
+            assert value is not None, nic
+            sent[nic] = value
             up = nic < 2
             assert ours("toposcope_nic_port_state_id", port) == (4 if up else 1), nic
             assert ours("toposcope_nic_port_physical_state_id", port) == (5 if up else 3), nic

@@ -9,6 +9,7 @@ deployment shows it (metrics and the resource-manager API); the truth is read in
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -43,6 +44,8 @@ from toposcope.waiting import NotReadyError, wait_until
 
 #: how long a round waits for every target's last scrape to have succeeded
 ROUND_READY_S = 30.0
+#: simulated nodes scraped every second at most (more: a longer scrape interval)
+NODES_PER_SECOND = 16
 
 
 @dataclass(frozen=True)
@@ -87,11 +90,12 @@ def prometheus(
     jobs_address: str | None = None,
     fabric_address: str | None = None,
 ) -> Iterator[str]:
-    """A real Prometheus scraping the file_sd ``targets`` every second, and the jobs' step
-    counters at ``jobs_address`` (``/jobs/metrics``) and the cluster page at
-    ``fabric_address`` when given, each as a scrape job of its own; yields its URL once every
-    target (every simulated node, and those pages) has been scraped, so that a loaded
-    machine's first round never runs on a Prometheus that has not read the fabric yet.
+    """A real Prometheus scraping the file_sd ``targets`` every :func:`scrape_interval_s`
+    seconds, and the jobs' step counters at ``jobs_address`` (``/jobs/metrics``) and the
+    cluster page at ``fabric_address`` when given, each as a scrape job of its own; yields
+    its URL once every target (every simulated node, and those pages) has been scraped, so
+    that a loaded machine's first round never runs on a Prometheus that has not read the
+    fabric yet.
     """
     scrape_configs: list[dict[str, Any]] = [
         {
@@ -114,7 +118,9 @@ def prometheus(
                 "static_configs": [{"targets": [fabric_address]}],
             }
         )
-    server = Prometheus(workdir, scrape_configs, binary=binary)
+    server = Prometheus(
+        workdir, scrape_configs, interval=f"{scrape_interval_s(nodes)}s", binary=binary
+    )
     with server.run():
         expected = scraped_targets(nodes, jobs_address, fabric_address)
         wait_until(
@@ -123,6 +129,15 @@ def prometheus(
             what="every simulated node and cluster page scraped",
         )
         yield server.url
+
+
+def scrape_interval_s(nodes: int) -> int:
+    """Seconds between two scrapes of a node: 1 for up to :data:`NODES_PER_SECOND` nodes,
+    then one more second per as many nodes again. Every simulated node's exporter runs in the
+    loop's one process; forty of them every second (``large``'s sample) outran two cores,
+    scrapes timed out and rounds read nodes as gone.
+    """
+    return max(1, math.ceil(nodes / NODES_PER_SECOND))
 
 
 def every_target_up(url: str, expected: int) -> bool:

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from judge_loop import await_fresh_scrapes, every_target_up, scraped_targets
+from judge_loop import await_fresh_scrapes, every_target_up, scrape_interval_s, scraped_targets
 
 from tests.procs import require_binary
 from toposcope.devtools.procs import Prometheus
@@ -65,3 +65,7 @@ def test_a_round_waits_for_fresh_scrapes_and_says_when_it_runs_on_stale_ones(
         await_fresh_scrapes(server.url, expected, deadline_s=1)
     err = capsys.readouterr().err
     assert "a round runs on stale targets" in err and "fresh scrapes" in err
+
+
+def test_many_simulated_nodes_are_scraped_less_often() -> None:
+    assert [scrape_interval_s(n) for n in (1, 16, 17, 40)] == [1, 1, 2, 3]

@@ -5,6 +5,8 @@ does not hold that start.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from judge_loop import gross_estimate
 
@@ -13,7 +15,7 @@ from toposcope.advisor.model import PendingWorkload
 from toposcope.advisor.policies.job_migration import JobMigration
 
 
-def _move(*pending: PendingWorkload) -> dict[str, object]:
+def _move(*pending: PendingWorkload) -> dict[str, Any]:
     """train across sockets on a, moving to b's free switch pair; a keeps one free GPU."""
     jobs = [
         workload("train", node="a", gpus=[0, 2]),

@@ -68,9 +68,8 @@ from loop_seeds import perturbed, ratio_targets, seed_numbers, summarize
 from toposcope.errors import ConfigError
 from toposcope.fabric.yamlfile import read_fabric_file
 from toposcope.sim.clock import SimClock
-from toposcope.sim.gang_price import FabricPrices
+from toposcope.sim.gang_price import FabricPrices, cabled_nics
 from toposcope.sim.judge import fallen, horizons_now
-from toposcope.sim.nicfs import cabled_nics
 from toposcope.sim.oracle import solve
 from toposcope.sim.scenarios import Scenario, builtin_scenarios, load_scenario
 from toposcope.sim.slurm_cluster import SlurmMirroredCluster

@@ -34,8 +34,8 @@ from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import DONE, SimCluster
 from toposcope.sim.fabric import SimFabric
 from toposcope.sim.gang_api import make_sim_api_app
+from toposcope.sim.gang_price import cabled_nics
 from toposcope.sim.judge import HARM_TOLERANCE, fallen, useless
-from toposcope.sim.nicfs import cabled_nics
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.scenario_fabric import ScenarioFabric
 from toposcope.sim.server import SimServer, file_sd_targets, make_sim_app, write_file_sd

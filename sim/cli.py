@@ -25,7 +25,7 @@ from toposcope.sim.clock import SimClock
 from toposcope.sim.cluster import SimCluster
 from toposcope.sim.fabric import SimFabric
 from toposcope.sim.gang_api import make_sim_api_app
-from toposcope.sim.nicfs import cabled_nics
+from toposcope.sim.gang_price import cabled_nics
 from toposcope.sim.nodefs import SimExporters
 from toposcope.sim.paths import remove_tree
 from toposcope.sim.scenarios import build_cluster, builtin_scenarios, load_scenario

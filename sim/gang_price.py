@@ -36,7 +36,6 @@ from toposcope.fabric.model import Fabric
 from toposcope.rm import Allocation
 from toposcope.sim.jobs import JobSpec
 from toposcope.sim.model import Performance
-from toposcope.sim.nicfs import cabled_nics
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.truth_params import truth
 
@@ -65,6 +64,13 @@ class Gang:
         if self.comm_share is not None:
             return self.comm_share
         return truth().fabric_figure(PATTERNS[self.pattern])
+
+
+def cabled_nics(fabric: Fabric) -> dict[str, frozenset[str]]:
+    """The NICs ``fabric`` cables to a switch, by node, for the nodes it lists ports for (a
+    node it lists without ports, or not at all, has every NIC cabled).
+    """
+    return {n.name: frozenset(p.nic for p in n.ports) for n in fabric.nodes if n.ports}
 
 
 class FabricPrices:

@@ -35,7 +35,6 @@ import re
 from collections.abc import Collection, Container, Iterable
 from pathlib import Path
 
-from toposcope.fabric.model import Fabric
 from toposcope.sim.cluster_state import NodeSnapshot, WorkloadSnapshot
 from toposcope.sim.nodetemplate import NicSpec, NodeTemplate
 
@@ -71,13 +70,6 @@ _BUS_ID = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", re.IGNORECAS
 def is_rdma(nic: NicSpec) -> bool:
     """Whether a template NIC is an RDMA device (``mlx5_N``) rather than a plain interface."""
     return _RDMA_NAME.fullmatch(nic.name) is not None
-
-
-def cabled_nics(fabric: Fabric) -> dict[str, frozenset[str]]:
-    """The NICs ``fabric`` cables to a switch, by node, for the nodes it lists ports for (a
-    node it lists without ports, or not at all, has every NIC cabled).
-    """
-    return {n.name: frozenset(p.nic for p in n.ports) for n in fabric.nodes if n.ports}
 
 
 def nearest_nics(

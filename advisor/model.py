@@ -57,7 +57,8 @@ class NumaNodeState:
 class GpuState:
     """One GPU: identity, locality and use over the window (``None``: no series).
 
-    ``utilization`` is the window's mean, ``utilization_max`` its peak, ``samples`` the
+    ``utilization`` is the window's mean, ``utilization_max`` its peak, ``utilization_last``
+    its latest sample, ``samples`` the
     sample count and ``covered_seconds`` the span between the first and last sample in the
     window (how much of the window the data covers). ``clock_events`` maps a throttle
     reason to the share of the window it was active. ``gres_match`` maps a gres.conf field
@@ -88,6 +89,7 @@ class GpuState:
     up: bool | None = None
     utilization: float | None = None
     utilization_max: float | None = None
+    utilization_last: float | None = None
     samples: int | None = None
     covered_seconds: float | None = None
     memory_used_bytes: float | None = None
@@ -381,10 +383,12 @@ class ClusterModel:
     def gpu_capacity(self, node: str) -> dict[int, GpuCapacity]:
         """Per GPU of ``node``: free when up (or unknown), held by no workload and not busy.
 
-        A GPU busy over the window (mean utilization at least :data:`BUSY_UNHELD`) that no
-        workload holds runs something the window does not name: a workload whose series a
-        scrape gap lost, or a process outside every workload's cgroup. It is not offered to
-        a new job: placing one there would time-slice the GPU with whatever runs on it.
+        A GPU busy (utilization at least :data:`BUSY_UNHELD` in the window's latest sample,
+        or over the window where no sample is known) that no workload holds runs something
+        the window does not name: a workload whose series a scrape gap lost, or a process
+        outside every workload's cgroup. It is not offered to a new job: placing one there
+        would time-slice the GPU with whatever runs on it. A GPU a job left during the
+        window reads idle in its latest sample and is free.
         """
         model = self.nodes.get(node)
         if model is None:
@@ -398,7 +402,8 @@ class ClusterModel:
                 if gpu.memory_total_bytes is not None and gpu.memory_used_bytes is not None
                 else None
             )
-            busy = gpu.utilization is not None and gpu.utilization >= BUSY_UNHELD
+            now = gpu.utilization_last if gpu.utilization_last is not None else gpu.utilization
+            busy = now is not None and now >= BUSY_UNHELD
             result[gpu.index] = GpuCapacity(
                 gpu.index, gpu.up is not False and not held and not busy, held, memory_free
             )

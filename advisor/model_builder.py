@@ -188,6 +188,7 @@ class _Builder:
         for series in self.data.series("gpu-utilization-history"):
             if (draft := self.gpu_draft(series.labels)) is not None and series.points:
                 draft["covered_seconds"] = series.points[-1][0] - series.points[0][0]
+                draft["utilization_last"] = series.points[-1][1]
         for s in self.data.samples("gpu-clock-events"):
             reason = s.labels.get("reason", "")
             if (draft := self.gpu_draft(s.labels)) is not None and reason:

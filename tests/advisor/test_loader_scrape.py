@@ -38,6 +38,10 @@ def test_scraper_answers_the_loader_queries(exporter_scrape: ExporterScrape) -> 
     assert node.numa(1) is not None and node.numa(1).cpus == (4, 5, 6, 7)  # type: ignore[union-attr]
     assert node.distance(0, 1) == 21
     assert len(node.gpus) == 4
+    [history] = [
+        h for h in data.series("gpu-utilization-history") if h.labels.get("gpu") == "0"
+    ]  # the latest sample of the window, which tells a GPU in use from one just left
+    assert node.gpus[0].utilization_last == history.points[-1][1]
     assert node.links[(0, 1)] == "PIX" and node.links[(0, 2)] == "SYS"
     names = {w.name for w in exporter_scrape.tree.workloads}
     assert {w.name for w in model.workloads} == names

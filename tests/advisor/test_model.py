@@ -82,12 +82,16 @@ def test_a_busy_gpu_no_workload_holds_is_not_free() -> None:
     model = cluster([pcie4()], [workload("a", gpus=[0])])
     node = model.nodes["n1"]
     gpus = list(node.gpus)
-    gpus[1] = replace(gpus[1], utilization=0.6)  # something runs there, unnamed
+    gpus[1] = replace(gpus[1], utilization=0.6, utilization_last=0.7)  # runs, unnamed
     gpus[2] = replace(gpus[2], utilization=BUSY_UNHELD / 2)  # a monitoring probe
     gpus[3] = replace(gpus[3], utilization=None)  # no series: not known busy
     seen = replace(model, nodes={"n1": replace(node, gpus=tuple(gpus))})
     assert seen.free_gpus("n1") == (2, 3)
     assert not seen.gpu_capacity("n1")[1].free and seen.gpu_capacity("n1")[1].holders == ()
+    # a job left GPU 1 during the window: busy on average, idle in the latest sample
+    gpus[1] = replace(gpus[1], utilization=0.6, utilization_last=0.0)
+    left = replace(model, nodes={"n1": replace(node, gpus=tuple(gpus))})
+    assert left.free_gpus("n1") == (1, 2, 3)
 
 
 def test_link_fallback_from_numa_nodes() -> None:

@@ -52,6 +52,7 @@ jobs interleaved over two switches, with no free GPU to move through.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toposcope.advisor.comm_share import MeasuredShare, measured_share
@@ -81,7 +82,7 @@ from toposcope.advisor.policies.migration_recommendations import (
     move_recommendation,
 )
 from toposcope.advisor.policies.move_pins import pin_or_make_room, unpinned_loss
-from toposcope.advisor.policies.move_starts import EnabledStart, enabled_start
+from toposcope.advisor.policies.move_starts import EnabledStart, enabled_start, start_value
 from toposcope.advisor.policies.nic_moves import multi_node_jobs
 from toposcope.catalogue import spec
 from toposcope.report.recommendation import Note, Recommendation
@@ -199,11 +200,17 @@ class _Run:
             self.taken.update(start.claims())
 
     def start_after(
-        self, job: WorkloadModel, target: Placement, claims: list[str], sensitivity: float
+        self,
+        job: WorkloadModel,
+        target: Placement,
+        claims: list[str],
+        sensitivity: float,
+        alternative: Callable[[PendingWorkload], float] | None = None,
     ) -> EnabledStart | None:
         """The start of a pending job that ``job``'s move to ``target`` (taking ``claims``)
         makes possible (:func:`~toposcope.advisor.policies.move_starts.enabled_start`): none
-        for a pending job that keeps a set of its own or that an earlier move made room for.
+        for a pending job that keeps a set of its own or that an earlier move made room for,
+        nor one that starts as well this round without it (``alternative``).
         """
         return enabled_start(
             self.search,
@@ -213,6 +220,7 @@ class _Run:
             taken=self.taken | set(claims),
             held=self.served | set(self.reserved),
             sensitivity=sensitivity,
+            alternative=alternative,
         )
 
 
@@ -452,7 +460,13 @@ class JobMigration(Policy[JobMigrationSettings]):
             if not w.include_own:
                 return None  # the GPUs it leaves stay held by the jobs it shared them with
             return enabled_start(
-                search, run.model.pending, w.job, target, sensitivity=s.sensitivity, full_value=True
+                search,
+                run.model.pending,
+                w.job,
+                target,
+                sensitivity=s.sensitivity,
+                full_value=True,
+                alternative=lambda p: self._start_now(run, p, w.job),
             )
 
         terms = MoveTerms(s.remaining_seconds, s.checkpoint_restore_seconds)
@@ -529,6 +543,10 @@ class JobMigration(Policy[JobMigrationSettings]):
         s = self.settings
         f_now = current.factor(s.sensitivity)
         best = first_choice
+
+        def now_of(pending: PendingWorkload) -> float:
+            return self._start_now(run, pending, job)
+
         if first_choice is not None and run.taken & set(
             gpu_claims(first_choice.node, first_choice.gpus)
         ):
@@ -552,10 +570,11 @@ class JobMigration(Policy[JobMigrationSettings]):
                 away = [m.workload for m in plan.moves]
                 moved = moved.with_locality(*self._unpinned(run, job, plan.target, away))
                 value = self._value(plan, f_now, f_now, own_cost=True, link=moved)
-                plan_start = run.start_after(job, plan.target, plan.claims(), s.sensitivity)
+                plan_start = run.start_after(job, plan.target, plan.claims(), s.sensitivity, now_of)
                 plain_net = saved - s.checkpoint_restore_seconds if best else None
                 if plain_net is not None and best is not None:
-                    plain_net += self._start_seconds(run.start_after(job, best, [], s.sensitivity))
+                    start = run.start_after(job, best, [], s.sensitivity, now_of)
+                    plain_net += self._start_seconds(start)
                 if value.net_seconds > 0 and (
                     plain_net is None
                     or value.net_seconds + self._start_seconds(plan_start) > plain_net
@@ -590,7 +609,7 @@ class JobMigration(Policy[JobMigrationSettings]):
                 )
             )
             return
-        start = run.start_after(job, best, [], s.sensitivity)
+        start = run.start_after(job, best, [], s.sensitivity, now_of)
         rec = move_recommendation(
             run.model,
             job,
@@ -604,6 +623,40 @@ class JobMigration(Policy[JobMigrationSettings]):
             start=start,
         )
         run.take(rec, gpu_claims(best.node, best.gpus), job.key, start=start)
+
+    def _start_now(self, run: _Run, pending: PendingWorkload, mover: WorkloadModel) -> float:
+        """``pending``'s efficiency where it starts this round unless ``mover`` moves: on its
+        best free set, or on the set the pending phase would free for it by moving small jobs
+        other than ``mover`` (:meth:`_place_pending`'s plan, when it pays); 0 when neither.
+        """
+        s, count = self.settings, pending.gpus_requested
+        taken = run.taken - set(run.reserved.get(pending.name, []))
+        plain = run.search.free_best(count, taken)
+        best = start_value(run.search, count, plain, s.sensitivity) if plain is not None else 0.0
+        must_beat = worst_rank(plain)
+        if count < s.min_gpus or must_beat <= run.search.floor_any(count):
+            return best
+        plan = best_plan(
+            run.search,
+            count,
+            None,
+            taken=run.taken,
+            moved=run.moved | set(run.stay) | {mover.key},
+            must_beat=must_beat,
+            sensitivity=s.sensitivity,
+        )
+        if plan is None:
+            return best
+        baseline = first_fit(run.model, count, taken)
+        value = self._value(
+            plan,
+            plain.factor(s.sensitivity) if plain is not None else None,
+            baseline.factor(s.sensitivity) if baseline is not None else None,
+            own_cost=False,
+        )
+        if value.net_seconds <= 0:
+            return best
+        return max(best, start_value(run.search, count, plan.target, s.sensitivity))
 
     def _start_seconds(self, start: EnabledStart | None) -> float:
         """What a pending job's start is worth in seconds of the remaining run time."""

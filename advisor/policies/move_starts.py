@@ -21,7 +21,7 @@ calibration learns from the move's own part of the estimate
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from toposcope.advisor.gpu_search import GpuSetSearch
@@ -107,6 +107,7 @@ def enabled_start(
     held: Collection[str] = (),
     sensitivity: float = 1.0,
     full_value: bool = False,
+    alternative: Callable[[PendingWorkload], float] | None = None,
 ) -> EnabledStart | None:
     """The pending job whose start ``job``'s move to ``target`` is worth most, and where.
 
@@ -114,9 +115,12 @@ def enabled_start(
     GPUs not in ``taken`` nor in ``target``, holding at least one left GPU. It counts when
     the job's efficiency there beats its efficiency on the best free set it has without the
     move (:meth:`GpuSetSearch.free_best`, outside ``taken``; ``held``: pending jobs that
-    hold a set of their own this run, not offered). ``full_value``: the start is worth its
-    whole efficiency there (a joint choice that weighs it against the job's own start
-    elsewhere), else the difference.
+    hold a set of their own this run, not offered), or than ``alternative`` (the pending
+    job's efficiency where it starts this round without the move, for example on a set a
+    defragmentation frees for it), when that is more. ``full_value``: the start is worth
+    its whole efficiency there less only what the alternative adds over the free set (a
+    joint choice that weighs it against the job's own start on that set), else the
+    difference.
     """
     left = set(job.gpus) - (set(target.gpus) if target.node == job.node else set())
     if not left or job.node not in search.model.nodes:
@@ -134,12 +138,12 @@ def enabled_start(
             continue
         full = start_value(search, count, where, sensitivity)
         plain = search.free_best(count, taken)
-        now = start_value(search, count, plain, sensitivity) if plain is not None else 0.0
+        free_now = start_value(search, count, plain, sensitivity) if plain is not None else 0.0
+        now = max(free_now, alternative(waiting)) if alternative is not None else free_now
         if full <= now:
             continue
-        start = EnabledStart(
-            waiting.name, where, tuple(sorted(left)), full, 0.0 if full_value else now
-        )
+        credit = free_now if full_value else 0.0
+        start = EnabledStart(waiting.name, where, tuple(sorted(left)), full, now - credit)
         if found is None or start.value > found.value:
             found = start
     return found

@@ -20,13 +20,13 @@ from toposcope.rm import ActionKind
 
 def _three_waiting(*pending: PendingWorkload) -> ClusterModel:
     """Node a: train across sockets on GPUs 0 and 2, GPU 1 held, GPU 3 free; node b: a free
-    switch pair (0, 1), GPUs 2 and 3 held. No node has three free GPUs.
+    switch pair (0, 1), GPUs 2 and 3 held by one job. No node has three free GPUs, and no
+    small job can make room for three elsewhere.
     """
     jobs = [
         workload("train", node="a", gpus=[0, 2]),
         workload("x", node="a", gpus=[1]),
-        workload("z", node="b", gpus=[2]),
-        workload("w", node="b", gpus=[3]),
+        workload("zw", node="b", gpus=[2, 3]),
     ]
     return cluster([pcie4("a"), pcie4("b")], jobs, pending=pending)
 
@@ -68,12 +68,14 @@ def test_a_pending_job_with_as_good_a_free_set_adds_nothing() -> None:
 
 
 def _stuck_across_sockets(*pending: PendingWorkload) -> ClusterModel:
-    """pcie8: f across sockets on GPUs 1 and 4, GPUs 0 and 5 free, every other GPU held by a
-    single-GPU service (contention-links, perturbed seed 8, round 2).
+    """pcie8: f across sockets on GPUs 1 and 4, GPUs 0 and 5 free, the other switch pairs
+    held by jobs of two GPUs (contention-links, perturbed seed 8, round 2, where no
+    defragmentation gives the pending job a switch pair either).
     """
     jobs = [
         workload("f", node="n8", gpus=[1, 4]),
-        *(workload(f"s{g}", node="n8", gpus=[g]) for g in (2, 3, 6, 7)),
+        workload("s23", node="n8", gpus=[2, 3]),
+        workload("s67", node="n8", gpus=[6, 7]),
     ]
     return cluster([pcie8()], jobs, pending=pending)
 
@@ -109,3 +111,20 @@ def test_calibration_scales_the_move_and_keeps_the_start() -> None:
     [plain] = JobMigration().evaluate(_three_waiting()).recommendations
     assert calibrated_gain(rec, 0.5) == pytest.approx(calibrated_gain(plain, 0.5) + start, abs=1e-6)
     assert start_gain(plain) == 0.0
+
+
+def test_no_start_counts_where_a_defragmentation_starts_the_job_as_well_this_round() -> None:
+    """With single-GPU services on the other switch pairs, the pending phase frees a switch
+    pair for the pending job this round (the services move to GPUs 0 and 5): f's move would
+    start it no better, a round later, so it counts no start and the job is placed now.
+    """
+    jobs = [
+        workload("f", node="n8", gpus=[1, 4]),
+        *(workload(f"s{g}", node="n8", gpus=[g]) for g in (2, 3, 6, 7)),
+    ]
+    model = cluster([pcie8()], jobs, pending=[PendingWorkload("wait", 2)])
+    recs = JobMigration().evaluate(model).recommendations
+    assert all("starts" not in r.proposed for r in recs)
+    placed = [r for r in recs if r.kind == "place"]
+    assert [r.target.workload for r in placed] == ["wait"]
+    assert placed[0].proposed["worst_link"] == "PIX"

@@ -20,8 +20,7 @@ def _move(*pending: PendingWorkload) -> dict[str, Any]:
     jobs = [
         workload("train", node="a", gpus=[0, 2]),
         workload("x", node="a", gpus=[1]),
-        workload("z", node="b", gpus=[2]),
-        workload("w", node="b", gpus=[3]),
+        workload("zw", node="b", gpus=[2, 3]),
     ]
     model = cluster([pcie4("a"), pcie4("b")], jobs, pending=pending)
     [rec] = JobMigration().evaluate(model).recommendations

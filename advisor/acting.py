@@ -8,6 +8,11 @@ in a dry run, where calls are only written out), the person who asked recorded a
 ``USER via <service actor>``, and the results counted for ``toposcope_advisor_actions_total``.
 An applied recommendation of a verified kind (every kind but ``config``) starts its
 verification; a revert that undid everything a recommendation applied settles it.
+
+An action the resource manager still runs when a call returns (a revert waits
+``wait_seconds`` for it) is settled later: :meth:`Acting.settle_running`, which the service
+calls after each analysis, asks how it stands, and an action whose revert has finished since
+is marked reverted then, as a second revert would mark it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from toposcope.advisor.applying.applier import DEFAULT_WAIT_SECONDS, REVERT_DONE
 from toposcope.advisor.audit import (
     IN_PROGRESS,
     REVERTED,
+    RUNNING,
+    SUCCEEDED,
     AuditEntry,
     AuditLog,
     recommendation_state,
@@ -150,6 +157,43 @@ class Acting:
         for entry in settled:
             LOG.info("settled %s: %s", entry.request_id, entry.result)
         return settled
+
+    def settle_running(self) -> list[Outcome]:
+        """Ask the resource manager about the actions the audit log has as running; mark an
+        action reverted whose revert finished after the revert call returned (one outcome
+        each). Nothing while an apply or revert is under way: that call settles them.
+        """
+        if self.dry_run or not self._lock.acquire(blocking=False):
+            return []
+        try:
+            if not any(e.result == RUNNING for e in self.audit.unresolved()):
+                return []
+            applier = self._applier(self._nodes(), io.StringIO())
+            outcomes: list[Outcome] = []
+            try:
+                settled = applier.recover()
+                for entry in settled:
+                    if entry.reverts is not None and entry.state == SUCCEEDED:
+                        undone = self.audit.entry(entry.reverts)
+                        if undone is not None and undone.state == SUCCEEDED:
+                            outcomes.extend(applier.revert(entry.reverts))
+            except (ResourceManagerError, AdvisorConnectionError, ConfigError) as exc:
+                LOG.warning("cannot settle running actions yet: %s", exc)
+            finally:
+                self._count(applier)
+            for rec in sorted({o.recommendation_id for o in outcomes if o.result == "reverted"}):
+                if recommendation_state(self.audit.entries(rec)) == REVERTED:
+                    self._reverted(rec, "reverted by request (the revert finished later)")
+        finally:
+            self._lock.release()
+        for outcome in outcomes:
+            LOG.info(
+                "settled revert %s: %s %s",
+                outcome.recommendation_id,
+                outcome.result,
+                outcome.detail,
+            )
+        return outcomes
 
     def apply(
         self, rec: Recommendation, model: ClusterModel | None, user: str | None = None

@@ -301,6 +301,7 @@ class AdvisorService:
             self.last_error = ""
             self.analyses["success"] += 1
         if self.leading:  # a standby neither judges nor reverts: the leader does
+            self.acting.settle_running()
             self.verifier.verify(model, self.clock())
             if self.auto_apply is not None:
                 self.auto_apply.tick(report, model, self.clock())

@@ -4,9 +4,11 @@ The advisor's apply and revert wait for the resource manager; one slower than th
 ``--timeout`` leaves the app without an answer while the advisor carries on. That is not a
 failure: the page says the action is still running and follows it through the advisor's
 audit log, where the advisor writes a row before each call to the resource manager and the
-call's result after it. The app reads the recommendation (``GET
-/api/v1/recommendations/ID``: its actions and audit rows) or, once it left the latest
-report, its audit rows (``GET /api/v1/audit?recommendation=ID``).
+call's result after it. So too a revert the advisor answered while part of it still runs
+(HTTP 202): the advisor marks it reverted once the resource manager finished it. The app
+reads the recommendation (``GET /api/v1/recommendations/ID``: its actions and audit rows)
+or, once it left the latest report, its audit rows (``GET
+/api/v1/audit?recommendation=ID``).
 
 The rows this action wrote are those that are new or changed since the app read them just
 before sending it (the advisor reuses a row when it retries an action). The advisor's call

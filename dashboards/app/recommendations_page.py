@@ -438,4 +438,7 @@ def send_action(
     children: list[Any] = [banner(text, kind)]
     if result.dry_run_calls:
         children.append(html.Pre("\n".join(result.dry_run_calls)))
+    if result.pending:  # part of a revert still runs: the advisor settles it, the page follows
+        following = Following(action, rec_id, time.time(), signatures(before))
+        return html.Div(children, id="recs-outcome-text"), bumped, following.to_data(), False
     return html.Div(children, id="recs-outcome-text"), bumped, None, True

@@ -52,7 +52,7 @@ jobs interleaved over two switches, with no free GPU to move through.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from toposcope.advisor.comm_share import MeasuredShare, measured_share
@@ -647,13 +647,7 @@ class JobMigration(Policy[JobMigrationSettings]):
         )
         if plan is None:
             return best
-        baseline = first_fit(run.model, count, taken)
-        value = self._value(
-            plan,
-            plain.factor(s.sensitivity) if plain is not None else None,
-            baseline.factor(s.sensitivity) if baseline is not None else None,
-            own_cost=False,
-        )
+        value = self._pending_value(run, plan, plain, count, taken)
         if value.net_seconds <= 0:
             return best
         return max(best, start_value(run.search, count, plan.target, s.sensitivity))
@@ -745,13 +739,7 @@ class JobMigration(Policy[JobMigrationSettings]):
         plan = self._plan(run, count, None, must_beat)
         if plan is None:
             return
-        baseline = first_fit(run.model, count, run.taken)
-        value = self._value(
-            plan,
-            plain.factor(s.sensitivity) if plain is not None else None,
-            baseline.factor(s.sensitivity) if baseline is not None else None,
-            own_cost=False,
-        )
+        value = self._pending_value(run, plan, plain, count, run.taken)
         if value.net_seconds <= 0:
             run.notes.append(self._defrag_note(f"pending/{pending.name}", plan, value))
             return
@@ -772,6 +760,26 @@ class JobMigration(Policy[JobMigrationSettings]):
             moved=run.moved | set(run.stay),
             must_beat=must_beat,
             sensitivity=self.settings.sensitivity,
+        )
+
+    def _pending_value(
+        self,
+        run: _Run,
+        plan: DefragPlan,
+        plain: Placement | None,
+        count: int,
+        taken: Iterable[str],
+    ) -> DefragValue:
+        """A pending job's defragmentation ``plan`` against its best free set ``plain`` and
+        the first set that fits it among the GPUs not ``taken`` (no cost of its own: it waits).
+        """
+        s = self.settings
+        baseline = first_fit(run.model, count, taken)
+        return self._value(
+            plan,
+            plain.factor(s.sensitivity) if plain is not None else None,
+            baseline.factor(s.sensitivity) if baseline is not None else None,
+            own_cost=False,
         )
 
     def _value(

@@ -42,9 +42,11 @@ from toposcope.kubeapi.client import KubeApi
 from toposcope.rm import Allocation
 
 NAMESPACE = "toposcope"
-#: short periods, so that a standby takes over within about a second
-PERIODS = ["--leader-elect-lease-duration", "1s", "--leader-elect-renew-deadline", "600ms"]
-PERIODS += ["--leader-elect-retry-period", "100ms"]
+#: short periods, so that a standby takes over within a few seconds, yet long enough that a
+#: leader on a machine busy with the rest of the suite does not miss its renewal deadline and
+#: step down between two steps of a test (a 600 ms deadline did, twice, in full runs)
+PERIODS = ["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s"]
+PERIODS += ["--leader-elect-retry-period", "200ms"]
 #: "eval" runs like "train": two pin recommendations
 EVAL = Placement(SPREAD.cores, SPREAD.memory_gib, pid=4343)
 ALLOCATION = Allocation("n1", list(range(16)), [0, 1], [])

@@ -7,6 +7,7 @@ without a second revert.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -67,8 +68,11 @@ class Stand:
     rm: SlowPinRevert
 
 
-@pytest.fixture
-def stand(tmp_path: Path) -> Iterator[Stand]:
+@contextmanager
+def slow_revert_stand(directory: Path) -> Iterator[Stand]:
+    """The advisor service (audit log in ``directory``, reverts waited on 0.2 s) in front of
+    a :class:`SlowPinRevert` holding one job, ``train``, spread over both NUMA nodes.
+    """
     promql = PromQL(host_text({"train": SPREAD}))
     rm = SlowPinRevert(RM_TOKEN, {"train": Allocation("n1", list(range(16)), [0, 1], [])})
     with FakeServer(promql).run() as prometheus, FakeServer(rm).run() as rm_server:
@@ -77,9 +81,15 @@ def stand(tmp_path: Path) -> Iterator[Stand]:
             return HttpResourceManager(rm_server.url, RM_TOKEN, timeout=5)
 
         service = advisor_service(
-            prometheus.url, tmp_path / "audit.sqlite", factory, wait_seconds=0.2
+            prometheus.url, directory / "audit.sqlite", factory, wait_seconds=0.2
         )
         yield Stand(service, rm)
+
+
+@pytest.fixture
+def stand(tmp_path: Path) -> Iterator[Stand]:
+    with slow_revert_stand(tmp_path) as found:
+        yield found
 
 
 def test_a_revert_that_finishes_after_the_call_is_settled_by_the_next_analysis(

@@ -7,11 +7,17 @@ app's cookie.
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
+import bcrypt
 from flask.testing import FlaskClient
 
+from tests.procs import free_port
 from toposcope.dashboards.app import csrf
+from toposcope.dashboards.app.access import Access
+from toposcope.dashboards.app.server import AppSettings, create_app
+from toposcope.serving.webconfig import load_web_config
 
 UPDATE = "/_dash-update-component"
 
@@ -102,3 +108,35 @@ def csrf_header(client: FlaskClient, domain: str = "localhost") -> dict[str, str
     cookie = client.get_cookie(csrf.COOKIE, domain=domain)
     assert cookie is not None, "the app set no CSRF cookie"
     return {csrf.HEADER: cookie.value}
+
+
+def signed_in_app(
+    advisor_url: str, token: str, directory: Path, timeout: float, user: str = "alice"
+) -> FlaskClient:
+    """A test client of the Dash app in front of the advisor at ``advisor_url`` (its API
+    token ``token``, ``timeout`` seconds per call, no periodic refresh), whose web
+    configuration in ``directory`` lets ``user`` sign in with the password ``USER-pw``;
+    checked to let that user in.
+    """
+    password = f"{user}-pw"
+    digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+    web = directory / "web.yml"
+    web.write_text(f"basic_auth_users:\n  {user}: '{digest}'\n")
+    settings = AppSettings(
+        f"http://127.0.0.1:{free_port()}",
+        advisor_url,
+        token,
+        timeout=timeout,
+        refresh="off",
+        access=Access(web_config=load_web_config(web)),
+    )
+    client: FlaskClient = create_app(settings).server.test_client()
+    assert client.get("/", headers=basic(user, password)).status_code == 200
+    return client
+
+
+def answered(answer: Any) -> dict[str, dict[str, Any]]:
+    """A callback answer's new values by component id (the answer checked to be a 200)."""
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    response: dict[str, dict[str, Any]] = answer.get_json()["response"]
+    return response

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import bcrypt
 import pytest
 from flask.testing import FlaskClient
 
@@ -28,17 +27,22 @@ from tests.advisor_serve.conftest import (
     serving,
     the_pin,
 )
-from tests.dash.callbacks import UPDATE, apply_body, basic, csrf_header, follow_body
-from tests.procs import free_port, poll
+from tests.dash.callbacks import (
+    UPDATE,
+    answered,
+    apply_body,
+    basic,
+    csrf_header,
+    follow_body,
+    signed_in_app,
+)
+from tests.procs import poll
 from toposcope.advisor.audit import SUCCEEDED
 from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService
-from toposcope.dashboards.app.access import Access
 from toposcope.dashboards.app.action_follow import Following, progress, signatures
 from toposcope.dashboards.app.advisorclient import AuditRow
-from toposcope.dashboards.app.server import AppSettings, create_app
 from toposcope.rm import Allocation, ResourceManager
-from toposcope.serving.webconfig import load_web_config
 
 #: the app's advisor timeout: far shorter than the resource manager takes here
 APP_TIMEOUT = 0.5
@@ -94,27 +98,7 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
 
 @pytest.fixture
 def client(bench: Bench, tmp_path: Path) -> FlaskClient:
-    digest = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(rounds=4)).decode()
-    web = tmp_path / "web.yml"
-    web.write_text(f"basic_auth_users:\n  alice: '{digest}'\n")
-    settings = AppSettings(
-        f"http://127.0.0.1:{free_port()}",
-        bench.url,
-        API_TOKEN,
-        timeout=APP_TIMEOUT,
-        refresh="off",
-        access=Access(web_config=load_web_config(web)),
-    )
-    test_client: FlaskClient = create_app(settings).server.test_client()
-    assert test_client.get("/", headers=ALICE).status_code == 200
-    return test_client
-
-
-def outputs(answer: Any) -> dict[str, dict[str, Any]]:
-    """A callback answer's new values by component id."""
-    assert answer.status_code == 200, answer.get_data(as_text=True)
-    response: dict[str, dict[str, Any]] = answer.get_json()["response"]
-    return response
+    return signed_in_app(bench.url, API_TOKEN, tmp_path, timeout=APP_TIMEOUT)
 
 
 def test_an_apply_slower_than_the_timeout_is_followed_to_applied(
@@ -122,7 +106,7 @@ def test_an_apply_slower_than_the_timeout_is_followed_to_applied(
 ) -> None:
     signed = {**ALICE, **csrf_header(client)}
     body = apply_body(client, signed, bench.rec_id)
-    sent = outputs(client.post(UPDATE, json=body, headers=signed))
+    sent = answered(client.post(UPDATE, json=body, headers=signed))
     said = json.dumps(sent["recs-outcome"])
     assert "still running" in said and "failed" not in said
     assert bench.rm.asked.is_set()  # the advisor is waiting on the resource manager
@@ -132,7 +116,7 @@ def test_an_apply_slower_than_the_timeout_is_followed_to_applied(
 
     def followed() -> dict[str, dict[str, Any]]:
         body = follow_body(client, ALICE, following, next(ticks))
-        return outputs(client.post(UPDATE, json=body, headers=ALICE))
+        return answered(client.post(UPDATE, json=body, headers=ALICE))
 
     waiting = followed()
     assert "still running" in json.dumps(waiting["recs-outcome"])

@@ -7,36 +7,31 @@ advisor service, whose resource manager runs a pin's revert until the test lets 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-import bcrypt
 import pytest
 from flask.testing import FlaskClient
 
-from tests.advisor.fakes import FakeServer
 from tests.advisor_serve.conftest import (
     API_TOKEN,
-    RM_TOKEN,
-    SPREAD,
-    PromQL,
-    advisor_service,
-    host_text,
     serving,
     the_pin,
 )
-from tests.advisor_serve.test_revert_settles import SlowPinRevert
-from tests.dash.callbacks import UPDATE, apply_body, basic, csrf_header, follow_body
-from tests.procs import free_port
+from tests.advisor_serve.test_revert_settles import SlowPinRevert, slow_revert_stand
+from tests.dash.callbacks import (
+    UPDATE,
+    answered,
+    apply_body,
+    basic,
+    csrf_header,
+    follow_body,
+    signed_in_app,
+)
 from toposcope.advisor.audit import REVERTED, recommendation_state
-from toposcope.advisor.rmclients import HttpResourceManager
 from toposcope.advisor.service import AdvisorService
-from toposcope.dashboards.app.access import Access
-from toposcope.dashboards.app.server import AppSettings, create_app
-from toposcope.rm import Allocation, ResourceManager
-from toposcope.serving.webconfig import load_web_config
 
 ALICE = basic("alice", "alice-pw")
 
@@ -53,46 +48,18 @@ class Bench:
 
 @pytest.fixture
 def bench(tmp_path: Path) -> Iterator[Bench]:
-    promql = PromQL(host_text({"train": SPREAD}))
-    rm = SlowPinRevert(RM_TOKEN, {"train": Allocation("n1", list(range(16)), [0, 1], [])})
-    with FakeServer(promql).run() as prometheus, FakeServer(rm).run() as rm_server:
-
-        def factory(nodes: Sequence[str], out: TextIO) -> ResourceManager:
-            return HttpResourceManager(rm_server.url, RM_TOKEN, timeout=5)
-
-        service = advisor_service(
-            prometheus.url, tmp_path / "audit.sqlite", factory, wait_seconds=0.2
-        )
+    with slow_revert_stand(tmp_path) as stand:
+        service = stand.service
         assert service.analyse_once() is not None
         rec_id = the_pin(service)
         assert service.apply(rec_id, user="alice")[0].result == "applied"
         with serving(service) as url:
-            yield Bench(service, url, rec_id, rm)
+            yield Bench(service, url, rec_id, stand.rm)
 
 
 @pytest.fixture
 def client(bench: Bench, tmp_path: Path) -> FlaskClient:
-    digest = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(rounds=4)).decode()
-    web = tmp_path / "web.yml"
-    web.write_text(f"basic_auth_users:\n  alice: '{digest}'\n")
-    settings = AppSettings(
-        f"http://127.0.0.1:{free_port()}",
-        bench.url,
-        API_TOKEN,
-        timeout=10,
-        refresh="off",
-        access=Access(web_config=load_web_config(web)),
-    )
-    test_client: FlaskClient = create_app(settings).server.test_client()
-    assert test_client.get("/", headers=ALICE).status_code == 200
-    return test_client
-
-
-def outputs(answer: Any) -> dict[str, dict[str, Any]]:
-    """A callback answer's new values by component id."""
-    assert answer.status_code == 200, answer.get_data(as_text=True)
-    response: dict[str, dict[str, Any]] = answer.get_json()["response"]
-    return response
+    return signed_in_app(bench.url, API_TOKEN, tmp_path, timeout=10)
 
 
 def revert_body(client: FlaskClient, headers: dict[str, str], rec_id: str) -> dict[str, Any]:
@@ -110,7 +77,7 @@ def test_a_revert_still_running_when_answered_is_followed_to_reverted(
     bench: Bench, client: FlaskClient
 ) -> None:
     signed = {**ALICE, **csrf_header(client)}
-    sent = outputs(
+    sent = answered(
         client.post(UPDATE, json=revert_body(client, signed, bench.rec_id), headers=signed)
     )
     said = json.dumps(sent["recs-outcome"])
@@ -121,7 +88,7 @@ def test_a_revert_still_running_when_answered_is_followed_to_reverted(
 
     def followed(tick: int) -> dict[str, dict[str, Any]]:
         body = follow_body(client, ALICE, following, tick)
-        return outputs(client.post(UPDATE, json=body, headers=ALICE))
+        return answered(client.post(UPDATE, json=body, headers=ALICE))
 
     waiting = followed(1)
     assert "still running" in json.dumps(waiting["recs-outcome"])

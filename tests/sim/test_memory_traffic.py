@@ -4,7 +4,6 @@ sensitivity, and what the exporter publishes of it per workload.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from toposcope.sim.jobs import JobKind, make_job
 from toposcope.sim.memory_traffic import bytes_per_cpu_second, split_traffic
 from toposcope.sim.model import Performance
 from toposcope.sim.nodefs import SimExporters
-from toposcope.sim.scenarios import build_cluster, load_scenario
 
 FAMILY = "toposcope_workload_memory_bandwidth_bytes_total"
 
@@ -60,16 +58,6 @@ def traffic(text: bytes | str) -> dict[str, dict[str, float]]:
                 where = sample.labels["locality"]
                 mine[where] = mine.get(where, 0.0) + sample.value
     return found
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, SimExporters]]:
-    cluster = build_cluster(load_scenario("builtin:demo"))
-    exporters = SimExporters(cluster, tmp_path_factory.mktemp("sim-state"), background=False)
-    try:
-        yield cluster, exporters
-    finally:
-        exporters.close()
 
 
 def test_the_exporter_publishes_each_workloads_local_and_remote_traffic(

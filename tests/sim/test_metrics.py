@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +50,6 @@ def by(samples: Samples, name: str, key: str, **match: str) -> dict[str, float]:
         for labels, value in samples.get(name, [])
         if all(labels.get(k) == v for k, v in match.items())
     }
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, SimExporters]]:
-    cluster = build_cluster(load_scenario("builtin:demo"))
-    exporters = SimExporters(cluster, tmp_path_factory.mktemp("sim-state"), background=False)
-    try:
-        yield cluster, exporters
-    finally:
-        exporters.close()
 
 
 def exporter_print(root: Path, nvml: str) -> Samples:

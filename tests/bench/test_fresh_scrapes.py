@@ -5,14 +5,13 @@ marked stale), the round waits its deadline and says on stderr that it runs on s
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from judge_loop import await_fresh_scrapes, every_target_up, scrape_interval_s, scraped_targets
 
+from tests.advisor.fakes import FakeServer
 from tests.procs import require_binary
 from toposcope.devtools.procs import Prometheus
 from toposcope.waiting import wait_until
@@ -20,49 +19,23 @@ from toposcope.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 
-class _Page(BaseHTTPRequestHandler):
-    """A metrics page of one gauge."""
-
-    def do_GET(self) -> None:
-        body = b"toposcope_test_gauge 1\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet: the test reads stderr."""
-
-
-@pytest.fixture
-def page() -> Iterator[ThreadingHTTPServer]:
-    """A loopback metrics page served from a thread until the test shuts it down."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
-
-
 def test_a_round_waits_for_fresh_scrapes_and_says_when_it_runs_on_stale_ones(
-    tmp_path: Path, page: ThreadingHTTPServer, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target = f"127.0.0.1:{page.server_address[1]}"
-    configs = [{"job_name": "toposcope-sim", "static_configs": [{"targets": [target]}]}]
-    server = Prometheus(tmp_path, configs, binary=require_binary("prometheus"))
-    expected = scraped_targets(1, None, None)
-    assert expected == 1 and scraped_targets(3, "a", None) == 4
-    with server.run():
-        wait_until(lambda: every_target_up(server.url, expected), 60, what="first scrape")
-        await_fresh_scrapes(server.url, expected, deadline_s=30)
-        assert "stale" not in capsys.readouterr().err
-        page.shutdown()
-        page.server_close()
-        wait_until(lambda: not every_target_up(server.url, expected), 60, what="failed scrape")
-        await_fresh_scrapes(server.url, expected, deadline_s=1)
+    with ExitStack() as page:  # closed in the middle: the page stops answering
+        fake = page.enter_context(FakeServer(lambda _: (200, b"toposcope_test_gauge 1\n")).run())
+        target = fake.url.removeprefix("http://").rstrip("/")
+        configs = [{"job_name": "toposcope-sim", "static_configs": [{"targets": [target]}]}]
+        server = Prometheus(tmp_path, configs, binary=require_binary("prometheus"))
+        expected = scraped_targets(1, None, None)
+        assert expected == 1 and scraped_targets(3, "a", None) == 4
+        with server.run():
+            wait_until(lambda: every_target_up(server.url, expected), 60, what="first scrape")
+            await_fresh_scrapes(server.url, expected, deadline_s=30)
+            assert "stale" not in capsys.readouterr().err
+            page.close()
+            wait_until(lambda: not every_target_up(server.url, expected), 60, what="failed scrape")
+            await_fresh_scrapes(server.url, expected, deadline_s=1)
     err = capsys.readouterr().err
     assert "a round runs on stale targets" in err and "fresh scrapes" in err
 

@@ -78,7 +78,8 @@ def resctrl_mount(paths: HostPaths) -> Path | None:
     return default if (default / "mon_data").is_dir() else None
 
 
-def _read_counter(path: Path) -> int | None:
+def read_counter(path: Path) -> int | None:
+    """An MBM byte counter file's value, ``None`` when unreadable or not a number."""
     text = read_text(path)
     if text is None:
         return None
@@ -155,7 +156,7 @@ class ResctrlMbm:
             for group, mon_data in self._groups():
                 for domain, path in self._domain_dirs(mon_data):
                     for kind in ("total", "local"):
-                        value = _read_counter(path / f"mbm_{kind}_bytes")
+                        value = read_counter(path / f"mbm_{kind}_bytes")
                         if value is None:
                             continue
                         key = (group, domain, kind)

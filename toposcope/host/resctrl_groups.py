@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from toposcope.host.resctrl import MbmDomain, domain_dirs
+from toposcope.host.resctrl import MbmDomain, domain_dirs, read_counter
 from toposcope.topology.sysfs_files import read_text
 
 #: entries of the resctrl root that are not control groups
@@ -39,14 +39,6 @@ class MonGroup:
     name: str
     tasks: frozenset[int]
     traffic: dict[MbmDomain, tuple[int, int]]
-
-
-def _counter(path: Path) -> int | None:
-    text = read_text(path)
-    if text is None:
-        return None
-    text = text.strip()
-    return int(text) if text.isdigit() else None
 
 
 def _tasks(path: Path) -> frozenset[int]:
@@ -76,8 +68,8 @@ def read_mon_groups(root: Path) -> list[MonGroup]:
             break
         traffic: dict[MbmDomain, tuple[int, int]] = {}
         for domain, path in domain_dirs(directory / "mon_data"):
-            local = _counter(path / "mbm_local_bytes")
-            total = _counter(path / "mbm_total_bytes")
+            local = read_counter(path / "mbm_local_bytes")
+            total = read_counter(path / "mbm_total_bytes")
             if local is not None and total is not None:
                 traffic[domain] = (local, max(total, local))
         groups.append(MonGroup(directory.name, _tasks(directory / "tasks"), traffic))

@@ -181,9 +181,7 @@ class Acting:
                 LOG.warning("cannot settle running actions yet: %s", exc)
             finally:
                 self._count(applier)
-            for rec in sorted({o.recommendation_id for o in outcomes if o.result == "reverted"}):
-                if recommendation_state(self.audit.entries(rec)) == REVERTED:
-                    self._reverted(rec, "reverted by request (the revert finished later)")
+            self._settle_reverted(outcomes, "reverted by request (the revert finished later)")
         finally:
             self._lock.release()
         for outcome in outcomes:
@@ -253,11 +251,15 @@ class Acting:
                 raise ServiceError(str(exc), 409) from exc
             finally:
                 self._count(applier)
-            for rec in sorted({o.recommendation_id for o in outcomes if o.result == "reverted"}):
-                if recommendation_state(self.audit.entries(rec)) == REVERTED:
-                    self._reverted(rec, reason)
+            self._settle_reverted(outcomes, reason)
         LOG.info("revert %s: %s", rec_id, ", ".join(o.result for o in outcomes))
         return outcomes
+
+    def _settle_reverted(self, outcomes: Sequence[Outcome], reason: str) -> None:
+        """Settle each recommendation of ``outcomes`` whose every action is now undone."""
+        for rec in sorted({o.recommendation_id for o in outcomes if o.result == "reverted"}):
+            if recommendation_state(self.audit.entries(rec)) == REVERTED:
+                self._reverted(rec, reason)
 
     def _reverted(self, rec_id: str, reason: str) -> None:
         """Count a recommendation whose every action is undone; settle its verification."""

@@ -24,6 +24,7 @@ from toposcope.advisor.dry_run import PRINT_ONLY
 from toposcope.advisor.formatters import FORMATTERS, FormatOptions
 from toposcope.advisor.job_deadlines import add_deadline_arguments
 from toposcope.advisor.label_selector import SelectorError, parse_selector
+from toposcope.advisor.memory_matrix import add_memory_arguments
 from toposcope.advisor.p2p_matrix import add_p2p_arguments
 from toposcope.advisor.policies import POLICIES
 from toposcope.advisor.rmclients import add_backend_options, backend_names
@@ -148,6 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(parser)
     add_analysis_arguments(parser)
     add_p2p_arguments(parser)
+    add_memory_arguments(parser)
     add_deadline_arguments(parser)
     _add_filter_arguments(parser)
     parser.add_argument(

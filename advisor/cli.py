@@ -57,6 +57,7 @@ from toposcope.advisor.errors import AdvisorError
 from toposcope.advisor.formatters import find_formatter
 from toposcope.advisor.job_deadlines import load_deadlines
 from toposcope.advisor.loaders import Window
+from toposcope.advisor.memory_matrix import parse_memory_options
 from toposcope.advisor.model import PendingWorkload, pending_from
 from toposcope.advisor.outcomes import OutcomeLog
 from toposcope.advisor.p2p_matrix import parse_options
@@ -240,6 +241,7 @@ def _advise(args: argparse.Namespace) -> int:
     render = find_formatter(args.format)
     options = format_options(args)
     p2p = parse_options(args.p2p_bandwidth)
+    memory = parse_memory_options(args.memory_bandwidth)
     deadlines = load_deadlines(args.job_deadlines)
     backend = backend_from_args(args)
     model = load_model(
@@ -248,6 +250,7 @@ def _advise(args: argparse.Namespace) -> int:
         selector=selector(args),
         node_label=args.node_label,
         p2p=p2p,
+        memory=memory,
         deadlines=deadlines,
     )
     manager: ResourceManager | None = None

@@ -23,6 +23,7 @@ from toposcope.advisor.nic_state import NicState
 from toposcope.topology.model import LinkType, link_type
 
 if TYPE_CHECKING:
+    from toposcope.advisor.memory_matrix import MemoryMatrix
     from toposcope.rm import WorkloadView
 
 LOG = logging.getLogger("toposcope.advisor.model")
@@ -110,8 +111,9 @@ class GpuState:
 
 @dataclass(frozen=True)
 class NodeModel:
-    """One machine: its NUMA nodes, GPUs and GPU links (``(gpu, peer) -> "NV12"``), and
-    the GPU-to-GPU bandwidths measured on it (``--p2p-bandwidth``; empty when none).
+    """One machine: its NUMA nodes, GPUs and GPU links (``(gpu, peer) -> "NV12"``), the
+    GPU-to-GPU bandwidths measured on it (``--p2p-bandwidth``; empty when none) and its
+    measured memory bandwidths between NUMA nodes (``--memory-bandwidth``; ``None`` when none).
     """
 
     name: str
@@ -119,6 +121,7 @@ class NodeModel:
     gpus: tuple[GpuState, ...] = ()
     links: Mapping[tuple[int, int], str] = field(default_factory=dict)
     measured_bandwidth: Mapping[tuple[int, int], Measured] = field(default_factory=dict)
+    measured_memory: MemoryMatrix | None = None
 
     @cached_property
     def prices(self) -> NodePrices:

@@ -18,13 +18,21 @@ The remote part of its step that pinning saves is then ``remote share x memory-b
 x remote cost``, and the gain ``saved / (1 - saved)``: the step shrinks by what it saves.
 The figures are the advisor's own round figures (``docs/policies.md`` gives their sources),
 not any simulator's.
+
+Where the operator measured the machine's memory bandwidths (``--memory-bandwidth``,
+:mod:`~toposcope.advisor.memory_matrix`), its figures replace both: a core's bandwidth is
+the measured local figure of the nodes its threads run on (:func:`core_gbps_on`), and the
+remote part is priced pair by pair, ``sum of c_a x m_b x (local_a / bandwidth_ab - 1)`` over
+its CPU shares ``c`` and memory shares ``m`` (:func:`matrix_cost`), instead of one remote
+share times a cost scaled by distance.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from toposcope.advisor.model import WorkloadModel
+from toposcope.advisor.model import NodeModel, WorkloadModel
 from toposcope.report.recommendation import Evidence
 
 GIGA = 1e9
@@ -51,6 +59,8 @@ class MeasuredMemoryShare:
     remote_bytes_per_second: float
     cores: float
     core_gbps: float
+    #: where ``core_gbps`` comes from: a ``--memory-bandwidth`` file, or "" (the setting)
+    core_origin: str = ""
 
     @property
     def remote_fraction(self) -> float:
@@ -64,7 +74,9 @@ class MeasuredMemoryShare:
         return (
             f"measured memory-bound share {self.share:.3f} ({total / GIGA:.2f} GB/s of memory "
             f"traffic, {self.remote_fraction:.0%} remote, over {self.cores:.2f} busy cores at "
-            f"{self.core_gbps:g} GB/s each; from resctrl MBM)"
+            f"{self.core_gbps:.3g} GB/s each"
+            + (f" measured in {self.core_origin}" if self.core_origin else "")
+            + "; from resctrl MBM)"
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -75,6 +87,8 @@ class MeasuredMemoryShare:
             "local_bytes_per_second": round(self.local_bytes_per_second),
             "remote_bytes_per_second": round(self.remote_bytes_per_second),
             "cores": round(self.cores, 3),
+            "core_gbps": round(self.core_gbps, 3),
+            "core_gbps_source": "measured" if self.core_origin else "setting",
             "source": "resctrl",
         }
 
@@ -101,11 +115,54 @@ def prior_basis(reason: str) -> dict[str, object]:
     return {"estimate": "prior", "reason": reason}
 
 
+def core_gbps_on(
+    node: NodeModel | None, cpu: Mapping[int, float], default: float
+) -> tuple[float, str]:
+    """What one core of a workload with CPU shares ``cpu`` streams from local memory, and
+    the file it was measured in: the measured local figures of ``node``'s
+    ``--memory-bandwidth`` pair lines weighted by ``cpu``; ``(default, "")`` where there is
+    no such file, it gives a whole node's figures (MLC) or misses one of the nodes.
+    """
+    matrix = node.measured_memory if node is not None else None
+    total = sum(cpu.values())
+    if matrix is None or total <= 0:
+        return default, ""
+    figures = [(share, matrix.core_gbps(numa)) for numa, share in cpu.items() if share > 0]
+    if any(gbps is None for _, gbps in figures):
+        return default, ""
+    return sum(share * (gbps or 0.0) for share, gbps in figures) / total, matrix.path
+
+
+def matrix_cost(
+    node: NodeModel, cpu: Mapping[int, float], memory: Mapping[int, float]
+) -> float | None:
+    """What a placement's remote memory costs a fully memory-bound workload, from ``node``'s
+    measured bandwidths: ``sum c_a x m_b x (local_a / bandwidth_ab - 1)`` over its CPU
+    shares ``c`` and memory shares ``m``. ``None`` without a ``--memory-bandwidth`` file,
+    without both shares, or with a pair the file does not give.
+    """
+    matrix = node.measured_memory
+    if matrix is None or not cpu or not memory:
+        return None
+    total = 0.0
+    for a, c in cpu.items():
+        for b, m in memory.items():
+            if c <= 0 or m <= 0:
+                continue
+            cost = matrix.remote_cost(a, b)
+            if cost is None:
+                return None
+            total += c * m * cost
+    return total
+
+
 def measured_memory_share(
-    workload: WorkloadModel, core_gbps: float = CORE_STREAM_GBPS
+    workload: WorkloadModel, core_gbps: float = CORE_STREAM_GBPS, node: NodeModel | None = None
 ) -> MeasuredMemoryShare | str:
     """``workload``'s measured memory-bound share, or why there is none (then the prior
-    stands): no memory traffic series, or no rate of its CPU time to weigh it against.
+    stands): no memory traffic series, or no rate of its CPU time to weigh it against. A
+    core's bandwidth is ``node``'s measured one where a ``--memory-bandwidth`` file gives it
+    (:func:`core_gbps_on`), else ``core_gbps``.
     """
     traffic = workload.memory_bytes_per_second
     if not traffic:
@@ -115,5 +172,6 @@ def measured_memory_share(
         return "memory traffic without a rate of its CPU time"
     local = traffic.get("local", 0.0)
     remote = traffic.get("remote", 0.0)
+    core_gbps, origin = core_gbps_on(node, workload.cpu_shares(), core_gbps)
     share = min(1.0, (local + remote) / (cores * core_gbps * GIGA))
-    return MeasuredMemoryShare(share, local, remote, cores, core_gbps)
+    return MeasuredMemoryShare(share, local, remote, cores, core_gbps, origin)

@@ -21,7 +21,6 @@ width, a figure that is not a positive number, a pair given twice. Files over
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +29,12 @@ from pathlib import Path
 
 from toposcope.advisor.link_prices import Measured
 from toposcope.advisor.model import ClusterModel, NodeModel
+from toposcope.advisor.node_files import (
+    NodeFileOption,
+    first_match,
+    parse_node_file,
+    unmatched_notes,
+)
 from toposcope.errors import UsageError
 
 #: the largest file read (a matrix of 1,024 GPUs is about 10 MB; a machine has far fewer)
@@ -38,8 +43,6 @@ MAX_BYTES = 1 << 20
 MAX_GPU = 1023
 #: the highest figure accepted, GB/s each way (NVLink 5 bonds move 900)
 MAX_GBPS = 100_000.0
-#: a node glob: the characters of node names, and ``*``, ``?``, ``[``, ``]``
-NODE_GLOB = re.compile(r"[A-Za-z0-9._:*?\[\]!-]{1,253}")
 
 #: nvbandwidth's preamble and footer lines, left alone
 _SKIPPED = re.compile(
@@ -193,27 +196,18 @@ def read_p2p_file(path: Path) -> P2pFile:
     return P2pFile(str(path), reader.pairs)
 
 
-@dataclass(frozen=True)
-class P2pOption:
-    """One ``--p2p-bandwidth NODE=FILE``: a node glob and its file's pairs."""
+#: one ``--p2p-bandwidth NODE=FILE``: a node glob and its file's pairs
+P2pOption = NodeFileOption[P2pFile]
 
-    glob: str
-    file: P2pFile
 
-    @classmethod
-    def parse(cls, text: str) -> P2pOption:
-        """Parse and read ``NODE=FILE`` (:class:`UsageError` for a bad glob or file)."""
-        glob, found, name = text.partition("=")
-        if not found or not name:
-            raise UsageError(f"--p2p-bandwidth {text!r} is not NODE=FILE")
-        if not NODE_GLOB.fullmatch(glob):
-            raise UsageError(f"--p2p-bandwidth {text!r}: {glob!r} is not a node name or glob")
-        return cls(glob, read_p2p_file(Path(name)))
+def parse_option(text: str) -> P2pOption:
+    """Parse and read ``NODE=FILE`` (:class:`UsageError` for a bad glob or file)."""
+    return parse_node_file("--p2p-bandwidth", text, read_p2p_file)
 
 
 def parse_options(texts: Iterable[str]) -> tuple[P2pOption, ...]:
     """Every ``--p2p-bandwidth`` option, read (the first matching a node wins)."""
-    return tuple(P2pOption.parse(t) for t in texts)
+    return tuple(parse_option(t) for t in texts)
 
 
 def _on_node(node: NodeModel, source: P2pFile) -> dict[tuple[int, int], Measured]:
@@ -238,16 +232,12 @@ def with_measured_links(model: ClusterModel, options: Sequence[P2pOption]) -> Cl
     for name, node in sorted(model.nodes.items()):
         if not node.gpus:
             continue
-        option = next((o for o in options if fnmatch.fnmatchcase(name, o.glob)), None)
+        option = first_match(options, name)
         if option is None:
             continue
         used.add(option.glob)
         nodes[name] = replace(node, measured_bandwidth=_on_node(node, option.file))
-    notes = [
-        f"--p2p-bandwidth {o.glob}={o.file.path}: no node with GPUs matches {o.glob!r}"
-        for o in options
-        if o.glob not in used
-    ]
+    notes = unmatched_notes("--p2p-bandwidth", options, used, lambda f: f.path, "node with GPUs")
     return replace(model, nodes=nodes, notes=(*model.notes, *notes))
 
 

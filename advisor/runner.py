@@ -17,6 +17,7 @@ from toposcope.advisor.capacity_ledger import CapacityLedger
 from toposcope.advisor.job_deadlines import JobDeadline, with_deadlines
 from toposcope.advisor.loaders.base import MetricsBackend, Query, Window
 from toposcope.advisor.loaders.queries import load_all, queries
+from toposcope.advisor.memory_matrix import MemoryOption, with_measured_memory
 from toposcope.advisor.model import ClusterModel, PendingWorkload
 from toposcope.advisor.model_builder import build_model
 from toposcope.advisor.p2p_matrix import P2pOption, with_measured_links
@@ -34,10 +35,12 @@ def load_model(
     pending: Iterable[PendingWorkload] = (),
     needs: Sequence[Query] | None = None,
     p2p: Sequence[P2pOption] = (),
+    memory: Sequence[MemoryOption] = (),
     deadlines: Sequence[JobDeadline] = (),
 ) -> ClusterModel:
     """Run the queries against ``backend`` and build the model (with the measured GPU-pair
-    bandwidths of ``p2p``, from ``--p2p-bandwidth``, and the jobs' configured ``deadlines``,
+    bandwidths of ``p2p``, from ``--p2p-bandwidth``, the measured memory bandwidths of
+    ``memory``, from ``--memory-bandwidth``, and the jobs' configured ``deadlines``,
     from ``--job-deadlines``, counted from the window's end). The backend is refreshed first,
     so that each analysis of a long-running service reads its targets anew.
     """
@@ -46,7 +49,8 @@ def load_model(
     data = load_all(backend, window, needed, node_label=node_label)
     model = build_model(data, node_label=node_label, pending=pending)
     now = window.end if window.end is not None else time.time()
-    return with_deadlines(with_measured_links(model, p2p), deadlines, now)
+    model = with_measured_memory(with_measured_links(model, p2p), memory)
+    return with_deadlines(model, deadlines, now)
 
 
 def assemble(

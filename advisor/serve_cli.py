@@ -64,6 +64,7 @@ from toposcope.advisor.job_deadlines import add_deadline_arguments, checked_dead
 from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.leader_flags import Election, add_leader_arguments, election_from_args
 from toposcope.advisor.loaders.base import Window, parse_duration
+from toposcope.advisor.memory_matrix import add_memory_arguments, parse_memory_options
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.p2p_matrix import add_p2p_arguments, parse_options
 from toposcope.advisor.policies import build, parse_overrides
@@ -108,6 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(serve)
     add_analysis_arguments(serve)
     add_p2p_arguments(serve)
+    add_memory_arguments(serve)
     add_deadline_arguments(serve)
     serve.add_argument(
         "--interval", default="60s", help="time between analyses, a PromQL duration (60s)"
@@ -275,6 +277,7 @@ def build_service(args: argparse.Namespace) -> AdvisorService:
             args.node_label,
             args.min_gain,
             parse_options(args.p2p_bandwidth),
+            memory=parse_memory_options(args.memory_bandwidth),
             deadlines_file=checked_deadlines_file(args.job_deadlines),
         ),
         manager_factory=manager_factory(args, rm_token),

@@ -41,6 +41,7 @@ from toposcope.advisor.errors import AdvisorConnectionError, AdvisorError
 from toposcope.advisor.job_deadlines import load_deadlines
 from toposcope.advisor.leader_election import LeaderElector
 from toposcope.advisor.loaders.base import MetricsBackend, Window
+from toposcope.advisor.memory_matrix import MemoryOption
 from toposcope.advisor.model import ClusterModel, pending_from
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule
 from toposcope.advisor.p2p_matrix import P2pOption
@@ -60,7 +61,8 @@ LOG = logging.getLogger("toposcope.advisor.service")
 @dataclass(frozen=True)
 class AnalysisSettings:
     """What one analysis reads: the window, the selector, the node label, the minimum gain,
-    the measured GPU-pair bandwidths (``--p2p-bandwidth``), the job deadline file
+    the measured GPU-pair bandwidths (``--p2p-bandwidth``) and memory bandwidths
+    (``--memory-bandwidth``), the job deadline file
     (``--job-deadlines``; read again by every analysis, so that an edited file counts).
     """
 
@@ -69,6 +71,7 @@ class AnalysisSettings:
     node_label: str = "auto"
     min_gain: float = 0.05
     p2p: tuple[P2pOption, ...] = ()
+    memory: tuple[MemoryOption, ...] = ()
     deadlines_file: str = ""
 
 
@@ -270,6 +273,7 @@ class AdvisorService:
                 selector=self.settings.selector,
                 node_label=self.settings.node_label,
                 p2p=self.settings.p2p,
+                memory=self.settings.memory,
                 deadlines=load_deadlines(self.settings.deadlines_file),
             )
             with self._state_lock:

@@ -59,7 +59,9 @@ class LoopOptions:
     ``fabric``, for a scenario with gang jobs: the simulator serves its fabric families on
     ``/metrics`` (scraped too) and the advisor's fabric policies read its fabric file.
     ``p2p``: node -> the peer bandwidth file measured on it (:mod:`toposcope.sim.p2p_measure`),
-    given to the advisor as ``--p2p-bandwidth``; empty: none measured.
+    given to the advisor as ``--p2p-bandwidth``; empty: none measured. ``memory``: node ->
+    the memory bandwidth file measured on it (:mod:`toposcope.sim.memory_measure`), given as
+    ``--memory-bandwidth``; empty: none measured.
     ``outcome_store``: an outcome log kept across runs (``--learn-across-seeds``): its
     settled outcomes are copied into the run's audit log before round 1 and the run's own
     added to it after the last (:func:`loop_learning.carry_outcomes`); ``rounds_before``:
@@ -77,6 +79,7 @@ class LoopOptions:
     progress: str = "counter"
     fabric: ScenarioFabric | None = None
     p2p: Mapping[str, Path] = field(default_factory=dict)
+    memory: Mapping[str, Path] = field(default_factory=dict)
     outcome_store: Path | None = None
     rounds_before: int = 0
 
@@ -213,6 +216,8 @@ def run_advisor(
     argv += fabric_settings(options.fabric)
     for node, path in sorted(options.p2p.items()):
         argv += ["--p2p-bandwidth", f"{node}={path}"]
+    for node, path in sorted(options.memory.items()):
+        argv += ["--memory-bandwidth", f"{node}={path}"]
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     seconds = time.perf_counter() - started

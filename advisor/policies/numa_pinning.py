@@ -56,6 +56,7 @@ from toposcope.advisor.numa_share import (
     MAX_SAVED,
     REMOTE_COST,
     MeasuredMemoryShare,
+    matrix_cost,
     measured_memory_share,
     prior_basis,
 )
@@ -226,7 +227,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 notes.append(self.note(workload.key, rule.why_left(model, idleness)))
                 continue
             first = targets[0]
-            measured = measured_memory_share(workload, s.core_stream_gbps)
+            measured = measured_memory_share(workload, s.core_stream_gbps, node)
             if isinstance(measured, MeasuredMemoryShare):
                 candidate = self._measured(node, workload, targets, measured)
                 if candidate.gain <= 0:
@@ -270,6 +271,23 @@ class NumaPinning(Policy[NumaPinningSettings]):
         cpu, memory = workload.cpu_shares(), workload.memory_shares()
         first = targets[0]
         remote = remote_share(cpu, memory, first)
+        cost = matrix_cost(node, cpu, memory)
+        if cost is not None and node.measured_memory is not None:
+            saved = min(MAX_SAVED, measured.share * cost)
+            text = (
+                f"{measured.text()} x remote cost {cost:.3f} (its CPU and memory shares over "
+                f"the pairs of NUMA nodes, local / remote - 1 measured in "
+                f"{node.measured_memory.path}): saves {saved:.3f} of its step, gain "
+                "saved / (1 - saved)"
+            )
+            return PinCandidate(
+                saved / (1.0 - saved),
+                workload,
+                targets,
+                workload.cores_used(),
+                text,
+                matrix_share=measured.share,
+            )
         per_unit = measured.share * s.remote_cost
         penalty = distance_penalty(node, cpu, memory, first, per_unit, s.reference_distance)
         saved = min(MAX_SAVED, remote * penalty)
@@ -434,7 +452,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
         evidence = workload_evidence(workload)
         basis: dict[str, object] = {}
         if candidate.crowded is None:
-            measured = measured_memory_share(workload, s.core_stream_gbps)
+            measured = measured_memory_share(workload, s.core_stream_gbps, node)
             if isinstance(measured, MeasuredMemoryShare):
                 basis = measured.to_dict()
                 evidence += measured.evidence(workload)

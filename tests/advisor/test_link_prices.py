@@ -19,7 +19,12 @@ from toposcope.advisor.link_prices import (
     pcie_generation,
 )
 from toposcope.advisor.model import NodeModel, PendingWorkload
-from toposcope.advisor.p2p_matrix import P2pOption, read_p2p_file, with_measured_links
+from toposcope.advisor.p2p_matrix import (
+    P2pOption,
+    parse_option,
+    read_p2p_file,
+    with_measured_links,
+)
 from toposcope.advisor.policies.gpu_placement import GpuPlacement
 from toposcope.advisor.policies.job_migration import JobMigration
 from toposcope.errors import UsageError
@@ -219,11 +224,11 @@ def test_bad_files_are_refused_with_file_and_line(tmp_path: Path, text: str, mes
 
 def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="is not NODE=FILE"):
-        P2pOption.parse("n1")
+        parse_option("n1")
     with pytest.raises(UsageError, match="is not a node name or glob"):
-        P2pOption.parse(f"n/1={FIXTURES / 'pairs.txt'}")
+        parse_option(f"n/1={FIXTURES / 'pairs.txt'}")
     with pytest.raises(UsageError, match="not a file"):
-        P2pOption.parse(f"n1={tmp_path}")
+        parse_option(f"n1={tmp_path}")
 
 
 def test_measured_is_kept_per_direction() -> None:

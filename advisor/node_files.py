@@ -1,0 +1,65 @@
+"""Files measured on one machine type and handed to the advisor per node: ``NODE=FILE``.
+
+``--p2p-bandwidth`` (GPU pairs) and ``--memory-bandwidth`` (NUMA node pairs) both take a
+node name or glob and a file measured on such a node; the first option whose glob matches a
+node applies to it. This module holds what the two share: the glob's check, the option's
+parsing and the matching, so that both options accept and refuse the same node patterns.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from toposcope.errors import UsageError
+
+#: a node glob: the characters of node names, and ``*``, ``?``, ``[``, ``]``
+NODE_GLOB = re.compile(r"[A-Za-z0-9._:*?\[\]!-]{1,253}")
+
+F = TypeVar("F")
+
+
+@dataclass(frozen=True)
+class NodeFileOption(Generic[F]):
+    """One ``NODE=FILE`` option: a node glob and its file, already read."""
+
+    glob: str
+    file: F
+
+
+def parse_node_file(flag: str, text: str, read: Callable[[Path], F]) -> NodeFileOption[F]:
+    """Parse ``NODE=FILE`` of option ``flag`` and read the file with ``read``
+    (:class:`UsageError` for a missing ``=``, a bad glob, or what ``read`` raises).
+    """
+    glob, found, name = text.partition("=")
+    if not found or not name:
+        raise UsageError(f"{flag} {text!r} is not NODE=FILE")
+    if not NODE_GLOB.fullmatch(glob):
+        raise UsageError(f"{flag} {text!r}: {glob!r} is not a node name or glob")
+    return NodeFileOption(glob, read(Path(name)))
+
+
+def first_match(options: Sequence[NodeFileOption[F]], node: str) -> NodeFileOption[F] | None:
+    """The first option whose glob matches ``node`` (``None`` when none does)."""
+    return next((o for o in options if fnmatch.fnmatchcase(node, o.glob)), None)
+
+
+def unmatched_notes(
+    flag: str,
+    options: Iterable[NodeFileOption[F]],
+    used: set[str],
+    path: Callable[[F], str],
+    nodes: str,
+) -> list[str]:
+    """A model note for each option whose glob matched none of the ``nodes`` it applies to
+    (``"node with GPUs"``, say).
+    """
+    return [
+        f"{flag} {o.glob}={path(o.file)}: no {nodes} matches {o.glob!r}"
+        for o in options
+        if o.glob not in used
+    ]

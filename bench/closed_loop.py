@@ -126,6 +126,8 @@ from toposcope.sim.judge import (
     horizons_now,
     ratios,
 )
+from toposcope.sim.memory_measure import write_memory_files
+from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.oracle import OracleResult, knapsack_bound, solve
 from toposcope.sim.p2p_measure import write_p2p_files
 from toposcope.sim.scenarios import Scenario, build_cluster, builtin_scenarios, load_scenario
@@ -192,7 +194,12 @@ def measured_p2p(cluster: SimCluster, directory: Path) -> dict[str, Path]:
     """Each node's peer bandwidth as a bandwidth test measures it under the truth in effect
     (an operator's ``--p2p-bandwidth`` files), node -> file.
     """
-    return write_p2p_files({n: cluster.template_of(n) for n in cluster.node_names()}, directory)
+    return write_p2p_files(templates_of(cluster), directory)
+
+
+def templates_of(cluster: SimCluster) -> dict[str, NodeTemplate]:
+    """Each node's machine template (what a measurement on it reads)."""
+    return {n: cluster.template_of(n) for n in cluster.node_names()}
 
 
 def judge_scenario(
@@ -226,6 +233,11 @@ def judge_scenario(
         # gang jobs: the advisor sees the fabric (file and series) and moves them whole
         fabric=scenario.fabric if scenario.fabric is not None and scenario.fabric.gangs else None,
         p2p=measured_p2p(cluster, workdir / f"p2p-{run}") if args.measure_p2p else {},
+        memory=(
+            write_memory_files(templates_of(cluster), workdir / f"memory-{run}")
+            if getattr(args, "measure_memory", False)
+            else {}
+        ),
         outcome_store=getattr(args, "outcome_store", None),
         rounds_before=getattr(args, "rounds_before", 0),
     )
@@ -523,6 +535,14 @@ def parse_args() -> argparse.Namespace:
         help="measure each node's PCIe peer bandwidth as a bandwidth test would "
         "(toposcope.sim.p2p_measure) and give it to the advisor as --p2p-bandwidth "
         "(default: off)",
+    )
+    parser.add_argument(
+        "--measure-memory",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="measure each node's memory bandwidth between NUMA nodes as a single-thread "
+        "STREAM run would (toposcope.sim.memory_measure) and give it to the advisor as "
+        "--memory-bandwidth (default: off)",
     )
     parser.add_argument(
         "--progress",

@@ -1,6 +1,6 @@
 """job-migration's joint choice of new GPU sets for jobs that want the same GPUs.
 
-Jobs choosing one after another (:func:`~toposcope.advisor.policies.job_migration.
+Jobs choosing one after another (:func:`~toposcope.advisor.policies.job_replace.
 choice_order`) hand a machine's few NVLinked GPUs to whoever chooses first, although
 another job may gain far more from them, or have no other set while the first has a good
 second choice. Where the sets several jobs would choose alone share GPUs, the sets they

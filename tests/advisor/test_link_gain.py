@@ -18,7 +18,8 @@ from toposcope.advisor.gpu_sets import rank_sets
 from toposcope.advisor.link_gain import MEASURED, PRIOR, SAME_BANDWIDTH, link_gain
 from toposcope.advisor.link_prices import Measured
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
-from toposcope.advisor.policies.job_migration import JobMigration, choice_order
+from toposcope.advisor.policies.job_migration import JobMigration
+from toposcope.advisor.policies.job_replace import choice_order
 from toposcope.topology.model import LinkType
 
 GB = 1e9

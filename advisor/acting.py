@@ -37,8 +37,9 @@ from toposcope.advisor.audit import (
     recommendation_state,
 )
 from toposcope.advisor.errors import AdvisorConnectionError
+from toposcope.advisor.joint_verification import start_verification
 from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, baseline
+from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog
 from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.rmclients import DryRunResourceManager
 from toposcope.errors import ConfigError
@@ -229,7 +230,7 @@ class Acting:
             finally:
                 self._count(applier)
             if outcome.result == "applied" and rec.kind in VERIFIED_KINDS and rec.target.workload:
-                self.outcomes.start(rec, baseline(rec, model, self.probe), self.clock(), model)
+                start_verification(self.outcomes, rec, model, self.clock(), self.probe)
         LOG.info("apply %s: %s %s", rec.id, outcome.result, outcome.detail)
         return outcome, out.getvalue()
 

@@ -29,7 +29,10 @@ found by the job wherever each runs at the time, their figures combined as one j
 (:func:`measure`); a single-node job is the one-part case, and so is the workload a pin or
 memory migration changed on its node (one part of a multi-node job alone). A recommendation made for
 another job (``proposed.for``: a clearing that moves other jobs out of that job's way) is
-recorded ``undetermined`` at once: what it buys comes with that job's own move.
+recorded ``undetermined`` at once: what it buys comes with that job's own move. A
+recommendation that changes several jobs (an exchange, a joint move, a defragmentation) is
+judged on each job it changes, their gains combined as its estimate combines them
+(:mod:`toposcope.advisor.joint_verification`).
 
 From ``verify_after`` seconds after applying (default: the analysis window, so that the
 window holds only samples taken after the change), every analysis measures the same figures
@@ -86,7 +89,13 @@ from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.sqlite import SqliteStore
 from toposcope.errors import ConfigError
-from toposcope.report.advisor_api import LEGACY_VERDICTS, Measurement, Verdict, Verification
+from toposcope.report.advisor_api import (
+    LEGACY_VERDICTS,
+    JobOutcome,
+    Measurement,
+    Verdict,
+    Verification,
+)
 from toposcope.report.recommendation import Recommendation, RecommendationKind
 
 SCHEMA = """
@@ -119,6 +128,7 @@ ADDED_COLUMNS = {
     "node_type": "TEXT NOT NULL DEFAULT ''",
     "link_tier": "TEXT NOT NULL DEFAULT ''",
     "prior_gain": "REAL",
+    "jobs_json": "TEXT NOT NULL DEFAULT '[]'",
 }
 #: ``target_numa`` of a kind that moves no memory (the column is NOT NULL)
 NO_NUMA = -1
@@ -425,13 +435,16 @@ def _shown(label: str, value: float) -> str:
     return f"{value:.3g}/s" if label == "progress metric" else f"{value:.0%}"
 
 
-def judge_move(
-    rule: VerificationRule, before: Measurement, after: Measurement, estimated: float | None
-) -> Judgement:
-    """The verdict on a job move from its progress before and after (module docstring)."""
+def move_change(
+    rule: VerificationRule, before: Measurement, after: Measurement
+) -> tuple[float, str] | None:
+    """The change of a moved job's most trusted progress signal measured both times: its
+    relative gain and, in words, the signal before and after (with link traffic that fell by
+    more than the harm threshold); ``None`` when no signal was measured both times.
+    """
     signal = _signal(before, after)
     if signal is None:
-        return Verdict.PENDING, "no progress signal measured before and after yet", None
+        return None
     label, old, new = signal
     gain = new / old - 1.0
     change = f"{label} {_shown(label, old)} -> {_shown(label, new)} ({gain:+.0%})"
@@ -439,6 +452,18 @@ def judge_move(
     links_old, links_new = before.link_bytes_per_second, after.link_bytes_per_second
     if links_old is not None and links_new is not None and links_new < links_old * (1 - h):
         change += f"; link traffic fell from {links_old:.3g} to {links_new:.3g} B/s"
+    return gain, change
+
+
+def judge_move(
+    rule: VerificationRule, before: Measurement, after: Measurement, estimated: float | None
+) -> Judgement:
+    """The verdict on a job move from its progress before and after (module docstring)."""
+    found = move_change(rule, before, after)
+    if found is None:
+        return Verdict.PENDING, "no progress signal measured before and after yet", None
+    gain, change = found
+    h = rule.harm_threshold
     if gain < -h:
         return Verdict.HARMFUL, change, gain
     wanted = rule.paid_share * max(estimated or 0.0, 0.0)
@@ -526,10 +551,13 @@ class OutcomeLog(SqliteStore):
         before: Measurement,
         applied_at: float,
         model: ClusterModel | None = None,
+        jobs: Sequence[JobOutcome] = (),
     ) -> None:
         """Record that ``rec`` was applied, with its baseline (a verification restarts), its
-        calibration cell (node type and link tier from ``model``, the analysis it came from)
-        and its prior estimate (:mod:`toposcope.advisor.calibration_cells`).
+        calibration cell (node type and link tier from ``model``, the analysis it came from),
+        its prior estimate (:mod:`toposcope.advisor.calibration_cells`) and, when it changes
+        several jobs, each with its own baseline (:func:`~toposcope.advisor.
+        joint_verification.job_baselines`).
         """
         numa = target_numa(rec) if rec.kind in NUMA_KINDS else None
         if (numa is None and rec.kind in NUMA_KINDS) or not rec.target.workload:
@@ -549,8 +577,8 @@ class OutcomeLog(SqliteStore):
                 "INSERT OR REPLACE INTO verifications (recommendation_id, kind, node, workload,"
                 " target_numa, applied_at, baseline_json, verdict, measured_json, verified_at,"
                 " detail, estimated_gain, target_node, gpus_json, measured_gain, policy,"
-                " node_type, link_tier, prior_gain)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                " node_type, link_tier, prior_gain, jobs_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
                 (
                     rec.id,
                     str(rec.kind),
@@ -569,6 +597,7 @@ class OutcomeLog(SqliteStore):
                     kind_of_node,
                     tier,
                     gross_prior(rec) - start_gain(rec),
+                    _jobs_json(jobs),
                 ),
             )
 
@@ -580,9 +609,10 @@ class OutcomeLog(SqliteStore):
         detail: str,
         now: float,
         measured_gain: float | None = None,
+        jobs: Sequence[JobOutcome] | None = None,
     ) -> None:
         """Write a verdict (``pending`` too: the latest measurement and why it is pending)
-        with the gain it measured, if any.
+        with the gain it measured, if any, and each changed job's figures (``None``: kept).
         """
         with self._connect() as db:
             db.execute(
@@ -597,6 +627,11 @@ class OutcomeLog(SqliteStore):
                     rec_id,
                 ),
             )
+            if jobs is not None:
+                db.execute(
+                    "UPDATE verifications SET jobs_json = ? WHERE recommendation_id = ?",
+                    (_jobs_json(jobs), rec_id),
+                )
 
     def get(self, rec_id: str) -> Verification | None:
         """The verification of ``rec_id`` or ``None``."""
@@ -648,6 +683,10 @@ def _rename_legacy_verdicts(db: sqlite3.Connection) -> None:
         )
 
 
+def _jobs_json(jobs: Sequence[JobOutcome]) -> str:
+    return json.dumps([j.to_dict() for j in jobs], sort_keys=True)
+
+
 def _verification(row: sqlite3.Row) -> Verification:
     measured = row["measured_json"]
     return Verification(
@@ -668,4 +707,5 @@ def _verification(row: sqlite3.Row) -> Verification:
         target_node=str(row["target_node"] or row["node"]),
         gpus=tuple(int(g) for g in json.loads(row["gpus_json"] or "[]")),
         measured_gain=(float(row["measured_gain"]) if row["measured_gain"] is not None else None),
+        jobs=tuple(JobOutcome.from_json(j) for j in json.loads(row["jobs_json"] or "[]")),
     )

@@ -8,8 +8,11 @@ docs/policies.md, "Verifying applied recommendations"). A moved or placed job is
 where it went (a multi-node job by its parts, wherever each runs now:
 :func:`~toposcope.advisor.outcomes.parts_of`), its own progress metric read by a
 :class:`~toposcope.advisor.progress_probe.ProgressProbe`; a release is judged by who holds
-the GPUs it gave back. Only a kind that can be undone, whose resource manager did not call
-the change irreversible, is reverted; another harmful one keeps its verdict, saying so.
+the GPUs it gave back. A recommendation that changes several jobs (an exchange, a joint
+move, a move with the jobs moved out of its way) is judged on every job it changed, each
+measured where it went (:mod:`~toposcope.advisor.joint_verification`). Only a kind that
+can be undone, whose resource manager did not call the change irreversible, is reverted;
+another harmful one keeps its verdict, saying so.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import logging
 from collections.abc import Callable
 
 from toposcope.advisor.audit import REVERTED, AuditLog, recommendation_state
+from toposcope.advisor.joint_verification import judge_jobs, measure_jobs
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import (
     JOB_KINDS,
@@ -34,7 +38,7 @@ from toposcope.advisor.outcomes import (
     parts_of,
 )
 from toposcope.advisor.progress_probe import ProgressProbe
-from toposcope.report.advisor_api import Measurement, Verdict, Verification
+from toposcope.report.advisor_api import JobOutcome, Measurement, Verdict, Verification
 from toposcope.report.recommendation import RecommendationKind
 
 LOG = logging.getLogger("toposcope.advisor.verifier")
@@ -77,6 +81,7 @@ class Verifier:
         waited = now - item.applied_at
         if waited < self.rule.verify_after_seconds:
             return
+        jobs: tuple[JobOutcome, ...] = ()
         if item.kind == RecommendationKind.RELEASE_IDLE:
             measured = measure_release(model, item.target_node, item.workload, item.gpus)
             verdict, detail, gain = judge_release(self.rule, measured, waited, item.gpus)
@@ -93,11 +98,17 @@ class Verifier:
                 return
             measured = measure(model, item.kind, parts, item.target_numa, self.probe)
             verdict, detail, gain = self._judge(item, measured)
+            if item.jobs:
+                jobs = measure_jobs(model, item.jobs, measured, self.probe)
+                judged = (verdict, detail, gain)
+                (verdict, detail, gain), jobs = judge_jobs(
+                    self.rule, item.kind, jobs, judged, item.estimated_gain
+                )
         if verdict == Verdict.PENDING and waited >= self.rule.give_up_seconds:
             verdict = Verdict.UNDETERMINED
         if verdict == Verdict.HARMFUL:
             detail = self.revert_harmful(rec_id, item.kind, detail, self._reversible(item))
-        self.outcomes.settle(rec_id, verdict, measured, detail, now, gain)
+        self.outcomes.settle(rec_id, verdict, measured, detail, now, gain, jobs or None)
         LOG.info("verification of %s: %s (%s)", rec_id, verdict, detail)
 
     def _judge(self, item: Verification, measured: Measurement) -> Judgement:

@@ -41,10 +41,11 @@ from typing import Any
 
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.calibration import SETTLED, calibration_from
+from toposcope.advisor.joint_verification import start_verification
 from toposcope.advisor.loaders import PrometheusLoader
 from toposcope.advisor.loaders.base import Window
 from toposcope.advisor.model import ClusterModel
-from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, VerificationRule, baseline
+from toposcope.advisor.outcomes import VERIFIED_KINDS, OutcomeLog, VerificationRule
 from toposcope.advisor.progress_metrics import ProgressMetric, parse_progress_metric
 from toposcope.advisor.progress_probe import ProgressProbe
 from toposcope.advisor.runner import load_model
@@ -132,7 +133,7 @@ class LoopLearning:
                 continue
             rec = decode_recommendation(data)
             if rec.kind in VERIFIED_KINDS and rec.target.workload:
-                self.outcomes.start(rec, baseline(rec, model, probe), now, model)
+                start_verification(self.outcomes, rec, model, now, probe)
 
     def factors(self) -> dict[str, dict[str, float | int]]:
         """The calibration ``--calibrate-from`` derives from the log now, by kind."""

@@ -154,6 +154,54 @@ def _float(value: Any) -> float | None:
 
 
 @dataclass(frozen=True)
+class JobOutcome:
+    """One job of a recommendation that changes several (an exchange of GPU sets, a joint
+    move of several jobs, a move with the jobs moved out of its way), measured on its own.
+
+    ``from_node`` is where the job ran when the change was made and ``node`` where it went
+    (the node of its first part); ``target`` says it is the job the recommendation targets;
+    ``weight`` is its share in the combined measured gain, as the recommendation's gain model
+    weighs it (0: checked for harm only); ``measured_gain`` is the change of its progress
+    signal (0.2: 20% faster) and ``detail`` which signal, once measured.
+    """
+
+    job: str
+    from_node: str
+    node: str
+    weight: float
+    target: bool
+    baseline: Measurement
+    measured: Measurement | None = None
+    measured_gain: float | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        data = asdict(self)
+        data["baseline"] = self.baseline.to_dict()
+        data["measured"] = self.measured.to_dict() if self.measured else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobOutcome:
+        """The inverse of :meth:`to_dict`, read leniently (``job`` required).
+
+        Raises ``KeyError``, ``TypeError`` or ``ValueError`` for one it cannot read.
+        """
+        return cls(
+            job=str(data["job"]),
+            from_node=str(data.get("from_node") or ""),
+            node=str(data.get("node") or ""),
+            weight=float(data.get("weight") or 0.0),
+            target=bool(data.get("target")),
+            baseline=Measurement.from_dict(data.get("baseline") or {}) or Measurement(),
+            measured=Measurement.from_dict(data.get("measured")),
+            measured_gain=_float(data.get("measured_gain")),
+            detail=str(data.get("detail") or ""),
+        )
+
+
+@dataclass(frozen=True)
 class Verification:
     """One row of the ``verifications`` table (times are Unix seconds).
 
@@ -161,7 +209,9 @@ class Verification:
     ``gpus`` where it went (a move or placement) or what was released; ``target_numa`` is the
     NUMA node a pin or memory migration moved it to (``None`` for other kinds).
     ``measured_gain`` is the change of the job's progress signal a move was judged by
-    (0.2: 20% faster), when one was measured.
+    (0.2: 20% faster), when one was measured. ``jobs`` lists, for a recommendation that
+    changes several jobs, each of them measured on its own (empty for one job); its
+    ``measured_gain`` is then their gains combined as its estimate combines them.
     """
 
     recommendation_id: str
@@ -179,6 +229,7 @@ class Verification:
     target_node: str = ""
     gpus: tuple[int, ...] = ()
     measured_gain: float | None = None
+    jobs: tuple[JobOutcome, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -187,6 +238,7 @@ class Verification:
         data["baseline"] = self.baseline.to_dict()
         data["measured"] = self.measured.to_dict() if self.measured else None
         data["gpus"] = list(self.gpus)
+        data["jobs"] = [j.to_dict() for j in self.jobs]
         return data
 
     @classmethod
@@ -214,6 +266,7 @@ class Verification:
             target_node=str(data.get("target_node") or ""),
             gpus=tuple(int(g) for g in data.get("gpus") or ()),
             measured_gain=_float(data.get("measured_gain")),
+            jobs=tuple(JobOutcome.from_json(j) for j in data.get("jobs") or ()),
         )
 
 

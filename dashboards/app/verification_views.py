@@ -1,7 +1,8 @@
 """What an applied recommendation did, as the recommendations page shows it: the verdict of
 the advisor's verification (:class:`~toposcope.report.advisor_api.Verification`), the gain it
 measured against the one it estimated, the figures measured before and after the change,
-when it was verified, and whether the change was reverted. Built without I/O.
+each job's part when the change moved several, when it was verified, and whether the change
+was reverted. Built without I/O.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dash import html
 from toposcope.dashboards.app.advisorclient import AuditRow
 from toposcope.dashboards.app.components import banner
 from toposcope.dashboards.app.recommendation_views import status_of
-from toposcope.report.advisor_api import Measurement, Verdict, Verification
+from toposcope.report.advisor_api import JobOutcome, Measurement, Verdict, Verification
 
 SECTION_TITLE = "What the advice did"
 
@@ -118,10 +119,32 @@ def measurement_rows(before: Measurement, after: Measurement | None) -> list[htm
     return rows
 
 
+def job_table(jobs: Sequence[JobOutcome]) -> html.Table:
+    """One row per job a recommendation that changes several moved: the job (the target
+    marked), its weight in the combined gain, its own measured gain and what it rests on.
+    """
+    rows = [
+        html.Tr(
+            [
+                html.Td(f"{j.job} (target)" if j.target else j.job),
+                html.Td(f"{j.weight:.3g}" if j.weight > 0 else "harm only"),
+                html.Td("-" if j.measured_gain is None else f"{j.measured_gain:+.1%}"),
+                html.Td(j.detail or "-"),
+            ]
+        )
+        for j in jobs
+    ]
+    head = [html.Th("job"), html.Th("weight"), html.Th("measured gain"), html.Th("signal")]
+    return html.Table(
+        [html.Thead(html.Tr(head)), html.Tbody(rows)], className="simple verification-jobs"
+    )
+
+
 def what_it_did(item: Verification | None, audit: Sequence[AuditRow]) -> html.Div:
     """The "What the advice did" section of one recommendation: its verdict, gain, figures
-    before and after, when it was verified and whether it was reverted; a line saying it is
-    not applied when there is no verification.
+    before and after (and each job's part when it changed several), when it was verified
+    and whether it was reverted; a line saying it is not applied when there is no
+    verification.
     """
     if item is None:
         body: list[Any] = [banner("not applied: nothing to verify yet", "info")]
@@ -143,6 +166,7 @@ def what_it_did(item: Verification | None, audit: Sequence[AuditRow]) -> html.Di
             )
             if rows
             else banner("nothing was measured", "info"),
+            job_table(item.jobs) if item.jobs else None,
             html.P(f"applied {when(item.applied_at)}; verified {when(item.verified_at)}"),
             html.P(reverted_text(item, audit), className="verification-reverted"),
             html.P(item.detail) if item.detail else None,

@@ -7,6 +7,7 @@ reverted; against a fake advisor answering what the service answers.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from toposcope.dashboards.app.access import Access
 from toposcope.dashboards.app.advisorclient import AdvisorBadAnswer, AdvisorClient
 from toposcope.dashboards.app.recommendations_page import detail_view, table_view
 from toposcope.dashboards.app.verification_views import what_it_did
-from toposcope.report.advisor_api import Measurement, Verdict, Verification
+from toposcope.report.advisor_api import JobOutcome, Measurement, Verdict, Verification
 from toposcope.report.recommendation import (
     Evidence,
     Recommendation,
@@ -278,3 +279,21 @@ def test_a_malformed_verification_is_a_bad_answer() -> None:
 
     with FakeApi(answer) as api, pytest.raises(AdvisorBadAnswer, match="verification"):
         AdvisorClient(api.url).audit_log()
+
+
+def test_a_change_of_several_jobs_shows_each_jobs_part() -> None:
+    jobs = (
+        JobOutcome("f", "n8", "n8", 0.5, True, Measurement(sm_active=0.5),
+                   Measurement(sm_active=0.6), 0.2, "SM active 50% -> 60% (+20%)"),
+        JobOutcome("h", "n8", "n8", 0.5, False, Measurement(sm_active=0.5),
+                   Measurement(sm_active=0.25), -0.5, "SM active 50% -> 25% (-50%)"),
+        JobOutcome("aside", "n1", "n2", 0.0, False, Measurement(sm_active=0.5)),
+    )  # fmt: skip
+    item = replace(VERIFICATIONS[MOVE.id], verdict=Verdict.HARMFUL, measured_gain=-0.15, jobs=jobs)
+    shown = text_of(what_it_did(item, []))
+    assert "measured gain -15.0% against an estimated 25.0%" in shown
+    assert "f (target)\n0.5\n+20.0%\nSM active 50% -> 60% (+20%)" in shown
+    assert "h\n0.5\n-50.0%\nSM active 50% -> 25% (-50%)" in shown
+    assert "aside\nharm only\n-\n-" in shown
+    # a change of one job shows no such table
+    assert "harm only" not in text_of(what_it_did(VERIFICATIONS[MOVE.id], []))

@@ -1,7 +1,8 @@
 """Verification of a recommendation that changes several jobs: an exchange of GPU sets and a
 joint re-placement are judged on every job they move, each measured where it went, their
 gains combined as the estimate combines them; a job slowed by more than the harm threshold
-makes the whole harmful (and reverted) even when the target gained.
+makes the whole harmful (and reverted) even when the target gained; a placement keeps its
+own verdict unless a job moved out of its way was slowed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.advisor.builders import pcie8
+from tests.advisor.builders import pcie8, workload
 from tests.advisor.test_fabric_swaps import LONG, joint
 from tests.advisor.test_fabric_swaps import model as spread_model
 from tests.advisor.test_gang_verification import Reverts
@@ -25,7 +26,7 @@ from toposcope.advisor.outcomes import OutcomeLog, VerificationRule, judge_move
 from toposcope.advisor.verifier import Verifier
 from toposcope.errors import ConfigError
 from toposcope.report.advisor_api import Measurement, Verdict, Verification
-from toposcope.report.recommendation import Recommendation
+from toposcope.report.recommendation import Recommendation, RecommendationKind, Target
 
 APPLIED = 1_700_000_000.0
 RULE = VerificationRule(verify_after_seconds=60.0, give_up_seconds=600.0)
@@ -212,3 +213,35 @@ def test_a_defragmentation_adds_up_the_gains_of_the_moved_job_and_of_those_moved
     ]
     # a move out of a job's way is still left to that job's own move
     assert changed_jobs(replace(rec, proposed={**plan, "for": "big"})) == ()
+
+
+def test_a_placement_that_slowed_a_job_moved_out_of_its_way_is_harmful(tmp_path: Path) -> None:
+    rec, model = exchange()
+    before = busy(model, {"e": 0.5})
+    plan = {
+        "node": "n8",
+        "gpus": [0, 1],
+        "defragment": [
+            {"workload": "e", "from_node": "n8", "from_gpus": [0, 1], "node": "n8", "gpus": [2, 3]}
+        ],
+    }
+    place = replace(
+        rec, kind=RecommendationKind.PLACE, target=Target("n8", "p", (0, 1)), proposed=plan
+    )
+
+    def after(e_busy: float) -> ClusterModel:
+        others = [w for w in before.workloads if w.name not in ("e", "a")]
+        e = replace(workload("e", node="n8", gpus=[2, 3]), gpu_sm_active={2: e_busy, 3: e_busy})
+        p = replace(workload("p", node="n8", gpus=[0, 1]), gpu_sm_active={0: 0.5, 1: 0.5})
+        return replace(before, workloads=(*others, e, p))
+
+    for name, e_busy, verdict in (("kept", 0.5, Verdict.PAID), ("slowed", 0.2, Verdict.HARMFUL)):
+        (tmp_path / name).mkdir()
+        verifier = applied(tmp_path / name, place, before)
+        verifier.verify(after(e_busy), DUE)
+        found = judged(verifier, place)
+        assert found.verdict == verdict, found.detail
+        assert found.measured_gain is None  # a placement has no gain to combine
+        assert [j.job for j in found.jobs] == ["p", "e"]
+        assert found.jobs[0].detail.startswith("running where placed")
+        assert found.jobs[1].measured_gain == pytest.approx(e_busy / 0.5 - 1)

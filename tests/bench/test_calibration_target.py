@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import closed_loop
+import loop_calibration
 import pytest
 from calibration_target import calibration_target
 from closed_loop_text import print_figures
@@ -20,14 +20,14 @@ def _target(actions: list[dict[str, Any]]) -> dict[str, Any]:
     runs = [{"actions": actions}]
     return calibration_target(
         runs,
-        closed_loop.calibration_after(runs, closed_loop.LEARNED_AFTER),
-        after_round=closed_loop.LEARNED_AFTER,
-        min_actions=closed_loop.MIN_ACTIONS,
+        loop_calibration.calibration_after(runs, loop_calibration.LEARNED_AFTER),
+        after_round=loop_calibration.LEARNED_AFTER,
+        min_actions=loop_calibration.MIN_ACTIONS,
         limit=CALIBRATION_TARGET,
     )
 
 
-FIVE = closed_loop.MIN_ACTIONS
+FIVE = loop_calibration.MIN_ACTIONS
 ACTIONS = (
     [judged_action("migrate-job", 4, 0.9, 1.0)] * FIVE  # 10 % off: met
     + [judged_action("pin", 5, 0.1, 1.0)] * FIVE  # 90 % off: missed

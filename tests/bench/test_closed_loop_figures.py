@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import closed_loop
+import closed_loop_args
+import loop_calibration
 import loop_seeds
 import pytest
 from closed_loop_text import print_table
@@ -24,33 +25,36 @@ def test_the_median_error_is_relative_to_the_true_gain_of_gaining_actions() -> N
         judged_action("pin", 1, 0.10, 0.0),  # no true gain: no relative error
         judged_action("pin", 1, 0.10, None),  # finished: not judged
     ]
-    found = closed_loop.median_error(actions)
+    found = loop_calibration.median_error(actions)
     assert found == {"median_relative_error": 0.5, "gaining_actions": 3}
-    [row] = closed_loop.calibration_rows(actions)
+    [row] = loop_calibration.calibration_rows(actions)
     assert row["actions"] == 4 and row["median_relative_error"] == 0.5
 
 
 def test_a_kind_is_judged_after_the_learning_rounds_with_enough_actions() -> None:
     early = [judged_action("pin", 1, 0.1, 0.5)] * 10  # before learning: not judged here
-    good = [judged_action("migrate-job", 4, 0.9, 1.0)] * closed_loop.MIN_ACTIONS
-    few = [judged_action("pin", 5, 0.1, 1.0)] * (closed_loop.MIN_ACTIONS - 1)
+    good = [judged_action("migrate-job", 4, 0.9, 1.0)] * loop_calibration.MIN_ACTIONS
+    few = [judged_action("pin", 5, 0.1, 1.0)] * (loop_calibration.MIN_ACTIONS - 1)
     runs = [{"actions": early + good + few}]
-    rows = {r["kind"]: r for r in closed_loop.calibration_after(runs, closed_loop.LEARNED_AFTER)}
+    rows = {
+        r["kind"]: r
+        for r in loop_calibration.calibration_after(runs, loop_calibration.LEARNED_AFTER)
+    }
     assert rows["migrate-job"]["judged"] and rows["migrate-job"]["met"]
     assert rows["migrate-job"]["median_relative_error"] == pytest.approx(0.1)
-    assert not rows["pin"]["judged"] and rows["pin"]["actions"] == closed_loop.MIN_ACTIONS - 1
-    bad = [{"actions": [judged_action("pin", 4, 0.1, 1.0)] * closed_loop.MIN_ACTIONS}]
-    [row] = closed_loop.calibration_after(bad, closed_loop.LEARNED_AFTER)
+    assert not rows["pin"]["judged"] and rows["pin"]["actions"] == loop_calibration.MIN_ACTIONS - 1
+    bad = [{"actions": [judged_action("pin", 4, 0.1, 1.0)] * loop_calibration.MIN_ACTIONS}]
+    [row] = loop_calibration.calibration_after(bad, loop_calibration.LEARNED_AFTER)
     assert row["judged"] and not row["met"]
 
 
 def test_both_ways_of_measuring_progress_run_only_when_the_loop_learns() -> None:
     args = argparse.Namespace(learn=True, progress="both")
-    assert closed_loop.progress_modes(args) == ["counter", "proxies"]
+    assert closed_loop_args.progress_modes(args) == ["counter", "proxies"]
     args.progress = "proxies"
-    assert closed_loop.progress_modes(args) == ["proxies"]
+    assert closed_loop_args.progress_modes(args) == ["proxies"]
     args.learn, args.progress = False, "both"
-    assert closed_loop.progress_modes(args) == ["proxies"]
+    assert closed_loop_args.progress_modes(args) == ["proxies"]
 
 
 def test_the_step_counter_setting_escapes_the_workload_name() -> None:
@@ -78,12 +82,12 @@ def test_the_text_shows_each_way_of_measuring_progress_side_by_side(
             "applied_actions": 2,
             "met": ratio >= loop_seeds.TARGET_RATIO,
         }
-        late = [judged_action("pin", 4, 0.1, 0.2)] * closed_loop.MIN_ACTIONS
+        late = [judged_action("pin", 4, 0.1, 0.2)] * loop_calibration.MIN_ACTIONS
         return {
             "summary": [summary],
-            "calibration": closed_loop.calibration_rows(late),
+            "calibration": loop_calibration.calibration_rows(late),
             "calibration_by_round": [],
-            "calibration_after": closed_loop.calibration_after([{"actions": late}], 3),
+            "calibration_after": loop_calibration.calibration_after([{"actions": late}], 3),
             "scenarios": [],
         }
 

@@ -4,7 +4,8 @@ oracle's solution, with its efficiency in each.
 
 from __future__ import annotations
 
-import closed_loop
+import closed_loop_args
+import scenario_judging
 from judge_loop import counted_jobs, truth
 
 from toposcope.sim.clock import SimClock
@@ -13,7 +14,7 @@ from toposcope.sim.scenarios import build_cluster, load_scenario
 
 
 def test_every_counted_job_is_listed_with_its_placements_and_efficiencies() -> None:
-    scenario = load_scenario(closed_loop.scenario_ref("cpu-numa"))
+    scenario = load_scenario(closed_loop_args.scenario_ref("cpu-numa"))
     cluster = build_cluster(scenario, SimClock(seed=scenario.seed, speed=0))
     cluster.advance(max(j.spec.submit_time for j in scenario.jobs) + 1.0)
     cluster.scheduler = "none"
@@ -23,7 +24,7 @@ def test_every_counted_job_is_listed_with_its_placements_and_efficiencies() -> N
     start = {s.name: s.allocation for s in cluster.job_states()}
     oracle = solve(cluster, budget_s=1.0)
     target = sorted(ideal)[0]
-    rows = closed_loop.job_results(cluster, start, before, before, oracle, {target})
+    rows = scenario_judging.job_results(cluster, start, before, before, oracle, {target})
     assert [r["name"] for r in rows] == sorted(ideal)
     assert any(r["efficiency_before"] < 1.0 for r in rows)  # cpu-numa has jobs to fix
     for row in rows:

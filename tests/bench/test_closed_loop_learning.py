@@ -12,8 +12,9 @@ import argparse
 import json
 from pathlib import Path
 
-import closed_loop
+import loop_calibration
 import pytest
+import scenario_judging
 from loop_learning import CALIBRATED
 
 from tests.procs import require_binary
@@ -66,7 +67,7 @@ def test_each_round_calibrates_from_the_verdicts_of_the_rounds_before(tmp_path: 
     path.write_text(SCENARIO)
     workdir, reports = tmp_path / "work", tmp_path / "reports"
     workdir.mkdir()
-    result = closed_loop.judge_scenario(
+    result = scenario_judging.judge_scenario(
         load_scenario(str(path)), loop_args(reports, learn=True), workdir, 0
     )
     rounds, actions = result["rounds"], result["actions"]
@@ -106,7 +107,7 @@ def test_each_round_calibrates_from_the_verdicts_of_the_rounds_before(tmp_path: 
     for entry, action in zip(rounds, actions, strict=True):
         assert [c["kind"] for c in entry["calibration"]] == [action["kind"]]
         assert entry["verdicts"] == {action["verdict"]: 1}
-    rows = closed_loop.calibration_by_round([result], learn=True)
+    rows = loop_calibration.calibration_by_round([result], learn=True)
     assert [(r["round"], r["kind"]) for r in rows] == [(a["round"], a["kind"]) for a in actions]
     # progress was read from each job's step counter, before and after, and the factors
     # were learned from its change (the saturated proxies are not what calibration reads)
@@ -127,7 +128,7 @@ def test_with_the_proxies_alone_no_progress_metric_is_read(tmp_path: Path) -> No
     workdir = tmp_path / "work"
     workdir.mkdir()
     args = loop_args(tmp_path / "reports", learn=True, rounds=2, progress="proxies")
-    result = closed_loop.judge_scenario(load_scenario(str(path)), args, workdir, 0)
+    result = scenario_judging.judge_scenario(load_scenario(str(path)), args, workdir, 0)
     assert [r["applied"] for r in result["rounds"]] == [1, 1]
     log = OutcomeLog(workdir / "audit.sqlite")
     assert len(log.all()) == 2
@@ -140,7 +141,7 @@ def test_without_learning_no_round_is_calibrated(tmp_path: Path) -> None:
     path.write_text(SCENARIO)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = closed_loop.judge_scenario(
+    result = scenario_judging.judge_scenario(
         load_scenario(str(path)), loop_args(tmp_path / "reports", learn=False, rounds=1), workdir, 0
     )
     assert len(result["rounds"]) == 1

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import closed_loop
 import pytest
+import scenario_judging
 
 from toposcope.advisor.p2p_matrix import read_p2p_file
 from toposcope.sim.clock import SimClock
@@ -19,7 +20,7 @@ from toposcope.sim.scenarios import build_cluster, load_scenario
 
 def test_every_node_with_a_pcie_pair_gets_a_file_the_advisor_reads(tmp_path: Path) -> None:
     cluster = build_cluster(load_scenario("builtin:contention-links"), SimClock(seed=0, speed=0))
-    files = closed_loop.measured_p2p(cluster, tmp_path / "p2p")
+    files = scenario_judging.measured_p2p(cluster, tmp_path / "p2p")
     assert set(files) == set(cluster.node_names())
     for node, path in files.items():
         template = cluster.template_of(node)
@@ -33,7 +34,7 @@ def test_nvswitch_nodes_have_nothing_to_measure(tmp_path: Path) -> None:
     cluster = build_cluster(load_scenario("builtin:dgx-misplaced"), SimClock(seed=0, speed=0))
     dgx = [n for n in cluster.node_names() if cluster.template_of(n).name == "dgx-a100"]
     assert dgx
-    assert not set(dgx) & set(closed_loop.measured_p2p(cluster, tmp_path))
+    assert not set(dgx) & set(scenario_judging.measured_p2p(cluster, tmp_path))
 
 
 def test_the_measurement_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:

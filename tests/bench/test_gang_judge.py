@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from closed_loop import move_costs
 from judge_loop import applied_costs
+from scenario_judging import move_costs
 
 from toposcope.rm import ActionKind, ActionRequest, ActionStatus
 from toposcope.sim.clock import SimClock

@@ -10,7 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import closed_loop
+import closed_loop_args
+import loop_calibration
 import pytest
 from calibration_target import calibration_target
 from loop_learning import carry_outcomes
@@ -94,25 +95,28 @@ def test_rounds_learned_in_earlier_seeds_count_toward_the_target() -> None:
     Without the carried rounds (each seed alone) the same actions are not judged.
     """
     first = [_action(r, r, 0.1, 0.2) for r in (1, 2, 3)]  # before learning: 50 % off
-    second = [_action(1, 4, 0.19, 0.2)] * closed_loop.MIN_ACTIONS  # learned: 5 % off
+    second = [_action(1, 4, 0.19, 0.2)] * loop_calibration.MIN_ACTIONS  # learned: 5 % off
     runs = _runs(first, second)
-    after = closed_loop.calibration_after(runs, closed_loop.LEARNED_AFTER)
+    after = loop_calibration.calibration_after(runs, loop_calibration.LEARNED_AFTER)
     target = calibration_target(
         runs,
         after,
-        after_round=closed_loop.LEARNED_AFTER,
-        min_actions=closed_loop.MIN_ACTIONS,
+        after_round=loop_calibration.LEARNED_AFTER,
+        min_actions=loop_calibration.MIN_ACTIONS,
         limit=CALIBRATION_TARGET,
     )
     assert target["kinds"]["pin"]["status"] == "met"
-    assert target["kinds"]["pin"]["actions_after_round"] == closed_loop.MIN_ACTIONS
+    assert target["kinds"]["pin"]["actions_after_round"] == loop_calibration.MIN_ACTIONS
     assert target["kinds"]["pin"]["median_relative_error"] == pytest.approx(0.05)
     alone = [
         {k: v for k, v in a.items() if k != "learning_round"} for r in runs for a in r["actions"]
     ]
-    assert closed_loop.calibration_after([{"actions": alone}], closed_loop.LEARNED_AFTER) == []
+    assert (
+        loop_calibration.calibration_after([{"actions": alone}], loop_calibration.LEARNED_AFTER)
+        == []
+    )
     # each seed's calibration, with the rounds learned before its first round
-    rows = closed_loop.calibration_by_seed(runs)
+    rows = loop_calibration.calibration_by_seed(runs)
     assert [(r["run"], r["learned_rounds"], r["median_relative_error"]) for r in rows] == [
         (0, 0, pytest.approx(0.5)),
         (1, 3, pytest.approx(0.05)),
@@ -121,6 +125,6 @@ def test_rounds_learned_in_earlier_seeds_count_toward_the_target() -> None:
 
 def test_learning_across_seeds_needs_learning() -> None:
     on = argparse.Namespace(learn=True, learn_across_seeds=True)
-    assert closed_loop.carried(on)
-    assert not closed_loop.carried(argparse.Namespace(learn=False, learn_across_seeds=True))
-    assert not closed_loop.carried(argparse.Namespace(learn=True))
+    assert closed_loop_args.carried(on)
+    assert not closed_loop_args.carried(argparse.Namespace(learn=False, learn_across_seeds=True))
+    assert not closed_loop_args.carried(argparse.Namespace(learn=True))

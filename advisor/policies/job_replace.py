@@ -35,9 +35,7 @@ from toposcope.advisor.policies.migration_run import MigrationRun, MoveOption
 from toposcope.advisor.policies.pcie_tiers import tier_note, tier_only
 
 
-def choice_order(
-    option: MoveOption,
-) -> tuple[float, str]:
+def choice_order(option: MoveOption) -> tuple[float, str]:
     """The order jobs choose their new sets in: highest gain per GPU first (then by key).
 
     A machine's few well-linked GPUs serve more jobs when the job that gains most for each

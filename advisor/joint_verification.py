@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from toposcope.advisor.clearing_verification import clearing_jobs
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import (
     JOB_KINDS,
@@ -209,10 +210,12 @@ def start_verification(
 ) -> None:
     """Record that ``rec`` was applied at ``applied_at``: its baseline from ``model`` (the
     analysis it came from) and, when it changes several jobs, each job's
-    (:func:`job_baselines`).
+    (:func:`job_baselines`; a clearing's beneficiary and jobs moved aside:
+    :func:`~toposcope.advisor.clearing_verification.clearing_jobs`).
     """
     before = baseline(rec, model, probe)
-    outcomes.start(rec, before, applied_at, model, job_baselines(rec, model, before, probe))
+    jobs = clearing_jobs(rec, model, probe) or job_baselines(rec, model, before, probe)
+    outcomes.start(rec, before, applied_at, model, jobs)
 
 
 def measure_jobs(

@@ -29,10 +29,10 @@ found by the job wherever each runs at the time, their figures combined as one j
 (:func:`measure`); a single-node job is the one-part case, and so is the workload a pin or
 memory migration changed on its node (one part of a multi-node job alone). A recommendation made for
 another job (``proposed.for``: a clearing that moves other jobs out of that job's way) is
-recorded ``undetermined`` at once: what it buys comes with that job's own move. A
-recommendation that changes several jobs (an exchange, a joint move, a defragmentation) is
-judged on each job it changes, their gains combined as its estimate combines them
-(:mod:`toposcope.advisor.joint_verification`).
+judged on the jobs it moved and on whether that job took the GPUs it freed
+(:mod:`toposcope.advisor.clearing_verification`). A recommendation that changes several
+jobs (an exchange, a joint move, a defragmentation) is judged on each job it changes, their
+gains combined as its estimate combines them (:mod:`toposcope.advisor.joint_verification`).
 
 From ``verify_after`` seconds after applying (default: the analysis window, so that the
 window holds only samples taken after the change), every analysis measures the same figures
@@ -129,6 +129,7 @@ ADDED_COLUMNS = {
     "link_tier": "TEXT NOT NULL DEFAULT ''",
     "prior_gain": "REAL",
     "jobs_json": "TEXT NOT NULL DEFAULT '[]'",
+    "made_for": "TEXT NOT NULL DEFAULT ''",
 }
 #: ``target_numa`` of a kind that moves no memory (the column is NOT NULL)
 NO_NUMA = -1
@@ -555,9 +556,10 @@ class OutcomeLog(SqliteStore):
     ) -> None:
         """Record that ``rec`` was applied, with its baseline (a verification restarts), its
         calibration cell (node type and link tier from ``model``, the analysis it came from),
-        its prior estimate (:mod:`toposcope.advisor.calibration_cells`) and, when it changes
-        several jobs, each with its own baseline (:func:`~toposcope.advisor.
-        joint_verification.job_baselines`).
+        its prior estimate (:mod:`toposcope.advisor.calibration_cells`), the job a clearing
+        made room for (``proposed.for``) and, when it changes several jobs, each with its own
+        baseline (:func:`~toposcope.advisor.joint_verification.job_baselines`; a clearing's:
+        :func:`~toposcope.advisor.clearing_verification.clearing_jobs`).
         """
         numa = target_numa(rec) if rec.kind in NUMA_KINDS else None
         if (numa is None and rec.kind in NUMA_KINDS) or not rec.target.workload:
@@ -565,20 +567,13 @@ class OutcomeLog(SqliteStore):
         node, gpus = destination(rec)
         _, policy, kind_of_node, tier = cell_of(rec, model, node, gpus)
         verdict, detail, verified_at = Verdict.PENDING, "", None
-        job = made_for(rec)
-        if job is not None:
-            verdict, verified_at = Verdict.UNDETERMINED, applied_at
-            detail = (
-                f"moves other jobs out of {job}'s way: what it buys comes with {job}'s own "
-                "move, verified on its own"
-            )
         with self._connect() as db:
             db.execute(
                 "INSERT OR REPLACE INTO verifications (recommendation_id, kind, node, workload,"
                 " target_numa, applied_at, baseline_json, verdict, measured_json, verified_at,"
                 " detail, estimated_gain, target_node, gpus_json, measured_gain, policy,"
-                " node_type, link_tier, prior_gain, jobs_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
+                " node_type, link_tier, prior_gain, jobs_json, made_for)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
                 (
                     rec.id,
                     str(rec.kind),
@@ -598,6 +593,7 @@ class OutcomeLog(SqliteStore):
                     tier,
                     gross_prior(rec) - start_gain(rec),
                     _jobs_json(jobs),
+                    made_for(rec) or "",
                 ),
             )
 
@@ -708,4 +704,5 @@ def _verification(row: sqlite3.Row) -> Verification:
         gpus=tuple(int(g) for g in json.loads(row["gpus_json"] or "[]")),
         measured_gain=(float(row["measured_gain"]) if row["measured_gain"] is not None else None),
         jobs=tuple(JobOutcome.from_json(j) for j in json.loads(row["jobs_json"] or "[]")),
+        made_for=str(row["made_for"] or ""),
     )

@@ -10,7 +10,9 @@ where it went (a multi-node job by its parts, wherever each runs now:
 :class:`~toposcope.advisor.progress_probe.ProgressProbe`; a release is judged by who holds
 the GPUs it gave back. A recommendation that changes several jobs (an exchange, a joint
 move, a move with the jobs moved out of its way) is judged on every job it changed, each
-measured where it went (:mod:`~toposcope.advisor.joint_verification`). Only a kind that
+measured where it went (:mod:`~toposcope.advisor.joint_verification`); a clearing for
+another job on the jobs it moved aside and on whether that job took the GPUs it freed
+(:mod:`~toposcope.advisor.clearing_verification`). Only a kind that
 can be undone, whose resource manager did not call the change irreversible, is reverted;
 another harmful one keeps its verdict, saying so.
 """
@@ -21,6 +23,7 @@ import logging
 from collections.abc import Callable
 
 from toposcope.advisor.audit import REVERTED, AuditLog, recommendation_state
+from toposcope.advisor.clearing_verification import judge_clearing
 from toposcope.advisor.joint_verification import judge_jobs, measure_jobs
 from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.outcomes import (
@@ -82,7 +85,11 @@ class Verifier:
         if waited < self.rule.verify_after_seconds:
             return
         jobs: tuple[JobOutcome, ...] = ()
-        if item.kind == RecommendationKind.RELEASE_IDLE:
+        measured: Measurement | None
+        if item.made_for:
+            judged, measured, jobs = judge_clearing(self.rule, model, item, waited, self.probe)
+            verdict, detail, gain = judged
+        elif item.kind == RecommendationKind.RELEASE_IDLE:
             measured = measure_release(model, item.target_node, item.workload, item.gpus)
             verdict, detail, gain = judge_release(self.rule, measured, waited, item.gpus)
         else:

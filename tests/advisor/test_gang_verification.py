@@ -1,7 +1,7 @@
 """Verification of a multi-node job's move through its parts: the baseline and the later
 figures of the job are those of the workloads that make it up (found by the job, wherever
-they run now), a job with no part left stays undetermined, and a move out of a job's way
-leaves its verdict to that job's own move.
+they run now), a job with no part left stays undetermined, and a move out of a job's way is
+verified as a clearing for that job (on the job it moved and on whether that job came).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tests.advisor.fakes import Answer, FakeServer, Request, ok, vector
 from tests.advisor.test_fabric_jobs import policy
 from toposcope.advisor.audit import AuditLog
 from toposcope.advisor.fabric_jobs import workload_parts
+from toposcope.advisor.joint_verification import start_verification
 from toposcope.advisor.loaders import PrometheusLoader, Window
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.outcomes import OutcomeLog, VerificationRule, baseline, parts_of
@@ -172,15 +173,24 @@ def test_a_gang_with_no_parts_left_stays_undetermined(tmp_path: Path) -> None:
     assert judged.measured_gain is None
 
 
-def test_a_move_out_of_a_jobs_way_leaves_its_verdict_to_that_jobs_move(
+def test_a_move_out_of_a_jobs_way_is_verified_as_a_clearing_for_that_job(
     tmp_path: Path,
 ) -> None:
-    clearing = replace(gang_move(), proposed={"for": "gang", "workload": "vision"})
-    verifier = started(tmp_path, clearing)
-    assert verifier.outcomes.pending() == []
-    judged = verifier.outcomes.get(clearing.id)
-    assert judged is not None and judged.verdict == Verdict.UNDETERMINED
-    assert "out of gang's way" in judged.detail
+    clearing = replace(
+        gang_move(),
+        current={"for": "gang", "node": "dev0", "gpus": [0, 1]},
+        proposed={"for": "gang", "workload": "vision", "node": "dev2", "gpus": [0, 1]},
+    )
+    outcomes = OutcomeLog(tmp_path / "audit.sqlite")
+    start_verification(outcomes, clearing, SPREAD, APPLIED)
+    # no longer settled at once: pending, on the job it moved and the job it cleared for
+    [judged] = outcomes.pending()
+    assert judged.verdict == Verdict.PENDING and judged.made_for == "gang"
+    assert [(j.job, j.target, j.from_gpus) for j in judged.jobs] == [
+        ("gang", True, ()),
+        ("vision", False, (0, 1)),
+    ]
+    assert judged.jobs[0].baseline.sm_active == pytest.approx(0.5)
 
 
 def test_one_name_on_several_nodes_is_one_job_a_single_job_and_a_pinned_part_one_part() -> None:

@@ -211,7 +211,7 @@ def test_a_defragmentation_adds_up_the_gains_of_the_moved_job_and_of_those_moved
         ("f", "n8", "n8", 1.0, True),
         ("e", "n8", "n8", 1.0, False),
     ]
-    # a move out of a job's way is still left to that job's own move
+    # a move out of a job's way is verified as a clearing for that job, not as a joint move
     assert changed_jobs(replace(rec, proposed={**plan, "for": "big"})) == ()
 
 

@@ -162,7 +162,9 @@ class JobOutcome:
     (the node of its first part); ``target`` says it is the job the recommendation targets;
     ``weight`` is its share in the combined measured gain, as the recommendation's gain model
     weighs it (0: checked for harm only); ``measured_gain`` is the change of its progress
-    signal (0.2: 20% faster) and ``detail`` which signal, once measured.
+    signal (0.2: 20% faster) and ``detail`` which signal, once measured. ``from_gpus`` are
+    the GPUs a job moved aside by a clearing held on ``from_node`` before (the GPUs the
+    clearing freed; empty: not known, the whole node counts).
     """
 
     job: str
@@ -174,12 +176,14 @@ class JobOutcome:
     measured: Measurement | None = None
     measured_gain: float | None = None
     detail: str = ""
+    from_gpus: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         data = asdict(self)
         data["baseline"] = self.baseline.to_dict()
         data["measured"] = self.measured.to_dict() if self.measured else None
+        data["from_gpus"] = list(self.from_gpus)
         return data
 
     @classmethod
@@ -198,6 +202,7 @@ class JobOutcome:
             measured=Measurement.from_dict(data.get("measured")),
             measured_gain=_float(data.get("measured_gain")),
             detail=str(data.get("detail") or ""),
+            from_gpus=tuple(int(g) for g in data.get("from_gpus") or ()),
         )
 
 
@@ -212,6 +217,10 @@ class Verification:
     (0.2: 20% faster), when one was measured. ``jobs`` lists, for a recommendation that
     changes several jobs, each of them measured on its own (empty for one job); its
     ``measured_gain`` is then their gains combined as its estimate combines them.
+    ``made_for`` names the job a clearing moved other jobs out of the way of (its
+    ``proposed.for``; empty for any other recommendation): ``jobs`` then lists that job
+    first and the jobs moved aside after it, and ``measured`` and ``measured_gain`` are that
+    job's, only where its gain was measured.
     """
 
     recommendation_id: str
@@ -230,6 +239,7 @@ class Verification:
     gpus: tuple[int, ...] = ()
     measured_gain: float | None = None
     jobs: tuple[JobOutcome, ...] = ()
+    made_for: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -267,6 +277,7 @@ class Verification:
             gpus=tuple(int(g) for g in data.get("gpus") or ()),
             measured_gain=_float(data.get("measured_gain")),
             jobs=tuple(JobOutcome.from_json(j) for j in data.get("jobs") or ()),
+            made_for=str(data.get("made_for") or ""),
         )
 
 

@@ -23,8 +23,9 @@ Where the operator measured the machine's memory bandwidths (``--memory-bandwidt
 :mod:`~toposcope.advisor.memory_matrix`), its figures replace both: a core's bandwidth is
 the measured local figure of the nodes its threads run on (:func:`core_gbps_on`), and the
 remote part is priced pair by pair, ``sum of c_a x m_b x (local_a / bandwidth_ab - 1)`` over
-its CPU shares ``c`` and memory shares ``m`` (:func:`matrix_cost`), instead of one remote
-share times a cost scaled by distance.
+its CPU shares ``c`` and memory shares ``m``, plus for a workload holding GPUs the same for
+its pages against its GPUs' node (:func:`matrix_cost`), instead of one remote share times a
+cost scaled by distance.
 """
 
 from __future__ import annotations
@@ -134,25 +135,31 @@ def core_gbps_on(
 
 
 def matrix_cost(
-    node: NodeModel, cpu: Mapping[int, float], memory: Mapping[int, float]
+    node: NodeModel,
+    cpu: Mapping[int, float],
+    memory: Mapping[int, float],
+    gpu_node: int | None = None,
 ) -> float | None:
     """What a placement's remote memory costs a fully memory-bound workload, from ``node``'s
     measured bandwidths: ``sum c_a x m_b x (local_a / bandwidth_ab - 1)`` over its CPU
-    shares ``c`` and memory shares ``m``. ``None`` without a ``--memory-bandwidth`` file,
-    without both shares, or with a pair the file does not give.
+    shares ``c`` and memory shares ``m``, and for a workload whose GPUs sit on NUMA node
+    ``gpu_node`` also ``sum m_b x (local_g / bandwidth_gb - 1)``: its pages away from its
+    GPUs' node cross the socket link on every host-to-device copy, wherever its threads
+    run. ``None`` without a ``--memory-bandwidth`` file, without both shares, or with a pair
+    the file does not give.
     """
     matrix = node.measured_memory
     if matrix is None or not cpu or not memory:
         return None
+    pairs = [(c, a, b, m) for a, c in cpu.items() for b, m in memory.items() if c > 0 and m > 0]
+    if gpu_node is not None:
+        pairs += [(1.0, gpu_node, b, m) for b, m in memory.items() if m > 0]
     total = 0.0
-    for a, c in cpu.items():
-        for b, m in memory.items():
-            if c <= 0 or m <= 0:
-                continue
-            cost = matrix.remote_cost(a, b)
-            if cost is None:
-                return None
-            total += c * m * cost
+    for weight, a, b, m in pairs:
+        cost = matrix.remote_cost(a, b)
+        if cost is None:
+            return None
+        total += weight * m * cost
     return total
 
 

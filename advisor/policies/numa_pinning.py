@@ -271,14 +271,16 @@ class NumaPinning(Policy[NumaPinningSettings]):
         cpu, memory = workload.cpu_shares(), workload.memory_shares()
         first = targets[0]
         remote = remote_share(cpu, memory, first)
-        cost = matrix_cost(node, cpu, memory)
+        cost = matrix_cost(node, cpu, memory, first if workload.gpus else None)
         if cost is not None and node.measured_memory is not None:
             saved = min(MAX_SAVED, measured.share * cost)
+            pairs = "the pairs of NUMA nodes" + (
+                " and its pages against its GPUs' node" if workload.gpus else ""
+            )
             text = (
                 f"{measured.text()} x remote cost {cost:.3f} (its CPU and memory shares over "
-                f"the pairs of NUMA nodes, local / remote - 1 measured in "
-                f"{node.measured_memory.path}): saves {saved:.3f} of its step, gain "
-                "saved / (1 - saved)"
+                f"{pairs}, local / remote - 1 measured in {node.measured_memory.path}): saves "
+                f"{saved:.3f} of its step, gain saved / (1 - saved)"
             )
             return PinCandidate(
                 saved / (1.0 - saved),

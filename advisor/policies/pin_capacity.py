@@ -108,7 +108,8 @@ class PinLimits:
         ``matrix_share`` times the placement's cost pair by pair where the node's measured
         memory bandwidths priced it (:func:`~toposcope.advisor.numa_share.matrix_cost`).
         """
-        if matrix_share is not None and (found := matrix_cost(node, *shares)) is not None:
+        gpu_node = target if gpus else None
+        if matrix_share is not None and (found := matrix_cost(node, *shares, gpu_node)) is not None:
             return matrix_share * found
         if penalty is None:
             penalty = self.numa_penalty * (self.gpu_job_share if gpus else 1.0)

@@ -108,3 +108,17 @@ def test_a_placement_whose_memory_does_not_all_fit_is_priced_on_the_same_basis()
     assert before == pytest.approx(0.4 * (0.25 * (9.6 / 6 - 1) + 0.25 * (9.5 / 6.1 - 1)))
     assert after == pytest.approx(0.4 * 0.2 * (9.6 / 6 - 1))
     assert limits.cost(node, False, ({0: 1.0}, {0: 0.8, 1: 0.2}), 0, None, None) != after
+
+
+def test_a_gpu_job_whose_threads_and_pages_sit_together_away_from_its_gpus_is_priced() -> None:
+    """Threads and pages both on node 1, GPUs on node 0: no thread reads remote memory, but
+    every host-to-device copy reads its pages across the socket link.
+    """
+    job = workload("far", cpu={1: 4.0}, memory={1: 8 * GIB}, gpus=(0,))
+    job = replace(job, memory_bytes_per_second={"local": 12.0 * GB, "remote": 0.0})
+    rec = pin_of(job, PAIRS)
+    share = 12.0 / (4 * 9.5)
+    saved = share * (9.6 / 6.0 - 1)  # pages on node 1 against the GPUs' node 0
+    assert rec.proposed["numa_node"] == 0
+    assert rec.estimated_gain == pytest.approx(saved / (1 - saved), rel=1e-4)
+    assert "its pages against its GPUs' node" in rec.gain_model

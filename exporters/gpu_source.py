@@ -26,6 +26,7 @@ from toposcope.topology.nvml import merge_nvml_gpus
 
 if TYPE_CHECKING:
     from toposcope.host.nvml import ActivityReader, NvmlDevices, PcieSampler, XidWatcher
+    from toposcope.host.nvml.process_utilization import ProcessUtilizationReader
 
 LOG = logging.getLogger("toposcope.exporter.nvml")
 
@@ -110,6 +111,7 @@ class GpuSource:
         self.pcie: PcieSampler | None = None
         self.xid: XidWatcher | None = None
         self.activity: ActivityReader | None = None
+        self.process_utilization: ProcessUtilizationReader | None = None
         self._pcie_period = pcie_period
         self._xid_wait_ms = xid_wait_ms
 
@@ -124,6 +126,22 @@ class GpuSource:
         if self.devices is None:
             return []
         return self.devices.gpu_processes()
+
+    def gpu_process_utilization(self) -> dict[int, dict[int, float]]:
+        """Each process's SM share of each GPU with new per-process samples; empty without
+        NVML (:class:`~toposcope.host.nvml.process_utilization.ProcessUtilizationReader`,
+        made on the first call).
+        """
+        if self.devices is None:
+            return {}
+        if self.process_utilization is None:
+            # the reader needs the bindings, loaded already when there are devices
+            from toposcope.host.nvml.process_utilization import (  # noqa: PLC0415
+                ProcessUtilizationReader,
+            )
+
+            self.process_utilization = ProcessUtilizationReader(self.devices)
+        return self.process_utilization.read()
 
     def read_activity(self, devices: Sequence[GpuDevice]) -> dict[int, GpuActivity]:
         """Read the throughput and activity of ``devices`` now (the ``gpu`` collector's scrape)."""

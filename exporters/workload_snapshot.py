@@ -16,13 +16,18 @@ reading is skipped; one that vanishes after the snapshot is simply absent from t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from toposcope.config import HostPaths, WorkloadSettings
 from toposcope.host.kube_owners import PodDirectory
 from toposcope.host.nic_use import NicUse, NicUseReader
-from toposcope.host.nvml.records import GpuActivity, GpuActivitySource, GpuProcessSource
+from toposcope.host.nvml.records import (
+    GpuActivity,
+    GpuActivitySource,
+    GpuProcessSource,
+    GpuProcessUtilizationSource,
+)
 from toposcope.host.resctrl import resctrl_mount
 from toposcope.host.resctrl_groups import attribute, read_mon_groups, workload_traffic
 from toposcope.host.sysfs import SysfsNodes
@@ -52,6 +57,9 @@ class WorkloadFigures:
     nics_used: tuple[NicUse, ...] = ()
     #: resctrl MBM bytes of its MON groups by (NUMA node label, ``local``/``remote``)
     memory_traffic: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: its processes' summed share of each GPU's SM time, for the GPUs NVML gave
+    #: per-process samples of (:mod:`~toposcope.host.nvml.process_utilization`)
+    gpu_sm_share: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,8 +94,10 @@ class WorkloadSnapshotter:
         mapper: WorkloadMapper | None = None,
         pods: PodDirectory | None = None,
         gpu_activity: GpuActivitySource | None = None,
+        process_utilization: GpuProcessUtilizationSource | None = None,
     ) -> None:
         self._settings = settings
+        self._process_utilization = process_utilization
         self._gpu_activity = gpu_activity
         self._pods = pods
         self._topology = topology
@@ -139,6 +149,11 @@ class WorkloadSnapshotter:
         locality = self._locality
         per_node_cpu = self._account_cpu(kept)
         traffic = self._memory_traffic(kept, topo)
+        sm_shares = (
+            self._process_utilization.gpu_process_utilization()
+            if self._process_utilization is not None
+            else {}
+        )
         figures: list[WorkloadFigures] = []
         for workload in kept:
             counts: dict[str, int] = {}
@@ -173,6 +188,7 @@ class WorkloadSnapshotter:
                         )
                     ),
                     memory_traffic=traffic.get(workload.identity.name, {}),
+                    gpu_sm_share=_sm_shares(sm_shares, gpus, workload.live_pids),
                 )
             )
         gpu_nodes = {g.index: g.numa_node for g in topo.gpus}
@@ -238,3 +254,17 @@ class WorkloadSnapshotter:
         self._thread_seconds = seen
         self._cpu = counters
         return {name: dict(values) for name, values in counters.items()}
+
+
+def _sm_shares(
+    by_gpu: dict[int, dict[int, float]], gpus: set[int], pids: Iterable[int]
+) -> dict[int, float]:
+    """A workload's share of each GPU it holds that has per-process samples: its processes'
+    shares summed (0 when none of them has a sample: they ran no kernel), at most 1.
+    """
+    mine = set(pids)
+    return {
+        gpu: min(sum(share for pid, share in by_gpu[gpu].items() if pid in mine), 1.0)
+        for gpu in sorted(gpus)
+        if gpu in by_gpu
+    }

@@ -52,6 +52,11 @@ Figures, per workload:
   ``shared="true"`` when more than one kept workload holds the GPU, whose figure each then
   carries whole (a GPU's activity cannot be told apart by process). Nothing without the
   ``gpu`` collector.
+* ``toposcope_workload_gpu_sm_utilization_ratio{gpu,shared}``: the workload's own share of a
+  GPU's SM time, its processes' NVML per-process samples (``smUtil``) summed: what it gets of
+  a GPU it time-slices with others (:mod:`~toposcope.host.nvml.process_utilization`).
+  Absent for a GPU without per-process samples (none since the last sample, or not
+  supported: MIG, vGPU); 0 when the GPU has samples but none of the workload's processes.
 * ``toposcope_workload_nic_nearest_gpus{nic,link}``, ``toposcope_workload_nic_far_gpus`` and
   ``toposcope_workload_nic_used_info{nic,source,link,near}``: on hosts with RDMA NICs, which
   NICs its GPUs are nearest to, how many of its GPUs have none nearer than NODE, and which
@@ -102,6 +107,7 @@ from toposcope.host.nvml.records import (
     GpuActivitySource,
     GpuProcess,
     GpuProcessSource,
+    GpuProcessUtilizationSource,
 )
 from toposcope.host.sampler import PeriodicSampler, Sample
 from toposcope.host.workload_identity import WorkloadMapper
@@ -126,9 +132,17 @@ class WorkloadsCollector:
         mapper: WorkloadMapper | None = None,
         pods: PodDirectory | None = None,
         gpu_activity: GpuActivitySource | None = None,
+        process_utilization: GpuProcessUtilizationSource | None = None,
     ) -> None:
         self._snapshotter = WorkloadSnapshotter(
-            settings, paths, topology.get, gpu_processes, mapper, pods, gpu_activity
+            settings,
+            paths,
+            topology.get,
+            gpu_processes,
+            mapper,
+            pods,
+            gpu_activity,
+            process_utilization,
         )
         self.sampler: PeriodicSampler[list[RenderedFamily]] | None = None
         if settings.sample_interval > 0:
@@ -173,6 +187,9 @@ class WorkloadsCollector:
         yield age.plain()
 
 
+#: A workload's share of each GPU's SM time, from NVML's per-process samples.
+SM_SHARE_FAMILY = "toposcope_workload_gpu_sm_utilization_ratio"
+
 #: The workload families in exposition order; the dropped counter (last) is always written.
 FAMILIES = (
     "toposcope_workload_info",
@@ -183,6 +200,7 @@ FAMILIES = (
     "toposcope_workload_gpu_memory_used_bytes",
     "toposcope_workload_locality_ratio",
     *WORKLOAD_ACTIVITY_FAMILIES,
+    SM_SHARE_FAMILY,
     *WORKLOAD_NIC_FAMILIES,
     "toposcope_workload_memory_bandwidth_bytes_total",
     "toposcope_workloads_dropped_total",
@@ -299,6 +317,9 @@ def fill_workload_families(snapshot: WorkloadSnapshot, make: Callable[[MetricSpe
             reading: GpuActivity | None = snapshot.gpu_activity.get(gpu)
             if reading is not None:
                 add_workload_activity(activity_sinks, who, reading, holders[gpu] > 1)
+        for gpu, share in sorted(workload.gpu_sm_share.items()):
+            shared = "true" if holders.get(gpu, 0) > 1 else "false"
+            activity_sinks[SM_SHARE_FAMILY].add_metric([*who, str(gpu), shared], share)
         add_workload_nics(activity_sinks, who, workload, snapshot.nic_locality)
         for (numa_label, where), value in sorted(workload.memory_traffic.items()):
             activity_sinks["toposcope_workload_memory_bandwidth_bytes_total"].add_metric(
@@ -356,6 +377,11 @@ class _ContextGpuProcesses:
         source = self._ctx.nvml
         return source.gpu_activity() if source is not None else {}
 
+    def gpu_process_utilization(self) -> dict[int, dict[int, float]]:
+        """Each process's SM share per GPU since the last reading; empty without a source."""
+        source = self._ctx.nvml
+        return source.gpu_process_utilization() if source is not None else {}
+
 
 def _build(ctx: CollectorContext) -> WorkloadsCollector:
     gpus = _ContextGpuProcesses(ctx)
@@ -367,6 +393,7 @@ def _build(ctx: CollectorContext) -> WorkloadsCollector:
         mapper=workload_mapper(ctx),
         pods=open_pod_directory(ctx.config.pod_owners),
         gpu_activity=gpus,
+        process_utilization=gpus,
     )
     if collector.sampler is not None:
         ctx.background.append(collector)

@@ -295,6 +295,19 @@ WORKLOAD_ACTIVITY_SPECS: tuple[MetricSpec, ...] = (
         "ratio",
     ),
     row(
+        "toposcope_workload_gpu_sm_utilization_ratio",
+        "gauge",
+        ["workload", *_WORKLOAD_WHO, "gpu", "shared"],
+        "The workload's own share of a GPU's time: NVML's per-process utilization samples "
+        "(nvmlDeviceGetProcessUtilization smUtil, the time its kernels ran) of its processes, "
+        "summed and averaged since the previous sample; what it gets of a GPU it time-slices "
+        "with others (shared=true when several workloads hold the GPU). 0 when the GPU has "
+        "samples but none of its processes ran a kernel; absent when NVML gives the GPU no "
+        "per-process samples (none since the previous sample, or not supported: MIG mode, "
+        "vGPU).",
+        "ratio",
+    ),
+    row(
         "toposcope_workload_gpu_dram_active_ratio",
         "gauge",
         ["workload", *_WORKLOAD_WHO, "gpu", "source", "shared"],

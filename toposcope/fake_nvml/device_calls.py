@@ -3,6 +3,11 @@
 Readings follow the description's values over the fake clock, in NVML's own units; a
 reading the description leaves out answers ``NOT_SUPPORTED``, and a MIG handle answers only
 what the driver answers for a MIG device (name, UUID, memory, processes).
+
+``nvmlDeviceGetProcessUtilization`` answers one sample per process whose description gives
+``sm_util``, stamped at the fake time (microseconds after :data:`SAMPLE_EPOCH_US`, as the
+driver stamps CPU time), when that is later than the caller's last seen timestamp;
+``NOT_FOUND`` when there is no such sample, ``NOT_SUPPORTED`` in MIG mode (as the driver).
 """
 
 from __future__ import annotations
@@ -16,10 +21,15 @@ from toposcope.fake_nvml.structs import (
     FakeMemory,
     FakePciInfo,
     FakeProcessInfo,
+    FakeProcessUtilizationSample,
     FakeUtilization,
     pci_info,
 )
+from toposcope.fake_nvml.values import evaluate
 from toposcope.topology.nvml import normalise_pci_bus_id
+
+#: the CPU time (microseconds since the Unix epoch) the fake time 0 of sample stamps stands for
+SAMPLE_EPOCH_US = 1_700_000_000_000_000
 
 
 class DeviceCalls(FakeNvmlBase):
@@ -246,6 +256,27 @@ class DeviceCalls(FakeNvmlBase):
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[FakeProcessInfo]:
         """Graphics processes; ``usedGpuMemory`` may be ``None``."""
         return self._processes(handle, "graphics")
+
+    @nvml_call("device")
+    def nvmlDeviceGetProcessUtilization(
+        self, handle: FakeHandle, last_seen: int
+    ) -> list[FakeProcessUtilizationSample]:
+        """Per-process samples newer than ``last_seen`` (module docstring)."""
+        gpu = self._full_gpu(handle)
+        if gpu.mig_mode == "enabled":
+            raise_nvml(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        now = self.now()
+        stamp = SAMPLE_EPOCH_US + int(now * 1e6)
+        samples = [
+            FakeProcessUtilizationSample(
+                p.pid, stamp, round(min(max(evaluate(p.sm_util, now), 0.0), 100.0)), 0, 0, 0
+            )
+            for p in gpu.processes
+            if p.sm_util is not None
+        ]
+        if not samples or stamp <= int(last_seen):
+            raise_nvml(pynvml.NVML_ERROR_NOT_FOUND)
+        return samples
 
     @nvml_call("device")
     def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeHandle) -> list[FakeProcessInfo]:

@@ -184,7 +184,7 @@ def _parse_gpu(fields: Fields, index: int, numa_cpus: Mapping[int, tuple[int, ..
             fields.source,
             fields.path_of(f"processes[{i}]"),
             raw_process,
-            ("pid", "used_bytes", "type"),
+            ("pid", "used_bytes", "type", "sm_util"),
         )
         pid = sub.integer("pid", minimum=1)
         if pid is None:
@@ -192,7 +192,14 @@ def _parse_gpu(fields: Fields, index: int, numa_cpus: Mapping[int, tuple[int, ..
         kind = sub.string("type", "compute")
         if kind not in ("compute", "graphics"):
             raise sub.error(sub.path_of("type"), f"must be compute or graphics, got {kind!r}")
-        processes.append(FakeProcess(pid, sub.integer("used_bytes", minimum=0), kind))
+        processes.append(
+            FakeProcess(
+                pid,
+                sub.integer("used_bytes", minimum=0),
+                kind,
+                sub.value("sm_util", maximum=100.0),
+            )
+        )
     total_memory = fields.integer("memory_total_bytes", minimum=0)
     used_memory = fields.value(
         "memory_used_bytes", maximum=float(total_memory) if total_memory is not None else None

@@ -33,11 +33,16 @@ MAX_MIG_DEVICES = 7
 
 @dataclass(frozen=True)
 class FakeProcess:
-    """A process holding GPU memory; ``used_bytes`` ``None`` is what NVML gives under WDDM."""
+    """A process holding GPU memory; ``used_bytes`` ``None`` is what NVML gives under WDDM.
+
+    ``sm_util`` is the percent of the GPU's time its kernels run, what
+    ``nvmlDeviceGetProcessUtilization`` samples give it; ``None``: it has no samples.
+    """
 
     pid: int
     used_bytes: int | None
     kind: str = "compute"
+    sm_util: Value | None = None
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,20 @@ class FakeProcessInfo:
 
 
 @dataclass(frozen=True)
+class FakeProcessUtilizationSample:
+    """``nvmlProcessUtilizationSample_t``: a process's utilization over one sample period,
+    in percent, stamped in microseconds of CPU time.
+    """
+
+    pid: int
+    timeStamp: int
+    smUtil: int
+    memUtil: int
+    encUtil: int
+    decUtil: int
+
+
+@dataclass(frozen=True)
 class FakeEventData:
     """``nvmlEventData_t``."""
 

@@ -234,3 +234,13 @@ class GpuProcessSource(Protocol):
     def gpu_processes(self) -> list[GpuProcess]:
         """Processes on every healthy GPU; empty when there is no GPU."""
         ...
+
+
+class GpuProcessUtilizationSource(Protocol):
+    """Hands out each process's share of each GPU's time (the workloads collector reads it)."""
+
+    def gpu_process_utilization(self) -> dict[int, dict[int, float]]:
+        """``{gpu index: {pid: SM share 0..1}}`` since the previous call, for the GPUs whose
+        per-process samples NVML gave (:mod:`~toposcope.host.nvml.process_utilization`).
+        """
+        ...

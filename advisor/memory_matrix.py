@@ -38,6 +38,7 @@ from toposcope.advisor.model import ClusterModel
 from toposcope.advisor.node_files import (
     NodeFileOption,
     first_match,
+    measured_lines,
     parse_node_file,
     unmatched_notes,
 )
@@ -170,18 +171,8 @@ class _Reader:
 
 def read_memory_file(path: Path) -> MemoryMatrix:
     """Read one memory-bandwidth file (:class:`MemoryMatrixError` with ``FILE:LINE``)."""
-    try:
-        if not path.is_file():
-            raise MemoryMatrixError(f"{path}: not a file")
-        if path.stat().st_size > MAX_BYTES:
-            raise MemoryMatrixError(f"{path}: over {MAX_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MemoryMatrixError(f"{path}: cannot read: {exc}") from exc
     reader = _Reader(str(path))
-    for number, raw in enumerate(text.splitlines(), start=1):
-        where = f"{path}:{number}"
-        line = raw.split("#", 1)[0].strip()
+    for where, line, _ in measured_lines(path, MAX_BYTES, MemoryMatrixError):
         if not line:
             reader.columns = None
             continue

@@ -3,14 +3,15 @@
 ``--p2p-bandwidth`` (GPU pairs) and ``--memory-bandwidth`` (NUMA node pairs) both take a
 node name or glob and a file measured on such a node; the first option whose glob matches a
 node applies to it. This module holds what the two share: the glob's check, the option's
-parsing and the matching, so that both options accept and refuse the same node patterns.
+parsing and the matching, so that both options accept and refuse the same node patterns,
+and the guarded reading of a file into its lines.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -29,6 +30,26 @@ class NodeFileOption(Generic[F]):
 
     glob: str
     file: F
+
+
+def measured_lines(
+    path: Path, max_bytes: int, error: type[UsageError]
+) -> Iterator[tuple[str, str, str]]:
+    """Each line of a measured file as ``(FILE:LINE, the line without its comment and outer
+    blanks, the raw line)``; a blank line too (its text ``""``: it ends a matrix). A path that
+    is not a file, a file over ``max_bytes`` or one that cannot be read as UTF-8 raises
+    ``error`` naming the path.
+    """
+    try:
+        if not path.is_file():
+            raise error(f"{path}: not a file")
+        if path.stat().st_size > max_bytes:
+            raise error(f"{path}: over {max_bytes} bytes")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read: {exc}") from exc
+    for number, raw in enumerate(text.splitlines(), start=1):
+        yield f"{path}:{number}", raw.split("#", 1)[0].strip(), raw
 
 
 def parse_node_file(flag: str, text: str, read: Callable[[Path], F]) -> NodeFileOption[F]:

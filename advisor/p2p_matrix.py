@@ -32,6 +32,7 @@ from toposcope.advisor.model import ClusterModel, NodeModel
 from toposcope.advisor.node_files import (
     NodeFileOption,
     first_match,
+    measured_lines,
     parse_node_file,
     unmatched_notes,
 )
@@ -169,18 +170,8 @@ class _Reader:
 
 def read_p2p_file(path: Path) -> P2pFile:
     """Read one measured-bandwidth file (:class:`MatrixError` with ``FILE:LINE`` if bad)."""
-    try:
-        if not path.is_file():
-            raise MatrixError(f"{path}: not a file")
-        if path.stat().st_size > MAX_BYTES:
-            raise MatrixError(f"{path}: over {MAX_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(f"{path}: cannot read: {exc}") from exc
     reader = _Reader(str(path))
-    for number, raw in enumerate(text.splitlines(), start=1):
-        where = f"{path}:{number}"
-        line = raw.split("#", 1)[0].strip()
+    for where, line, raw in measured_lines(path, MAX_BYTES, MatrixError):
         if not line:
             reader.columns = None
             continue

@@ -21,6 +21,7 @@ import hashlib
 import random
 from pathlib import Path
 
+from toposcope.sim.measured_files import write_node_files
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.truth_params import truth
 
@@ -64,12 +65,8 @@ def write_memory_files(nodes: dict[str, NodeTemplate], directory: Path) -> dict[
     """Write one measured file per node with two NUMA nodes or more under ``directory``;
     return node name -> file.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    for name, template in sorted(nodes.items()):
-        if not measured_memory(name, template):
-            continue
-        path = directory / f"{name}.stream"
-        path.write_text(memory_text(name, template), encoding="utf-8")
-        written[name] = path
-    return written
+
+    def text(name: str, template: NodeTemplate) -> str | None:
+        return memory_text(name, template) if measured_memory(name, template) else None
+
+    return write_node_files(nodes, directory, "stream", text)

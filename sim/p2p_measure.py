@@ -20,6 +20,7 @@ import random
 from itertools import combinations
 from pathlib import Path
 
+from toposcope.sim.measured_files import write_node_files
 from toposcope.sim.model import pair_bandwidth
 from toposcope.sim.nodetemplate import TIER_NVLINK, TIER_NVSWITCH, NodeTemplate
 
@@ -59,12 +60,8 @@ def write_p2p_files(nodes: dict[str, NodeTemplate], directory: Path) -> dict[str
     """Write one measured file per node with a PCIe-joined GPU pair under ``directory``;
     return node name -> file.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    for name, template in sorted(nodes.items()):
-        if not measured_pairs(name, template):
-            continue
-        path = directory / f"{name}.p2p"
-        path.write_text(p2p_text(name, template), encoding="utf-8")
-        written[name] = path
-    return written
+
+    def text(name: str, template: NodeTemplate) -> str | None:
+        return p2p_text(name, template) if measured_pairs(name, template) else None
+
+    return write_node_files(nodes, directory, "p2p", text)

@@ -1,0 +1,34 @@
+"""Writing what a measurement on each simulated node reports, one file per node.
+
+The simulated peer-to-peer and memory bandwidth tests (:mod:`~toposcope.sim.p2p_measure`,
+:mod:`~toposcope.sim.memory_measure`) each write a file per node for the advisor's
+``NODE=FILE`` options; this is the writing they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from toposcope.sim.nodetemplate import NodeTemplate
+
+
+def write_node_files(
+    nodes: Mapping[str, NodeTemplate],
+    directory: Path,
+    suffix: str,
+    text_of: Callable[[str, NodeTemplate], str | None],
+) -> dict[str, Path]:
+    """Write ``text_of(name, template)`` as ``directory/NAME.SUFFIX`` for each node it
+    gives a text for (``None``: nothing to measure there); return node name -> file.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for name, template in sorted(nodes.items()):
+        text = text_of(name, template)
+        if text is None:
+            continue
+        path = directory / f"{name}.{suffix}"
+        path.write_text(text, encoding="utf-8")
+        written[name] = path
+    return written

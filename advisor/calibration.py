@@ -9,7 +9,9 @@ checkpoint cost: :func:`~toposcope.advisor.calibration_cells.gross_prior`), its 
 workload's figures before and after; the *measured gain* (:func:`measured_gain`) is the one
 the verdict rests on (a job move's progress), else the change of the job's progress metric
 where a ``--progress-metric`` applies, else of its throughput proxy: the mean utilization of
-its GPUs when it has busy GPUs, else the CPU cores it keeps busy.
+its GPUs when it has busy GPUs, else the CPU cores it keeps busy. A clearing for another job
+(:mod:`toposcope.advisor.clearing_verification`) estimates that job's gain: it is learned
+from only where that gain was measured, never from a proxy.
 
 **Shrinkage.** A factor is a multiplicative correction, so it is learned in logarithms:
 the geometric mean of the ratios measured / estimated, shrunk toward a prior by ``k``
@@ -143,7 +145,8 @@ def shrunk_factor(
 def outcome_pairs(outcomes: OutcomeLog) -> list[tuple[Cell, float, float]]:
     """(cell, prior estimate, measured gain) of every settled verification of ``outcomes``
     that holds both (an outcome recorded before cells and priors were kept has the cell
-    ``(kind, "", "", "")`` and its recorded estimate).
+    ``(kind, "", "", "")`` and its recorded estimate); a clearing's gain is only the one its
+    verification measured for the job it cleared for.
     """
     cells = outcomes.cells()
     found = []
@@ -151,7 +154,7 @@ def outcome_pairs(outcomes: OutcomeLog) -> list[tuple[Cell, float, float]]:
         if item.verdict not in SETTLED or item.measured is None or item.estimated_gain is None:
             continue
         gain = item.measured_gain
-        if gain is None:
+        if gain is None and not item.made_for:
             gain = measured_gain(item.baseline, item.measured)
         cell, prior = cells.get(item.recommendation_id, ((item.kind, "", "", ""), None))
         estimated = prior if prior is not None else item.estimated_gain

@@ -225,3 +225,21 @@ def test_a_leaf_clearing_is_paid_when_the_pending_job_starts_on_the_cleared_node
     assert found.measured_gain is None and found.measured is None
     assert found.jobs[0].measured is not None and found.jobs[0].measured.sm_active == 0.7
     assert outcome_pairs(verifier.outcomes) == []
+
+
+def test_calibration_reads_a_clearing_only_by_the_gain_measured_for_its_job(
+    tmp_path: Path,
+) -> None:
+    rec, before = nic_clearing()
+    verifier = applied(tmp_path, rec, before)
+    [item] = verifier.outcomes.pending()
+    # settled with figures that the GPU-utilization proxy would read as a third slower
+    # (90% -> 60%), but no gain measured for dp: nothing to learn
+    assert item.baseline.gpu_utilization == pytest.approx(0.9)
+    slower = replace(item.baseline, gpu_utilization=0.6)
+    verifier.outcomes.settle(rec.id, Verdict.PAID, slower, "paid", DUE)
+    assert outcome_pairs(verifier.outcomes) == []
+    # once dp's gain is measured, that is what calibration reads
+    verifier.outcomes.settle(rec.id, Verdict.PAID, slower, "paid", DUE, 0.25)
+    [(_, _, gain)] = outcome_pairs(verifier.outcomes)
+    assert gain == pytest.approx(0.25)

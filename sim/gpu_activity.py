@@ -16,6 +16,13 @@ part) to the compute share that power, memory utilisation and PCIe traffic follo
 kernels use a few thread blocks per GPU and draw little power: an assumption, no published
 figure). A paused workload (checkpoint-restore under way) runs no kernel.
 
+Each process's part of a GPU's time (NVML's per-process samples, ``smUtil`` of
+``nvmlDeviceGetProcessUtilization``) follows the same definition: :func:`process_shares` gives
+each running workload's process its ``gpu_busy`` on every GPU it holds, what it actually runs
+there after its slowdown (its compute rate ``gpu_demand / slowdown``, plus its collective
+kernels), so the shares of the workloads time-slicing a GPU add up to the GPU's utilisation
+(scaled down together where they would pass 1, as the utilisation is capped).
+
 The power model is one function, :func:`gpu_watts`, used both for the instantaneous power
 gauge and for the energy counter the cluster integrates between events
 (:meth:`~toposcope.sim.cluster.SimCluster.node_snapshot`), so ``rate(energy)`` equals the
@@ -55,6 +62,26 @@ def gpu_loads(workloads: Iterable[tuple[Sequence[int], float, float]]) -> dict[i
             busy[gpu] = busy.get(gpu, 0.0) + b
             compute[gpu] = compute.get(gpu, 0.0) + c
     return {g: GpuLoad(min(busy[g], 1.0), min(compute[g], 1.0)) for g in busy}
+
+
+def process_shares(
+    workloads: Iterable[tuple[int, Sequence[int], float]],
+) -> dict[int, dict[int, float]]:
+    """Per GPU index, each process's share of the GPU's time, from the running workloads
+    given as ``(pid, GPUs held, busy share)``: its busy share, all of a GPU's scaled by the
+    same factor where they add up past 1 (see the module docstring).
+    """
+    found: dict[int, dict[int, float]] = {}
+    for pid, gpus, busy in workloads:
+        for gpu in gpus:
+            mine = found.setdefault(gpu, {})
+            mine[pid] = mine.get(pid, 0.0) + busy
+    for shares in found.values():
+        total = sum(shares.values())
+        if total > 1.0:
+            for pid in shares:
+                shares[pid] /= total
+    return found
 
 
 def gpu_watts(template: NodeTemplate, load: GpuLoad) -> float:

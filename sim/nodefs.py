@@ -7,11 +7,13 @@ Every simulated node gets what a real node's exporter reads:
   node (structure when a workload's allocation changed, counters when simulated time moved);
 * a fake NVML (:class:`~toposcope.fake_nvml.FakeNvml`) built from the
   template's GPUs (:func:`~toposcope.sim.nvml_descriptions.fake_nvml_description`), whose
-  utilization, memory, power, temperature, energy and process list follow the jobs on each
-  GPU, and whose PCIe and NVLink bytes and SM, occupancy, tensor and DRAM activity are the
-  cluster's integrals of each GPU's flows (:mod:`toposcope.sim.gpu_traffic`, answered as GPM
-  or field values by :mod:`toposcope.sim.nvml_activity`); the GPU source reads the fake on
-  the clock's counter time, so GPM's intervals are the counters' own;
+  utilization, memory, power, temperature, energy and process list (with each process's
+  per-process utilization samples, :func:`~toposcope.sim.gpu_activity.process_shares`)
+  follow the jobs on each GPU, and whose PCIe and NVLink bytes and SM, occupancy, tensor
+  and DRAM activity are the cluster's integrals of each GPU's flows
+  (:mod:`toposcope.sim.gpu_traffic`, answered as GPM or field values by
+  :mod:`toposcope.sim.nvml_activity`); the GPU source reads the fake on the clock's counter
+  time, so GPM's intervals are the counters' own;
 * the exporter's collectors, unchanged, with ``hostname`` set to the node's name
   (:class:`NodeExporter`). The topology is built once per template from the generated
   sysfs, exactly as the exporter would build it, and shared.
@@ -46,7 +48,7 @@ from toposcope.exporters.gpu_source import GpuSource, install_gpu_source, open_g
 from toposcope.exporters.runner import BrokenCollector, NamedCollector, ScrapeRunner
 from toposcope.fake_nvml import FakeNvml, FakeProcess, Ramp, parse_spec
 from toposcope.sim.cluster import NodeSnapshot, SimCluster
-from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts
+from toposcope.sim.gpu_activity import GpuLoad, gpu_loads, gpu_watts, process_shares
 from toposcope.sim.gpu_traffic import GpuCounters, GpuFlow, gpu_flows
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.nodetree import NodeTree
@@ -158,13 +160,19 @@ class NodeExporter:
         template = self.template
         memory: dict[int, int] = {}
         procs: dict[int, list[FakeProcess]] = {}
+        running = [w for w in snap.workloads if not w.paused]
+        shares = process_shares((w.pid, w.allocation.gpus, w.perf.gpu_busy) for w in running)
         for workload in snap.workloads:
             for held in workload.allocation.gpus:
                 memory[held] = memory.get(held, 0) + workload.spec.gpu_memory_bytes
+                share = shares.get(held, {}).get(workload.pid)
                 procs.setdefault(held, []).append(
-                    FakeProcess(workload.pid, workload.spec.gpu_memory_bytes)
+                    FakeProcess(
+                        workload.pid,
+                        workload.spec.gpu_memory_bytes,
+                        sm_util=round(share * 100, 2) if share is not None else None,
+                    )
                 )
-        running = [w for w in snap.workloads if not w.paused]
         loads = gpu_loads((w.allocation.gpus, w.perf.gpu_busy, w.perf.gpu_compute) for w in running)
         flows = gpu_flows(template, ((w.spec, w.allocation.gpus, w.perf) for w in running))
         now = fake.now()

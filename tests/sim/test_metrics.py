@@ -74,9 +74,11 @@ def test_node_metrics_have_the_exporters_families_and_labels(
     # NVML's process list: the shipped description's pids are not the simulated processes;
     # the shipped DGX A100 (driver 535) counts PCIe bytes only from the background sampler,
     # which has no sample yet in one --print scrape; the simulated one (driver 550) has the
-    # PCIe byte counter field values
+    # PCIe byte counter field values; the shipped description's processes have no
+    # per-process utilization samples, the simulated ones do
     assert set(sim_labels) - set(ref_labels) <= {
         "toposcope_workload_gpu_memory_used_bytes",
+        "toposcope_workload_gpu_sm_utilization_ratio",
         "toposcope_gpu_pcie_bytes_total",
         *WORKLOAD_ACTIVITY_FAMILIES,
     }

@@ -19,7 +19,9 @@ recommendation says so (:func:`estimate_basis`): a job move estimated from the j
 measured link traffic (``job-migration (measured estimate)``) misses by another amount than
 one priced by the prior's sensitivity (``job-migration (prior estimate)``), even onto the
 same GPUs, so the two are learned apart; so are pins priced by a workload's measured memory
-traffic and by numa-pinning's prior.
+traffic and by numa-pinning's prior. A move off a time-sliced GPU priced by the workload's
+measured share of it (``current.gpu_share``, ``estimate`` ``measured``) is learned in its own
+``measured-share`` cell; one priced by the prior keeps its communication share's basis.
 
 A calibrated recommendation carries its prior estimate as evidence
 (:data:`PRIOR_SERIES`, labelled with its id), so that its outcome is compared with what the
@@ -70,15 +72,20 @@ def link_tier(model: ClusterModel | None, node: str, gpus: Sequence[int]) -> str
 
 
 #: the ways of estimating a recommendation names in ``current.communication_share`` (or, for a
-#: pin, ``current.numa_sensitivity``)
-ESTIMATE_BASES = frozenset({"measured", "prior"})
+#: pin, ``current.numa_sensitivity``), and ``measured-share`` for a move off a time-sliced GPU
+#: priced by the workload's measured share of it (``current.gpu_share``)
+ESTIMATE_BASES = frozenset({"measured", "prior", "measured-share"})
 
 
 def estimate_basis(rec: Recommendation) -> str:
     """How ``rec``'s gain was estimated, where its ``current.communication_share`` (a pin's
     ``current.numa_sensitivity``) says so (``estimate``, or ``source`` for an exchange of GPUs:
-    ``measured`` or ``prior``); empty otherwise, and for any other value.
+    ``measured`` or ``prior``); ``measured-share`` where ``current.gpu_share`` says a
+    measured share priced it; empty otherwise, and for any other value.
     """
+    gpu_share = rec.current.get("gpu_share")
+    if isinstance(gpu_share, Mapping) and gpu_share.get("estimate") == "measured":
+        return "measured-share"
     share = rec.current.get("communication_share", rec.current.get("numa_sensitivity"))
     if not isinstance(share, Mapping):
         return ""

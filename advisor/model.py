@@ -203,6 +203,9 @@ class WorkloadModel:
     ``gpu_pcie_each_way_bytes_per_second`` the smaller PCIe direction as for a GPU's
     ``pcie_each_way_bytes_per_second``; ``gpus_shared`` is true
     when another workload holds one of them too (the figures are then the whole GPU's).
+    ``gpu_sm_share`` maps each of its GPUs with per-process samples to its own share of that
+    GPU's time over the window (its processes' NVML samples; empty where not published):
+    what it gets of a GPU it time-slices with others.
     ``memory_bytes_per_second`` is its threads' memory traffic over the window by
     ``local``/``remote`` memory (resctrl MBM; empty where not published).
     """
@@ -227,6 +230,7 @@ class WorkloadModel:
     gpu_pcie_each_way_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
     gpu_nvlink_bytes_per_second: Mapping[int, float] = field(default_factory=dict)
     gpu_sm_active: Mapping[int, float] = field(default_factory=dict)
+    gpu_sm_share: Mapping[int, float] = field(default_factory=dict)
     gpus_shared: bool = False
     memory_bytes_per_second: Mapping[str, float] = field(default_factory=dict)
 

@@ -84,6 +84,7 @@ WORKLOAD_ACTIVITY: dict[str, tuple[str, bool]] = {
     "workload-gpu-pcie-rate": ("gpu_pcie_bytes_per_second", True),
     "workload-gpu-nvlink-rate": ("gpu_nvlink_bytes_per_second", True),
     "workload-gpu-sm-active": ("gpu_sm_active", False),
+    "workload-gpu-sm-share": ("gpu_sm_share", False),
 }
 #: labels of ``toposcope_workload_info`` copied to the workload's fields of the same name
 WORKLOAD_IDENTITY = ("pid", "comm", "cgroup", "pod", "namespace", "container")

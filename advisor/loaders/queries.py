@@ -109,6 +109,10 @@ QUERY_TABLE: tuple[QueryRow, ...] = (
         "workload-gpu-nvlink-rate", "toposcope_workload_gpu_nvlink_bytes_total", reduction="rate"
     ),
     QueryRow("workload-gpu-sm-active", "toposcope_workload_gpu_sm_active_ratio", reduction="avg"),
+    # each workload's own share of each GPU's time (NVML's per-process samples), over the window
+    QueryRow(
+        "workload-gpu-sm-share", "toposcope_workload_gpu_sm_utilization_ratio", reduction="avg"
+    ),
     # each workload's memory traffic (bytes per second) by NUMA node and locality (resctrl MBM)
     QueryRow(
         "workload-memory-traffic",

@@ -12,6 +12,7 @@ job, which set, whether it pays off) are the policy's, in
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from toposcope.advisor.comm_share import measured_share
@@ -108,11 +109,15 @@ def move_recommendation(
     peers: list[str] | None = None,
     estimate: str = "prior",
     start: EnabledStart | None = None,
+    gpu_share: Mapping[str, object] | None = None,
+    extra_evidence: Sequence[Evidence] = (),
 ) -> Recommendation:
     """Migrate ``job`` from its ``current`` set to ``best``, saving ``saved`` seconds of the
     remaining run time (``peers``: the workloads it shares its GPUs with, when that is the
     reason; ``estimate``: what the gain rests on, ``measured`` traffic or the ``prior``;
-    ``start``: the pending job's start on the GPUs it leaves, added to ``gain``).
+    ``start``: the pending job's start on the GPUs it leaves, added to ``gain``;
+    ``gpu_share``: how the gain of leaving a time-sliced GPU was priced, kept as
+    ``current.gpu_share``, with ``extra_evidence``, the measured shares).
     """
     node = model.nodes[job.node]
     pin = pin_or_make_room(model, best.node, best.gpus, terms.pin, job, {})
@@ -138,6 +143,7 @@ def move_recommendation(
             )
     share_evidence, share_text, share_state = terms.share_terms(model, job, estimate)
     evidence += share_evidence
+    evidence += extra_evidence
     cross = best.node != job.node
     why = (
         f"shares its GPUs with {', '.join(peers)}" if peers else f"worst link {current.worst_link}"
@@ -156,6 +162,7 @@ def move_recommendation(
             "worst_link": str(current.worst_link),
             "link_price": current.price.to_dict(),
             "communication_share": share_state,
+            **({"gpu_share": dict(gpu_share)} if gpu_share is not None else {}),
         },
         proposed=_proposed(best, pin, saved, start),
         evidence=evidence,

@@ -2,8 +2,10 @@
 
 Where several workloads hold one GPU busy at least ``min_shared_utilization``, each runs at a
 share of it. :func:`shared_gpus` finds the workloads to move (on each such GPU the one holding
-most GPUs stays); :func:`separate` moves each to a free set of its size when running alone,
-with the link change of the move, saves more than the checkpoint-restore cost.
+most GPUs stays) and what running alone gains each, from its measured share of the GPU where
+the exporter publishes one, else the prior (:mod:`~toposcope.advisor.policies.share_gain`);
+:func:`separate` moves each to a free set of its size when running alone, with the link
+change of the move, saves more than the checkpoint-restore cost.
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ from toposcope.advisor.link_gain import link_gain
 from toposcope.advisor.model import ClusterModel, WorkloadModel
 from toposcope.advisor.policies.migration_recommendations import move_recommendation
 from toposcope.advisor.policies.migration_run import MigrationRun
+from toposcope.advisor.policies.share_gain import ShareGain, share_gain
 
 
 @dataclass(frozen=True)
 class SharedGpu:
     """A workload to move off a GPU it shares: the gain of running alone, the workloads it
-    shares with, and the GPU's mean utilization.
+    shares with, the GPU's mean utilization and what priced the gain.
     """
 
     gain: float
     workload: WorkloadModel
     peers: list[str]
     utilization: float
+    basis: ShareGain
 
 
 def shared_gpus(model: ClusterModel, min_utilization: float) -> list[SharedGpu]:
@@ -49,6 +53,7 @@ def shared_gpus(model: ClusterModel, min_utilization: float) -> list[SharedGpu]:
         for w in holders:
             for g in w.gpus:
                 per_gpu.setdefault(g, []).append(w)
+        counts = {g: len(ws) for g, ws in per_gpu.items()}
         for index, sharing in sorted(per_gpu.items()):
             gpu = node.gpu(index)
             if len(sharing) < 2 or gpu is None or gpu.utilization is None:
@@ -63,7 +68,8 @@ def shared_gpus(model: ClusterModel, min_utilization: float) -> list[SharedGpu]:
                 if ordered[0].key in found:
                     continue  # the one that stays is itself moving away
                 peers = [o.name for o in sharing if o.key != w.key]
-                found[w.key] = SharedGpu((len(sharing) - 1) * util, w, peers, util)
+                basis = share_gain(w, node, index, counts)
+                found[w.key] = SharedGpu(basis.gain, w, peers, util, basis)
     return sorted(found.values(), key=lambda f: (-f.gain, f.workload.key))
 
 
@@ -99,11 +105,7 @@ def separate(run: MigrationRun, movers: list[SharedGpu]) -> None:
                 )
             )
             continue
-        model_text = (
-            f"time-slicing: {len(peers) + 1} workloads on a GPU {mover.utilization:.0%} "
-            f"busy, each assumed to want all of it: ({len(peers) + 1} - 1) x "
-            f"{mover.utilization:.2f} = {mover.gain:.2f} faster alone; link: {link.text}"
-        )
+        model_text = f"{mover.basis.text()}; link: {link.text}"
         rec = move_recommendation(
             run.model,
             job,
@@ -115,5 +117,7 @@ def separate(run: MigrationRun, movers: list[SharedGpu]) -> None:
             model_text=model_text,
             peers=peers,
             estimate=link.source,
+            gpu_share=mover.basis.to_dict(),
+            extra_evidence=mover.basis.evidence,
         )
         run.take(rec, gpu_claims(best.node, best.gpus), job.key)

@@ -119,14 +119,26 @@ def measurement_rows(before: Measurement, after: Measurement | None) -> list[htm
     return rows
 
 
-def job_table(jobs: Sequence[JobOutcome]) -> html.Table:
+def job_label(job: JobOutcome, made_for: str = "") -> str:
+    """A job's name in the jobs table: the target marked (a clearing's as the job cleared
+    for), a job a clearing moved aside with the GPUs it freed.
+    """
+    if job.target:
+        return f"{job.job} (cleared for)" if made_for else f"{job.job} (target)"
+    if made_for and job.from_gpus:
+        return f"{job.job} (freed {job.from_node} GPUs {list(job.from_gpus)})"
+    return job.job
+
+
+def job_table(jobs: Sequence[JobOutcome], made_for: str = "") -> html.Table:
     """One row per job a recommendation that changes several moved: the job (the target
-    marked), its weight in the combined gain, its own measured gain and what it rests on.
+    marked; ``made_for``: a clearing's), its weight in the combined gain, its own measured
+    gain and what it rests on.
     """
     rows = [
         html.Tr(
             [
-                html.Td(f"{j.job} (target)" if j.target else j.job),
+                html.Td(job_label(j, made_for)),
                 html.Td(f"{j.weight:.3g}" if j.weight > 0 else "harm only"),
                 html.Td("-" if j.measured_gain is None else f"{j.measured_gain:+.1%}"),
                 html.Td(j.detail or "-"),
@@ -166,7 +178,7 @@ def what_it_did(item: Verification | None, audit: Sequence[AuditRow]) -> html.Di
             )
             if rows
             else banner("nothing was measured", "info"),
-            job_table(item.jobs) if item.jobs else None,
+            job_table(item.jobs, item.made_for) if item.jobs else None,
             html.P(f"applied {when(item.applied_at)}; verified {when(item.verified_at)}"),
             html.P(reverted_text(item, audit), className="verification-reverted"),
             html.P(item.detail) if item.detail else None,

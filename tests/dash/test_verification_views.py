@@ -297,3 +297,18 @@ def test_a_change_of_several_jobs_shows_each_jobs_part() -> None:
     assert "aside\nharm only\n-\n-" in shown
     # a change of one job shows no such table
     assert "harm only" not in text_of(what_it_did(VERIFICATIONS[MOVE.id], []))
+
+
+def test_a_clearing_shows_the_job_it_cleared_for_and_the_gpus_each_moved_job_freed() -> None:
+    jobs = (
+        JobOutcome("dp", "g-01", "g-01", 1.0, True, Measurement(sm_active=0.4),
+                   Measurement(sm_active=0.6), 0.5, "runs on the freed GPUs: g-01 GPUs [0, 1]"),
+        JobOutcome("vision", "g-01", "g-03", 0.0, False, Measurement(sm_active=0.5),
+                   Measurement(sm_active=0.5), 0.0, "SM active 50% -> 50% (+0%)",
+                   from_gpus=(0, 1)),
+    )  # fmt: skip
+    item = replace(VERIFICATIONS[MOVE.id], measured_gain=0.5, jobs=jobs, made_for="dp")
+    shown = text_of(what_it_did(item, []))
+    assert "dp (cleared for)\n1\n+50.0%\nruns on the freed GPUs: g-01 GPUs [0, 1]" in shown
+    assert "vision (freed g-01 GPUs [0, 1])\nharm only\n+0.0%" in shown
+    assert "(target)" not in shown

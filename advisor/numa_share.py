@@ -23,14 +23,15 @@ Where the operator measured the machine's memory bandwidths (``--memory-bandwidt
 :mod:`~toposcope.advisor.memory_matrix`), its figures replace both: a core's bandwidth is
 the measured local figure of the nodes its threads run on (:func:`core_gbps_on`), and the
 remote part is priced pair by pair, ``sum of c_a x m_b x (local_a / bandwidth_ab - 1)`` over
-its CPU shares ``c`` and memory shares ``m``, plus for a workload holding GPUs the same for
-its pages against its GPUs' node (:func:`matrix_cost`), instead of one remote share times a
-cost scaled by distance.
+its CPU shares ``c`` and memory shares ``m`` (for a workload holding GPUs a page costs the
+worse of that and its distance to the nearest of its GPUs' nodes), plus a share
+(:data:`THREAD_SPREAD`) of it for each pair of its threads on different nodes
+(:func:`matrix_cost`), instead of one remote share times a cost scaled by distance.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from toposcope.advisor.model import NodeModel, WorkloadModel
@@ -44,6 +45,11 @@ CORE_STREAM_GBPS = 11.0
 #: reaches about 60 % of local bandwidth (Intel Memory Latency Checker's bandwidth matrix on
 #: two-socket Xeon Scalable servers)
 REMOTE_COST = 0.65
+#: the share of a remote page's cost that a pair of a workload's threads on different NUMA
+#: nodes pays for the cache lines they share (an assumption: no published figure isolates
+#: it; with measured bandwidths the rest of the pin's price is measured, and calibration
+#: corrects this part)
+THREAD_SPREAD = 0.33
 #: the most of a step pinning is taken to save (keeps ``saved / (1 - saved)`` finite)
 MAX_SAVED = 0.9
 
@@ -138,29 +144,71 @@ def matrix_cost(
     node: NodeModel,
     cpu: Mapping[int, float],
     memory: Mapping[int, float],
-    gpu_node: int | None = None,
+    gpu_nodes: Collection[int] = (),
+    thread_spread: float = 0.0,
 ) -> float | None:
     """What a placement's remote memory costs a fully memory-bound workload, from ``node``'s
-    measured bandwidths: ``sum c_a x m_b x (local_a / bandwidth_ab - 1)`` over its CPU
-    shares ``c`` and memory shares ``m``, and for a workload whose GPUs sit on NUMA node
-    ``gpu_node`` also ``sum m_b x (local_g / bandwidth_gb - 1)``: its pages away from its
-    GPUs' node cross the socket link on every host-to-device copy, wherever its threads
-    run. ``None`` without a ``--memory-bandwidth`` file, without both shares, or with a pair
-    the file does not give.
+    measured bandwidths (``r_ab = local_a / bandwidth_ab - 1``), over its CPU shares ``c``
+    and memory shares ``m``:
+
+    * each (thread node ``a``, page node ``b``) pair costs ``c_a x m_b`` times its worst
+      crossing: ``r_ab`` for the thread reading the page, and for a workload whose GPUs sit
+      on ``gpu_nodes`` also ``min over g of r_gb``, the page read from the nearest of its
+      GPUs' nodes on every host-to-device copy (the same socket link, not paid twice);
+    * each pair of its threads on different nodes ``c_a x c_b x r_ab x thread_spread``: the
+      cache lines they share cross the link too.
+
+    ``None`` without a ``--memory-bandwidth`` file, without both shares, or with a pair the
+    file does not give.
     """
     matrix = node.measured_memory
     if matrix is None or not cpu or not memory:
         return None
-    pairs = [(c, a, b, m) for a, c in cpu.items() for b, m in memory.items() if c > 0 and m > 0]
-    if gpu_node is not None:
-        pairs += [(1.0, gpu_node, b, m) for b, m in memory.items() if m > 0]
+    used = {n: m for n, m in memory.items() if m > 0}
+    far: dict[int, float] = {}
+    for b in used:
+        if gpu_nodes:
+            found = [matrix.remote_cost(g, b) for g in gpu_nodes]
+            if any(f is None for f in found):
+                return None
+            far[b] = min(f for f in found if f is not None)
+        else:
+            far[b] = 0.0
     total = 0.0
-    for weight, a, b, m in pairs:
-        cost = matrix.remote_cost(a, b)
-        if cost is None:
-            return None
-        total += weight * m * cost
+    threads = {a: c for a, c in cpu.items() if c > 0}
+    for a, c in threads.items():
+        for b, m in used.items():
+            cost = matrix.remote_cost(a, b)
+            if cost is None:
+                return None
+            total += c * m * max(cost, far[b])
+        for b, other in threads.items():
+            if b != a and thread_spread > 0:
+                cost = matrix.remote_cost(a, b)
+                if cost is None:
+                    return None
+                total += c * other * cost * thread_spread
     return total
+
+
+@dataclass(frozen=True)
+class MatrixPricing:
+    """How a pin was priced from the node's measured memory bandwidths: the workload's
+    measured memory-bound share, the NUMA nodes of its GPUs and the share of a remote page's
+    cost a pair of its threads on different nodes pays (:func:`matrix_cost`), so that a plan
+    whose memory does not all fit is priced on the same basis.
+    """
+
+    share: float
+    gpu_nodes: frozenset[int]
+    thread_spread: float
+
+    def cost(
+        self, node: NodeModel, cpu: Mapping[int, float], memory: Mapping[int, float]
+    ) -> float | None:
+        """The share of its step a placement costs (``None``: the file lacks a pair)."""
+        found = matrix_cost(node, cpu, memory, self.gpu_nodes, self.thread_spread)
+        return None if found is None else self.share * found
 
 
 def measured_memory_share(

@@ -55,6 +55,8 @@ from toposcope.advisor.numa_share import (
     CORE_STREAM_GBPS,
     MAX_SAVED,
     REMOTE_COST,
+    THREAD_SPREAD,
+    MatrixPricing,
     MeasuredMemoryShare,
     matrix_cost,
     measured_memory_share,
@@ -124,6 +126,14 @@ class NumaPinningSettings(PolicySettings):
         le=1000,
         help="GB/s one busy core streams from local memory (single-thread STREAM, about 11): the "
         "measured memory-bound share is the workload's traffic against its busy cores' figure",
+    )
+    thread_spread: float = setting(
+        THREAD_SPREAD,
+        ge=0,
+        le=1,
+        help="with measured memory bandwidths (--memory-bandwidth): the share of a remote "
+        "page's cost that a pair of its threads on different NUMA nodes pays for the cache "
+        "lines they share (an assumption; calibration corrects it)",
     )
     reference_distance: int = setting(
         21,
@@ -271,16 +281,22 @@ class NumaPinning(Policy[NumaPinningSettings]):
         cpu, memory = workload.cpu_shares(), workload.memory_shares()
         first = targets[0]
         remote = remote_share(cpu, memory, first)
-        cost = matrix_cost(node, cpu, memory, first if workload.gpus else None)
+        gpu_nodes = frozenset(
+            g.numa_node
+            for i in workload.gpus
+            if (g := node.gpu(i)) is not None and g.numa_node is not None
+        )
+        pricing = MatrixPricing(measured.share, gpu_nodes, s.thread_spread)
+        cost = matrix_cost(node, cpu, memory, gpu_nodes, s.thread_spread)
         if cost is not None and node.measured_memory is not None:
             saved = min(MAX_SAVED, measured.share * cost)
-            pairs = "the pairs of NUMA nodes" + (
-                " and its pages against its GPUs' node" if workload.gpus else ""
-            )
+            pages = "its pages against its GPUs' nodes, " if gpu_nodes else ""
             text = (
-                f"{measured.text()} x remote cost {cost:.3f} (its CPU and memory shares over "
-                f"{pairs}, local / remote - 1 measured in {node.measured_memory.path}): saves "
-                f"{saved:.3f} of its step, gain saved / (1 - saved)"
+                f"{measured.text()} x remote cost {cost:.3f} (its threads and pages over the "
+                f"pairs of NUMA nodes, {pages}its threads apart x thread_spread "
+                f"{s.thread_spread:g}; local / remote - 1 measured in "
+                f"{node.measured_memory.path}): saves {saved:.3f} of its step, gain "
+                "saved / (1 - saved)"
             )
             return PinCandidate(
                 saved / (1.0 - saved),
@@ -288,7 +304,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
                 targets,
                 workload.cores_used(),
                 text,
-                matrix_share=measured.share,
+                matrix=pricing,
             )
         per_unit = measured.share * s.remote_cost
         penalty = distance_penalty(node, cpu, memory, first, per_unit, s.reference_distance)

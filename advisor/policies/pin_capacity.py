@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from toposcope.advisor.capacity_ledger import RATE_SLACK
 from toposcope.advisor.locality import GIB, locality_cost
 from toposcope.advisor.model import NodeModel, NumaNodeState, WorkloadModel
-from toposcope.advisor.numa_share import matrix_cost
+from toposcope.advisor.numa_share import MatrixPricing
 
 #: the least rise of the share of a workload's pages on its threads' node that a pin with its
 #: memory left unbound must bring (the shares are estimates over a window)
@@ -55,9 +55,9 @@ class PinCandidate:
     #: the NUMA penalty per unit of remote share it was priced with, where its own measured
     #: memory traffic set it (``None``: the limits' prior)
     penalty: float | None = None
-    #: its measured memory-bound share where the node's measured memory bandwidths priced
-    #: it pair by pair (``--memory-bandwidth``; ``None``: not so priced)
-    matrix_share: float | None = None
+    #: how the node's measured memory bandwidths priced it pair by pair
+    #: (``--memory-bandwidth``; ``None``: not so priced)
+    matrix: MatrixPricing | None = None
 
 
 @dataclass(frozen=True)
@@ -99,18 +99,16 @@ class PinLimits:
         shares: tuple[Mapping[int, float], Mapping[int, float]],
         target: int,
         penalty: float | None = None,
-        matrix_share: float | None = None,
+        matrix: MatrixPricing | None = None,
     ) -> float:
         """What a placement (CPU and memory ``shares`` per NUMA node) costs a workload
         against ``target`` (:func:`~toposcope.advisor.locality.locality_cost`), the penalty
         scaled by ``gpu_job_share`` for a workload holding GPUs; ``penalty`` in its place
-        where the workload's measured traffic gave one, and its measured memory-bound share
-        ``matrix_share`` times the placement's cost pair by pair where the node's measured
-        memory bandwidths priced it (:func:`~toposcope.advisor.numa_share.matrix_cost`).
+        where the workload's measured traffic gave one, and the placement's cost pair by pair
+        where the node's measured memory bandwidths priced it (``matrix``).
         """
-        gpu_node = target if gpus else None
-        if matrix_share is not None and (found := matrix_cost(node, *shares, gpu_node)) is not None:
-            return matrix_share * found
+        if matrix is not None and (found := matrix.cost(node, *shares)) is not None:
+            return found
         if penalty is None:
             penalty = self.numa_penalty * (self.gpu_job_share if gpus else 1.0)
         return locality_cost(node, shares, target, penalty, self.reference_distance)
@@ -345,9 +343,9 @@ def _priced(
     total = w.memory_bytes
     cpu, memory = w.cpu_shares(), w.memory_shares()
     after = {n: v / total for n, v in here.items()}
-    before_cost = limits.cost(node, bool(w.gpus), (cpu, memory), target, c.penalty, c.matrix_share)
+    before_cost = limits.cost(node, bool(w.gpus), (cpu, memory), target, c.penalty, c.matrix)
     after_cost = limits.cost(
-        node, bool(w.gpus), ({target: 1.0}, after), target, c.penalty, c.matrix_share
+        node, bool(w.gpus), ({target: 1.0}, after), target, c.penalty, c.matrix
     )
     text = (
         f"{c.gain_model}; NUMA node {target} holds only part of its memory, {where}: "

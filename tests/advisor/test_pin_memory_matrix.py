@@ -17,7 +17,13 @@ from toposcope.advisor.memory_matrix import (
     with_measured_memory,
 )
 from toposcope.advisor.model import WorkloadModel
-from toposcope.advisor.numa_share import CORE_STREAM_GBPS, core_gbps_on, matrix_cost
+from toposcope.advisor.numa_share import (
+    CORE_STREAM_GBPS,
+    THREAD_SPREAD,
+    MatrixPricing,
+    core_gbps_on,
+    matrix_cost,
+)
 from toposcope.advisor.policies.numa_pinning import NumaPinning, NumaPinningSettings
 from toposcope.report.recommendation import Recommendation
 
@@ -45,7 +51,8 @@ def test_pair_lines_price_a_pin_pair_by_pair_from_the_measured_figures() -> None
     rec = pin_of(spread("w", 10.0, 10.0), PAIRS)
     core = 0.5 * 9.6 + 0.5 * 9.5
     share = 20.0 / (4 * core)
-    cost = 0.25 * (9.6 / 6.0 - 1) + 0.25 * (9.5 / 6.1 - 1)
+    # each thread-page pair across the nodes, and each pair of threads apart x thread_spread
+    cost = (0.25 * (9.6 / 6.0 - 1) + 0.25 * (9.5 / 6.1 - 1)) * (1 + THREAD_SPREAD)
     saved = share * cost
     assert rec.estimated_gain == pytest.approx(saved / (1 - saved), rel=1e-4)
     assert "stream-pairs-2s.txt" in rec.gain_model
@@ -59,7 +66,7 @@ def test_pair_lines_price_a_pin_pair_by_pair_from_the_measured_figures() -> None
 def test_an_mlc_matrix_prices_remote_memory_but_keeps_the_cores_setting() -> None:
     rec = pin_of(spread("w", 10.0, 10.0), MLC)
     share = 20.0 / (4 * CORE_STREAM_GBPS)
-    cost = 0.25 * (92340.5 / 50812.3 - 1) + 0.25 * (92118.7 / 50690.1 - 1)
+    cost = (0.25 * (92340.5 / 50812.3 - 1) + 0.25 * (92118.7 / 50690.1 - 1)) * (1 + THREAD_SPREAD)
     saved = share * cost
     assert rec.estimated_gain == pytest.approx(saved / (1 - saved), rel=1e-4)
     assert rec.current["numa_sensitivity"]["core_gbps_source"] == "setting"
@@ -103,11 +110,17 @@ def test_a_placement_whose_memory_does_not_all_fit_is_priced_on_the_same_basis()
     model = with_measured_memory(cluster([pcie4()], []), [MemoryOption("n1", PAIRS)])
     node = model.nodes["n1"]
     limits = NumaPinningSettings().limits()
-    before = limits.cost(node, False, ({0: 0.5, 1: 0.5}, {0: 0.5, 1: 0.5}), 0, None, 0.4)
-    after = limits.cost(node, False, ({0: 1.0}, {0: 0.8, 1: 0.2}), 0, None, 0.4)
+    pricing = MatrixPricing(0.4, frozenset(), 0.0)
+    before = limits.cost(node, False, ({0: 0.5, 1: 0.5}, {0: 0.5, 1: 0.5}), 0, None, pricing)
+    after = limits.cost(node, False, ({0: 1.0}, {0: 0.8, 1: 0.2}), 0, None, pricing)
     assert before == pytest.approx(0.4 * (0.25 * (9.6 / 6 - 1) + 0.25 * (9.5 / 6.1 - 1)))
     assert after == pytest.approx(0.4 * 0.2 * (9.6 / 6 - 1))
     assert limits.cost(node, False, ({0: 1.0}, {0: 0.8, 1: 0.2}), 0, None, None) != after
+    spread = MatrixPricing(0.4, frozenset(), 0.5)
+    apart = limits.cost(node, False, ({0: 0.5, 1: 0.5}, {0: 1.0}), 0, None, spread)
+    assert apart == pytest.approx(
+        0.4 * (0.5 * (9.5 / 6.1 - 1)) + 0.4 * 0.25 * 0.5 * ((9.6 / 6 - 1) + (9.5 / 6.1 - 1))
+    )
 
 
 def test_a_gpu_job_whose_threads_and_pages_sit_together_away_from_its_gpus_is_priced() -> None:
@@ -118,7 +131,20 @@ def test_a_gpu_job_whose_threads_and_pages_sit_together_away_from_its_gpus_is_pr
     job = replace(job, memory_bytes_per_second={"local": 12.0 * GB, "remote": 0.0})
     rec = pin_of(job, PAIRS)
     share = 12.0 / (4 * 9.5)
-    saved = share * (9.6 / 6.0 - 1)  # pages on node 1 against the GPUs' node 0
+    saved = share * (9.6 / 6.0 - 1)  # pages on node 1 read from the GPUs' node 0
     assert rec.proposed["numa_node"] == 0
     assert rec.estimated_gain == pytest.approx(saved / (1 - saved), rel=1e-4)
-    assert "its pages against its GPUs' node" in rec.gain_model
+    assert "its pages against its GPUs' nodes" in rec.gain_model
+
+
+def test_a_page_costs_its_worse_crossing_not_both_and_the_nearest_gpu_counts() -> None:
+    model = with_measured_memory(cluster([pcie4()], []), [MemoryOption("n1", PAIRS)])
+    node = model.nodes["n1"]
+    r01 = 9.6 / 6.0 - 1
+    # a thread on 0 reading a page on 1 that GPUs on 0 copy: one crossing, r01, not two
+    assert matrix_cost(node, {0: 1.0}, {1: 1.0}, {0}) == pytest.approx(r01)
+    # the page on 1 beside a thread on 1, copied by GPUs on 0: the copy's crossing
+    assert matrix_cost(node, {1: 1.0}, {1: 1.0}, {0}) == pytest.approx(r01)
+    # GPUs on both nodes: the page on 1 is beside one of them
+    assert matrix_cost(node, {1: 1.0}, {1: 1.0}, {0, 1}) == 0.0
+    assert matrix_cost(node, {0: 1.0}, {1: 1.0}, {0, 1}) == pytest.approx(r01)

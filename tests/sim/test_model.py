@@ -19,7 +19,7 @@ from toposcope.advisor.fabric_wait import LEVEL_SLOWDOWN_PRIOR
 from toposcope.advisor.gpu_sets import LINK_FACTOR
 from toposcope.advisor.link_prices import COMM_SHARE, NVLINK_GBPS_PER_LINK, REFERENCE_GBPS
 from toposcope.advisor.locality import CRI_RM_PENALTY
-from toposcope.advisor.numa_share import CORE_STREAM_GBPS, REMOTE_COST
+from toposcope.advisor.numa_share import CORE_STREAM_GBPS, REMOTE_COST, THREAD_SPREAD
 from toposcope.advisor.policies.numa_pinning import NumaPinningSettings
 from toposcope.errors import ConfigError
 from toposcope.rm import Allocation
@@ -351,6 +351,7 @@ def test_the_simulator_imports_nothing_from_the_advisor_and_shares_no_constant()
         LEVEL_SLOWDOWN_PRIOR,
         CORE_STREAM_GBPS,
         REMOTE_COST,
+        THREAD_SPREAD,
     }
     assert {0.5776, 1.4, 2.0, 0.125} <= beliefs
     modules = _sim_modules_of_the_model()

@@ -288,7 +288,9 @@ class NumaPinning(Policy[NumaPinningSettings]):
         )
         pricing = MatrixPricing(measured.share, gpu_nodes, s.thread_spread)
         cost = matrix_cost(node, cpu, memory, gpu_nodes, s.thread_spread)
-        if cost is not None and node.measured_memory is not None:
+        pinned = matrix_cost(node, {first: 1.0}, {first: 1.0}, gpu_nodes, s.thread_spread)
+        if cost is not None and pinned is not None and node.measured_memory is not None:
+            cost -= pinned  # what stays once pinned (a target away from its GPUs)
             saved = min(MAX_SAVED, measured.share * cost)
             pages = "its pages against its GPUs' nodes, " if gpu_nodes else ""
             text = (

@@ -31,18 +31,18 @@ one at the farthest distance, scaled by distance as above). Pinning then saves `
 remote share x b x remote_cost`` of its step, and the gain is ``saved / (1 - saved)``. The
 recommendation's ``current.numa_sensitivity`` says which basis priced it (``estimate``:
 ``measured`` with its terms, or ``prior`` with the reason), and calibration learns the two
-apart.
+apart. Where the operator measured the node's memory bandwidths (``--memory-bandwidth``) the
+measured basis prices the pin pair by pair instead (:mod:`.pin_pricing`). The settings are
+in :mod:`.pinning_settings`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from toposcope.advisor.idleness import IdleRule
 from toposcope.advisor.locality import (
-    CRI_RM_PENALTY,
     GIB,
     distance_penalty,
     gpu_numa_nodes,
@@ -52,25 +52,19 @@ from toposcope.advisor.locality import (
 )
 from toposcope.advisor.model import ClusterModel, NodeModel, WorkloadModel
 from toposcope.advisor.numa_share import (
-    CORE_STREAM_GBPS,
-    MAX_SAVED,
-    REMOTE_COST,
-    THREAD_SPREAD,
-    MatrixPricing,
     MeasuredMemoryShare,
-    matrix_cost,
     measured_memory_share,
     prior_basis,
 )
-from toposcope.advisor.policies.base import Evaluation, Policy, PolicySettings, setting
+from toposcope.advisor.policies.base import Evaluation, Policy
 from toposcope.advisor.policies.pin_capacity import (
     PinCandidate,
-    PinLimits,
     PinPlan,
     assign_targets,
     crowding,
     rank_cpu_targets,
 )
+from toposcope.advisor.policies.pin_pricing import measured_candidate
 from toposcope.advisor.policies.pin_room import (
     joined,
     moved_bytes_of,
@@ -78,6 +72,7 @@ from toposcope.advisor.policies.pin_room import (
     pin_actions,
     room_makers,
 )
+from toposcope.advisor.policies.pinning_settings import NumaPinningSettings
 from toposcope.advisor.recommendations import make_recommendation
 from toposcope.catalogue import spec
 from toposcope.cpulist import format_cpulist
@@ -90,92 +85,7 @@ from toposcope.report.recommendation import (
     Target,
 )
 
-
-@dataclass(frozen=True)
-class NumaPinningSettings(PolicySettings):
-    """Settings of the numa-pinning policy."""
-
-    min_remote_share: float = setting(
-        0.2, ge=0, le=1, help="recommend only when at least this share is remote (1 - c*m)"
-    )
-    numa_penalty: float = setting(
-        CRI_RM_PENALTY,
-        gt=0,
-        le=5,
-        help="speed-up of pinning a fully remote workload at reference_distance (CRI-RM: 0.5776)",
-    )
-    gpu_job_share: float = setting(
-        0.4,
-        gt=0,
-        le=1,
-        help="share of numa_penalty a workload holding GPUs pays (its step is mostly GPU "
-        "time; prior from verified outcomes: pins of GPU jobs gained 12-33% where the CPU "
-        "figure said 43%)",
-    )
-    remote_cost: float = setting(
-        REMOTE_COST,
-        gt=0,
-        le=5,
-        help="with measured memory traffic: what a byte from the farthest node's memory costs "
-        "on top of a local one (local / remote bandwidth - 1; remote STREAM at about 60% of "
-        "local across a socket link)",
-    )
-    core_stream_gbps: float = setting(
-        CORE_STREAM_GBPS,
-        gt=0,
-        le=1000,
-        help="GB/s one busy core streams from local memory (single-thread STREAM, about 11): the "
-        "measured memory-bound share is the workload's traffic against its busy cores' figure",
-    )
-    thread_spread: float = setting(
-        THREAD_SPREAD,
-        ge=0,
-        le=1,
-        help="with measured memory bandwidths (--memory-bandwidth): the share of a remote "
-        "page's cost that a pair of its threads on different NUMA nodes pays for the cache "
-        "lines they share (an assumption; calibration corrects it)",
-    )
-    reference_distance: int = setting(
-        21,
-        gt=10,
-        le=255,
-        help="SLIT distance that costs the full numa_penalty when a node publishes no "
-        "distances (else its farthest pair does)",
-    )
-    max_cpu_load: float = setting(
-        1.0, gt=0, le=1, help="share of the target's online CPUs that may be busy after pinning"
-    )
-    saturated_load: float = setting(
-        0.95,
-        gt=0,
-        le=1,
-        help="busy share of a NUMA node's CPUs above which more threads than CPUs there "
-        "count as contention",
-    )
-    memory_headroom: float = setting(
-        1.1, ge=1, le=4, help="free memory needed on the target per byte moved"
-    )
-    min_memory_bytes: float = setting(
-        0.0, ge=0, help="leave workloads with less resident memory than this alone"
-    )
-    min_cores: float = setting(
-        0.1,
-        ge=0,
-        help="leave workloads that kept fewer cores (but some) busy than this alone",
-    )
-    migrate_memory: bool = setting(
-        True, help="also migrate the workload's remote pages (else only new allocations)"
-    )
-
-    def limits(self) -> PinLimits:
-        """What bounds a plan of pins made with these settings (capacity and pricing)."""
-        return PinLimits(
-            self.max_cpu_load,
-            self.memory_headroom,
-            self.numa_penalty,
-            self.reference_distance,
-            self.gpu_job_share,
-        )
+__all__ = ["NumaPinning", "NumaPinningSettings"]
 
 
 class NumaPinning(Policy[NumaPinningSettings]):
@@ -239,7 +149,7 @@ class NumaPinning(Policy[NumaPinningSettings]):
             first = targets[0]
             measured = measured_memory_share(workload, s.core_stream_gbps, node)
             if isinstance(measured, MeasuredMemoryShare):
-                candidate = self._measured(node, workload, targets, measured)
+                candidate = measured_candidate(node, workload, targets, measured, s)
                 if candidate.gain <= 0:
                     notes.append(self.note(workload.key, candidate.gain_model))
                     continue
@@ -265,61 +175,6 @@ class NumaPinning(Policy[NumaPinningSettings]):
             )
         found.extend(self._crowded(node, workloads, {c.workload.key for c in found}))
         return found
-
-    def _measured(
-        self,
-        node: NodeModel,
-        workload: WorkloadModel,
-        targets: list[int],
-        measured: MeasuredMemoryShare,
-    ) -> PinCandidate:
-        """The candidate priced by ``workload``'s measured memory-bound share (module
-        docstring); its penalty per unit of remote share travels with it, so that a plan
-        whose memory does not all fit is priced on the same basis.
-        """
-        s = self.settings
-        cpu, memory = workload.cpu_shares(), workload.memory_shares()
-        first = targets[0]
-        remote = remote_share(cpu, memory, first)
-        gpu_nodes = frozenset(
-            g.numa_node
-            for i in workload.gpus
-            if (g := node.gpu(i)) is not None and g.numa_node is not None
-        )
-        pricing = MatrixPricing(measured.share, gpu_nodes, s.thread_spread)
-        cost = matrix_cost(node, cpu, memory, gpu_nodes, s.thread_spread)
-        pinned = matrix_cost(node, {first: 1.0}, {first: 1.0}, gpu_nodes, s.thread_spread)
-        if cost is not None and pinned is not None and node.measured_memory is not None:
-            cost -= pinned  # what stays once pinned (a target away from its GPUs)
-            saved = min(MAX_SAVED, measured.share * cost)
-            pages = "its pages against its GPUs' nodes, " if gpu_nodes else ""
-            text = (
-                f"{measured.text()} x remote cost {cost:.3f} (its threads and pages over the "
-                f"pairs of NUMA nodes, {pages}its threads apart x thread_spread "
-                f"{s.thread_spread:g}; local / remote - 1 measured in "
-                f"{node.measured_memory.path}): saves {saved:.3f} of its step, gain "
-                "saved / (1 - saved)"
-            )
-            return PinCandidate(
-                saved / (1.0 - saved),
-                workload,
-                targets,
-                workload.cores_used(),
-                text,
-                matrix=pricing,
-            )
-        per_unit = measured.share * s.remote_cost
-        penalty = distance_penalty(node, cpu, memory, first, per_unit, s.reference_distance)
-        saved = min(MAX_SAVED, remote * penalty)
-        text = (
-            f"remote share {remote:.3f} (1 - c*m on node {first}) x {measured.text()} x remote "
-            f"cost {penalty / measured.share if measured.share > 0 else 0.0:.3f} "
-            f"({s.remote_cost:g} at the node's farthest SLIT distance or reference_distance): "
-            f"saves {saved:.3f} of its step, gain saved / (1 - saved)"
-        )
-        return PinCandidate(
-            saved / (1.0 - saved), workload, targets, workload.cores_used(), text, penalty=per_unit
-        )
 
     def _crowded(
         self, node: NodeModel, workloads: list[WorkloadModel], taken: set[str]

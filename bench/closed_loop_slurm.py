@@ -62,8 +62,9 @@ from closed_loop_slurm_fabric import (
     topology_conf,
     useless,
 )
-from judge_loop import counted_jobs, prometheus, serve, truth
+from loop_scraping import prometheus, serve
 from loop_seeds import perturbed, ratio_targets, seed_numbers, summarize
+from round_truth import counted_jobs, truth
 
 from toposcope.errors import ConfigError
 from toposcope.fabric.yamlfile import read_fabric_file

@@ -78,7 +78,7 @@ def topology_conf(fabric_file: Path) -> str:
 def fabric_advice_arguments(topology_conf_file: Path) -> list[str]:
     """``fabric-placement`` reading Slurm's own topology.conf; a job without a time limit
     (the simulated jobs run until stopped) is priced over the advisor's own horizon, as on
-    the simulator path (:func:`judge_loop.fabric_settings`).
+    the simulator path (:func:`loop_advisor.fabric_settings`).
     """
     return [
         "--policy", "fabric-placement",

@@ -21,8 +21,8 @@ import json
 import sys
 from typing import Any
 
-from judge_loop import aggregate, counted_jobs
 from loop_seeds import perturbed, seed_numbers
+from round_truth import aggregate, counted_jobs
 
 from toposcope.sim.clock import SimClock
 from toposcope.sim.gang_oracle import gang_move_costs

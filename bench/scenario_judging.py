@@ -17,16 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from judge_loop import (
-    LoopOptions,
-    aggregate,
-    applied_costs,
-    counted_jobs,
-    run_rounds,
-)
+from judge_loop import run_rounds
 from loop_calibration import calibration_rows
 from loop_learning import verdict_counts
+from loop_options import LoopOptions
 from loop_seeds import TARGET_HARMFUL, TARGET_RATIO, perturbed
+from round_truth import aggregate, applied_costs, counted_jobs
 
 from toposcope.cpulist import format_cpulist
 from toposcope.rm import Allocation

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import closed_loop_args
 import scenario_judging
-from judge_loop import counted_jobs, truth
+from round_truth import counted_jobs, truth
 
 from toposcope.sim.clock import SimClock
 from toposcope.sim.oracle import solve

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from judge_loop import await_fresh_scrapes, every_target_up, scrape_interval_s, scraped_targets
+from loop_scraping import await_fresh_scrapes, every_target_up, scrape_interval_s, scraped_targets
 
 from tests.advisor.fakes import FakeServer
 from tests.procs import require_binary

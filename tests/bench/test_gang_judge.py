@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from judge_loop import applied_costs
+from round_truth import applied_costs
 from scenario_judging import move_costs
 
 from toposcope.rm import ActionKind, ActionRequest, ActionStatus

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from judge_loop import round_actions
+from round_truth import round_actions
 
 from tests.advisor.test_fabric_swaps import LONG, joint
 from toposcope.rm import Allocation

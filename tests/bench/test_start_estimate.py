@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from judge_loop import gross_estimate
+from round_truth import gross_estimate
 
 from tests.advisor.builders import cluster, pcie4, workload
 from toposcope.advisor.model import PendingWorkload

@@ -7,7 +7,7 @@ The simulated peer-to-peer and memory bandwidth tests (:mod:`~toposcope.sim.p2p_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from toposcope.sim.nodetemplate import NodeTemplate
@@ -32,3 +32,26 @@ def write_node_files(
         path.write_text(text, encoding="utf-8")
         written[name] = path
     return written
+
+
+def pair_text(header: str, rows: Iterable[tuple[int, int, float]], digits: int) -> str:
+    """A pair-line file: ``# header``, then ``A B FIGURE`` a line with ``digits`` decimals."""
+    lines = [f"# {header}"] + [f"{a} {b} {value:.{digits}f}" for a, b, value in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_pair_files(
+    nodes: Mapping[str, NodeTemplate],
+    directory: Path,
+    suffix: str,
+    rows_of: Callable[[str, NodeTemplate], list[tuple[int, int, float]]],
+    text_of: Callable[[str, NodeTemplate], str],
+) -> dict[str, Path]:
+    """Write ``text_of`` for each node whose measurement ``rows_of`` gives rows (a node with
+    nothing to measure gets no file); return node name -> file.
+    """
+
+    def text(name: str, template: NodeTemplate) -> str | None:
+        return text_of(name, template) if rows_of(name, template) else None
+
+    return write_node_files(nodes, directory, suffix, text)

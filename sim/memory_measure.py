@@ -21,7 +21,7 @@ import hashlib
 import random
 from pathlib import Path
 
-from toposcope.sim.measured_files import write_node_files
+from toposcope.sim.measured_files import pair_text, write_pair_files
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.truth_params import truth
 
@@ -56,17 +56,12 @@ def measured_memory(node: str, template: NodeTemplate) -> list[tuple[int, int, f
 
 def memory_text(node: str, template: NodeTemplate) -> str:
     """The pair-line file ``--memory-bandwidth`` reads for ``node``."""
-    lines = [f"# single-thread STREAM triad measured on {node}, GB/s (CPU_NODE MEMORY_NODE GBPS)"]
-    lines += [f"{a} {b} {gbps:.3f}" for a, b, gbps in measured_memory(node, template)]
-    return "\n".join(lines) + "\n"
+    header = f"single-thread STREAM triad measured on {node}, GB/s (CPU_NODE MEMORY_NODE GBPS)"
+    return pair_text(header, measured_memory(node, template), 3)
 
 
 def write_memory_files(nodes: dict[str, NodeTemplate], directory: Path) -> dict[str, Path]:
     """Write one measured file per node with two NUMA nodes or more under ``directory``;
     return node name -> file.
     """
-
-    def text(name: str, template: NodeTemplate) -> str | None:
-        return memory_text(name, template) if measured_memory(name, template) else None
-
-    return write_node_files(nodes, directory, "stream", text)
+    return write_pair_files(nodes, directory, "stream", measured_memory, memory_text)

@@ -20,7 +20,7 @@ import random
 from itertools import combinations
 from pathlib import Path
 
-from toposcope.sim.measured_files import write_node_files
+from toposcope.sim.measured_files import pair_text, write_pair_files
 from toposcope.sim.model import pair_bandwidth
 from toposcope.sim.nodetemplate import TIER_NVLINK, TIER_NVSWITCH, NodeTemplate
 
@@ -51,17 +51,12 @@ def measured_pairs(node: str, template: NodeTemplate) -> list[tuple[int, int, fl
 
 def p2p_text(node: str, template: NodeTemplate) -> str:
     """The pair-line file ``--p2p-bandwidth`` reads for ``node`` (empty for one GPU)."""
-    lines = [f"# peer-to-peer bandwidth measured on {node}, GB/s each way"]
-    lines += [f"{a} {b} {gbps:.2f}" for a, b, gbps in measured_pairs(node, template)]
-    return "\n".join(lines) + "\n"
+    header = f"peer-to-peer bandwidth measured on {node}, GB/s each way"
+    return pair_text(header, measured_pairs(node, template), 2)
 
 
 def write_p2p_files(nodes: dict[str, NodeTemplate], directory: Path) -> dict[str, Path]:
     """Write one measured file per node with a PCIe-joined GPU pair under ``directory``;
     return node name -> file.
     """
-
-    def text(name: str, template: NodeTemplate) -> str | None:
-        return p2p_text(name, template) if measured_pairs(name, template) else None
-
-    return write_node_files(nodes, directory, "p2p", text)
+    return write_pair_files(nodes, directory, "p2p", measured_pairs, p2p_text)

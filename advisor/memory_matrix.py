@@ -34,13 +34,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toposcope.advisor.link_prices import Measured
-from toposcope.advisor.model import ClusterModel
+from toposcope.advisor.model import ClusterModel, NodeModel
 from toposcope.advisor.node_files import (
     NodeFileOption,
-    first_match,
     measured_lines,
     parse_node_file,
-    unmatched_notes,
+    with_node_files,
 )
 from toposcope.errors import UsageError
 
@@ -198,29 +197,22 @@ def with_measured_memory(model: ClusterModel, options: Sequence[MemoryOption]) -
     matches it; nodes with one NUMA node are left alone). A file naming a NUMA node the node
     does not have is an error; a glob that matches no node is a note in the model.
     """
-    if not options:
-        return model
-    nodes = dict(model.nodes)
-    used: set[str] = set()
-    for name, node in sorted(model.nodes.items()):
+
+    def attach(node: NodeModel, option: MemoryOption) -> NodeModel | None:
         if len(node.numa_nodes) < 2:
-            continue
-        option = first_match(options, name)
-        if option is None:
-            continue
-        used.add(option.glob)
+            return None
         unknown = option.file.nodes() - {n.id for n in node.numa_nodes}
         if unknown:
             have = ",".join(str(n.id) for n in node.numa_nodes)
             raise UsageError(
-                f"--memory-bandwidth {option.glob}={option.file.path}: node {name} has no "
+                f"--memory-bandwidth {option.glob}={option.file.path}: node {node.name} has no "
                 f"NUMA node {min(unknown)} (it has {have})"
             )
-        nodes[name] = replace(node, measured_memory=option.file)
-    notes = unmatched_notes(
-        "--memory-bandwidth", options, used, lambda f: f.path, "node with NUMA nodes"
+        return replace(node, measured_memory=option.file)
+
+    return with_node_files(
+        model, options, "--memory-bandwidth", "node with NUMA nodes", lambda f: f.path, attach
     )
-    return replace(model, nodes=nodes, notes=(*model.notes, *notes))
 
 
 def add_memory_arguments(parser: argparse.ArgumentParser) -> None:

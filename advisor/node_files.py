@@ -4,7 +4,8 @@
 node name or glob and a file measured on such a node; the first option whose glob matches a
 node applies to it. This module holds what the two share: the glob's check, the option's
 parsing and the matching, so that both options accept and refuse the same node patterns,
-and the guarded reading of a file into its lines.
+the guarded reading of a file into its lines, and the attaching of each file to the nodes
+it applies to (:func:`with_node_files`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from toposcope.advisor.model import ClusterModel, NodeModel
 from toposcope.errors import UsageError
 
 #: a node glob: the characters of node names, and ``*``, ``?``, ``[``, ``]``
@@ -67,6 +69,36 @@ def parse_node_file(flag: str, text: str, read: Callable[[Path], F]) -> NodeFile
 def first_match(options: Sequence[NodeFileOption[F]], node: str) -> NodeFileOption[F] | None:
     """The first option whose glob matches ``node`` (``None`` when none does)."""
     return next((o for o in options if fnmatch.fnmatchcase(node, o.glob)), None)
+
+
+def with_node_files(
+    model: ClusterModel,
+    options: Sequence[NodeFileOption[F]],
+    flag: str,
+    nodes: str,
+    path: Callable[[F], str],
+    attach: Callable[[NodeModel, NodeFileOption[F]], NodeModel | None],
+) -> ClusterModel:
+    """``model`` with each node's file attached by ``attach`` (the first option of ``flag``
+    whose glob matches the node; ``attach`` answers ``None`` for a node the file does not
+    apply to, and raises for a file that does not fit the node). An option that applied to
+    none of the ``nodes`` is a note in the model.
+    """
+    if not options:
+        return model
+    found = dict(model.nodes)
+    used: set[str] = set()
+    for name, node in sorted(model.nodes.items()):
+        option = first_match(options, name)
+        if option is None:
+            continue
+        attached = attach(node, option)
+        if attached is None:
+            continue
+        used.add(option.glob)
+        found[name] = attached
+    notes = unmatched_notes(flag, options, used, path, nodes)
+    return replace(model, nodes=found, notes=(*model.notes, *notes))
 
 
 def unmatched_notes(

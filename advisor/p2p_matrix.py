@@ -31,10 +31,9 @@ from toposcope.advisor.link_prices import Measured
 from toposcope.advisor.model import ClusterModel, NodeModel
 from toposcope.advisor.node_files import (
     NodeFileOption,
-    first_match,
     measured_lines,
     parse_node_file,
-    unmatched_notes,
+    with_node_files,
 )
 from toposcope.errors import UsageError
 
@@ -216,20 +215,15 @@ def with_measured_links(model: ClusterModel, options: Sequence[P2pOption]) -> Cl
     """``model`` with each node's measured pairs (the first option whose glob matches it;
     nodes without GPUs are left alone). A glob that matches no node is a note in the model.
     """
-    if not options:
-        return model
-    nodes = dict(model.nodes)
-    used: set[str] = set()
-    for name, node in sorted(model.nodes.items()):
+
+    def attach(node: NodeModel, option: P2pOption) -> NodeModel | None:
         if not node.gpus:
-            continue
-        option = first_match(options, name)
-        if option is None:
-            continue
-        used.add(option.glob)
-        nodes[name] = replace(node, measured_bandwidth=_on_node(node, option.file))
-    notes = unmatched_notes("--p2p-bandwidth", options, used, lambda f: f.path, "node with GPUs")
-    return replace(model, nodes=nodes, notes=(*model.notes, *notes))
+            return None
+        return replace(node, measured_bandwidth=_on_node(node, option.file))
+
+    return with_node_files(
+        model, options, "--p2p-bandwidth", "node with GPUs", lambda f: f.path, attach
+    )
 
 
 def add_p2p_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,16 +1,27 @@
-"""Writing what a measurement on each simulated node reports, one file per node.
+"""What a measurement on each simulated node reports: its run-to-run spread and its files.
 
 The simulated peer-to-peer and memory bandwidth tests (:mod:`~toposcope.sim.p2p_measure`,
-:mod:`~toposcope.sim.memory_measure`) each write a file per node for the advisor's
-``NODE=FILE`` options; this is the writing they share.
+:mod:`~toposcope.sim.memory_measure`) each give a figure per pair with a seeded run-to-run
+spread (:func:`run_spread`) and write a file per node for the advisor's ``NODE=FILE``
+options; this is what they share.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from toposcope.sim.nodetemplate import NodeTemplate
+
+
+def run_spread(test: str, node: str, a: int, b: int, spread: float) -> float:
+    """A factor in ``[1 - spread, 1 + spread]`` seeded by the test, the node and the pair,
+    so that a file is the same from one run to the next.
+    """
+    digest = hashlib.sha256(f"{test}:{node}:{a}:{b}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big")).uniform(1.0 - spread, 1.0 + spread)
 
 
 def write_node_files(
@@ -45,13 +56,16 @@ def write_pair_files(
     directory: Path,
     suffix: str,
     rows_of: Callable[[str, NodeTemplate], list[tuple[int, int, float]]],
-    text_of: Callable[[str, NodeTemplate], str],
+    header_of: Callable[[str], str],
+    digits: int,
 ) -> dict[str, Path]:
-    """Write ``text_of`` for each node whose measurement ``rows_of`` gives rows (a node with
-    nothing to measure gets no file); return node name -> file.
+    """Write the pair-line file (:func:`pair_text`) of each node whose measurement
+    ``rows_of`` gives rows (a node with nothing to measure gets no file); return node name ->
+    file.
     """
 
     def text(name: str, template: NodeTemplate) -> str | None:
-        return text_of(name, template) if rows_of(name, template) else None
+        rows = rows_of(name, template)
+        return pair_text(header_of(name), rows, digits) if rows else None
 
     return write_node_files(nodes, directory, suffix, text)

@@ -17,23 +17,15 @@ peer-to-peer figures of :mod:`~toposcope.sim.p2p_measure`.
 
 from __future__ import annotations
 
-import hashlib
-import random
 from pathlib import Path
 
-from toposcope.sim.measured_files import pair_text, write_pair_files
+from toposcope.sim.measured_files import pair_text, run_spread, write_pair_files
 from toposcope.sim.nodetemplate import NodeTemplate
 from toposcope.sim.truth_params import truth
 
 #: relative spread of a STREAM figure between runs (a few per cent: the best of ten
 #: repetitions, as STREAM reports)
 SPREAD = 0.02
-
-
-def _noise(node: str, cpu: int, memory: int) -> float:
-    """A factor in ``[1 - SPREAD, 1 + SPREAD]`` seeded by the node and the pair."""
-    digest = hashlib.sha256(f"stream:{node}:{cpu}:{memory}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big")).uniform(1.0 - SPREAD, 1.0 + SPREAD)
 
 
 def measured_memory(node: str, template: NodeTemplate) -> list[tuple[int, int, float]]:
@@ -47,21 +39,35 @@ def measured_memory(node: str, template: NodeTemplate) -> list[tuple[int, int, f
     t = truth()
     local = t.weight("memory_stream_gbps")
     return [
-        (a, b, local / (1.0 + t.remote_cost(template.distance(a, b))) * _noise(node, a, b))
+        (
+            a,
+            b,
+            local
+            / (1.0 + t.remote_cost(template.distance(a, b)))
+            * run_spread("stream", node, a, b, SPREAD),
+        )
         for a in ids
         if template.node_cpus(a)
         for b in ids
     ]
 
 
+#: the decimals a file gives each figure
+DIGITS = 3
+
+
+def _header(node: str) -> str:
+    """The first line of a file measured on ``node``: what it holds, in which unit."""
+    return f"single-thread STREAM triad measured on {node}, GB/s (CPU_NODE MEMORY_NODE GBPS)"
+
+
 def memory_text(node: str, template: NodeTemplate) -> str:
     """The pair-line file ``--memory-bandwidth`` reads for ``node``."""
-    header = f"single-thread STREAM triad measured on {node}, GB/s (CPU_NODE MEMORY_NODE GBPS)"
-    return pair_text(header, measured_memory(node, template), 3)
+    return pair_text(_header(node), measured_memory(node, template), DIGITS)
 
 
 def write_memory_files(nodes: dict[str, NodeTemplate], directory: Path) -> dict[str, Path]:
     """Write one measured file per node with two NUMA nodes or more under ``directory``;
     return node name -> file.
     """
-    return write_pair_files(nodes, directory, "stream", measured_memory, memory_text)
+    return write_pair_files(nodes, directory, "stream", measured_memory, _header, DIGITS)

@@ -15,24 +15,16 @@ GPU counters of :mod:`~toposcope.sim.gpu_traffic`.
 
 from __future__ import annotations
 
-import hashlib
-import random
 from itertools import combinations
 from pathlib import Path
 
-from toposcope.sim.measured_files import pair_text, write_pair_files
+from toposcope.sim.measured_files import pair_text, run_spread, write_pair_files
 from toposcope.sim.model import pair_bandwidth
 from toposcope.sim.nodetemplate import TIER_NVLINK, TIER_NVSWITCH, NodeTemplate
 
 #: relative spread of a bandwidth test's figure between runs (a few per cent on an idle
 #: machine: copies of 256 MiB repeated, the median reported)
 SPREAD = 0.02
-
-
-def _noise(node: str, a: int, b: int) -> float:
-    """A factor in ``[1 - SPREAD, 1 + SPREAD]`` seeded by the node and the pair."""
-    digest = hashlib.sha256(f"p2p:{node}:{a}:{b}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big")).uniform(1.0 - SPREAD, 1.0 + SPREAD)
 
 
 def measured_pairs(node: str, template: NodeTemplate) -> list[tuple[int, int, float]]:
@@ -43,20 +35,28 @@ def measured_pairs(node: str, template: NodeTemplate) -> list[tuple[int, int, fl
     """
     indexes = sorted(g.index for g in template.gpus)
     return [
-        (a, b, pair_bandwidth(template, a, b) * _noise(node, a, b))
+        (a, b, pair_bandwidth(template, a, b) * run_spread("p2p", node, a, b, SPREAD))
         for a, b in combinations(indexes, 2)
         if template.link_tier(a, b)[0] not in (TIER_NVLINK, TIER_NVSWITCH)
     ]
 
 
+#: the decimals a file gives each figure
+DIGITS = 2
+
+
+def _header(node: str) -> str:
+    """The first line of a file measured on ``node``: what it holds, in which unit."""
+    return f"peer-to-peer bandwidth measured on {node}, GB/s each way"
+
+
 def p2p_text(node: str, template: NodeTemplate) -> str:
     """The pair-line file ``--p2p-bandwidth`` reads for ``node`` (empty for one GPU)."""
-    header = f"peer-to-peer bandwidth measured on {node}, GB/s each way"
-    return pair_text(header, measured_pairs(node, template), 2)
+    return pair_text(_header(node), measured_pairs(node, template), DIGITS)
 
 
 def write_p2p_files(nodes: dict[str, NodeTemplate], directory: Path) -> dict[str, Path]:
     """Write one measured file per node with a PCIe-joined GPU pair under ``directory``;
     return node name -> file.
     """
-    return write_pair_files(nodes, directory, "p2p", measured_pairs, p2p_text)
+    return write_pair_files(nodes, directory, "p2p", measured_pairs, _header, DIGITS)

@@ -12,15 +12,12 @@ from prometheus_client import CollectorRegistry
 
 from tests.gpu.conftest import gpu_series, scrape
 from tests.helpers import REPO
-from tests.workloads.helpers import V2HOST, WL_A, WL_B, WL_SERVICE, workload_value
+from tests.workloads.helpers import WL_A, WL_B, WL_SERVICE, gpu_workloads, workload_value
 from tests.workloads.helpers import scrape as scrape_workloads
 from toposcope.catalogue import CATALOGUE
 from toposcope.catalogue.dcgm_joins import DCGM_EQUIVALENTS
-from toposcope.config import ExporterConfig, HostPaths
-from toposcope.exporters.collectors import workloads
 from toposcope.exporters.collectors.gpu import GpuCollector
-from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.gpu_source import GpuSource, install_gpu_source
+from toposcope.exporters.gpu_source import GpuSource
 from toposcope.fake_nvml import FakeNvml, FakeProcess, ManualClock
 from toposcope.host.nvml import PcieSampler
 
@@ -265,9 +262,7 @@ def test_workloads_get_their_gpus_figures_and_a_shared_gpu_says_so(
     for gpu in range(2, 8):
         fake.set_processes(gpu, [])
     source = gpu_source(fake)
-    ctx = CollectorContext(ExporterConfig(paths=HostPaths.under(V2HOST)))
-    install_gpu_source(ctx, source)
-    workload_collector = workloads.ENTRY.factory(ctx)
+    workload_collector = gpu_workloads(source)
     gpus = GpuCollector(source)
     # no GPU reading yet: no workload activity
     before = scrape_workloads(workload_collector)

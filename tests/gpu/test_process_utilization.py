@@ -10,12 +10,9 @@ from collections.abc import Callable
 import pynvml
 import pytest
 
-from tests.workloads.helpers import V2HOST, WL_A, WL_B, WL_SERVICE, workload_value
+from tests.workloads.helpers import WL_A, WL_B, WL_SERVICE, gpu_workloads, workload_value
 from tests.workloads.helpers import scrape as scrape_workloads
-from toposcope.config import ExporterConfig, HostPaths
-from toposcope.exporters.collectors import workloads
-from toposcope.exporters.context import CollectorContext
-from toposcope.exporters.gpu_source import GpuSource, install_gpu_source
+from toposcope.exporters.gpu_source import GpuSource
 from toposcope.fake_nvml import FakeNvml, FakeProcess, ManualClock, parse_spec
 from toposcope.fake_nvml.device_calls import SAMPLE_EPOCH_US
 from toposcope.fake_nvml.structs import FakeHandle
@@ -96,9 +93,7 @@ def test_each_workload_gets_its_own_share_and_a_gpu_without_samples_none(
     for gpu in range(2, 8):
         fake.set_processes(gpu, [])
     source = gpu_source(fake)
-    ctx = CollectorContext(ExporterConfig(paths=HostPaths.under(V2HOST)))
-    install_gpu_source(ctx, source)
-    collector = workloads.ENTRY.factory(ctx)
+    collector = gpu_workloads(source)
     clock.advance(5.0)
     registry = scrape_workloads(collector)
 
@@ -132,9 +127,7 @@ def test_not_supported_leaves_the_gpu_without_a_share_and_is_not_asked_again(
         fake.set_processes(gpu, [])
     fake.add_fault("nvmlDeviceGetProcessUtilization", "NOT_SUPPORTED", gpu=0)
     source = gpu_source(fake)
-    ctx = CollectorContext(ExporterConfig(paths=HostPaths.under(V2HOST)))
-    install_gpu_source(ctx, source)
-    collector = workloads.ENTRY.factory(ctx)
+    collector = gpu_workloads(source)
     for _ in range(2):
         clock.advance(5.0)
         registry = scrape_workloads(collector)

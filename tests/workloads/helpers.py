@@ -14,6 +14,7 @@ from tests.helpers import FIXTURES
 from toposcope.config import ExporterConfig, HostPaths, WorkloadSettings
 from toposcope.exporters.collectors import workloads
 from toposcope.exporters.context import CollectorContext
+from toposcope.exporters.gpu_source import GpuSource, install_gpu_source
 from toposcope.exporters.registry import Collector
 from toposcope.host.nvml.records import GpuProcess
 
@@ -123,3 +124,10 @@ def workload_names(registry: CollectorRegistry) -> set[str]:
             if sample.name == "toposcope_workload_info":
                 names.add(sample.labels["workload"])
     return names
+
+
+def gpu_workloads(source: GpuSource) -> Collector:
+    """The workloads collector over the v2 host fixture, reading its GPUs from ``source``."""
+    ctx = CollectorContext(ExporterConfig(paths=HostPaths.under(V2HOST)))
+    install_gpu_source(ctx, source)
+    return workloads.ENTRY.factory(ctx)

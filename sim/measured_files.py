@@ -24,27 +24,6 @@ def run_spread(test: str, node: str, a: int, b: int, spread: float) -> float:
     return random.Random(int.from_bytes(digest[:8], "big")).uniform(1.0 - spread, 1.0 + spread)
 
 
-def write_node_files(
-    nodes: Mapping[str, NodeTemplate],
-    directory: Path,
-    suffix: str,
-    text_of: Callable[[str, NodeTemplate], str | None],
-) -> dict[str, Path]:
-    """Write ``text_of(name, template)`` as ``directory/NAME.SUFFIX`` for each node it
-    gives a text for (``None``: nothing to measure there); return node name -> file.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    for name, template in sorted(nodes.items()):
-        text = text_of(name, template)
-        if text is None:
-            continue
-        path = directory / f"{name}.{suffix}"
-        path.write_text(text, encoding="utf-8")
-        written[name] = path
-    return written
-
-
 def pair_text(header: str, rows: Iterable[tuple[int, int, float]], digits: int) -> str:
     """A pair-line file: ``# header``, then ``A B FIGURE`` a line with ``digits`` decimals."""
     lines = [f"# {header}"] + [f"{a} {b} {value:.{digits}f}" for a, b, value in rows]
@@ -60,12 +39,16 @@ def write_pair_files(
     digits: int,
 ) -> dict[str, Path]:
     """Write the pair-line file (:func:`pair_text`) of each node whose measurement
-    ``rows_of`` gives rows (a node with nothing to measure gets no file); return node name ->
-    file.
+    ``rows_of`` gives rows as ``directory/NAME.SUFFIX`` (a node with nothing to measure gets
+    no file); return node name -> file.
     """
-
-    def text(name: str, template: NodeTemplate) -> str | None:
+    directory.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for name, template in sorted(nodes.items()):
         rows = rows_of(name, template)
-        return pair_text(header_of(name), rows, digits) if rows else None
-
-    return write_node_files(nodes, directory, suffix, text)
+        if not rows:
+            continue
+        path = directory / f"{name}.{suffix}"
+        path.write_text(pair_text(header_of(name), rows, digits), encoding="utf-8")
+        written[name] = path
+    return written
